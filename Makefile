@@ -1,0 +1,44 @@
+# pmsgate: every target creates the environment itself (installing uv with pip when missing).
+SHELL := /bin/bash
+UV := $(shell command -v uv 2>/dev/null)
+ifeq ($(UV),)
+UV := python3 -m uv
+endif
+PORT ?= 8080
+SANDBOX_PORT ?= 8090
+
+.PHONY: env demo test lint format serve sandbox bench clean
+
+env: .venv/.synced
+
+.venv/.synced: pyproject.toml uv.lock
+	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(UV) sync --frozen
+	@touch $@
+
+demo: env
+	$(UV) run pmsgate demo
+
+test: env
+	$(UV) run pytest
+
+lint: env
+	$(UV) run ruff check src tests bench
+	$(UV) run ruff format --check src tests bench
+	$(UV) run mypy
+
+format: env
+	$(UV) run ruff check --fix src tests bench
+	$(UV) run ruff format src tests bench
+
+serve: env
+	$(UV) run pmsgate serve --port $(PORT)
+
+sandbox: env
+	$(UV) run pmsgate sandbox --port $(SANDBOX_PORT)
+
+bench: env
+	$(UV) run python -m bench.run
+
+clean:
+	rm -rf .venv .pmsgate .pytest_cache .mypy_cache .ruff_cache test-artifacts

@@ -1,0 +1,107 @@
+"""The `pmsgate` command line (Typer): demo, serve, sandbox, db, and the admin groups."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from pmsgate.config import get_settings
+from pmsgate.errors import PmsgateError
+from pmsgate.logs import configure_logging
+
+app = typer.Typer(
+    name="pmsgate",
+    help="Safe gateway between an AI guest assistant and the Kross Booking API v5.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def fail(error: PmsgateError) -> typer.Exit:
+    """Print a service error (code, message, hint) to stderr and return the exit to raise."""
+    err_console.print(f"[bold red]error[/] {error.code}: {error.message}")
+    if error.hint:
+        err_console.print(f"[dim]hint:[/] {error.hint}")
+    return typer.Exit(code=2)
+
+
+@app.callback()
+def _setup() -> None:
+    settings = get_settings()
+    configure_logging(settings.log_level, json=settings.log_json)
+
+
+@app.command()
+def demo(
+    seed: Annotated[int, typer.Option(help="Seed of the emulators' data.")] = 1,
+) -> None:
+    """Run the whole system offline against in-process emulators and show what happens."""
+    from pmsgate.demo import run_demo
+
+    try:
+        asyncio.run(run_demo(console, seed=seed))
+    except PmsgateError as error:
+        raise fail(error) from None
+
+
+@app.command()
+def serve(
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+) -> None:
+    """Serve the gateway (HTTP tools, operations, MCP, admin API, health and metrics)."""
+    import uvicorn
+
+    from pmsgate.app import create_app
+
+    uvicorn.run(create_app(get_settings()), host=host, port=port, log_config=None)
+
+
+@app.command()
+def sandbox(
+    port: Annotated[int, typer.Option(help="Port to listen on.")] = 8090,
+    host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
+    seed: Annotated[int, typer.Option(help="Seed of the emulators' data.")] = 1,
+) -> None:
+    """Serve the emulators: the booking system under /kross, controls under /kross/_sandbox."""
+    import uvicorn
+    from rich.table import Table
+
+    from pmsgate.sandbox.app import Sandbox
+
+    box = Sandbox(seed=seed)
+    table = Table(title=f"Seeded facilities (seed {seed})")
+    for column in ("hotel_id", "username", "password", "kind", "api_key"):
+        table.add_column(column)
+    for facility in box.kross.facility_summaries():
+        table.add_row(*(str(facility[c]) for c in ("hotel_id", "username", "password", "kind")),
+                      str(facility["api_key"]))
+    console.print(table)
+    console.print(f"Booking-system base URL: http://{host}:{port}/kross")
+    console.print(f"Controls: http://{host}:{port}/kross/_sandbox/…")
+    uvicorn.run(box.asgi_app(), host=host, port=port, log_config=None)
+
+
+@db_app.command("upgrade")
+def db_upgrade() -> None:
+    """Apply every pending migration to the configured database."""
+    from pmsgate.storage.db import current_revision, open_database
+
+    async def _run() -> str | None:
+        async with open_database(get_settings().effective_database_url) as engine:
+            return await current_revision(engine)
+
+    console.print(f"database at revision {asyncio.run(_run())}")
+
+
+def main() -> None:
+    """Entry point of the `pmsgate` console script."""
+    app()

@@ -1,0 +1,40 @@
+"""Clocks: the system clock in production, a manual one in tests and emulators."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Protocol
+
+
+class Clock(Protocol):
+    """Something that tells the current time (timezone-aware, UTC)."""
+
+    def now(self) -> datetime: ...
+
+
+class SystemClock:
+    """The real wall clock."""
+
+    def now(self) -> datetime:
+        """Current UTC time."""
+        return datetime.now(UTC)
+
+
+class ManualClock:
+    """A clock that only moves when told to; for tests, emulators and simulations."""
+
+    def __init__(self, start: datetime | None = None) -> None:
+        self._now = start or datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+
+    def now(self) -> datetime:
+        """The clock's current time."""
+        return self._now
+
+    def advance(self, seconds: float) -> datetime:
+        """Move the clock forward and return the new time."""
+        self._now += timedelta(seconds=seconds)
+        return self._now
+
+    def set(self, when: datetime) -> None:
+        """Jump to an absolute time."""
+        self._now = when

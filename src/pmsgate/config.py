@@ -1,0 +1,88 @@
+"""Settings read from the environment (prefix ``PMSGATE_``).
+
+Nothing here builds a settings object at import time: call :func:`get_settings`
+(cached) from entry points, or construct :class:`Settings` explicitly in tests.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_USER_AGENT = (
+    "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
+    "Chrome/126.0 Safari/537.36 pmsgate/0.1"
+)
+
+
+class Settings(BaseSettings):
+    """Every knob of the service; each field maps to one ``PMSGATE_*`` variable."""
+
+    model_config = SettingsConfigDict(
+        env_prefix="PMSGATE_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    data_dir: Path = Field(
+        default=Path(".pmsgate"),
+        description="Directory for local state (the default SQLite file, the onboarding outbox).",
+    )
+    database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy async URL; default is SQLite at <data_dir>/pmsgate.db. "
+        "Use postgresql+asyncpg://… in production.",
+    )
+    redis_url: str | None = Field(
+        default=None,
+        description="Redis URL shared by replicas (limiter, cache, locks); unset = in memory.",
+    )
+    kross_base_url: str = Field(
+        default="https://api.krossbooking.com",
+        description="Booking-system base URL; operations are POSTed to <base>/v5/<path>.",
+    )
+    kross_paths: dict[str, str] = Field(
+        default_factory=dict,
+        description='JSON map overriding operation paths, e.g. {"get-house-manual": '
+        '"reservations/get-house-manual"}.',
+    )
+    kross_timeout_s: float = Field(
+        default=20.0, description="Timeout of one booking-system request, in seconds."
+    )
+    user_agent: str = Field(
+        default=DEFAULT_USER_AGENT,
+        description="Browser-style User-Agent sent on every booking-system request.",
+    )
+    partner_api_key: SecretStr | None = Field(
+        default=None,
+        description="The shared partner api_key (32 hex) used for facilities of kind partner.",
+    )
+    secret_keys: SecretStr | None = Field(
+        default=None,
+        description="Vault keys, comma-separated `id:base64key` (32-byte AES keys); "
+        "the first encrypts, all decrypt.",
+    )
+    admin_token: SecretStr | None = Field(
+        default=None, description="Bearer token of the admin HTTP API."
+    )
+    log_level: str = Field(default="INFO", description="Log level of the structured logs.")
+    log_json: bool = Field(default=False, description="Write logs as JSON lines.")
+
+    @field_validator("kross_base_url")
+    @classmethod
+    def _strip_trailing_slash(cls, value: str) -> str:
+        return value.rstrip("/")
+
+    @property
+    def effective_database_url(self) -> str:
+        """The database URL to use, defaulting to a SQLite file in the data directory."""
+        if self.database_url:
+            return self.database_url
+        return f"sqlite+aiosqlite:///{(self.data_dir / 'pmsgate.db').resolve()}"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings, read from the environment on first use."""
+    return Settings()

@@ -1,0 +1,32 @@
+"""All emulators behind one ASGI app, each under its own prefix (``/kross`` …)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastapi import FastAPI
+
+from pmsgate.clock import Clock, SystemClock
+from pmsgate.sandbox.kross.app import create_kross_app
+from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
+from pmsgate.sandbox.kross.store import KrossStore
+
+
+@dataclass
+class Sandbox:
+    """The emulators' state, reachable in-process (demo) or over HTTP (`pmsgate sandbox`)."""
+
+    seed: int = 1
+    clock: Clock = field(default_factory=SystemClock)
+    kross: KrossStore = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.kross = KrossStore(
+            seed=self.seed, clock=self.clock, partner_api_key=SANDBOX_PARTNER_API_KEY
+        )
+
+    def asgi_app(self) -> FastAPI:
+        """One app serving every emulator under its prefix."""
+        app = FastAPI(title="pmsgate sandbox", docs_url=None, redoc_url=None)
+        app.mount("/kross", create_kross_app(self.kross))
+        return app

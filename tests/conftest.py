@@ -1,0 +1,110 @@
+"""Shared fixtures: emulators reached through real clients over ASGI transports."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from pmsgate.clock import ManualClock
+
+IN_CI = os.environ.get("CI", "").lower() == "true"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock()
+
+
+@pytest.fixture
+def kross_store(clock: ManualClock):  # type: ignore[no-untyped-def]
+    from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
+    from pmsgate.sandbox.kross.store import KrossStore
+
+    return KrossStore(seed=7, clock=clock, partner_api_key=SANDBOX_PARTNER_API_KEY)
+
+
+@pytest.fixture
+async def kross_http(kross_store) -> AsyncIterator[httpx.AsyncClient]:  # type: ignore[no-untyped-def]
+    """An httpx client whose transport is the booking-system emulator (base URL included)."""
+    from pmsgate.sandbox.kross.app import create_kross_app
+
+    transport = httpx.ASGITransport(app=create_kross_app(kross_store))
+    async with httpx.AsyncClient(transport=transport, base_url="http://kross.test") as http:
+        yield http
+
+
+# --- databases: SQLite always, PostgreSQL when PMSGATE_TEST_DATABASE_URL is set (CI) ---
+
+POSTGRES_URL = os.environ.get("PMSGATE_TEST_DATABASE_URL")
+REDIS_URL = os.environ.get("PMSGATE_TEST_REDIS_URL")
+
+if IN_CI and not (POSTGRES_URL and REDIS_URL):
+    raise RuntimeError(
+        "CI=true needs PMSGATE_TEST_DATABASE_URL and PMSGATE_TEST_REDIS_URL (see .ci/run)."
+    )
+
+DATABASE_BACKENDS = ["sqlite", *(["postgres"] if POSTGRES_URL else [])]
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> str:
+    """A scratch PostgreSQL database of this test run (created, then dropped)."""
+    import asyncio
+    import uuid
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.ext.asyncio import create_async_engine
+
+    assert POSTGRES_URL, "PMSGATE_TEST_DATABASE_URL is not set"
+    name = f"pmsgate_test_{uuid.uuid4().hex[:10]}"
+
+    async def _admin(statement: str) -> None:
+        engine = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+        try:
+            async with engine.connect() as connection:
+                from sqlalchemy import text
+
+                await connection.execute(text(statement))
+        finally:
+            await engine.dispose()
+
+    def run(statement: str) -> None:
+        # Own thread: this fixture may be first requested from inside the test's event loop.
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            pool.submit(asyncio.run, _admin(statement)).result()
+
+    # Unreachable PostgreSQL fails here loudly: under CI a missing service is a failure.
+    run(f'CREATE DATABASE "{name}"')
+    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(params=DATABASE_BACKENDS)
+async def database_url(request, tmp_path) -> AsyncIterator[str]:  # type: ignore[no-untyped-def]
+    """A migrated, empty database: a SQLite file, or the run's PostgreSQL database wiped."""
+    from pmsgate.storage.db import Base, create_engine, upgrade
+
+    if request.param == "sqlite":
+        url = f"sqlite+aiosqlite:///{tmp_path / 'test.db'}"
+    else:
+        url = request.getfixturevalue("postgres_url")
+        engine = create_engine(url)
+        async with engine.begin() as connection:
+            await connection.run_sync(Base.metadata.drop_all)
+            from sqlalchemy import text
+
+            await connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
+        await engine.dispose()
+    engine = create_engine(url)
+    await upgrade(engine)
+    await engine.dispose()
+    yield url
