@@ -1,0 +1,1 @@
+"""The multi-tenant tool gateway: facilities, vault, tokens, limiter, cache, tools, MCP."""
