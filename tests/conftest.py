@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import httpx
 import pytest
@@ -108,3 +109,60 @@ async def database_url(request, tmp_path) -> AsyncIterator[str]:  # type: ignore
     await upgrade(engine)
     await engine.dispose()
     yield url
+
+
+# --- Redis: when PMSGATE_TEST_REDIS_URL is set (always under CI=true) ---
+
+
+@pytest.fixture(scope="session")
+def redis_url() -> str:
+    """The test Redis URL: skipped locally when unset; under CI an unreachable Redis FAILS."""
+    if not REDIS_URL:
+        if IN_CI:
+            pytest.fail("CI=true but PMSGATE_TEST_REDIS_URL is not set")
+        pytest.skip("PMSGATE_TEST_REDIS_URL is not set")
+    import redis as sync_redis
+
+    client = sync_redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        client.ping()
+    except sync_redis.RedisError as exc:
+        # A configured but unreachable Redis is a broken environment, never a skip.
+        pytest.fail(f"Redis at PMSGATE_TEST_REDIS_URL is unreachable: {type(exc).__name__}")
+    finally:
+        client.close()
+    return REDIS_URL
+
+
+@pytest.fixture
+def redis_namespace() -> Iterator[str]:
+    """A key prefix of this test alone; its keys are deleted afterwards (never FLUSHDB)."""
+    import uuid
+
+    namespace = f"pmsgate-test-{uuid.uuid4().hex[:12]}"
+    yield namespace
+    if not REDIS_URL:
+        return
+    import redis as sync_redis
+
+    client = sync_redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    try:
+        keys = list(client.scan_iter(match=f"{namespace}*", count=500))
+        if keys:
+            client.delete(*keys)
+    except sync_redis.RedisError:
+        pass  # unreachable: a test that needed Redis has already failed through redis_url
+    finally:
+        client.close()
+
+
+@pytest.fixture
+async def redis_client(redis_url: str) -> AsyncIterator[Any]:
+    """An asyncio Redis client on the test Redis (closed afterwards)."""
+    from redis.asyncio import Redis
+
+    client = Redis.from_url(redis_url)
+    try:
+        yield client
+    finally:
+        await client.aclose()

@@ -47,7 +47,7 @@ def demo(
     from pmsgate.demo import run_demo
 
     try:
-        asyncio.run(run_demo(console, seed=seed))
+        asyncio.run(run_demo(Console(), seed=seed))
     except PmsgateError as error:
         raise fail(error) from None
 
@@ -82,8 +82,10 @@ def sandbox(
     for column in ("hotel_id", "username", "password", "kind", "api_key"):
         table.add_column(column)
     for facility in box.kross.facility_summaries():
-        table.add_row(*(str(facility[c]) for c in ("hotel_id", "username", "password", "kind")),
-                      str(facility["api_key"]))
+        table.add_row(
+            *(str(facility[c]) for c in ("hotel_id", "username", "password", "kind")),
+            str(facility["api_key"]),
+        )
     console.print(table)
     console.print(f"Booking-system base URL: http://{host}:{port}/kross")
     console.print(f"Controls: http://{host}:{port}/kross/_sandbox/…")
@@ -105,3 +107,7 @@ def db_upgrade() -> None:
 def main() -> None:
     """Entry point of the `pmsgate` console script."""
     app()
+
+
+if __name__ == "__main__":
+    main()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -66,6 +67,73 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = Field(
         default=None, description="Bearer token of the admin HTTP API."
     )
+    # --- tokens, limiter, read cache (gateway) ---
+    token_refresh_ahead_s: float = Field(
+        default=3600.0,
+        ge=0,
+        description="Get a facility's new booking-system token this many seconds before the "
+        "current one expires (never earlier than half-way through its lifetime).",
+    )
+    token_lock_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A replica's token-refresh lock expires after this many seconds even if it "
+        "crashed while holding it.",
+    )
+    token_lock_wait_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="How long a replica waits for another replica's token refresh before "
+        "answering gateway_busy.",
+    )
+    limiter_scope: Literal["facility", "account"] = Field(
+        default="facility",
+        description="What one upstream budget covers: `facility` (per hotel_id, spec §8) or "
+        "`account` (one budget for every facility of the same API account, as one integrator "
+        "reports for the per-minute limit).",
+    )
+    limiter_wait_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="How long an interactive call may wait for a permit before the gateway "
+        "answers from the cache (stale) or with 429 and Retry-After.",
+    )
+    limiter_background_share: float = Field(
+        default=0.5,
+        ge=0,
+        le=1,
+        description="Share of each window (minute, hour, day) that background refreshes may use; "
+        "the rest is reserved for interactive tool calls.",
+    )
+    cache_max_age_s: dict[str, float] = Field(
+        default_factory=lambda: {
+            "check-availability": 300.0,
+            "get-reservation-status": 120.0,
+            "get-in-house-guests": 300.0,
+            "get-incomplete-portals": 300.0,
+            "check-portal-status": 120.0,
+            "get-checkin-instructions": 3600.0,
+        },
+        description="Freshness bound per tool, in seconds: a cached answer older than this is "
+        'fetched again. JSON map, e.g. {"check-availability": 60}; tools not listed use '
+        "cache_default_max_age_s.",
+    )
+    cache_default_max_age_s: float = Field(
+        default=120.0,
+        ge=0,
+        description="Freshness bound, in seconds, of cached reads not listed in cache_max_age_s.",
+    )
+    cache_keep_s: float = Field(
+        default=86400.0,
+        gt=0,
+        description="How long a cached answer is kept as the last good answer to serve (marked "
+        "stale) when the upstream fails or the budget is spent.",
+    )
+    cache_lock_ttl_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="A replica's lock on one cache refill expires after this many seconds.",
+    )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")
 
@@ -73,6 +141,10 @@ class Settings(BaseSettings):
     @classmethod
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    def cache_max_age_for(self, tool: str) -> float:
+        """The freshness bound of one tool's cached reads, in seconds."""
+        return self.cache_max_age_s.get(tool, self.cache_default_max_age_s)
 
     @property
     def effective_database_url(self) -> str:

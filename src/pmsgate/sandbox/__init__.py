@@ -1,0 +1,1 @@
+"""Stateful emulators of the upstream systems, for tests, demos and load runs."""

@@ -1,0 +1,425 @@
+"""The emulator's HTTP face: ``POST /v5/<operation>``, ``/apiv5`` and the ``/_sandbox/`` controls.
+
+Every /v5 request goes through the same steps, in the order the real edge and
+server are assumed to apply them (docs/kross-api.md):
+
+1. User-Agent check (403, plain text ``error code: 1010``), before anything else;
+2. injected latency;
+3. operation lookup (404 ``OPERATION_NOT_FOUND``);
+4. attribution to a facility (bearer token, or the ``hotel_id`` of ``auth/get-token``)
+   and the facility's rate limits (429 ``RATE_LIMITED`` with ``Retry-After``);
+5. injected 503s;
+6. body parsing (400 ``INVALID_REQUEST``), the operation itself, serialisation;
+7. for writes, the commit-then-timeout fault, *after* the state has changed:
+   ``hang`` sleeps ``hang_s`` seconds before answering (a client whose timeout is
+   shorter gives up; with ``httpx.ASGITransport``, which ignores client timeouts,
+   wrap the call in ``anyio.fail_after``); ``disconnect`` raises
+   ``httpx.RemoteProtocolError`` inside the app, which ``ASGITransport`` hands to
+   the client as is (behind a real server such as uvicorn the client sees a 500 instead).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import uuid
+from collections.abc import Callable
+from typing import Any, Literal, TypeVar
+
+import anyio
+import httpx
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
+from pydantic import BaseModel, Field, ValidationError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pmsgate.sandbox.kross import errors, wire
+from pmsgate.sandbox.kross.errors import KrossError
+from pmsgate.sandbox.kross.store import WRITE_OPERATIONS, KrossStore, PictureUpload
+
+GET_TOKEN = "auth/get-token"
+BROWSER_USER_AGENT_PREFIX = "Mozilla/5.0"
+
+Operation = Callable[[KrossStore, str, dict[str, Any]], dict[str, Any]]
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+# --- the ten operations (get-token is handled apart: it is attributed by its body) ----------
+
+
+def _get_availability(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = _parse(wire.AvailabilityBody, body)
+    rows = store.availability(hotel_id, req.date_from, req.date_to, req.id_room_type)
+    return _list_envelope([wire.availability_row(r) for r in rows], len(rows), len(rows), 0)
+
+
+def _get_reservations(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = _parse(wire.ReservationListBody, body)
+    page, total = store.list_reservations(hotel_id, req.to_filter())
+    facility = store.facility(hotel_id)
+    rows = [
+        wire.reservation_row(
+            r, facility, with_rooms=req.with_rooms, with_guest_portal=req.with_guest_portal
+        )
+        for r in page
+    ]
+    return _list_envelope(rows, total, req.limit, req.offset)
+
+
+def _get_check_in_instructions(
+    store: KrossStore, hotel_id: str, body: dict[str, Any]
+) -> dict[str, Any]:
+    req = _parse(wire.RoomTypeBody, body)
+    apartment = store.apartment_for(hotel_id, req.id_room_type, req.id_reservation)
+    return {"data": wire.check_in_instructions(apartment)}
+
+
+def _get_house_manual(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = _parse(wire.RoomTypeBody, body)
+    apartment = store.apartment_for(hotel_id, req.id_room_type, req.id_reservation)
+    return {"data": wire.house_manual(apartment)}
+
+
+def _get_contract(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = _parse(wire.RoomTypeBody, body)
+    apartment = store.apartment_for(hotel_id, req.id_room_type, req.id_reservation)
+    return {"data": wire.contract(apartment)}
+
+
+def _save_reservation(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = _parse(wire.SaveReservationBody, body)
+    res = store.change_dates(hotel_id, req.id_reservation, req.arrival, req.departure)
+    return {"data": wire.saved_dates(res)}
+
+
+def _add_payment(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = _parse(wire.AddPaymentBody, body)
+    payment = store.add_payment(
+        hotel_id, req.id_reservation, req.amount, req.currency, req.method, req.date, req.note
+    )
+    return {"data": wire.payment_row(payment)}
+
+
+def _check_in_guest(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = _parse(wire.CheckInGuestBody, body)
+    guest = store.register_guest(hotel_id, req.id_reservation, req.guest.to_new_guest())
+    res = store.facility(hotel_id).reservations[req.id_reservation]
+    return {
+        "data": {
+            "id_guest": guest.id_guest,
+            "id_reservation": req.id_reservation,
+            "guest_portal": wire.portal_block(res.portal()),
+        }
+    }
+
+
+def _save_guest_pictures(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
+    req = _parse(wire.SavePicturesBody, body)
+    uploads = [
+        PictureUpload(p.filename, p.content_type, _decode_base64(p.data_base64))
+        for p in req.pictures
+    ]
+    res, stored = store.save_pictures(hotel_id, req.id_reservation, uploads, req.id_guest)
+    return {"data": wire.saved_pictures(res, stored)}
+
+
+OPERATIONS: dict[str, Operation] = {
+    "calendar/get-availability": _get_availability,
+    "reservations/get-list": _get_reservations,
+    "get-check-in-instructions": _get_check_in_instructions,
+    "get-house-manual": _get_house_manual,
+    "get-contract": _get_contract,
+    "reservations/save": _save_reservation,
+    "reservations/add-payment": _add_payment,
+    "check-in-guest": _check_in_guest,
+    "save-guest-pictures": _save_guest_pictures,
+}
+
+# Community clients call these reads under reservations/ (reference/upstreams.md §1).
+ALIASES = {
+    "reservations/get-check-in-instructions": "get-check-in-instructions",
+    "reservations/get-house-manual": "get-house-manual",
+    "reservations/get-contract": "get-contract",
+}
+
+
+# --- control bodies -----------------------------------------------------------------------
+
+
+class PasswordBody(BaseModel):
+    """POST /_sandbox/facilities/{hotel_id}/password."""
+
+    password: str = Field(min_length=1)
+
+
+class LimitsBody(BaseModel):
+    """PUT /_sandbox/facilities/{hotel_id}/limits."""
+
+    per_minute: int | None = Field(default=None, ge=1)
+    per_hour: int | None = Field(default=None, ge=1)
+    per_day: int | None = Field(default=None, ge=1)
+
+
+class AdvanceBody(BaseModel):
+    """POST /_sandbox/clock/advance."""
+
+    seconds: float = Field(ge=0)
+
+
+class FaultsBody(BaseModel):
+    """POST /_sandbox/faults."""
+
+    latency_s: float | None = Field(default=None, ge=0)
+    error_rate: float | None = Field(default=None, ge=0, le=1)
+    commit_then_timeout: int | None = Field(default=None, ge=0)
+    timeout_mode: Literal["hang", "disconnect"] | None = None
+    hang_s: float | None = Field(default=None, gt=0)
+
+
+class ConfigBody(BaseModel):
+    """PUT /_sandbox/config."""
+
+    ignore_date_filters: bool | None = None
+    token_location: Literal["data", "top", "nested"] | None = None
+
+
+# --- the app ------------------------------------------------------------------------------
+
+
+def create_kross_app(store: KrossStore) -> FastAPI:
+    """The emulator as an ASGI app over ``store``."""
+    app = FastAPI(
+        title="Kross Booking API v5 emulator", docs_url=None, redoc_url=None, openapi_url=None
+    )
+    _install_error_handlers(app)
+    app.include_router(_api_router(store))
+    app.include_router(_control_router(store), prefix="/_sandbox")
+    return app
+
+
+def _api_router(store: KrossStore) -> APIRouter:
+    router = APIRouter()
+
+    @router.api_route("/v5/{path:path}", methods=["GET", "POST", "PUT", "PATCH", "DELETE"])
+    async def v5(path: str, request: Request) -> Response:
+        if not request.headers.get("user-agent", "").startswith(BROWSER_USER_AGENT_PREFIX):
+            store.record_user_agent_block()
+            return PlainTextResponse("error code: 1010", status_code=403)
+        operation = ALIASES.get(path.strip("/"), path.strip("/"))
+        known = operation == GET_TOKEN or operation in OPERATIONS
+        store.record_request(operation if known else None)
+        if store.faults.latency_s > 0:
+            await anyio.sleep(store.faults.latency_s)
+        if request.method != "POST":
+            raise KrossError(errors.METHOD_NOT_ALLOWED)
+        if not known:
+            raise KrossError(errors.OPERATION_NOT_FOUND, f"no operation {path!r}")
+        if operation == GET_TOKEN:
+            return _json(await _get_token(store, request))
+        hotel_id = store.authenticate(_bearer_token(request))
+        store.admit(hotel_id)
+        _maybe_fail(store)
+        answer = OPERATIONS[operation](store, hotel_id, await _json_body(request))
+        if operation in WRITE_OPERATIONS:
+            await _after_commit(store)
+        return _json(answer)
+
+    @router.api_route("/apiv5", methods=["GET", "POST"])
+    @router.api_route("/apiv5/{rest:path}", methods=["GET", "POST"])
+    async def reference_page() -> HTMLResponse:
+        return HTMLResponse(_REFERENCE_PAGE)
+
+    return router
+
+
+async def _get_token(store: KrossStore, request: Request) -> dict[str, Any]:
+    body = await _json_body(request)
+    hotel_id = str(body.get("hotel_id", ""))
+    # Only a hotel_id that exists can be charged; unknown ones fail AUTH_FAILED uncounted.
+    if store.has_facility(hotel_id):
+        store.admit(hotel_id)
+    _maybe_fail(store)
+    req = _parse(wire.GetTokenBody, body)
+    issued = store.issue_token(req.hotel_id, req.username, req.password, req.api_key)
+    return wire.token_answer(issued, store.config.token_location)
+
+
+def _maybe_fail(store: KrossStore) -> None:
+    if store.draw_server_error():
+        raise KrossError(errors.SERVER_ERROR)
+
+
+async def _after_commit(store: KrossStore) -> None:
+    mode = store.take_write_fault()
+    if mode == "hang":
+        await anyio.sleep(store.faults.hang_s)
+    elif mode == "disconnect":
+        raise httpx.RemoteProtocolError("Server disconnected without sending a response.")
+
+
+def _control_router(store: KrossStore) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/reset")
+    async def reset() -> dict[str, Any]:
+        store.reset()
+        return {"ok": True}
+
+    @router.get("/facilities")
+    async def facilities() -> list[dict[str, Any]]:
+        return store.facility_summaries()
+
+    @router.get("/stats")
+    async def stats() -> dict[str, Any]:
+        return store.stats.as_dict()
+
+    @router.post("/facilities/{hotel_id}/password")
+    async def change_password(hotel_id: str, body: PasswordBody) -> dict[str, Any]:
+        store.change_password(hotel_id, body.password)
+        return {"ok": True, "hotel_id": hotel_id}
+
+    @router.put("/facilities/{hotel_id}/limits")
+    async def set_limits(hotel_id: str, body: LimitsBody) -> dict[str, Any]:
+        limits = store.set_limits(hotel_id, body.per_minute, body.per_hour, body.per_day)
+        return {"hotel_id": hotel_id, **vars(limits)}
+
+    @router.get("/clock")
+    async def clock() -> dict[str, Any]:
+        return {"now": store.clock.now().isoformat()}
+
+    @router.post("/clock/advance")
+    async def advance_clock(body: AdvanceBody) -> dict[str, Any]:
+        return {"now": store.advance_clock(body.seconds).isoformat()}
+
+    @router.get("/faults")
+    async def faults() -> dict[str, Any]:
+        return dict(vars(store.faults))
+
+    @router.post("/faults")
+    async def set_faults(body: FaultsBody) -> dict[str, Any]:
+        return dict(vars(store.set_faults(**body.model_dump())))
+
+    @router.delete("/faults")
+    async def clear_faults() -> dict[str, Any]:
+        store.clear_faults()
+        return dict(vars(store.faults))
+
+    @router.get("/config")
+    async def config() -> dict[str, Any]:
+        return dict(vars(store.config))
+
+    @router.put("/config")
+    async def set_config(body: ConfigBody) -> dict[str, Any]:
+        return dict(vars(store.configure(body.ignore_date_filters, body.token_location)))
+
+    return router
+
+
+# --- parsing and rendering ----------------------------------------------------------------
+
+
+def _ruid() -> str:
+    return f"r-{uuid.uuid4().hex[:16]}"
+
+
+def _json(payload: dict[str, Any], status: int = 200) -> JSONResponse:
+    return JSONResponse({**payload, "ruid": _ruid()}, status_code=status)
+
+
+def _list_envelope(
+    rows: list[dict[str, Any]], total: int, limit: int, offset: int
+) -> dict[str, Any]:
+    return {
+        "data": rows,
+        "count": len(rows),
+        "total_count": total,
+        "limit": limit,
+        "offset": offset,
+    }
+
+
+def _bearer_token(request: Request) -> str | None:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    try:
+        body = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        raise KrossError(errors.INVALID_REQUEST, "the body is not valid JSON") from None
+    if not isinstance(body, dict):
+        raise KrossError(errors.INVALID_REQUEST, "the body must be a JSON object")
+    return body
+
+
+def _parse(model: type[_Model], body: dict[str, Any]) -> _Model:
+    try:
+        return model.model_validate(body)
+    except ValidationError as exc:
+        raise KrossError(errors.INVALID_REQUEST, _describe(exc)) from None
+
+
+def _describe(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    where = ".".join(str(part) for part in first["loc"]) or "body"
+    return f"{where}: {first['msg']}"
+
+
+def _decode_base64(data: str) -> bytes:
+    try:
+        return base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise KrossError(errors.INVALID_REQUEST, "data_base64 is not valid base64") from None
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    def render(spec: errors.ErrorSpec, message: str | None = None) -> JSONResponse:
+        return JSONResponse(KrossError(spec, message).body(_ruid()), status_code=spec.status)
+
+    @app.exception_handler(KrossError)
+    async def kross_error(request: Request, exc: KrossError) -> JSONResponse:
+        return JSONResponse(exc.body(_ruid()), status_code=exc.spec.status, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ())) or "body"
+        return render(errors.INVALID_REQUEST, f"{where}: {first.get('msg', 'invalid')}")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code == 404:
+            return render(errors.OPERATION_NOT_FOUND)
+        if exc.status_code == 405:
+            return render(errors.METHOD_NOT_ALLOWED)
+        spec = errors.ErrorSpec(errors.INVALID_REQUEST.code, exc.status_code, str(exc.detail))
+        return render(spec)
+
+    # An emulator bug still answers with the error envelope, never a bare traceback page.
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return render(errors.INTERNAL_ERROR)
+
+
+_REFERENCE_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Kross Booking API v5 - Reference</title></head>
+<body>
+<h1>Kross Booking API v5</h1>
+<p>This is the human reference page, not an API endpoint. Operations are called with
+<code>POST /v5/&lt;operation&gt;</code> and a JSON body.</p>
+<ul>
+<li>auth/get-token</li><li>calendar/get-availability</li><li>reservations/get-list</li>
+<li>get-check-in-instructions</li><li>get-house-manual</li><li>get-contract</li>
+<li>reservations/save</li><li>reservations/add-payment</li><li>check-in-guest</li>
+<li>save-guest-pictures</li>
+</ul>
+</body>
+</html>
+"""

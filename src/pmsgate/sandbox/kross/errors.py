@@ -1,0 +1,57 @@
+"""The emulator's error table: every ``{error_code, error_message, ruid}`` answer it can give.
+
+Codes and statuses follow ``docs/kross-api.md`` (they are assumptions about the real system).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    """One row of the table: a code, its HTTP status and a default message."""
+
+    code: str
+    status: int
+    message: str
+
+
+INVALID_REQUEST = ErrorSpec("INVALID_REQUEST", 400, "Missing or malformed field in the request.")
+AUTH_FAILED = ErrorSpec("AUTH_FAILED", 401, "Wrong hotel_id, username, password or api_key.")
+INVALID_TOKEN = ErrorSpec("INVALID_TOKEN", 401, "Missing, unknown, revoked or expired token.")
+OPERATION_NOT_FOUND = ErrorSpec("OPERATION_NOT_FOUND", 404, "This operation does not exist.")
+NOT_FOUND = ErrorSpec("NOT_FOUND", 404, "No such object in this facility.")
+METHOD_NOT_ALLOWED = ErrorSpec("INVALID_REQUEST", 405, "Operations are called with POST.")
+NOT_AVAILABLE = ErrorSpec("NOT_AVAILABLE", 409, "The requested nights are not available.")
+PAYLOAD_TOO_LARGE = ErrorSpec("PAYLOAD_TOO_LARGE", 413, "A picture is larger than 5 MiB.")
+UNSUPPORTED_MEDIA_TYPE = ErrorSpec(
+    "UNSUPPORTED_MEDIA_TYPE", 415, "Pictures must be image/jpeg, image/png or application/pdf."
+)
+TOO_MANY_SESSIONS = ErrorSpec(
+    "TOO_MANY_SESSIONS", 429, "Too many active tokens for this hotel_id (at most 50)."
+)
+RATE_LIMITED = ErrorSpec("RATE_LIMITED", 429, "Rate limit exceeded for this facility.")
+SERVER_ERROR = ErrorSpec("SERVER_ERROR", 503, "Temporary server error; retry later.")
+INTERNAL_ERROR = ErrorSpec("SERVER_ERROR", 500, "Unexpected server error.")
+
+
+class KrossError(Exception):
+    """An error answer: raised anywhere in the emulator, rendered by the app's handler."""
+
+    def __init__(
+        self,
+        spec: ErrorSpec,
+        message: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message or spec.message)
+        self.spec = spec
+        self.message = message or spec.message
+        self.headers = headers or {}
+
+    def body(self, ruid: str) -> dict[str, Any]:
+        """The JSON error envelope."""
+        return {"error_code": self.spec.code, "error_message": self.message, "ruid": ruid}
