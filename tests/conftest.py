@@ -8,6 +8,7 @@ from typing import Any
 
 import httpx
 import pytest
+import structlog
 
 from pmsgate.clock import ManualClock
 
@@ -17,6 +18,13 @@ IN_CI = os.environ.get("CI", "").lower() == "true"
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(autouse=True)
+def isolated_logging() -> Iterator[None]:
+    # A CLI test configures structlog globally (level, output); never let that leak onward.
+    yield
+    structlog.reset_defaults()
 
 
 @pytest.fixture

@@ -1,31 +1,240 @@
-"""The service's composition root: builds the FastAPI app that `pmsgate serve` runs."""
+"""The service's composition root: every gateway service built once from settings.
+
+`open_services` wires the pieces (database, vault, limiter, cache, tokens, the
+booking-system client) for one process; `create_app` serves them over HTTP and
+MCP. Tests and the demo pass their own ``kross_http`` (an httpx client on the
+emulator) and clock; production gets a real httpx client and the system clock.
+"""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 
-from fastapi import FastAPI
+import httpx
+import structlog
+from fastapi import FastAPI, Request, Response
+from redis.asyncio import Redis
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
-from pmsgate.errors import install_error_handlers
-from pmsgate.storage.db import open_database
+from pmsgate.errors import PmsgateError, install_error_handlers
+from pmsgate.gateway import admin, http
+from pmsgate.gateway.cache import ReadCache
+from pmsgate.gateway.facilities import (
+    FacilityService,
+    FacilityView,
+    pms_verifier,
+    vault_from_settings,
+)
+from pmsgate.gateway.limiter import FacilityLimiter
+from pmsgate.gateway.locks import locks_for
+from pmsgate.gateway.mcp import create_mcp_app
+from pmsgate.gateway.metrics import GatewayMetrics
+from pmsgate.gateway.operations import Operations
+from pmsgate.gateway.service import Gateway, GatewayPolicy
+from pmsgate.gateway.tokens import TokenManager
+from pmsgate.gateway.tools import Tools
+from pmsgate.pms.client import PmsClient
+from pmsgate.pms.credentials import Credentials
+from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.idempotency import IdempotencyRepository
+from pmsgate.storage.tokens import TokenRepository
+
+log = structlog.get_logger(__name__)
 
 
-def create_app(settings: Settings) -> FastAPI:
-    """The gateway application for these settings; migrations run on start."""
+@dataclass
+class Services:
+    """Everything one gateway process runs on."""
+
+    settings: Settings
+    clock: Clock
+    engine: AsyncEngine
+    redis: Redis | None
+    facilities: FacilityService
+    pms: PmsClient
+    limiter: FacilityLimiter
+    cache: ReadCache
+    tokens: TokenManager
+    gateway: Gateway
+    tools: Tools
+    operations: Operations
+    metrics: GatewayMetrics
+
+
+@asynccontextmanager
+async def open_services(
+    settings: Settings,
+    *,
+    kross_http: httpx.AsyncClient | None = None,
+    clock: Clock | None = None,
+) -> AsyncIterator[Services]:
+    """Build every service for these settings; close them all on exit."""
+    clock = clock or SystemClock()
+    async with AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(open_database(settings.effective_database_url))
+        sessions = session_factory(engine)
+        redis: Redis | None = None
+        if settings.redis_url:
+            redis = Redis.from_url(settings.redis_url)
+            stack.push_async_callback(redis.aclose)
+        if kross_http is None:
+            kross_http = await stack.enter_async_context(
+                httpx.AsyncClient(timeout=settings.kross_timeout_s)
+            )
+        metrics = GatewayMetrics()
+        vault = vault_from_settings(settings)
+        facilities = FacilityService(sessions, vault, clock, settings.partner_api_key)
+        pms_client = PmsClient.from_settings(settings, kross_http, clock)
+        limiter = FacilityLimiter(
+            clock=clock, redis=redis, background_share=settings.limiter_background_share
+        )
+        cache = ReadCache(
+            clock=clock,
+            redis_url=settings.redis_url,
+            keep_s=settings.cache_keep_s,
+            lock_ttl_s=settings.cache_lock_ttl_s,
+        )
+        stack.push_async_callback(cache.close)
+
+        tokens = TokenManager(
+            pms=pms_client,
+            tokens=TokenRepository(sessions),
+            vault=vault,
+            clock=clock,
+            credentials=facilities.credentials,
+            acquire_permit=lambda hotel_id: gateway.token_permit(hotel_id),
+            locks=locks_for(
+                redis,
+                timeout_s=settings.token_lock_timeout_s,
+                wait_s=settings.token_lock_wait_s,
+            ),
+            refresh_ahead_s=settings.token_refresh_ahead_s,
+        )
+        gateway = Gateway(
+            facilities=facilities,
+            pms_client=pms_client,
+            tokens=tokens,
+            limiter=limiter,
+            cache=cache,
+            clock=clock,
+            metrics=metrics,
+            policy=GatewayPolicy(
+                limiter_wait_s=settings.limiter_wait_s,
+                reauth_interval_s=settings.reauth_interval_s,
+                limit_by_account=settings.limiter_scope == "account",
+            ),
+        )
+        yield Services(
+            settings=settings,
+            clock=clock,
+            engine=engine,
+            redis=redis,
+            facilities=facilities,
+            pms=pms_client,
+            limiter=limiter,
+            cache=cache,
+            tokens=tokens,
+            gateway=gateway,
+            tools=Tools(gateway, settings.cache_max_age_s, settings.cache_default_max_age_s),
+            operations=Operations(gateway, IdempotencyRepository(sessions)),
+            metrics=metrics,
+        )
+
+
+def create_app(
+    settings: Settings,
+    *,
+    services: Services | None = None,
+) -> FastAPI:
+    """The gateway app; with ``services`` given (tests, demo) it serves those as they are."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with open_database(settings.effective_database_url) as engine:
-            app.state.engine = engine
+        async with AsyncExitStack() as stack:
+            if services is None:
+                app.state.services = await stack.enter_async_context(open_services(settings))
+            await stack.enter_async_context(mcp_lifespan())
             yield
 
-    app = FastAPI(title="pmsgate", lifespan=lifespan)
+    app = FastAPI(title="pmsgate", version="0.1.0", lifespan=lifespan)
+    if services is not None:
+        app.state.services = services
     install_error_handlers(app)
+    app.include_router(http.router)
+
+    async def verify(credentials: Credentials) -> None:
+        await pms_verifier(app.state.services.pms)(credentials)
+
+    app.include_router(
+        admin.build_admin_router(
+            lambda: app.state.services.facilities, settings.admin_token, verify
+        )
+    )
+
+    async def authenticate(raw_key: str) -> FacilityView:
+        facility: FacilityView = await app.state.services.facilities.authenticate(raw_key)
+        return facility
+
+    mcp_app, mcp_lifespan = create_mcp_app(
+        tools_provider=lambda: app.state.services.tools, authenticate=authenticate
+    )
+    app.mount("/mcp", mcp_app)
+
+    @app.middleware("http")
+    async def request_id(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+        structlog.contextvars.bind_contextvars(request_id=rid)
+        try:
+            response = await call_next(request)
+        finally:
+            structlog.contextvars.unbind_contextvars("request_id")
+        response.headers["X-Request-Id"] = rid
+        return response
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
         return {"status": "ok"}
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz(request: Request) -> dict[str, object]:
+        current: Services = request.app.state.services
+        checks: dict[str, str] = {}
+        try:
+            async with current.engine.connect() as connection:
+                await connection.execute(text("SELECT 1"))
+            checks["database"] = "ok"
+        except Exception as error:  # any failure means not ready; say which kind
+            checks["database"] = type(error).__name__
+        if current.redis is not None:
+            try:
+                await current.redis.ping()
+                checks["redis"] = "ok"
+            except Exception as error:
+                checks["redis"] = type(error).__name__
+        if any(value != "ok" for value in checks.values()):
+            raise PmsgateError(
+                "Not ready: " + ", ".join(f"{k}={v}" for k, v in checks.items()),
+                code="not_ready",
+                status=503,
+                hint="Check the database and Redis connections.",
+            )
+        return {"status": "ready", "checks": checks}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics(request: Request) -> Response:
+        current: Services = request.app.state.services
+        for facility in await current.facilities.list():
+            key = current.gateway.limit_key(facility)
+            for window, left in (await current.limiter.remaining(key, facility.limits)).items():
+                current.metrics.budget_remaining.labels(facility.hotel_id, window).set(left)
+        return Response(current.metrics.render(), media_type="text/plain; version=0.0.4")
 
     return app

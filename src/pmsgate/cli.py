@@ -10,6 +10,7 @@ from rich.console import Console
 
 from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.cli import facilities_app, secrets_app
 from pmsgate.logs import configure_logging
 
 app = typer.Typer(
@@ -20,6 +21,8 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+app.add_typer(facilities_app, name="facilities")
+app.add_typer(secrets_app, name="secrets")
 
 console = Console()
 err_console = Console(stderr=True)

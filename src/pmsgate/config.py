@@ -134,6 +134,12 @@ class Settings(BaseSettings):
         gt=0,
         description="A replica's lock on one cache refill expires after this many seconds.",
     )
+    reauth_interval_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="After the booking system refuses a facility's credentials, at most one "
+        "re-authentication attempt per this many seconds (no retry storm that locks the account).",
+    )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")
 

@@ -42,6 +42,10 @@ def redact_secrets(
     return event_dict
 
 
+def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
+    return structlog.PrintLogger(sys.stderr)
+
+
 def configure_logging(level: str = "INFO", *, json: bool = False) -> None:
     """Route structlog and stdlib logging through one redacting pipeline to stderr."""
     renderer: Any = (
@@ -56,6 +60,7 @@ def configure_logging(level: str = "INFO", *, json: bool = False) -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        # Resolve stderr per logger: tests and CLI runners swap sys.stderr at run time.
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )

@@ -1,0 +1,1 @@
+"""Versioned data every customer is provisioned from: tools, skills, guardrails, templates."""

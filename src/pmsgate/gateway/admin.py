@@ -1,0 +1,198 @@
+"""The admin HTTP API: the powers of `pmsgate facilities …` over HTTP.
+
+Design: :func:`build_admin_router` returns an ``APIRouter`` (prefix ``/admin``)
+built from three injected things, so the composition root decides their
+lifetimes and tests pass real ones:
+
+- ``get_service`` — called per request, returns the :class:`FacilityService`
+  (typically read from ``app.state`` once the lifespan has opened the database);
+- ``admin_token`` — ``PMSGATE_ADMIN_TOKEN``; when unset every admin call answers
+  503 ``admin_api_disabled`` (the API is off, not open);
+- ``verify`` — checks new credentials upstream before a reconnect stores them
+  (e.g. :func:`pmsgate.gateway.facilities.pms_verifier` of a ``PmsClient``).
+
+Every route needs ``Authorization: Bearer <PMSGATE_ADMIN_TOKEN>`` (compared in
+constant time; wrong or missing → 401 ``invalid_admin_token``). Errors are the
+service's JSON error body, rendered by :func:`pmsgate.errors.install_error_handlers`,
+which the app must install. Answers that carry a raw gateway key are sent with
+``Cache-Control: no-store``.
+
+Routes: ``POST /admin/facilities`` (201: facility + gateway_key),
+``GET /admin/facilities``, ``GET /admin/facilities/{hotel_id}``,
+``PUT /admin/facilities/{hotel_id}/limits``, ``POST /admin/facilities/{hotel_id}/keys``
+(201: key + gateway_key), ``GET /admin/facilities/{hotel_id}/keys``,
+``DELETE /admin/facilities/{hotel_id}/keys/{key_id}``,
+``POST /admin/facilities/{hotel_id}/reconnect`` (verified first; 422 with the
+booking system's reason when refused, and nothing changed).
+"""
+
+# No `from __future__ import annotations` here: FastAPI must evaluate the route
+# annotations at definition time, and they refer to dependencies local to the builder.
+
+import hmac
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Response, status
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
+
+from pmsgate.errors import PmsgateError, Unauthorized
+from pmsgate.gateway.facilities import (
+    FacilityService,
+    FacilityView,
+    KeyView,
+    Limits,
+    NewFacility,
+    Verifier,
+)
+
+_bearer = HTTPBearer(auto_error=False, description="PMSGATE_ADMIN_TOKEN")
+
+
+class CreatedFacility(BaseModel):
+    """A registered facility and its first gateway key (shown only in this answer)."""
+
+    facility: FacilityView
+    gateway_key: str
+
+
+class FacilityList(BaseModel):
+    """Every registered facility."""
+
+    facilities: list[FacilityView]
+
+
+class MintKeyBody(BaseModel):
+    """Options of a new gateway key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    label: str = Field(default="", description="A note telling what the key is for.")
+
+
+class MintedKey(BaseModel):
+    """A new gateway key (shown only in this answer)."""
+
+    key: KeyView
+    gateway_key: str
+
+
+class KeyList(BaseModel):
+    """Every gateway key of a facility, revoked ones included."""
+
+    keys: list[KeyView]
+
+
+class ReconnectBody(BaseModel):
+    """New booking-system credentials of a facility."""
+
+    model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
+
+    username: str = Field(description="The API user, `api` followed by digits (not an e-mail).")
+    password: SecretStr = Field(description="The API user's password.")
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="Own facilities: a new api key, or omit to keep the stored one. "
+        "Partner facilities: omit (the shared key is used).",
+    )
+
+
+def _no_store(response: Response) -> None:
+    response.headers["Cache-Control"] = "no-store"
+
+
+def build_admin_router(
+    get_service: Callable[[], FacilityService],
+    admin_token: SecretStr | None,
+    verify: Verifier,
+) -> APIRouter:
+    """The admin API router, guarded by the admin bearer token."""
+
+    async def require_admin(
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> None:
+        if admin_token is None or not admin_token.get_secret_value():
+            raise PmsgateError(
+                "The admin API is disabled.",
+                code="admin_api_disabled",
+                status=503,
+                hint="Set PMSGATE_ADMIN_TOKEN to enable it.",
+            )
+        presented = credentials.credentials if credentials is not None else ""
+        if not hmac.compare_digest(presented.encode(), admin_token.get_secret_value().encode()):
+            raise Unauthorized(
+                "Missing or wrong admin token.",
+                code="invalid_admin_token",
+                hint="Send `Authorization: Bearer <PMSGATE_ADMIN_TOKEN>`.",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    def service() -> FacilityService:
+        return get_service()
+
+    Service = Annotated[FacilityService, Depends(service)]
+    router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+
+    @router.post("/facilities", status_code=status.HTTP_201_CREATED, response_model=CreatedFacility)
+    async def add_facility(
+        body: NewFacility, facilities: Service, response: Response
+    ) -> CreatedFacility:
+        """Register a facility; the answer holds its first gateway key, shown only once."""
+        view, raw_key = await facilities.add(body)
+        _no_store(response)
+        return CreatedFacility(facility=view, gateway_key=raw_key)
+
+    @router.get("/facilities", response_model=FacilityList)
+    async def list_facilities(facilities: Service) -> FacilityList:
+        """Every registered facility."""
+        return FacilityList(facilities=await facilities.list())
+
+    @router.get("/facilities/{hotel_id}", response_model=FacilityView)
+    async def show_facility(hotel_id: str, facilities: Service) -> FacilityView:
+        """One facility."""
+        return await facilities.get(hotel_id)
+
+    @router.put("/facilities/{hotel_id}/limits", response_model=FacilityView)
+    async def set_limits(hotel_id: str, body: Limits, facilities: Service) -> FacilityView:
+        """Change a facility's upstream budget."""
+        return await facilities.set_limits(hotel_id, body)
+
+    @router.post(
+        "/facilities/{hotel_id}/keys",
+        status_code=status.HTTP_201_CREATED,
+        response_model=MintedKey,
+    )
+    async def mint_key(
+        hotel_id: str,
+        facilities: Service,
+        response: Response,
+        body: MintKeyBody | None = None,
+    ) -> MintedKey:
+        """A new gateway key for the facility, shown only once."""
+        view, raw_key = await facilities.mint_key(hotel_id, body.label if body else "")
+        _no_store(response)
+        return MintedKey(key=view, gateway_key=raw_key)
+
+    @router.get("/facilities/{hotel_id}/keys", response_model=KeyList)
+    async def list_keys(hotel_id: str, facilities: Service) -> KeyList:
+        """Every gateway key of the facility (prefixes only)."""
+        return KeyList(keys=await facilities.list_keys(hotel_id))
+
+    @router.delete("/facilities/{hotel_id}/keys/{key_id}", response_model=KeyView)
+    async def revoke_key(hotel_id: str, key_id: int, facilities: Service) -> KeyView:
+        """Revoke one gateway key of the facility."""
+        return await facilities.revoke_key(hotel_id, key_id)
+
+    @router.post("/facilities/{hotel_id}/reconnect", response_model=FacilityView)
+    async def reconnect(hotel_id: str, body: ReconnectBody, facilities: Service) -> FacilityView:
+        """Replace the facility's credentials once the booking system accepts them."""
+        return await facilities.reconnect(
+            hotel_id,
+            username=body.username,
+            password=body.password,
+            api_key=body.api_key,
+            verify=verify,
+        )
+
+    return router

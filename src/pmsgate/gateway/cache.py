@@ -1,0 +1,230 @@
+"""The read cache: bounded staleness, coalesced refills, the last good answer on failure.
+
+Storage is cashews (``mem://`` in one process, Redis when replicas share it),
+with the JSON pickler: values must be JSON-serialisable, every read returns a
+fresh copy (a caller cannot mutate the cache), and nothing from Redis is ever
+unpickled. Freshness is judged on the injected :class:`~pmsgate.clock.Clock`
+from the stored ``fetched_at``; cashews' own TTL (real time, ``keep_s``) only
+bounds how long an entry is kept for the stale fallback.
+
+A refill is coalesced twice: in the process (:class:`~pmsgate.gateway.locks.SingleFlight`,
+so 100 concurrent callers share one fetch and its outcome) and across replicas
+(a cashews lock on the key, then a re-check of the store before fetching).
+
+Invalidation works on ``:``-separated keys: ``invalidate("123")`` drops the key
+``123`` and every key under ``123:``. A refill that was already fetching when
+an invalidation touched its key returns its answer but does not store it, so a
+read racing a write cannot put pre-write data back into the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+import warnings
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Literal
+
+from cashews import Cache
+
+from pmsgate.clock import Clock
+from pmsgate.gateway.locks import SingleFlight
+
+CacheSource = Literal["upstream", "cache"]
+_SEPARATOR = ":"
+
+
+@dataclass(frozen=True)
+class Cached:
+    """A value with its provenance: when it was fetched, how old it is, whether it is stale."""
+
+    value: Any
+    fetched_at: datetime
+    age_s: float
+    stale: bool
+    source: CacheSource
+
+
+@dataclass(frozen=True)
+class _Entry:
+    value: Any
+    fetched_at: datetime
+
+
+class ReadCache:
+    """Cached reads with a per-call freshness bound, shared by replicas through Redis."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        redis_url: str | None = None,
+        namespace: str = "pmsgate",
+        keep_s: float = 86400,
+        lock_ttl_s: float = 30.0,
+        lock_poll_s: float = 0.02,
+        max_entries: int = 10_000,
+    ) -> None:
+        self._clock = clock
+        self._namespace = namespace
+        self._keep_s = keep_s
+        self._lock_ttl_s = lock_ttl_s
+        self._lock_poll_s = lock_poll_s
+        self._flights: SingleFlight[Cached] = SingleFlight()
+        self._cache = Cache(name=f"{namespace}-read-cache")
+        if redis_url:
+            # suppress=True: a Redis outage degrades to "no cache" instead of failing reads.
+            self._cache.setup(redis_url, pickle_type="json", suppress=True)
+        else:
+            self._cache.setup("mem://", pickle_type="json", size=max_entries)
+        self.backend: Literal["redis", "memory"] = "redis" if redis_url else "memory"
+
+    def __repr__(self) -> str:
+        return f"ReadCache(backend={self.backend}, namespace={self._namespace!r})"
+
+    async def get(
+        self,
+        key: str,
+        *,
+        max_age_s: float,
+        fetch: Callable[[], Awaitable[Any]],
+        stale_on: tuple[type[BaseException], ...] = (),
+    ) -> Cached:
+        """The value of ``key`` if at most ``max_age_s`` old, else fetched once for all callers.
+
+        When ``fetch`` raises one of ``stale_on`` and an earlier value exists, that value
+        is returned with ``stale=True`` and its age; otherwise the error propagates.
+        """
+        _check_key(key)
+        entry = await self._read(key)
+        if entry is not None and self._age(entry) <= max_age_s:
+            return self._hit(entry, stale=False)
+        # Callers with different bounds must not share a flight: a looser bound could
+        # accept an entry too old for a stricter one. The lock below still serialises them.
+        return await self._flights.run(
+            f"{key}\x00{max_age_s!r}",
+            lambda: self._refill(key, max_age_s, fetch, stale_on),
+        )
+
+    async def peek(self, key: str, *, max_age_s: float | None = None) -> Cached | None:
+        """The stored value without fetching; ``stale`` when older than ``max_age_s``."""
+        _check_key(key)
+        entry = await self._read(key)
+        if entry is None:
+            return None
+        stale = max_age_s is not None and self._age(entry) > max_age_s
+        return self._hit(entry, stale=stale)
+
+    async def invalidate(self, key_or_prefix: str) -> None:
+        """Drop ``key_or_prefix`` and every key under ``key_or_prefix:`` (e.g. one facility)."""
+        prefix = key_or_prefix.rstrip(_SEPARATOR)
+        _check_key(prefix)
+        # Marker first, then delete: a refill already fetching sees the marker change
+        # and does not store its (possibly pre-write) answer.
+        await self._cache.set(
+            self._marker_key(prefix), uuid.uuid4().hex, expire=self._lock_ttl_s + 60
+        )
+        await self._cache.delete(self._entry_key(prefix))
+        await self._cache.delete_match(_glob_prefix(self._entry_key(prefix) + _SEPARATOR) + "*")
+
+    async def close(self) -> None:
+        """Stop refills in flight and close the store's connections."""
+        await self._flights.cancel_all()
+        with warnings.catch_warnings():
+            # cashews 7.x closes its redis-py client with the deprecated close(); not ours to fix.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            await self._cache.close()
+
+    # --- internals ------------------------------------------------------------------------
+
+    async def _refill(
+        self,
+        key: str,
+        max_age_s: float,
+        fetch: Callable[[], Awaitable[Any]],
+        stale_on: tuple[type[BaseException], ...],
+    ) -> Cached:
+        async with self._cache.lock(
+            self._lock_key(key), expire=self._lock_ttl_s, check_interval=self._lock_poll_s
+        ):
+            # Re-check: another replica (or a flight with another bound) may have just refilled.
+            entry = await self._read(key)
+            if entry is not None and self._age(entry) <= max_age_s:
+                return self._hit(entry, stale=False)
+            markers = await self._markers(key)
+            started = self._clock.now()
+            try:
+                value = await fetch()
+            except stale_on:
+                if entry is None:
+                    raise
+                return self._hit(entry, stale=True)
+            if await self._markers(key) == markers:
+                await self._write(key, value, started)
+            return Cached(
+                value=value,
+                fetched_at=started,
+                age_s=max(0.0, (self._clock.now() - started).total_seconds()),
+                stale=False,
+                source="upstream",
+            )
+
+    async def _read(self, key: str) -> _Entry | None:
+        raw = await self._cache.get(self._entry_key(key))
+        if not isinstance(raw, dict) or "fetched_at" not in raw:
+            return None
+        entry = _Entry(value=raw.get("value"), fetched_at=datetime.fromisoformat(raw["fetched_at"]))
+        # Also bounded on our clock, so keep_s means the same in tests and in production.
+        if self._age(entry) > self._keep_s:
+            return None
+        return entry
+
+    async def _write(self, key: str, value: Any, fetched_at: datetime) -> None:
+        record = {"value": value, "fetched_at": fetched_at.isoformat()}
+        # Fail here, in memory mode too, rather than only once Redis is configured.
+        json.dumps(record)
+        await self._cache.set(self._entry_key(key), record, expire=self._keep_s)
+
+    async def _markers(self, key: str) -> tuple[Any, ...]:
+        parts = key.split(_SEPARATOR)
+        keys = [self._marker_key(_SEPARATOR.join(parts[: i + 1])) for i in range(len(parts))]
+        return tuple(await self._cache.get_many(*keys))
+
+    def _age(self, entry: _Entry) -> float:
+        return max(0.0, (self._clock.now() - entry.fetched_at).total_seconds())
+
+    def _hit(self, entry: _Entry, *, stale: bool) -> Cached:
+        return Cached(
+            value=entry.value,
+            fetched_at=entry.fetched_at,
+            age_s=self._age(entry),
+            stale=stale,
+            source="cache",
+        )
+
+    def _entry_key(self, key: str) -> str:
+        return f"{self._namespace}:cache:{key}"
+
+    def _lock_key(self, key: str) -> str:
+        return f"{self._namespace}:cache-lock:{key}"
+
+    def _marker_key(self, key: str) -> str:
+        return f"{self._namespace}:cache-inval:{key}"
+
+
+def _check_key(key: str) -> None:
+    # "*" would turn a prefix invalidation into a wildcard; empty keys invalidate everything.
+    if not key or "*" in key:
+        raise ValueError("cache keys must be non-empty and must not contain '*'")
+
+
+def _glob_prefix(text: str) -> str:
+    """``text`` escaped so that both matchers cashews uses read it literally.
+
+    The memory backend turns the pattern into a regular expression (``*`` → ``.*``),
+    Redis reads it as a glob; a backslash before a character is literal in both.
+    """
+    return re.escape(text)

@@ -1,0 +1,443 @@
+"""`pmsgate facilities …` and `pmsgate secrets …`: facilities, gateway keys and vault keys.
+
+Secrets never travel as command-line flags that end up in shell history and
+the process list: the API password comes from one line of standard input
+(``--password-stdin``) or a hidden prompt. An own facility's api key is less
+sensitive (it only works together with the password) but still secret: it is
+read from standard input (``--api-key-stdin``, the line after the password when
+both come from stdin) or a hidden prompt, and ``--api-key`` is accepted for
+convenience with a warning in its help. ``--json`` prints exactly one JSON object
+on standard output; the raw gateway key appears only in the output of ``add`` and
+``mint-key``. Errors print ``error <code>: <message>`` and a hint on standard
+error and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from typing import Annotated, Any, TypeVar
+
+import httpx
+import typer
+from pydantic import BaseModel, SecretStr
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from sqlalchemy.exc import SQLAlchemyError
+
+from pmsgate.config import get_settings
+from pmsgate.errors import InvalidInput, PmsgateError
+from pmsgate.gateway.facilities import (
+    FacilityService,
+    FacilityView,
+    KeyView,
+    Limits,
+    NewFacility,
+    open_facility_service,
+    pms_verifier,
+)
+from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.pms.client import PmsClient
+
+T = TypeVar("T")
+
+facilities_app = typer.Typer(
+    help="Facilities: booking-system credentials, limits and gateway keys.",
+    no_args_is_help=True,
+)
+secrets_app = typer.Typer(
+    help="Vault keys (PMSGATE_SECRET_KEYS): generate one, re-encrypt under the first.",
+    no_args_is_help=True,
+)
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object on standard output.")
+]
+PasswordStdin = Annotated[
+    bool,
+    typer.Option(
+        "--password-stdin",
+        help="Read the API password from the first line of standard input (else: hidden prompt).",
+    ),
+]
+ApiKeyStdin = Annotated[
+    bool,
+    typer.Option(
+        "--api-key-stdin",
+        help="Read the own api key from standard input (the line after the password when "
+        "--password-stdin is also given).",
+    ),
+]
+ApiKeyFlag = Annotated[
+    str | None,
+    typer.Option(
+        "--api-key",
+        help="The own api key as a flag. Visible in the process list and shell history: "
+        "prefer --api-key-stdin or the prompt.",
+    ),
+]
+HotelId = Annotated[str, typer.Argument(help="The facility's numeric hotel_id.")]
+
+
+# --- plumbing ---------------------------------------------------------------------------
+
+
+def fail(error: PmsgateError) -> typer.Exit:
+    """Print a service error (code, message, hint) on standard error; the exit to raise."""
+    # Escaped: messages may hold brackets (e.g. an upstream ruid) that Rich reads as markup.
+    err_console.print(f"[bold red]error[/] {escape(error.code)}: {escape(error.message)}")
+    if error.hint:
+        err_console.print(f"[dim]hint:[/] {escape(error.hint)}")
+    return typer.Exit(code=2)
+
+
+def _run(work: Callable[[], Awaitable[T]]) -> T:
+    async def _main() -> T:
+        return await work()
+
+    try:
+        return asyncio.run(_main())
+    except PmsgateError as error:
+        raise fail(error) from None
+
+
+def _with_service(work: Callable[[FacilityService], Awaitable[T]]) -> T:
+    async def _go() -> T:
+        try:
+            async with open_facility_service(get_settings()) as service:
+                return await work(service)
+        except (SQLAlchemyError, OSError) as error:
+            # The type only: a driver's message can quote the database URL and its password.
+            raise PmsgateError(
+                f"The database could not be used ({type(error).__name__}).",
+                code="database_unavailable",
+                hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
+            ) from None
+
+    return _run(_go)
+
+
+def _print_json(payload: dict[str, Any]) -> None:
+    typer.echo(json.dumps(payload, ensure_ascii=False))
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json")
+
+
+def _read_line() -> str:
+    return typer.get_text_stream("stdin").readline().rstrip("\r\n")
+
+
+def _read_password(from_stdin: bool) -> SecretStr:
+    if from_stdin:
+        return SecretStr(_read_line())
+    # Prompts go to stderr so that stdout stays exactly the (JSON) answer.
+    return SecretStr(
+        typer.prompt("API password", hide_input=True, default="", show_default=False, err=True)
+    )
+
+
+def _read_api_key(flag: str | None, from_stdin: bool, *, prompt: bool) -> SecretStr | None:
+    if flag is not None and from_stdin:
+        raise fail(
+            InvalidInput(
+                "Give the api key either with --api-key or with --api-key-stdin, not both.",
+                code="conflicting_options",
+            )
+        )
+    if flag is not None:
+        return SecretStr(flag)
+    if from_stdin:
+        return SecretStr(_read_line())
+    if prompt:
+        return SecretStr(typer.prompt("Api key", hide_input=True, err=True))
+    return None
+
+
+def _limits_text(limits: Limits) -> str:
+    return f"{limits.per_minute}/min, {limits.per_hour}/h, {limits.per_day}/day"
+
+
+def _facility_table(view: FacilityView) -> Table:
+    table = Table(show_header=False, box=None, title=f"Facility {view.hotel_id}")
+    table.add_column(style="bold")
+    table.add_column()
+    rows = {
+        "hotel_id": view.hotel_id,
+        "name": view.name,
+        "kind": view.kind,
+        "username": view.username,
+        "integration_id": view.integration_id,
+        "status": view.status,
+        "last_error": view.last_error or "",
+        "last auth attempt": view.last_auth_attempt_at.isoformat()
+        if view.last_auth_attempt_at
+        else "",
+        "limits": _limits_text(view.limits),
+        "created": view.created_at.isoformat(),
+        "updated": view.updated_at.isoformat(),
+    }
+    for field, value in rows.items():
+        table.add_row(field, escape(value))
+    return table
+
+
+def _keys_table(keys: list[KeyView]) -> Table:
+    table = Table(title="Gateway keys")
+    for column in ("id", "prefix", "label", "created", "revoked"):
+        table.add_column(column)
+    for key in keys:
+        table.add_row(
+            str(key.id),
+            escape(key.prefix) + "…",
+            escape(key.label),
+            key.created_at.isoformat(),
+            key.revoked_at.isoformat() if key.revoked_at else "",
+        )
+    return table
+
+
+def _show_new_key(raw_key: str) -> None:
+    console.print("[bold]Gateway key[/] (shown only now; store it in the workspace secrets):")
+    console.print(raw_key, markup=False, soft_wrap=True)
+
+
+# --- facilities -------------------------------------------------------------------------
+
+
+@facilities_app.command("add")
+def add(
+    hotel_id: Annotated[str, typer.Option("--hotel-id", help="Numeric hotel_id.")],
+    username: Annotated[str, typer.Option(help="The API user, apiNNNNN (not an e-mail).")],
+    kind: Annotated[str, typer.Option(help="partner (shared api key) or own (own api key).")],
+    integration_id: Annotated[
+        str, typer.Option("--integration-id", help="Id of the PMS integration row.")
+    ],
+    name: Annotated[str, typer.Option(help="A human-readable name.")] = "",
+    per_minute: Annotated[int, typer.Option(help="Upstream calls per minute.")] = 10,
+    per_hour: Annotated[int, typer.Option(help="Upstream calls per hour.")] = 300,
+    per_day: Annotated[int, typer.Option(help="Upstream calls per day.")] = 5000,
+    password_stdin: PasswordStdin = False,
+    api_key: ApiKeyFlag = None,
+    api_key_stdin: ApiKeyStdin = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Register a facility and print its first gateway key (shown only once)."""
+    password = _read_password(password_stdin)
+    own_key = _read_api_key(api_key, api_key_stdin, prompt=kind == "own")
+
+    async def work(service: FacilityService) -> tuple[FacilityView, str]:
+        new = NewFacility(
+            hotel_id=hotel_id,
+            username=username,
+            password=password,
+            kind=kind,
+            api_key=own_key,
+            integration_id=integration_id,
+            name=name,
+            limits=Limits(per_minute=per_minute, per_hour=per_hour, per_day=per_day),
+        )
+        return await service.add(new)
+
+    view, raw_key = _with_service(work)
+    if json_output:
+        _print_json({"facility": _dump(view), "gateway_key": raw_key})
+        return
+    console.print(_facility_table(view))
+    _show_new_key(raw_key)
+
+
+@facilities_app.command("list")
+def list_facilities(json_output: JsonOption = False) -> None:
+    """List the registered facilities."""
+
+    async def work(service: FacilityService) -> list[FacilityView]:
+        return await service.list()
+
+    views = _with_service(work)
+    if json_output:
+        _print_json({"facilities": [_dump(view) for view in views]})
+        return
+    table = Table(title=f"Facilities ({len(views)})")
+    for column in ("hotel_id", "name", "kind", "username", "status", "limits", "integration"):
+        table.add_column(column, no_wrap=column in ("hotel_id", "limits"))
+    for view in views:
+        table.add_row(
+            view.hotel_id,
+            escape(view.name),
+            view.kind,
+            escape(view.username),
+            view.status if view.status == "connected" else f"[red]{view.status}[/]",
+            _limits_text(view.limits),
+            escape(view.integration_id),
+        )
+    console.print(table)
+
+
+@facilities_app.command("show")
+def show(hotel_id: HotelId, json_output: JsonOption = False) -> None:
+    """Show one facility and its gateway keys (prefixes only)."""
+
+    async def work(service: FacilityService) -> tuple[FacilityView, list[KeyView]]:
+        return await service.get(hotel_id), await service.list_keys(hotel_id)
+
+    view, keys = _with_service(work)
+    if json_output:
+        _print_json({"facility": _dump(view), "keys": [_dump(key) for key in keys]})
+        return
+    console.print(_facility_table(view))
+    console.print(_keys_table(keys))
+
+
+@facilities_app.command("set-limits")
+def set_limits(
+    hotel_id: HotelId,
+    per_minute: Annotated[int | None, typer.Option(help="Calls per minute.")] = None,
+    per_hour: Annotated[int | None, typer.Option(help="Calls per hour.")] = None,
+    per_day: Annotated[int | None, typer.Option(help="Calls per day.")] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Change a facility's upstream budget; windows not given keep their value."""
+
+    async def work(service: FacilityService) -> FacilityView:
+        current = (await service.get(hotel_id)).limits
+        limits = Limits(
+            per_minute=current.per_minute if per_minute is None else per_minute,
+            per_hour=current.per_hour if per_hour is None else per_hour,
+            per_day=current.per_day if per_day is None else per_day,
+        )
+        return await service.set_limits(hotel_id, limits)
+
+    view = _with_service(work)
+    if json_output:
+        _print_json({"facility": _dump(view)})
+        return
+    console.print(f"Limits of {view.hotel_id}: {_limits_text(view.limits)}")
+
+
+@facilities_app.command("mint-key")
+def mint_key(
+    hotel_id: HotelId,
+    label: Annotated[str, typer.Option(help="What the key is for.")] = "",
+    json_output: JsonOption = False,
+) -> None:
+    """Create another gateway key for a facility (shown only once)."""
+
+    async def work(service: FacilityService) -> tuple[KeyView, str]:
+        return await service.mint_key(hotel_id, label)
+
+    view, raw_key = _with_service(work)
+    if json_output:
+        _print_json({"key": _dump(view), "gateway_key": raw_key})
+        return
+    console.print(f"Key {view.id} ({escape(view.prefix)}…) for facility {view.facility_hotel_id}.")
+    _show_new_key(raw_key)
+
+
+@facilities_app.command("revoke-key")
+def revoke_key(
+    hotel_id: HotelId,
+    key_id: Annotated[int, typer.Argument(help="The key's id (see `facilities show`).")],
+    json_output: JsonOption = False,
+) -> None:
+    """Revoke a gateway key; calls with it are refused from now on."""
+
+    async def work(service: FacilityService) -> KeyView:
+        return await service.revoke_key(hotel_id, key_id)
+
+    view = _with_service(work)
+    if json_output:
+        _print_json({"key": _dump(view)})
+        return
+    console.print(f"Key {view.id} ({escape(view.prefix)}…) of {view.facility_hotel_id} revoked.")
+
+
+@facilities_app.command("reconnect")
+def reconnect(
+    hotel_id: HotelId,
+    username: Annotated[
+        str | None, typer.Option(help="The API user (apiNNNNN); default: the stored one.")
+    ] = None,
+    password_stdin: PasswordStdin = False,
+    api_key: ApiKeyFlag = None,
+    api_key_stdin: ApiKeyStdin = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Replace a facility's credentials after the booking system accepted them.
+
+    An own facility keeps its stored api key unless a new one is given.
+    """
+    password = _read_password(password_stdin)
+    new_key = _read_api_key(api_key, api_key_stdin, prompt=False)
+
+    async def work(service: FacilityService) -> FacilityView:
+        settings = get_settings()
+        user = username if username is not None else (await service.get(hotel_id)).username
+        async with httpx.AsyncClient(timeout=settings.kross_timeout_s) as http:
+            return await service.reconnect(
+                hotel_id,
+                username=user,
+                password=password,
+                api_key=new_key,
+                verify=pms_verifier(PmsClient.from_settings(settings, http)),
+            )
+
+    view = _with_service(work)
+    if json_output:
+        _print_json({"facility": _dump(view)})
+        return
+    console.print(f"Facility {view.hotel_id} reconnected: status [green]{view.status}[/].")
+
+
+# --- secrets ----------------------------------------------------------------------------
+
+
+@secrets_app.command("generate-key")
+def generate_key(
+    key_id: Annotated[
+        str | None, typer.Option("--key-id", help="Letters and digits; default: random.")
+    ] = None,
+    json_output: JsonOption = False,
+) -> None:
+    """Print a new vault key entry (`id:base64key`) for PMSGATE_SECRET_KEYS."""
+    if key_id is not None and not key_id.isalnum():
+        raise fail(
+            InvalidInput(
+                "The key id must be letters and digits only.",
+                code="invalid_key_id",
+                hint="Leave --key-id out for a random one.",
+            )
+        )
+    spec = generate_key_spec(key_id)
+    if json_output:
+        _print_json({"key_spec": spec})
+        return
+    # Only the entry on stdout, so it can be captured; the advice goes to stderr.
+    typer.echo(spec)
+    err_console.print(
+        "Put it first in PMSGATE_SECRET_KEYS, keep the old keys after it, "
+        "then run `pmsgate secrets rotate`."
+    )
+
+
+@secrets_app.command("rotate")
+def rotate(json_output: JsonOption = False) -> None:
+    """Re-encrypt every stored secret under the first key of PMSGATE_SECRET_KEYS."""
+
+    async def work(service: FacilityService) -> int:
+        return await service.rotate_secrets()
+
+    changed = _with_service(work)
+    if json_output:
+        _print_json({"rotated": changed})
+        return
+    console.print(
+        f"{changed} secret(s) re-encrypted under the first key; the older keys can now be "
+        "removed from PMSGATE_SECRET_KEYS."
+    )

@@ -1,0 +1,362 @@
+"""The per-facility upstream budget: minute, hour and day windows taken atomically.
+
+Built on pyrate-limiter 3 buckets: one bucket holds the three rates, so one
+``put`` checks all windows and records the permit in one step — in memory
+(``InMemoryBucket``) or in Redis (``RedisBucket``, one Lua script over one sorted
+set, atomic across replicas). Timestamps come from our :class:`~pmsgate.clock.Clock`
+through a pyrate-limiter ``AbstractClock``, so tests move time instead of sleeping.
+
+We use the buckets but not pyrate-limiter's ``Limiter`` orchestration, because
+its delay loop sleeps on the real clock (``asyncio.sleep``/``time.sleep``, not
+injectable), its ``Leaker`` starts a background thread or task per factory, it
+serialises every key behind one lock, and on refusal it reports only the first
+full window, not when *all* windows have room again (the ``Retry-After`` we owe).
+
+Priority policy (reserved headroom): interactive calls may use a whole window;
+background calls only while the window holds fewer than
+``floor(limit * background_share)`` permits. Both kinds share one bucket (the
+same list / the same Redis key), so the last ``1 - background_share`` of every
+window is always left for interactive calls and background work can never
+starve them; interactive calls may use the background part when it is free.
+
+The key is whatever the caller scopes the budget by (the facility's hotel_id,
+or an account; see ``Settings.limiter_scope``); it must not be a secret.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from bisect import bisect_left
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from inspect import isawaitable
+from typing import Any, Protocol, TypeVar
+
+import anyio
+from pyrate_limiter import AbstractClock, Duration, InMemoryBucket, Rate, RateItem, RedisBucket
+from pyrate_limiter.abstracts import AbstractBucket
+from pyrate_limiter.buckets.redis_bucket import LuaScript
+from redis.asyncio import Redis
+from redis.exceptions import NoScriptError
+
+from pmsgate.clock import Clock
+from pmsgate.errors import PmsgateError
+
+T = TypeVar("T")
+
+WINDOWS: tuple[tuple[str, Duration], ...] = (
+    ("minute", Duration.MINUTE),
+    ("hour", Duration.HOUR),
+    ("day", Duration.DAY),
+)
+# Old permits are trimmed (and the Redis key's expiry pushed back) at most this often per key.
+_LEAK_EVERY_MS = 60_000
+# A Redis bucket outlives its longest window by this much, then disappears if unused.
+_EXPIRY_MARGIN_S = 120
+# pyrate-limiter counts a permit while its timestamp >= now - interval (both bounds
+# inclusive), so it frees one millisecond after it reaches the window's edge.
+_EDGE_MS = 1
+
+
+class WindowLimits(Protocol):
+    """Calls allowed per window (``pmsgate.gateway.facilities.Limits`` fits)."""
+
+    @property
+    def per_minute(self) -> int: ...
+
+    @property
+    def per_hour(self) -> int: ...
+
+    @property
+    def per_day(self) -> int: ...
+
+
+class Priority(enum.Enum):
+    """Who is asking: a caller waiting for an answer, or a refresh nobody waits for."""
+
+    INTERACTIVE = "interactive"
+    BACKGROUND = "background"
+
+
+class BudgetExhausted(PmsgateError):
+    """The facility's upstream budget has no permit now; ``retry_after_s`` says when."""
+
+    code = "upstream_budget_exhausted"
+    status = 429
+
+    def __init__(
+        self,
+        *,
+        retry_after_s: float,
+        window: str,
+        priority: Priority = Priority.INTERACTIVE,
+    ) -> None:
+        self.retry_after_s = retry_after_s
+        self.window = window
+        self.priority = priority
+        seconds = max(1, math.ceil(retry_after_s))
+        share = " background share of the" if priority is Priority.BACKGROUND else ""
+        super().__init__(
+            f"The{share} booking-system budget of this facility for the current {window} "
+            "is used up.",
+            hint=f"Retry in {seconds} s, when the {window} window frees a call.",
+            headers={"Retry-After": str(seconds)},
+        )
+
+
+class PyrateClock(AbstractClock):
+    """Our injectable clock as pyrate-limiter's clock: milliseconds since the epoch."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def now(self) -> int:
+        """Current time in milliseconds."""
+        return int(self._clock.now().timestamp() * 1000)
+
+
+@dataclass
+class _Buckets:
+    """One key's bucket, as seen by each priority (both views share the permits)."""
+
+    limits: tuple[int, int, int]
+    rates: list[Rate]
+    interactive: AbstractBucket
+    background_rates: list[Rate]  # empty when some window gives background calls nothing
+    background: AbstractBucket | None
+    last_leak_ms: int = -_LEAK_EVERY_MS
+
+
+async def _resolve(value: T | Awaitable[T]) -> T:
+    # pyrate-limiter returns plain values for in-memory buckets, awaitables for async Redis.
+    if isawaitable(value):
+        return await value
+    return value
+
+
+def _limits_tuple(limits: WindowLimits) -> tuple[int, int, int]:
+    return (int(limits.per_minute), int(limits.per_hour), int(limits.per_day))
+
+
+def _window_name(rate: Rate) -> str:
+    for name, duration in WINDOWS:
+        if rate.interval == duration.value:
+            return name
+    return f"{rate.interval} ms"
+
+
+class FacilityLimiter:
+    """Per-key budget over three windows, in memory or shared through Redis."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        redis: Redis | None = None,
+        namespace: str = "pmsgate",
+        background_share: float = 0.5,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        if not 0.0 <= background_share <= 1.0:
+            raise ValueError("background_share must be between 0 and 1")
+        self._clock = PyrateClock(clock)
+        self._redis = redis
+        self._namespace = namespace
+        self._background_share = background_share
+        self._sleep = sleep
+        self._buckets: dict[str, _Buckets] = {}
+        self._script_hash: str | None = None
+
+    def __repr__(self) -> str:
+        backend = "redis" if self._redis is not None else "memory"
+        return f"FacilityLimiter(backend={backend}, background_share={self._background_share})"
+
+    async def acquire(
+        self,
+        key: str,
+        limits: WindowLimits,
+        priority: Priority = Priority.INTERACTIVE,
+        *,
+        wait_s: float = 0.0,
+    ) -> None:
+        """Take one permit from all three windows, waiting up to ``wait_s``, or BudgetExhausted."""
+        waited = 0.0
+        while True:
+            buckets = await self._buckets_for(key, limits)
+            now_ms = self._clock.now()
+            bucket, rates = self._view(buckets, priority)
+            if bucket is None:
+                # background_share leaves background calls nothing in some window.
+                raise BudgetExhausted(
+                    retry_after_s=WINDOWS[-1][1].value / 1000,
+                    window=self._zero_share_window(buckets),
+                    priority=priority,
+                )
+            if await self._put(key, buckets, bucket, RateItem(key, now_ms)):
+                await self._maybe_leak(buckets, now_ms)
+                return
+            wait_ms, window = await self._earliest_permit(bucket, rates, now_ms)
+            wait = wait_ms / 1000
+            # Give up at once when the permit frees after the deadline: waiting is useless.
+            if waited + wait > wait_s:
+                raise BudgetExhausted(retry_after_s=wait, window=window, priority=priority)
+            await self._sleep(wait)
+            # Count the time we asked to sleep, not the clock: an injected sleep may not move it.
+            waited += wait
+
+    async def remaining(self, key: str, limits: WindowLimits) -> dict[str, int]:
+        """Permits left now for an interactive call, per window."""
+        buckets = await self._buckets_for(key, limits)
+        now_ms = self._clock.now()
+        counts = await self._in_window_counts(key, buckets, now_ms)
+        return {
+            _window_name(rate): max(0, rate.limit - count)
+            for rate, count in zip(buckets.rates, counts, strict=True)
+        }
+
+    async def retry_after(
+        self, key: str, limits: WindowLimits, priority: Priority = Priority.INTERACTIVE
+    ) -> float:
+        """Seconds until a call of this priority could take a permit (0 when one is free now)."""
+        buckets = await self._buckets_for(key, limits)
+        bucket, rates = self._view(buckets, priority)
+        if bucket is None:
+            return WINDOWS[-1][1].value / 1000
+        wait_ms, _ = await self._earliest_permit(bucket, rates, self._clock.now())
+        return wait_ms / 1000
+
+    # --- buckets -------------------------------------------------------------------------------
+
+    def _rates(self, limits: tuple[int, int, int], share: float = 1.0) -> list[Rate]:
+        rates = []
+        for (_, duration), limit in zip(WINDOWS, limits, strict=True):
+            # The epsilon keeps e.g. 100 * 0.29 = 28.999… from losing a permit.
+            allowed = limit if share >= 1.0 else math.floor(limit * share + 1e-9)
+            if allowed < 1:
+                return []
+            rates.append(Rate(allowed, duration))
+        return rates
+
+    async def _buckets_for(self, key: str, limits: WindowLimits) -> _Buckets:
+        wanted = _limits_tuple(limits)
+        if min(wanted) < 1:
+            raise ValueError("every limit must be at least 1")
+        current = self._buckets.get(key)
+        if current is not None and current.limits == wanted:
+            return current
+        # New key, or the facility's limits changed: rebuild the views over the same permits,
+        # so a change takes effect on the next call and the history still counts.
+        rates = self._rates(wanted)
+        background_rates = self._rates(wanted, self._background_share)
+        if self._redis is None:
+            memory = InMemoryBucket(rates)
+            if current is not None and isinstance(current.interactive, InMemoryBucket):
+                memory.items = current.interactive.items
+            background: AbstractBucket | None = None
+            if background_rates:
+                shared = InMemoryBucket(background_rates)
+                # Same list object: background and interactive permits are one history.
+                shared.items = memory.items
+                background = shared
+            interactive: AbstractBucket = memory
+        else:
+            script_hash = await self._script()
+            name = self._redis_key(key)
+            interactive = RedisBucket(rates, self._redis, name, script_hash)
+            background = (
+                RedisBucket(background_rates, self._redis, name, script_hash)
+                if background_rates
+                else None
+            )
+        built = _Buckets(
+            limits=wanted,
+            rates=rates,
+            interactive=interactive,
+            background_rates=background_rates,
+            background=background,
+            last_leak_ms=current.last_leak_ms if current is not None else -_LEAK_EVERY_MS,
+        )
+        self._buckets[key] = built
+        return built
+
+    def _view(
+        self, buckets: _Buckets, priority: Priority
+    ) -> tuple[AbstractBucket | None, list[Rate]]:
+        if priority is Priority.BACKGROUND:
+            return buckets.background, buckets.background_rates
+        return buckets.interactive, buckets.rates
+
+    def _zero_share_window(self, buckets: _Buckets) -> str:
+        for (name, _), limit in zip(WINDOWS, buckets.limits, strict=True):
+            if math.floor(limit * self._background_share + 1e-9) < 1:
+                return name
+        return WINDOWS[-1][0]
+
+    def _redis_key(self, key: str) -> str:
+        return f"{self._namespace}:limiter:{key}"
+
+    async def _script(self) -> str:
+        if self._script_hash is None:
+            assert self._redis is not None
+            self._script_hash = str(await self._redis.script_load(LuaScript.PUT_ITEM))
+        return self._script_hash
+
+    async def _put(
+        self, key: str, buckets: _Buckets, bucket: AbstractBucket, item: RateItem
+    ) -> bool:
+        try:
+            return bool(await _resolve(bucket.put(item)))
+        except NoScriptError:
+            # Redis lost its script cache (restart, SCRIPT FLUSH): load it again and retry once.
+            self._script_hash = None
+            self._buckets.pop(key, None)
+            script_hash = await self._script()
+            for view in (buckets.interactive, buckets.background):
+                if isinstance(view, RedisBucket):
+                    view.script_hash = script_hash
+            return bool(await _resolve(bucket.put(item)))
+
+    async def _earliest_permit(
+        self, bucket: AbstractBucket, rates: list[Rate], now_ms: int
+    ) -> tuple[int, str]:
+        """Milliseconds until every window has room for one more permit, and the slowest one."""
+        wait_ms, window = 0, _window_name(rates[0])
+        for rate in rates:
+            # The limit-th newest permit: once it leaves the window, one more fits.
+            bound: RateItem | None = await _resolve(bucket.peek(rate.limit - 1))
+            if bound is None or bound.timestamp < now_ms - rate.interval:
+                continue
+            frees_in = bound.timestamp + rate.interval - now_ms + _EDGE_MS
+            if frees_in > wait_ms:
+                wait_ms, window = frees_in, _window_name(rate)
+        # A refused put always means some window is full; never answer "retry now".
+        return max(wait_ms, _EDGE_MS), window
+
+    async def _in_window_counts(self, key: str, buckets: _Buckets, now_ms: int) -> list[int]:
+        # pyrate-limiter only exposes the bucket's total count, so each window is counted
+        # here with the same inclusive bounds its Lua script and in-memory bucket use.
+        if self._redis is None:
+            bucket = buckets.interactive
+            assert isinstance(bucket, InMemoryBucket)
+            stamps = [item.timestamp for item in bucket.items]
+            return [len(stamps) - bisect_left(stamps, now_ms - r.interval) for r in buckets.rates]
+        name = self._redis_key(key)
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for rate in buckets.rates:
+                pipe.zcount(name, now_ms - rate.interval, now_ms)
+            counts: list[Any] = await pipe.execute()
+        return [int(count) for count in counts]
+
+    async def _maybe_leak(self, buckets: _Buckets, now_ms: int) -> None:
+        """Drop permits older than the longest window; keep idle Redis keys from lingering."""
+        if now_ms - buckets.last_leak_ms < _LEAK_EVERY_MS:
+            return
+        buckets.last_leak_ms = now_ms
+        await _resolve(buckets.interactive.leak(now_ms))
+        if isinstance(buckets.interactive, RedisBucket):
+            assert self._redis is not None
+            await self._redis.expire(
+                buckets.interactive.bucket_key,
+                WINDOWS[-1][1].value // 1000 + _EXPIRY_MARGIN_S,
+            )

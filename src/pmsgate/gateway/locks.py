@@ -1,0 +1,171 @@
+"""Coordination primitives: in-process single-flight and locks shared by replicas.
+
+* :class:`SingleFlight` makes concurrent callers of one key share one execution
+  and its outcome (value *or* error), so 1,000 callers waiting for a token or a
+  cache refill cause one upstream call, and a failing call fails once for all of
+  them instead of being retried by each waiter in turn.
+* :class:`RedisLocks` (redis-py's asyncio ``Lock``: SET NX PX + a Lua release
+  that checks ownership) serialises work across replicas; :class:`LocalLocks`
+  is the in-process stand-in when no Redis is configured (one process only).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Generic, Protocol, TypeVar
+from weakref import WeakValueDictionary
+
+import anyio
+import structlog
+from redis.asyncio import Redis
+from redis.exceptions import LockError
+
+from pmsgate.errors import PmsgateError
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+
+class LockUnavailable(PmsgateError):
+    """Another replica held a coordination lock for longer than we may wait."""
+
+    code = "gateway_busy"
+    status = 503
+    hint = "Another gateway replica is doing the same work right now; retry in a few seconds."
+
+    def __init__(self, name: str, wait_s: float) -> None:
+        super().__init__(
+            f"Could not get the {name.split(':', 1)[0]} lock within {wait_s:g} s.",
+            headers={"Retry-After": "1"},
+        )
+
+
+class SingleFlight(Generic[T]):
+    """One execution per key at a time; concurrent callers of that key share its outcome.
+
+    cashews' ``thunder_protection`` does the same, but awaits the shared task
+    without ``asyncio.shield``: one cancelled caller (a client hanging up) would
+    cancel the work for every other waiter. Here the work runs in its own task,
+    each caller waits on a shield, and the work finishes (filling the cache or
+    the token store) even if every caller has gone.
+    """
+
+    def __init__(self) -> None:
+        self._flights: dict[str, asyncio.Task[T]] = {}
+
+    async def run(self, key: str, work: Callable[[], Awaitable[T]]) -> T:
+        """The outcome of ``work()``, started now unless a call for ``key`` is in flight."""
+        task = self._flights.get(key)
+        if task is None:
+
+            async def _run() -> T:
+                return await work()
+
+            task = asyncio.create_task(_run(), name=f"single-flight:{key}")
+            self._flights[key] = task
+            task.add_done_callback(lambda done: self._landed(key, done))
+        return await asyncio.shield(task)
+
+    def in_flight(self, key: str) -> bool:
+        """True while a call for ``key`` runs."""
+        return key in self._flights
+
+    async def cancel_all(self) -> None:
+        """Cancel every call in flight and wait for them to end (on shutdown)."""
+        tasks = list(self._flights.values())
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _landed(self, key: str, task: asyncio.Task[T]) -> None:
+        if self._flights.get(key) is task:
+            del self._flights[key]
+        # Mark the error as seen: every caller may have been cancelled before it landed.
+        if not task.cancelled():
+            task.exception()
+
+
+class Locks(Protocol):
+    """Named mutual exclusion; across replicas when backed by Redis."""
+
+    def hold(self, name: str) -> AbstractAsyncContextManager[None]:
+        """Hold the lock ``name`` for the duration of the ``async with`` block."""
+        ...
+
+
+class LocalLocks:
+    """In-process locks by name: enough for one process, used when no Redis is configured."""
+
+    def __init__(self) -> None:
+        self._locks: WeakValueDictionary[str, anyio.Lock] = WeakValueDictionary()
+
+    @asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[None]:
+        """Hold the in-process lock ``name``."""
+        lock = self._locks.get(name)
+        if lock is None:
+            lock = anyio.Lock()
+            self._locks[name] = lock
+        async with lock:
+            yield
+
+
+class RedisLocks:
+    """Locks shared by every replica on one Redis (redis-py asyncio ``Lock``).
+
+    ``timeout_s`` bounds how long a crashed holder can block the others (the key
+    expires); ``wait_s`` bounds how long a caller queues before giving up.
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        namespace: str = "pmsgate",
+        timeout_s: float = 30.0,
+        wait_s: float = 30.0,
+        poll_s: float = 0.02,
+    ) -> None:
+        self._redis = redis
+        self._namespace = namespace
+        self._timeout_s = timeout_s
+        self._wait_s = wait_s
+        self._poll_s = poll_s
+
+    @asynccontextmanager
+    async def hold(self, name: str) -> AsyncIterator[None]:
+        """Hold the Redis lock ``name``; LockUnavailable when it stays taken for ``wait_s``."""
+        lock = self._redis.lock(
+            f"{self._namespace}:lock:{name}",
+            timeout=self._timeout_s,
+            sleep=self._poll_s,
+            blocking_timeout=self._wait_s,
+        )
+        if not await lock.acquire():
+            raise LockUnavailable(name, self._wait_s)
+        try:
+            yield
+        finally:
+            try:
+                await lock.release()
+            except LockError:
+                # It expired while held (the work outlasted timeout_s); another replica may
+                # already own it, and redis-py refuses to release a lock we no longer own.
+                log.warning("lock_expired_while_held", lock=name, timeout_s=self._timeout_s)
+
+
+def locks_for(
+    redis: Redis | None,
+    *,
+    namespace: str = "pmsgate",
+    timeout_s: float = 30.0,
+    wait_s: float = 30.0,
+) -> Locks:
+    """Redis locks when Redis is configured, in-process locks otherwise."""
+    if redis is None:
+        return LocalLocks()
+    return RedisLocks(redis, namespace=namespace, timeout_s=timeout_s, wait_s=wait_s)

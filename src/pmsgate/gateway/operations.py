@@ -1,0 +1,374 @@
+"""Direct access to the allowed booking-system operations (``POST /v1/operations/{path}``).
+
+Reads share the read cache and the limiter with the tools, and their date filters
+are enforced here. Writes are exactly-once from the caller's point of view:
+
+- every write needs an ``Idempotency-Key``; the key, a hash of the body and the
+  answer are stored; a replay returns the stored answer, the same key with another
+  body is refused, and a key whose write is still running answers 409;
+- a write is sent at most once per key. When its outcome is unknown (sent, then no
+  answer), it is **never re-sent blindly**: payments and date changes are read back
+  (a payment carries a reference derived from the key in its note, so it can be
+  recognised); when the read-back proves the write missing it is sent, when it proves
+  it applied the write is recorded as done, otherwise the caller gets
+  ``write_outcome_unknown`` and the same key resolves it later;
+- a write the booking system certainly did not apply (refused before sending, no
+  budget, 401, 429, 503) releases its key, so the caller may send it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import anyio
+import structlog
+from pydantic import BaseModel, ValidationError
+
+from pmsgate.errors import Conflict, Forbidden, InvalidInput, PmsgateError
+from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.service import Gateway, body_hash
+from pmsgate.gateway.upstream_errors import translate
+from pmsgate.pms import errors as pms
+from pmsgate.pms.client import TOKEN_OPERATION, PmsResult
+from pmsgate.pms.dates import enforce_reservation_filters
+from pmsgate.pms.models import (
+    AddPayment,
+    AvailabilityQuery,
+    ChangeDates,
+    GuestPictures,
+    RegisterGuest,
+    Reservation,
+    ReservationQuery,
+    RoomTypeQuery,
+)
+from pmsgate.storage.idempotency import IdempotencyRepository, WriteRecord
+
+log = structlog.get_logger(__name__)
+
+PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
+    "calendar/get-availability": AvailabilityQuery,
+    "reservations/get-list": ReservationQuery,
+    "get-check-in-instructions": RoomTypeQuery,
+    "get-house-manual": RoomTypeQuery,
+    "get-contract": RoomTypeQuery,
+    "reservations/save": ChangeDates,
+    "reservations/add-payment": AddPayment,
+    "check-in-guest": RegisterGuest,
+    "save-guest-pictures": GuestPictures,
+}
+READ_FRESHNESS_S = 60.0
+MAX_KEY_LENGTH = 200
+
+
+@dataclass(frozen=True)
+class OperationAnswer:
+    """An operation's HTTP answer: status, body, and whether it is a stored replay."""
+
+    status: int
+    body: dict[str, Any]
+    replayed: bool = False
+
+
+class Operations:
+    """Runs allowed operations for a facility: cached reads, exactly-once writes."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        records: IdempotencyRepository,
+        *,
+        in_flight_timeout_s: float = 300.0,
+    ) -> None:
+        self.gateway = gateway
+        self.records = records
+        self.in_flight_timeout = timedelta(seconds=in_flight_timeout_s)
+
+    async def call(
+        self,
+        facility: FacilityView,
+        path: str,
+        payload: dict[str, Any],
+        idempotency_key: str | None,
+    ) -> OperationAnswer:
+        """Run one operation; refused locally when it does not exist or is out of scope."""
+        op = self.gateway.operation(path)
+        if op.name == TOKEN_OPERATION:
+            raise Forbidden(
+                "Tokens are handled by the gateway; auth/get-token cannot be called.",
+                code="operation_not_allowed",
+                hint="Call the operation you need; the gateway authenticates for you.",
+            )
+        validated = _validate(op.name, payload)
+        if op.kind == "read":
+            return await self._read(facility, op.name, validated)
+        return await self._write(facility, op.name, validated, idempotency_key)
+
+    # --- reads --------------------------------------------------------------------------
+
+    async def _read(
+        self, facility: FacilityView, name: str, payload: dict[str, Any]
+    ) -> OperationAnswer:
+        async def fetch() -> dict[str, Any]:
+            result = await self.gateway.read(facility, name, payload)
+            return {"data": result.data, "ruid": result.ruid, "total_count": result.total_count}
+
+        cached = await self.gateway.cached_read(
+            facility, f"op:{name}:{body_hash(payload)}", max_age_s=READ_FRESHNESS_S, fetch=fetch
+        )
+        data = cached.value["data"]
+        dropped = 0
+        if name == "reservations/get-list" and isinstance(data, list):
+            kept = enforce_reservation_filters(data, payload)
+            data, dropped = kept.items, kept.dropped_out_of_range
+        meta = {
+            "source": cached.source,
+            "age_s": round(cached.age_s, 1),
+            "stale": cached.stale,
+            "count": len(data) if isinstance(data, list) else 1,
+            "dropped_out_of_range": dropped,
+            "ruid": cached.value.get("ruid"),
+        }
+        return OperationAnswer(200, {"data": data, "meta": meta})
+
+    # --- writes -------------------------------------------------------------------------
+
+    async def _write(
+        self, facility: FacilityView, name: str, payload: dict[str, Any], key: str | None
+    ) -> OperationAnswer:
+        key = _check_key(key)
+        fingerprint = body_hash({"operation": name, "body": payload})
+        now = self.gateway.clock.now()
+        record, created = await self.records.claim(
+            facility_id=facility.id, key=key, operation=name, body_hash=fingerprint, now=now
+        )
+        if not created:
+            return await self._existing(facility, record, name, payload, fingerprint)
+        return await self._send(facility, record, name, payload)
+
+    async def _existing(
+        self,
+        facility: FacilityView,
+        record: WriteRecord,
+        name: str,
+        payload: dict[str, Any],
+        fingerprint: str,
+    ) -> OperationAnswer:
+        if record.body_hash != fingerprint:
+            raise InvalidInput(
+                "This Idempotency-Key was already used for a different request.",
+                code="idempotency_key_reused",
+                hint="Use a new key for a new write; reuse a key only to repeat the same request.",
+            )
+        if record.state == "done" and record.response is not None:
+            return OperationAnswer(record.status_code or 200, record.response, replayed=True)
+        running_for = self.gateway.clock.now() - record.updated_at
+        if record.state == "in_flight" and running_for < self.in_flight_timeout:
+            raise Conflict(
+                "A write with this Idempotency-Key is still in progress.",
+                code="idempotency_key_in_flight",
+                hint="Wait for the first request to finish, then repeat it to get its answer.",
+                headers={"Retry-After": "2"},
+            )
+        # Unknown outcome (or an in-flight record abandoned by a crashed process).
+        claimed = await self.records.finish(
+            record.id,
+            state="in_flight",
+            status_code=None,
+            response=None,
+            now=self.gateway.clock.now(),
+            expected_state=record.state,
+        )
+        if not claimed:
+            raise Conflict(
+                "Another request is resolving this write right now.",
+                code="idempotency_key_in_flight",
+                hint="Repeat the request in a moment to get its answer.",
+                headers={"Retry-After": "2"},
+            )
+        return await self._resolve_unknown(facility, record, name, payload)
+
+    async def _send(
+        self, facility: FacilityView, record: WriteRecord, name: str, payload: dict[str, Any]
+    ) -> OperationAnswer:
+        op = self.gateway.operation(name)
+        wire = _with_reference(name, payload, record.key)
+        try:
+            result = await self.gateway.write_once(facility, op, wire)
+        except pms.WriteOutcomeUnknown:
+            return await self._resolve_unknown(facility, record, name, payload)
+        except pms.UpstreamUnavailable as error:
+            if error.status in (None, 503):
+                await self.records.release(record.id)
+                raise translate(error) from None
+            return await self._resolve_unknown(facility, record, name, payload)
+        except pms.InvalidRequest as error:
+            # A refusal is the write's final answer: the same key replays it.
+            failure = translate(error)
+            await self._store(record, failure.status, failure.to_body())
+            raise failure from None
+        except pms.PmsError as error:
+            await self.records.release(record.id)
+            raise translate(error) from None
+        except PmsgateError:
+            # Refused before sending (no budget, integration in error): not applied.
+            await self.records.release(record.id)
+            raise
+        except BaseException:
+            # Cancelled or crashed mid-request: it may have been sent, so never assume otherwise.
+            with anyio.CancelScope(shield=True):
+                await self.records.finish(
+                    record.id,
+                    state="unknown",
+                    status_code=None,
+                    response=None,
+                    now=self.gateway.clock.now(),
+                )
+            raise
+        await self._invalidate(facility)
+        return await self._store(record, 200, _answer(result, record.key))
+
+    async def _resolve_unknown(
+        self, facility: FacilityView, record: WriteRecord, name: str, payload: dict[str, Any]
+    ) -> OperationAnswer:
+        await self._invalidate(facility)
+        check = READ_BACKS.get(name)
+        applied: dict[str, Any] | None = None
+        proven_missing = False
+        if check is not None:
+            try:
+                reservation = await self._read_reservation(facility, payload["id_reservation"])
+            except (PmsgateError, pms.PmsError) as error:
+                log.warning("write_read_back_failed", operation=name, error=type(error).__name__)
+            else:
+                applied = check(reservation, payload, record.key)
+                proven_missing = applied is None
+        if applied is not None:
+            log.info("write_recovered_by_read_back", operation=name, hotel_id=facility.hotel_id)
+            body = {"data": applied, "meta": {"idempotency_key": record.key, "recovered": True}}
+            return await self._store(record, 200, body)
+        if proven_missing:
+            log.info("write_missing_after_read_back_sending", operation=name)
+            return await self._send(facility, record, name, payload)
+        await self.records.finish(
+            record.id,
+            state="unknown",
+            status_code=None,
+            response=None,
+            now=self.gateway.clock.now(),
+        )
+        raise PmsgateError(
+            "The write was sent but no answer came; it may or may not have been applied.",
+            code="write_outcome_unknown",
+            status=504,
+            hint="Do not send it under a new key. Check the reservation, or repeat this request "
+            "with the same Idempotency-Key later: pmsgate resolves it without sending it twice.",
+        )
+
+    async def _read_reservation(self, facility: FacilityView, reservation_id: int) -> Reservation:
+        result = await self.gateway.read(
+            facility, "reservations/get-list", {"id_reservation": reservation_id}
+        )
+        for row in result.data or []:
+            if row.get("id_reservation") == reservation_id:
+                return Reservation.model_validate(row)
+        raise pms.InvalidRequest("Reservation not found on read-back.", status=404)
+
+    async def _store(
+        self, record: WriteRecord, status: int, body: dict[str, Any]
+    ) -> OperationAnswer:
+        await self.records.finish(
+            record.id, state="done", status_code=status, response=body, now=self.gateway.clock.now()
+        )
+        return OperationAnswer(status, body)
+
+    async def _invalidate(self, facility: FacilityView) -> None:
+        # A write may change any reservation read, availability, or portal state.
+        await self.gateway.cache.invalidate(f"{facility.hotel_id}:")
+
+
+def _validate(name: str, payload: dict[str, Any]) -> dict[str, Any]:
+    model = PAYLOAD_MODELS.get(name)
+    if model is None:
+        return payload
+    try:
+        parsed = model.model_validate(payload)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in error.errors()
+        )
+        raise InvalidInput(
+            f"Invalid body for {name}: {problems}",
+            code="invalid_payload",
+            hint="See docs/kross-api.md for the fields of each operation.",
+        ) from None
+    return parsed.model_dump(mode="json", exclude_none=True)
+
+
+def _check_key(key: str | None) -> str:
+    if not key:
+        raise InvalidInput(
+            "Writes need an Idempotency-Key header.",
+            code="idempotency_key_required",
+            status=400,
+            hint="Send a unique key per intended write (a UUID), and the same key on a retry.",
+        )
+    if len(key) > MAX_KEY_LENGTH or not key.isprintable():
+        raise InvalidInput(
+            "The Idempotency-Key is not usable.",
+            code="invalid_idempotency_key",
+            status=400,
+            hint=f"Use printable characters, at most {MAX_KEY_LENGTH} of them (a UUID works).",
+        )
+    return key
+
+
+def payment_reference(key: str) -> str:
+    """The marker put in a payment's note so a read-back can recognise it."""
+    return f"[pmsgate:{hashlib.sha256(key.encode()).hexdigest()[:12]}]"
+
+
+def _with_reference(name: str, payload: dict[str, Any], key: str) -> dict[str, Any]:
+    if name != "reservations/add-payment":
+        return payload
+    note = (payload.get("note") or "").strip()
+    return {**payload, "note": f"{note} {payment_reference(key)}".strip()}
+
+
+def _answer(result: PmsResult, key: str) -> dict[str, Any]:
+    return {"data": result.data, "meta": {"ruid": result.ruid, "idempotency_key": key}}
+
+
+def _payment_applied(
+    reservation: Reservation, payload: Mapping[str, Any], key: str
+) -> dict[str, Any] | None:
+    marker = payment_reference(key)
+    for payment in reservation.payments:
+        if payment.note and marker in payment.note:
+            return payment.model_dump(mode="json")
+    return None
+
+
+def _dates_applied(
+    reservation: Reservation, payload: Mapping[str, Any], key: str
+) -> dict[str, Any] | None:
+    if (
+        reservation.arrival.isoformat() == payload["arrival"]
+        and reservation.departure.isoformat() == payload["departure"]
+    ):
+        return {
+            "id_reservation": reservation.id_reservation,
+            "arrival": reservation.arrival.isoformat(),
+            "departure": reservation.departure.isoformat(),
+        }
+    return None
+
+
+# Writes whose effect a read of the reservation can prove present or absent.
+READ_BACKS: dict[str, Callable[[Reservation, Mapping[str, Any], str], dict[str, Any] | None]] = {
+    "reservations/add-payment": _payment_applied,
+    "reservations/save": _dates_applied,
+}

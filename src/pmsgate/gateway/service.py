@@ -1,0 +1,240 @@
+"""The gateway's core: every upstream call a tool or operation makes goes through here.
+
+Per call: the facility's state is checked (an integration in ``error`` is not
+called again, except one re-authentication attempt per interval) → a permit is
+taken from the facility's limiter (every attempt, retries included) → a token
+comes from the token manager → one request is sent through ``pms/``. Reads are
+retried with jittered exponential backoff honouring ``Retry-After`` (stamina),
+inside a deadline; writes are never retried after they may have been sent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import anyio
+import stamina
+import structlog
+
+from pmsgate.clock import Clock
+from pmsgate.gateway.cache import Cached, ReadCache
+from pmsgate.gateway.facilities import FacilityService, FacilityView
+from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, Priority
+from pmsgate.gateway.metrics import GatewayMetrics
+from pmsgate.gateway.tokens import TokenManager
+from pmsgate.gateway.upstream_errors import auth_failed, translate
+from pmsgate.pms import errors as pms
+from pmsgate.pms.client import PmsClient, PmsResult
+from pmsgate.pms.operations import Operation
+
+log = structlog.get_logger(__name__)
+
+# Failures after which the last good answer is better than no answer.
+STALE_ON: tuple[type[BaseException], ...] = (
+    BudgetExhausted,
+    pms.UpstreamUnavailable,
+    pms.RateLimited,
+    pms.TooManySessions,
+)
+
+
+@dataclass(frozen=True)
+class GatewayPolicy:
+    """Timing rules of upstream calls (all from settings)."""
+
+    limiter_wait_s: float = 2.0
+    read_attempts: int = 4
+    read_deadline_s: float = 20.0
+    retry_wait_initial_s: float = 0.5
+    retry_wait_max_s: float = 8.0
+    reauth_interval_s: float = 900.0
+    limit_by_account: bool = False
+
+
+def body_hash(payload: Mapping[str, Any]) -> str:
+    """A stable hash of a JSON body (key order does not matter)."""
+    canonical = json.dumps(payload, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class Gateway:
+    """Calls the booking system for a facility, within its limits and state."""
+
+    def __init__(
+        self,
+        *,
+        facilities: FacilityService,
+        pms_client: PmsClient,
+        tokens: TokenManager,
+        limiter: FacilityLimiter,
+        cache: ReadCache,
+        clock: Clock,
+        metrics: GatewayMetrics,
+        policy: GatewayPolicy | None = None,
+    ) -> None:
+        self.facilities = facilities
+        self.pms = pms_client
+        self.tokens = tokens
+        self.limiter = limiter
+        self.cache = cache
+        self.clock = clock
+        self.metrics = metrics
+        self.policy = policy or GatewayPolicy()
+        self._reauth_locks: dict[str, anyio.Lock] = {}
+
+    def operation(self, name: str) -> Operation:
+        """The operation of this name, or the caller-facing error refusing it (never sent)."""
+        try:
+            return self.pms.operations.resolve(name)
+        except pms.PmsError as error:
+            raise translate(error) from None
+
+    # --- reads ------------------------------------------------------------------------------
+
+    async def cached_read(
+        self,
+        facility: FacilityView,
+        key: str,
+        *,
+        max_age_s: float,
+        fetch: Callable[[], Awaitable[Any]],
+    ) -> Cached:
+        """A cached value, fetched once for all concurrent callers, stale rather than failing."""
+        try:
+            cached = await self.cache.get(
+                f"{facility.hotel_id}:{key}", max_age_s=max_age_s, fetch=fetch, stale_on=STALE_ON
+            )
+        except pms.PmsError as error:
+            raise translate(error) from None
+        if cached.source == "cache":
+            self.metrics.cache_hits.labels(stale=str(cached.stale).lower()).inc()
+        if cached.stale:
+            log.info("stale_answer", hotel_id=facility.hotel_id, key=key, age_s=cached.age_s)
+        return cached
+
+    async def read(
+        self,
+        facility: FacilityView,
+        operation: str,
+        payload: Mapping[str, Any],
+        *,
+        priority: Priority = Priority.INTERACTIVE,
+    ) -> PmsResult:
+        """One read operation, retried on transient failures inside the permit budget."""
+        op = self.operation(operation)
+        if op.kind != "read":
+            raise ValueError(f"{operation} is not a read")
+
+        def backoff(error: Exception) -> bool | float:
+            if isinstance(error, pms.RateLimited) and error.retry_after is not None:
+                # Honour the upstream's own wait, unless it outlasts our deadline.
+                if error.retry_after > self.policy.read_deadline_s:
+                    return False
+                return error.retry_after
+            return isinstance(error, pms.UpstreamUnavailable)
+
+        async for attempt in stamina.retry_context(
+            on=backoff,
+            attempts=self.policy.read_attempts,
+            timeout=self.policy.read_deadline_s,
+            wait_initial=self.policy.retry_wait_initial_s,
+            wait_max=self.policy.retry_wait_max_s,
+        ):
+            with attempt:
+                return await self._send(facility, op, payload, priority)
+        raise AssertionError("unreachable: stamina re-raises the last failure")
+
+    # --- the single path every upstream request takes -------------------------------------
+
+    async def _send(
+        self,
+        facility: FacilityView,
+        op: Operation,
+        payload: Mapping[str, Any],
+        priority: Priority,
+    ) -> PmsResult:
+        """One upstream attempt (plus one token refresh if the token was rejected)."""
+        await self._guard_integration(facility)
+        token = await self._token(facility, priority)
+        await self._permit(facility, priority)
+        try:
+            return await self._observe(facility, op, self.pms.call(op.name, payload, token))
+        except pms.TokenRejected:
+            # Nothing is applied on a 401: a new token and one more try is safe, even for writes.
+            await self.tokens.invalidate(facility.hotel_id, token)
+            token = await self._token(facility, priority)
+            await self._permit(facility, priority)
+            return await self._observe(facility, op, self.pms.call(op.name, payload, token))
+
+    async def _observe(
+        self, facility: FacilityView, op: Operation, call: Awaitable[PmsResult]
+    ) -> PmsResult:
+        try:
+            result = await call
+        except pms.PmsError as error:
+            self.metrics.upstream_calls.labels(facility.hotel_id, op.name, error.code).inc()
+            if isinstance(error, pms.RateLimited):
+                self.metrics.upstream_429s.labels(facility.hotel_id).inc()
+            raise
+        self.metrics.upstream_calls.labels(facility.hotel_id, op.name, "ok").inc()
+        return result
+
+    def limit_key(self, facility: FacilityView) -> str:
+        """Whose budget a call spends: the facility's, or its API account's when so configured."""
+        return f"account:{facility.username}" if self.policy.limit_by_account else facility.hotel_id
+
+    async def token_permit(self, hotel_id: str) -> None:
+        """Take a permit for an ``auth/get-token`` request: it counts against the limits too."""
+        facility = await self.facilities.get(hotel_id)
+        await self._permit(facility, Priority.INTERACTIVE)
+        self.metrics.token_refreshes.labels(hotel_id).inc()
+
+    async def _permit(self, facility: FacilityView, priority: Priority) -> None:
+        await self.limiter.acquire(
+            self.limit_key(facility), facility.limits, priority, wait_s=self.policy.limiter_wait_s
+        )
+
+    async def _token(self, facility: FacilityView, priority: Priority) -> Any:
+        try:
+            token = await self.tokens.token(facility.hotel_id)
+        except pms.AuthenticationFailed as error:
+            await self.facilities.mark_error(facility.hotel_id, error.message)
+            log.warning("pms_auth_failed", hotel_id=facility.hotel_id, ruid=error.ruid)
+            raise auth_failed(error.message) from None
+        if facility.status == "error":
+            await self.facilities.mark_connected(facility.hotel_id)
+            log.info("pms_auth_recovered", hotel_id=facility.hotel_id)
+        return token
+
+    async def _guard_integration(self, facility: FacilityView) -> None:
+        """Refuse calls of a facility in error, but for one re-authentication per interval."""
+        if facility.status != "error":
+            return
+        lock = self._reauth_locks.setdefault(facility.hotel_id, anyio.Lock())
+        async with lock:
+            current = await self.facilities.get(facility.hotel_id)
+            if current.status != "error":
+                return
+            if not self._reauth_due(current.last_auth_attempt_at):
+                raise auth_failed(current.last_error)
+            await self.facilities.record_auth_attempt(facility.hotel_id)
+
+    def _reauth_due(self, last_attempt: datetime | None) -> bool:
+        if last_attempt is None:
+            return True
+        return self.clock.now() - last_attempt >= timedelta(seconds=self.policy.reauth_interval_s)
+
+    # --- writes -----------------------------------------------------------------------------
+
+    async def write_once(
+        self, facility: FacilityView, op: Operation, payload: Mapping[str, Any]
+    ) -> PmsResult:
+        """Send a write exactly once; failures are raised as upstream errors, not retried."""
+        if op.kind != "write":
+            raise ValueError(f"{op.name} is not a write")
+        return await self._send(facility, op, payload, Priority.INTERACTIVE)

@@ -1,0 +1,219 @@
+"""The token manager: one booking-system token per facility, obtained once for everyone.
+
+A token is reused until ``refresh_ahead_s`` before it expires (or until the
+booking system rejects it). Getting a new one is single-flight at two levels:
+
+1. in the process, concurrent callers of one facility share one attempt and its
+   outcome (:class:`~pmsgate.gateway.locks.SingleFlight`) — a wrong password
+   fails once for 1,000 callers instead of 1,000 times in a row;
+2. across replicas, the attempt runs under a lock (Redis when configured), and
+   the shared store (the database) is read again after the lock is taken, so a
+   replica that waited uses the token another one just stored.
+
+Every ``auth/get-token`` first takes a permit (``acquire_permit``): it counts
+against the facility's budget like any other request, and each one opens an
+upstream session (at most 50 may be active, spec §8). Tokens are kept in memory
+and, for other replicas, in the database encrypted by the vault (associated
+data ``facility_context(hotel_id, "token")``). A token value is never logged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import structlog
+from pydantic import SecretStr
+
+from pmsgate.clock import Clock
+from pmsgate.gateway.locks import LocalLocks, Locks, SingleFlight
+from pmsgate.gateway.vault import Vault, VaultError, facility_context
+from pmsgate.pms.client import PmsClient, Token
+from pmsgate.pms.credentials import Credentials
+from pmsgate.pms.errors import AuthenticationFailed
+from pmsgate.storage.tokens import TokenRepository
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass(frozen=True)
+class _Held:
+    token: Token
+    obtained_at: datetime
+
+
+def _value(token: Token | str) -> str:
+    return token.value.get_secret_value() if isinstance(token, Token) else token
+
+
+def _digest(value: str) -> str:
+    return hashlib.sha256(value.encode()).hexdigest()
+
+
+def _same(held: _Held, value: str) -> bool:
+    return hmac.compare_digest(held.token.value.get_secret_value().encode(), value.encode())
+
+
+class TokenManager:
+    """Hands out each facility's current token, fetching a new one once when needed."""
+
+    def __init__(
+        self,
+        *,
+        pms: PmsClient,
+        tokens: TokenRepository,
+        vault: Vault,
+        clock: Clock,
+        credentials: Callable[[str], Awaitable[Credentials]],
+        acquire_permit: Callable[[str], Awaitable[None]],
+        locks: Locks | None = None,
+        refresh_ahead_s: float = 3600.0,
+    ) -> None:
+        self._pms = pms
+        self._tokens = tokens
+        self._vault = vault
+        self._clock = clock
+        self._credentials = credentials
+        self._acquire_permit = acquire_permit
+        self._locks: Locks = locks if locks is not None else LocalLocks()
+        self._refresh_ahead = timedelta(seconds=refresh_ahead_s)
+        self._held: dict[str, _Held] = {}
+        self._refreshes: SingleFlight[Token] = SingleFlight()
+        self._invalidations: SingleFlight[None] = SingleFlight()
+        # Digest of the last token the upstream rejected, per facility: never reload it from
+        # the store while its compare-and-delete is still on the way.
+        self._rejected: dict[str, str] = {}
+
+    def __repr__(self) -> str:
+        return f"TokenManager(facilities_held={len(self._held)})"
+
+    async def token(self, hotel_id: str) -> Token:
+        """The facility's current token; a new one (one get-token for all callers) when due."""
+        held = self._held.get(hotel_id)
+        if held is not None and self._fresh(held):
+            return held.token
+        return await self._refreshes.run(hotel_id, lambda: self._obtain(hotel_id))
+
+    async def invalidate(self, hotel_id: str, rejected: Token | str) -> None:
+        """Forget ``rejected`` after a 401, only if it is still the current token."""
+        value = _value(rejected)
+        digest = _digest(value)
+        self._rejected[hotel_id] = digest
+        held = self._held.get(hotel_id)
+        if held is not None:
+            if not _same(held, value):
+                # We already hold a newer token; the stored one is at least as new.
+                return
+            del self._held[hotel_id]
+        # Concurrent 401s for the same token share one compare-and-delete.
+        await self._invalidations.run(
+            f"{hotel_id}:{digest}", lambda: self._delete_stored(hotel_id, value)
+        )
+
+    async def forget(self, hotel_id: str) -> None:
+        """Drop the facility's token everywhere (e.g. after its credentials changed)."""
+        self._held.pop(hotel_id, None)
+        await self._tokens.delete(hotel_id)
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _fresh(self, held: _Held) -> bool:
+        # A token whose whole lifetime is shorter than the refresh margin would be renewed
+        # on every call; never refresh earlier than half-way through its lifetime.
+        lifetime = held.token.expires_at - held.obtained_at
+        ahead = min(self._refresh_ahead, lifetime / 2)
+        return self._clock.now() < held.token.expires_at - ahead
+
+    def _valid(self, held: _Held | None) -> bool:
+        return held is not None and not held.token.is_expired(self._clock.now())
+
+    async def _obtain(self, hotel_id: str) -> Token:
+        current = self._held.get(hotel_id)
+        # Another replica may already have stored a fresh token: no need to queue for the lock.
+        stored = await self._load(hotel_id)
+        if stored is not None and self._fresh(stored):
+            self._held[hotel_id] = stored
+            return stored.token
+        try:
+            async with self._locks.hold(f"token:{hotel_id}"):
+                # Re-check after taking the lock: the holder before us may have just stored one.
+                stored = await self._load(hotel_id)
+                if stored is not None and self._fresh(stored):
+                    self._held[hotel_id] = stored
+                    return stored.token
+                return await self._fetch(hotel_id)
+        except AuthenticationFailed:
+            # The gateway service turns this into the facility's error state.
+            raise
+        except Exception as error:
+            # Refreshing ahead of expiry failed (budget, upstream, lock): the current token is
+            # still valid, so keep serving with it and try again on a later call.
+            fallback = next((h for h in (current, stored) if self._valid(h)), None)
+            if fallback is None:
+                raise
+            log.warning(
+                "pms_token_refresh_deferred",
+                hotel_id=hotel_id,
+                error_type=type(error).__name__,
+                expires_at=fallback.token.expires_at.isoformat(),
+            )
+            self._held[hotel_id] = fallback
+            return fallback.token
+
+    async def _fetch(self, hotel_id: str) -> Token:
+        await self._acquire_permit(hotel_id)
+        credentials = await self._credentials(hotel_id)
+        obtained_at = self._clock.now()
+        token = await self._pms.get_token(credentials)
+        self._held[hotel_id] = _Held(token, obtained_at)
+        try:
+            await self._tokens.put(
+                hotel_id,
+                token_enc=self._vault.encrypt(
+                    token.value.get_secret_value(), context=facility_context(hotel_id, "token")
+                ),
+                expires_at=token.expires_at,
+                obtained_at=obtained_at,
+            )
+        except Exception as error:
+            # The upstream session is open and the token works: use it here even if other
+            # replicas cannot see it (they will get their own, well under the 50-session cap).
+            log.warning("pms_token_not_stored", hotel_id=hotel_id, error_type=type(error).__name__)
+        log.info("pms_token_obtained", hotel_id=hotel_id, expires_at=token.expires_at.isoformat())
+        return token
+
+    async def _load(self, hotel_id: str) -> _Held | None:
+        stored = await self._tokens.get(hotel_id)
+        if stored is None:
+            return None
+        try:
+            value = self._vault.decrypt(
+                stored.token_enc, context=facility_context(hotel_id, "token")
+            )
+        except VaultError:
+            # E.g. its key was removed from PMSGATE_SECRET_KEYS: fetch a new token instead.
+            log.warning("pms_token_unreadable", hotel_id=hotel_id)
+            return None
+        if self._rejected.get(hotel_id) == _digest(value):
+            return None
+        token = Token(value=SecretStr(value), expires_at=stored.expires_at)
+        return _Held(token, stored.obtained_at)
+
+    async def _delete_stored(self, hotel_id: str, value: str) -> None:
+        stored = await self._tokens.get(hotel_id)
+        if stored is None:
+            return
+        try:
+            current = self._vault.decrypt(
+                stored.token_enc, context=facility_context(hotel_id, "token")
+            )
+        except VaultError:
+            current = None
+        if current is not None and not hmac.compare_digest(current.encode(), value.encode()):
+            return
+        # Compare-and-delete on the ciphertext: a token stored meanwhile is kept.
+        if await self._tokens.delete_if(hotel_id, stored.token_enc):
+            log.info("pms_token_invalidated", hotel_id=hotel_id)

@@ -1,0 +1,445 @@
+"""The six tools (spec §4.2): arguments checked, answers derived from cached reads.
+
+The four tools over ``reservations/get-list`` share **one** cached reservation
+window per facility (one upstream read serves them all); availability is cached
+per range and instructions per apartment. Dates are always filtered here, never
+trusted to the server (spec §7): ``meta.dropped_out_of_range`` counts the rows
+the server returned outside what the tool asked for. Answers are made for a
+language model: short, counted, ISO dates, no guest e-mail or phone.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+
+from pmsgate.catalogue.tools import ToolDefinition, load_tools
+from pmsgate.errors import InvalidInput, NotFound
+from pmsgate.gateway.cache import Cached
+from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.service import Gateway
+from pmsgate.pms.dates import filter_availability, filter_by_stay, filter_in_house
+from pmsgate.pms.models import AvailabilityNight, CheckInInstructions, Reservation
+
+WINDOW_DAYS_BACK = 30
+WINDOW_DAYS_AHEAD = 365
+PAGE_SIZE = 500
+MAX_RANGE_DAYS = 60
+STATUS_LABELS = {
+    "CONF": "confirmed",
+    "PEND": "pending",
+    "CANC": "cancelled",
+    "CHIN": "checked in",
+    "CHOUT": "checked out",
+}
+
+
+class ToolAnswer(BaseModel):
+    """What a tool returns: the data, and where it came from."""
+
+    data: dict[str, Any]
+    meta: dict[str, Any]
+
+
+_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
+
+
+def _argument_model(tool: ToolDefinition) -> type[BaseModel]:
+    fields: dict[str, Any] = {}
+    for name, parameter in tool.parameters.items():
+        kind: Any = dt.date if parameter.format == "date" else _TYPES[parameter.type]
+        if parameter.type == "integer":
+            kind = int
+        default = ... if parameter.required else None
+        fields[name] = (kind if parameter.required else kind | None, Field(default=default))
+    return create_model(
+        f"{tool.name}-arguments", __config__=ConfigDict(extra="forbid", strict=False), **fields
+    )
+
+
+class Tools:
+    """Runs the catalogue's six tools against one gateway."""
+
+    def __init__(
+        self,
+        gateway: Gateway,
+        max_age_s: Mapping[str, float] | None = None,
+        default_max_age_s: float = 120.0,
+    ) -> None:
+        self.gateway = gateway
+        self._max_age_s = dict(max_age_s or {})
+        self._default_max_age_s = default_max_age_s
+        self.definitions = load_tools()
+        self._models = {name: _argument_model(t) for name, t in self.definitions.items()}
+        self._handlers: dict[str, Callable[[FacilityView, Any], Awaitable[ToolAnswer]]] = {
+            "check-availability": self._check_availability,
+            "get-reservation-status": self._reservation_status,
+            "get-in-house-guests": self._in_house_guests,
+            "get-incomplete-portals": self._incomplete_portals,
+            "check-portal-status": self._portal_status,
+            "get-checkin-instructions": self._checkin_instructions,
+        }
+
+    def max_age_s(self, tool: str) -> float:
+        """How old a cached answer this tool accepts (PMSGATE_CACHE_MAX_AGE_S)."""
+        return self._max_age_s.get(tool, self._default_max_age_s)
+
+    def definition(self, name: str) -> ToolDefinition:
+        """The tool of this name, or a 404 naming the available ones."""
+        tool = self.definitions.get(name)
+        if tool is None:
+            raise NotFound(
+                f"There is no tool named {name!r}.",
+                code="unknown_tool",
+                hint=f"Available tools: {', '.join(self.definitions)}.",
+            )
+        return tool
+
+    def parse(self, name: str, arguments: dict[str, Any]) -> BaseModel:
+        """Validated arguments, or a 422 that names each wrong field."""
+        self.definition(name)
+        try:
+            return self._models[name].model_validate(arguments)
+        except ValidationError as error:
+            problems = "; ".join(
+                f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                for e in error.errors()
+            )
+            raise InvalidInput(
+                f"Invalid arguments for {name}: {problems}",
+                code="invalid_arguments",
+                hint="See GET /v1/tools for each parameter's format.",
+            ) from None
+
+    async def call(
+        self, facility: FacilityView, name: str, arguments: dict[str, Any]
+    ) -> ToolAnswer:
+        """Run one tool for a facility."""
+        parsed = self.parse(name, arguments)
+        answer = await self._handlers[name](facility, parsed)
+        if answer.meta.get("stale"):
+            self.gateway.metrics.stale_answers.labels(name).inc()
+        return answer
+
+    # --- shared reads -------------------------------------------------------------------
+
+    def _today(self) -> dt.date:
+        return self.gateway.clock.now().date()
+
+    async def _window(self, facility: FacilityView, tool: str) -> Cached:
+        """The facility's reservations around today, one upstream read for four tools."""
+        today = self._today()
+        low = today - dt.timedelta(days=WINDOW_DAYS_BACK)
+        high = today + dt.timedelta(days=WINDOW_DAYS_AHEAD)
+
+        async def fetch() -> dict[str, Any]:
+            rows: list[dict[str, Any]] = []
+            offset = 0
+            while True:
+                result = await self.gateway.read(
+                    facility,
+                    "reservations/get-list",
+                    {
+                        "departure_from": low.isoformat(),
+                        "arrival_to": high.isoformat(),
+                        "with_rooms": True,
+                        "with_guest_portal": True,
+                        "limit": PAGE_SIZE,
+                        "offset": offset,
+                    },
+                )
+                page = result.data or []
+                rows.extend(page)
+                offset += len(page)
+                if not page or offset >= (result.total_count or 0):
+                    break
+            kept = filter_by_stay(_parse(rows), low, high)
+            return {
+                "from": low.isoformat(),
+                "to": high.isoformat(),
+                "rows": [r.model_dump(mode="json") for r in kept.items],
+                "server_returned": kept.returned,
+                "dropped_out_of_range": kept.dropped_out_of_range,
+            }
+
+        return await self.gateway.cached_read(
+            facility, "reservations", max_age_s=self.max_age_s(tool), fetch=fetch
+        )
+
+    async def _reservations(
+        self, facility: FacilityView, tool: str
+    ) -> tuple[list[Reservation], Cached]:
+        cached = await self._window(facility, tool)
+        return _parse(cached.value["rows"]), cached
+
+    async def _one_reservation(
+        self, facility: FacilityView, reservation_id: int, tool: str
+    ) -> tuple[Reservation, Cached]:
+        reservations, cached = await self._reservations(facility, tool)
+        for reservation in reservations:
+            if reservation.id_reservation == reservation_id:
+                return reservation, cached
+
+        async def fetch() -> dict[str, Any]:
+            result = await self.gateway.read(
+                facility, "reservations/get-list", {"id_reservation": reservation_id}
+            )
+            matches = [r for r in (result.data or []) if r.get("id_reservation") == reservation_id]
+            return {"rows": matches}
+
+        single = await self.gateway.cached_read(
+            facility,
+            f"reservation:{reservation_id}",
+            max_age_s=self.max_age_s(tool),
+            fetch=fetch,
+        )
+        rows = _parse(single.value["rows"])
+        if not rows:
+            raise NotFound(
+                f"Reservation {reservation_id} does not exist in this facility.",
+                code="reservation_not_found",
+                hint="Check the reservation number in the booking details.",
+            )
+        return rows[0], single
+
+    # --- the six tools ------------------------------------------------------------------
+
+    async def _check_availability(self, facility: FacilityView, args: Any) -> ToolAnswer:
+        arrival, departure = args.arrival, args.departure
+        _check_range(arrival, departure, "arrival", "departure", exclusive_end=True)
+        last_night = departure - dt.timedelta(days=1)
+        payload: dict[str, Any] = {
+            "date_from": arrival.isoformat(),
+            "date_to": last_night.isoformat(),
+        }
+        if args.apartment_id is not None:
+            payload["id_room_type"] = args.apartment_id
+
+        async def fetch() -> dict[str, Any]:
+            result = await self.gateway.read(facility, "calendar/get-availability", payload)
+            return {"rows": result.data or []}
+
+        key = f"availability:{payload['date_from']}:{payload['date_to']}:{args.apartment_id or 'all'}"
+        cached = await self.gateway.cached_read(
+            facility, key, max_age_s=self.max_age_s("check-availability"), fetch=fetch
+        )
+        nights = [AvailabilityNight.model_validate(r) for r in cached.value["rows"]]
+        kept = filter_availability(nights, arrival, last_night)
+        stay_nights = (departure - arrival).days
+        by_apartment: dict[int, list[AvailabilityNight]] = {}
+        for night in kept.items:
+            if args.apartment_id is None or night.id_room_type == args.apartment_id:
+                by_apartment.setdefault(night.id_room_type, []).append(night)
+        apartments = []
+        for apartment_id, rows in sorted(by_apartment.items()):
+            free = [r for r in rows if r.rooms_available > 0]
+            prices = [r.price for r in rows if r.price is not None]
+            min_stay = max((r.min_stay or 1) for r in rows)
+            apartments.append(
+                {
+                    "apartment_id": apartment_id,
+                    "apartment": rows[0].name_room_type,
+                    "available": len(free) == stay_nights and stay_nights >= min_stay,
+                    "nights_free": len(free),
+                    "nights_asked": stay_nights,
+                    "min_stay": min_stay,
+                    "total_price": round(sum(prices), 2) if len(prices) == stay_nights else None,
+                    "currency": rows[0].currency,
+                }
+            )
+        available = [a for a in apartments if a["available"]]
+        return ToolAnswer(
+            data={
+                "arrival": arrival.isoformat(),
+                "departure": departure.isoformat(),
+                "nights": stay_nights,
+                "available_count": len(available),
+                "apartments": apartments,
+            },
+            meta=_meta(cached, count=len(apartments), dropped=kept.dropped_out_of_range),
+        )
+
+    async def _reservation_status(self, facility: FacilityView, args: Any) -> ToolAnswer:
+        reservation, cached = await self._one_reservation(
+            facility, args.reservation_id, "get-reservation-status"
+        )
+        return ToolAnswer(
+            data={"reservation": _describe(reservation)}, meta=_meta(cached, count=1, dropped=0)
+        )
+
+    async def _in_house_guests(self, facility: FacilityView, args: Any) -> ToolAnswer:
+        night = args.date or self._today()
+        reservations, cached = await self._reservations(facility, "get-in-house-guests")
+        staying = filter_in_house(reservations, night)
+        rows = [r for r in staying.items if r.cod_reservation_status != "CANC"]
+        return ToolAnswer(
+            data={
+                "date": night.isoformat(),
+                "count": len(rows),
+                "reservations": [_brief(r) for r in rows],
+            },
+            meta=_meta(cached, count=len(rows), dropped=staying.dropped_out_of_range),
+        )
+
+    async def _incomplete_portals(self, facility: FacilityView, args: Any) -> ToolAnswer:
+        first = args.date_from or self._today()
+        last = args.date_to or first + dt.timedelta(days=7)
+        _check_range(first, last, "date_from", "date_to", exclusive_end=False)
+        reservations, cached = await self._reservations(facility, "get-incomplete-portals")
+        in_range = [r for r in reservations if first <= r.arrival <= last]
+        dropped = len(reservations) - len(in_range)
+        rows = [
+            r
+            for r in in_range
+            if r.cod_reservation_status != "CANC"
+            and r.guest_portal is not None
+            and r.guest_portal.status != "complete"
+        ]
+        return ToolAnswer(
+            data={
+                "date_from": first.isoformat(),
+                "date_to": last.isoformat(),
+                "count": len(rows),
+                "reservations": [{**_brief(r), "portal": _portal(r)} for r in rows],
+            },
+            meta=_meta(cached, count=len(rows), dropped=dropped),
+        )
+
+    async def _portal_status(self, facility: FacilityView, args: Any) -> ToolAnswer:
+        reservation, cached = await self._one_reservation(
+            facility, args.reservation_id, "check-portal-status"
+        )
+        portal = _portal(reservation)
+        return ToolAnswer(
+            data={
+                "reservation_id": reservation.id_reservation,
+                "complete": portal["status"] == "complete",
+                "portal": portal,
+            },
+            meta=_meta(cached, count=1, dropped=0),
+        )
+
+    async def _checkin_instructions(self, facility: FacilityView, args: Any) -> ToolAnswer:
+        apartment_id = args.apartment_id
+        if apartment_id is None and args.reservation_id is None:
+            raise InvalidInput(
+                "get-checkin-instructions needs reservation_id or apartment_id.",
+                code="invalid_arguments",
+                hint="Give the guest's reservation number, or the apartment's identifier.",
+            )
+        if apartment_id is None:
+            reservation, _ = await self._one_reservation(
+                facility, args.reservation_id, "get-checkin-instructions"
+            )
+            apartment_id = next((r.id_room_type for r in reservation.rooms if r.id_room_type), None)
+            if apartment_id is None:
+                raise NotFound(
+                    f"Reservation {args.reservation_id} has no apartment assigned yet.",
+                    code="apartment_not_assigned",
+                    hint="Ask the operator which apartment the guest will stay in.",
+                )
+
+        async def fetch() -> dict[str, Any]:
+            result = await self.gateway.read(
+                facility, "get-check-in-instructions", {"id_room_type": apartment_id}
+            )
+            return {"instructions": result.data or {}}
+
+        cached = await self.gateway.cached_read(
+            facility,
+            f"instructions:{apartment_id}",
+            max_age_s=self.max_age_s("get-checkin-instructions"),
+            fetch=fetch,
+        )
+        instructions = CheckInInstructions.model_validate(cached.value["instructions"])
+        return ToolAnswer(
+            data={
+                "apartment_id": instructions.id_room_type or apartment_id,
+                "apartment": instructions.name_room_type,
+                "address": instructions.address,
+                "check_in_from": instructions.check_in_from,
+                "check_in_until": instructions.check_in_until,
+                "check_out_until": instructions.check_out_until,
+                "instructions": instructions.instructions,
+            },
+            meta=_meta(cached, count=1, dropped=0),
+        )
+
+
+def _parse(rows: list[dict[str, Any]]) -> list[Reservation]:
+    return [Reservation.model_validate(row) for row in rows]
+
+
+def _check_range(
+    first: dt.date, last: dt.date, first_name: str, last_name: str, *, exclusive_end: bool
+) -> None:
+    if last < first or (exclusive_end and last == first):
+        raise InvalidInput(
+            f"{last_name} must be after {first_name}.",
+            code="invalid_date_range",
+            hint="Write dates as year-month-day; the end comes after the start.",
+        )
+    if (last - first).days > MAX_RANGE_DAYS:
+        raise InvalidInput(
+            f"The range from {first_name} to {last_name} is longer than {MAX_RANGE_DAYS} days.",
+            code="invalid_date_range",
+            hint=f"Ask for at most {MAX_RANGE_DAYS} days at a time.",
+        )
+
+
+def _meta(cached: Cached, *, count: int, dropped: int) -> dict[str, Any]:
+    return {
+        "source": cached.source,
+        "age_s": round(cached.age_s, 1),
+        "stale": cached.stale,
+        "count": count,
+        "dropped_out_of_range": dropped,
+    }
+
+
+def _apartment(reservation: Reservation) -> str | None:
+    names = [r.name_room_type for r in reservation.rooms if r.name_room_type]
+    return ", ".join(names) or None
+
+
+def _brief(reservation: Reservation) -> dict[str, Any]:
+    return {
+        "reservation_id": reservation.id_reservation,
+        "status": STATUS_LABELS.get(reservation.cod_reservation_status or "", "unknown"),
+        "arrival": reservation.arrival.isoformat(),
+        "departure": reservation.departure.isoformat(),
+        "apartment": _apartment(reservation),
+        "guests": sum(r.qt_guests or 0 for r in reservation.rooms) or None,
+        "language": reservation.lang,
+    }
+
+
+def _portal(reservation: Reservation) -> dict[str, Any]:
+    portal = reservation.guest_portal
+    if portal is None:
+        return {"status": "unknown", "missing": []}
+    return {
+        "status": portal.status or "unknown",
+        "guests_registered": portal.guests_registered,
+        "guests_expected": portal.guests_expected,
+        "missing": portal.missing,
+        "link": portal.link,
+    }
+
+
+def _describe(reservation: Reservation) -> dict[str, Any]:
+    paid = round(sum(p.amount for p in reservation.payments), 2)
+    total = reservation.total_amount
+    return {
+        **_brief(reservation),
+        "nights": (reservation.departure - reservation.arrival).days,
+        "channel": reservation.channel,
+        "total_amount": total,
+        "paid": paid,
+        "balance": round(total - paid, 2) if total is not None else None,
+        "currency": reservation.currency,
+        "portal_status": _portal(reservation)["status"],
+    }

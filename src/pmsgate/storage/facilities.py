@@ -1,0 +1,129 @@
+"""Repositories of facilities and their gateway keys: every query on those tables lives here.
+
+Repositories work inside a session the caller opened, so a service decides what
+one transaction is (e.g. a facility and its first key are written together).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, delete, func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from pmsgate.errors import Conflict
+from pmsgate.storage.models import Facility, FacilityToken, GatewayKey
+
+
+class FacilityExists(Conflict):
+    """A facility with this hotel_id is already registered."""
+
+    code = "facility_exists"
+    hint = "Use `pmsgate facilities show <hotel_id>`; reconnect it instead of adding it again."
+
+
+class FacilityRepository:
+    """Facilities, their stored tokens (for reconnect and key rotation)."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def by_hotel_id(self, hotel_id: str) -> Facility | None:
+        """The facility with this hotel_id, if any."""
+        result = await self._session.execute(select(Facility).where(Facility.hotel_id == hotel_id))
+        return result.scalar_one_or_none()
+
+    async def exists(self, hotel_id: str) -> bool:
+        """True when a facility with this hotel_id is registered."""
+        result = await self._session.execute(
+            select(func.count()).select_from(Facility).where(Facility.hotel_id == hotel_id)
+        )
+        return bool(result.scalar_one())
+
+    async def all(self) -> list[Facility]:
+        """Every facility, oldest first."""
+        result = await self._session.execute(select(Facility).order_by(Facility.id))
+        return list(result.scalars())
+
+    async def add(self, facility: Facility) -> Facility:
+        """Insert a facility (its id is set on return); a duplicate hotel_id is a conflict."""
+        self._session.add(facility)
+        try:
+            await self._session.flush()
+        except IntegrityError:
+            # The unique hotel_id is the only constraint an insert can break: this is the
+            # race where another writer added the same facility after our existence check.
+            raise FacilityExists(
+                f"A facility with hotel_id {facility.hotel_id} already exists."
+            ) from None
+        return facility
+
+    async def update(self, hotel_id: str, **values: Any) -> bool:
+        """Set columns of one facility in a single statement; False when it does not exist."""
+        result = cast(
+            CursorResult[Any],
+            await self._session.execute(
+                update(Facility).where(Facility.hotel_id == hotel_id).values(**values)
+            ),
+        )
+        return result.rowcount > 0
+
+    async def delete_token(self, facility_id: int) -> None:
+        """Forget the facility's stored booking-system token, so a new one is fetched."""
+        await self._session.execute(
+            delete(FacilityToken).where(FacilityToken.facility_id == facility_id)
+        )
+
+    async def tokens_with_hotel_ids(self) -> list[tuple[FacilityToken, str]]:
+        """Every stored token with its facility's hotel_id (the vault context needs it)."""
+        result = await self._session.execute(
+            select(FacilityToken, Facility.hotel_id)
+            .join(Facility, Facility.id == FacilityToken.facility_id)
+            .order_by(FacilityToken.facility_id)
+        )
+        return [(token, hotel_id) for token, hotel_id in result.all()]
+
+
+class GatewayKeyRepository:
+    """Gateway keys: stored by hash, looked up by hash, revoked by time stamp."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def add(self, key: GatewayKey) -> GatewayKey:
+        """Insert a key (its id is set on return)."""
+        self._session.add(key)
+        await self._session.flush()
+        return key
+
+    async def for_facility(self, facility_id: int) -> list[GatewayKey]:
+        """Every key of the facility, revoked ones included, oldest first."""
+        result = await self._session.execute(
+            select(GatewayKey).where(GatewayKey.facility_id == facility_id).order_by(GatewayKey.id)
+        )
+        return list(result.scalars())
+
+    async def get(self, facility_id: int, key_id: int) -> GatewayKey | None:
+        """The key with this id if it belongs to the facility."""
+        result = await self._session.execute(
+            select(GatewayKey).where(GatewayKey.id == key_id, GatewayKey.facility_id == facility_id)
+        )
+        return result.scalar_one_or_none()
+
+    async def revoke(self, key: GatewayKey, when: datetime) -> GatewayKey:
+        """Mark the key revoked (a key already revoked keeps its first revocation time)."""
+        if key.revoked_at is None:
+            key.revoked_at = when
+            await self._session.flush()
+        return key
+
+    async def facility_of_active_key(self, key_hash: str) -> Facility | None:
+        """The facility an unrevoked key with this hash belongs to, if any."""
+        result = await self._session.execute(
+            select(Facility)
+            .join(GatewayKey, GatewayKey.facility_id == Facility.id)
+            .where(GatewayKey.key_hash == key_hash, GatewayKey.revoked_at.is_(None))
+        )
+        return result.scalar_one_or_none()

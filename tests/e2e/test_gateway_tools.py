@@ -1,0 +1,179 @@
+"""The six tools through the gateway's HTTP API, against the booking-system emulator."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_tool_list_names_the_six_tools_with_described_parameters(gateway):
+    answer = await gateway.http.get("/v1/tools")
+    tools = {t["name"]: t for t in answer.json()["tools"]}
+    assert sorted(tools) == sorted(
+        [
+            "check-availability",
+            "get-reservation-status",
+            "get-in-house-guests",
+            "get-incomplete-portals",
+            "check-portal-status",
+            "get-checkin-instructions",
+        ]
+    )
+    for tool in tools.values():
+        for parameter in tool["input_schema"]["properties"].values():
+            assert parameter["description"]
+
+
+async def test_every_tool_answers_with_data_and_meta(gateway, facility, kross_store, clock):
+    _, key = facility
+    today = clock.now().date()
+    listed = await gateway.tool("get-in-house-guests", key)
+    assert listed.status_code == 200, listed.text
+    body = listed.json()
+    assert body["meta"]["source"] == "upstream"
+    in_house = body["data"]["reservations"]
+    assert body["data"]["count"] == len(in_house)
+    reservation_id = in_house[0]["reservation_id"]
+
+    calls = {
+        "check-availability": {
+            "arrival": (today + dt.timedelta(days=3)).isoformat(),
+            "departure": (today + dt.timedelta(days=5)).isoformat(),
+        },
+        "get-reservation-status": {"reservation_id": reservation_id},
+        "get-incomplete-portals": {},
+        "check-portal-status": {"reservation_id": reservation_id},
+        "get-checkin-instructions": {"reservation_id": reservation_id},
+    }
+    for name, arguments in calls.items():
+        answer = await gateway.tool(name, key, **arguments)
+        assert answer.status_code == 200, (name, answer.text)
+        meta = answer.json()["meta"]
+        assert set(meta) >= {"source", "age_s", "stale", "count", "dropped_out_of_range"}
+
+
+async def test_two_hundred_rapid_calls_cost_one_upstream_read_and_never_fail(
+    gateway, facility, kross_store
+):
+    record, key = facility
+    answers = [await gateway.tool("get-in-house-guests", key) for _ in range(200)]
+    assert {a.status_code for a in answers} == {200}
+    stats = kross_store.stats
+    assert stats.requests_by_operation["reservations/get-list"] == 1
+    assert stats.requests_by_hotel[record["hotel_id"]] <= 10
+    assert stats.rate_limited.total() == 0
+
+
+async def test_four_reservation_tools_share_one_cached_window(gateway, facility, kross_store):
+    _, key = facility
+    first = (await gateway.tool("get-in-house-guests", key)).json()
+    reservation_id = first["data"]["reservations"][0]["reservation_id"]
+    for name, arguments in [
+        ("get-reservation-status", {"reservation_id": reservation_id}),
+        ("get-incomplete-portals", {}),
+        ("check-portal-status", {"reservation_id": reservation_id}),
+    ]:
+        answer = await gateway.tool(name, key, **arguments)
+        assert answer.json()["meta"]["source"] == "cache"
+    assert kross_store.stats.requests_by_operation["reservations/get-list"] == 1
+
+
+async def test_thousand_concurrent_calls_make_one_token_request_and_respect_limits(
+    gateway, facility, kross_store
+):
+    import anyio
+
+    record, key = facility
+    statuses: list[int] = []
+
+    async def one() -> None:
+        statuses.append((await gateway.tool("get-incomplete-portals", key)).status_code)
+
+    async with anyio.create_task_group() as group:
+        for _ in range(1000):
+            group.start_soon(one)
+    assert statuses.count(200) == 1000
+    assert kross_store.stats.tokens_issued[record["hotel_id"]] == 1
+    assert kross_store.stats.requests_by_hotel[record["hotel_id"]] <= 10
+    assert kross_store.stats.rate_limited.total() == 0
+
+
+async def test_an_old_answer_is_refreshed_after_its_freshness_bound(
+    gateway, facility, kross_store, clock
+):
+    _, key = facility
+    await gateway.tool("get-in-house-guests", key)
+    clock.advance(gateway.services.tools.max_age_s("get-in-house-guests") + 1)
+    again = await gateway.tool("get-in-house-guests", key)
+    assert again.json()["meta"]["source"] == "upstream"
+    assert kross_store.stats.requests_by_operation["reservations/get-list"] == 2
+
+
+async def test_with_no_budget_left_the_last_answer_is_served_marked_stale(
+    gateway, facility, kross_store, clock
+):
+    record, key = facility
+    limits = {"per_minute": 2, "per_hour": 2, "per_day": 5000}
+    from pmsgate.gateway.facilities import Limits
+
+    await gateway.services.facilities.set_limits(record["hotel_id"], Limits(**limits))
+    await gateway.tool("get-in-house-guests", key)  # token + read: the minute is spent
+    clock.advance(gateway.services.tools.max_age_s("get-in-house-guests") + 1)
+    stale = await gateway.tool("get-in-house-guests", key)
+    assert stale.status_code == 200
+    assert stale.json()["meta"]["stale"] is True
+    assert stale.json()["meta"]["age_s"] > 0
+    assert kross_store.stats.rate_limited.total() == 0
+
+
+async def test_with_no_budget_and_nothing_cached_the_caller_gets_429_with_retry_after(
+    gateway, facility, clock
+):
+    record, key = facility
+    from pmsgate.gateway.facilities import Limits
+
+    await gateway.services.facilities.set_limits(
+        record["hotel_id"], Limits(per_minute=2, per_hour=300, per_day=5000)
+    )
+    await gateway.tool("get-in-house-guests", key)
+    refused = await gateway.tool(
+        "check-availability",
+        key,
+        arrival=clock.now().date().isoformat(),
+        departure=(clock.now().date() + dt.timedelta(days=2)).isoformat(),
+    )
+    assert refused.status_code == 429
+    assert refused.json()["error"]["code"] == "upstream_budget_exhausted"
+    assert int(refused.headers["Retry-After"]) >= 1
+
+
+async def test_invalid_arguments_get_a_422_naming_the_field(gateway, facility):
+    _, key = facility
+    answer = await gateway.tool("check-availability", key, arrival="tomorrow", departure="x")
+    assert answer.status_code == 422
+    assert answer.json()["error"]["code"] == "invalid_arguments"
+    unknown = await gateway.tool("get-reservation-status", key, reservation_id=1, guest="x")
+    assert unknown.json()["error"]["code"] == "invalid_arguments"
+    backwards = await gateway.tool(
+        "check-availability", key, arrival="2026-12-05", departure="2026-12-01"
+    )
+    assert backwards.json()["error"]["code"] == "invalid_date_range"
+
+
+async def test_unknown_tool_and_unknown_reservation_are_404s(gateway, facility):
+    _, key = facility
+    assert (await gateway.tool("get-house-manual", key)).json()["error"]["code"] == "unknown_tool"
+    missing = await gateway.tool("get-reservation-status", key, reservation_id=999999)
+    assert missing.status_code == 404
+    assert missing.json()["error"]["code"] == "reservation_not_found"
+
+
+async def test_tool_answers_drop_what_the_server_returned_out_of_range(gateway, facility):
+    _, key = facility
+    answer = (await gateway.tool("get-in-house-guests", key)).json()
+    assert answer["meta"]["dropped_out_of_range"] > 0
+    for reservation in answer["data"]["reservations"]:
+        assert reservation["arrival"] <= answer["data"]["date"] < reservation["departure"]

@@ -1,0 +1,274 @@
+"""The per-facility limiter: three windows, Retry-After, priorities, shared through Redis."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterator
+
+import anyio
+import pytest
+
+from pmsgate.clock import ManualClock
+from pmsgate.gateway.facilities import Limits
+from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, Priority
+
+pytestmark = pytest.mark.anyio
+
+MakeLimiter = Callable[..., FacilityLimiter]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def make_limiter(
+    request: pytest.FixtureRequest, clock: ManualClock, redis_namespace: str
+) -> Iterator[MakeLimiter]:
+    """Builds limiters on one backend; Redis ones share the test's namespace (like replicas)."""
+    redis = request.getfixturevalue("redis_client") if request.param == "redis" else None
+
+    def make(**kwargs: object) -> FacilityLimiter:
+        kwargs.setdefault("clock", clock)
+        return FacilityLimiter(redis=redis, namespace=redis_namespace, **kwargs)  # type: ignore[arg-type]
+
+    yield make
+
+
+def clock_sleep(clock: ManualClock, slept: list[float]) -> Callable[[float], Awaitable[None]]:
+    """A sleep that moves the manual clock instead of waiting (and records each wait)."""
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock.advance(seconds)
+
+    return sleep
+
+
+async def take(limiter: FacilityLimiter, key: str, limits: Limits, n: int) -> None:
+    for _ in range(n):
+        await limiter.acquire(key, limits)
+
+
+async def refused(
+    limiter: FacilityLimiter,
+    key: str,
+    limits: Limits,
+    priority: Priority = Priority.INTERACTIVE,
+) -> BudgetExhausted:
+    with pytest.raises(BudgetExhausted) as caught:
+        await limiter.acquire(key, limits, priority)
+    return caught.value
+
+
+async def test_each_window_admits_exactly_its_limit(
+    make_limiter: MakeLimiter, clock: ManualClock
+) -> None:
+    limiter = make_limiter()
+    limits = Limits(per_minute=3, per_hour=5, per_day=7)
+
+    await take(limiter, "h1", limits, 3)
+    assert (await refused(limiter, "h1", limits)).window == "minute"
+
+    clock.advance(61)
+    await take(limiter, "h1", limits, 2)
+    assert (await refused(limiter, "h1", limits)).window == "hour"
+
+    clock.advance(3600)
+    await take(limiter, "h1", limits, 2)
+    assert (await refused(limiter, "h1", limits)).window == "day"
+
+    clock.advance(86400)
+    await take(limiter, "h1", limits, 3)
+
+
+async def test_spec_limits_are_10_per_minute_300_per_hour_5000_per_day(
+    make_limiter: MakeLimiter, clock: ManualClock
+) -> None:
+    limiter = make_limiter()
+    limits = Limits()
+    taken = 0
+    for hour in range(17):
+        for minute in range(30 if hour < 16 else 20):
+            await take(limiter, "h1", limits, 10)
+            taken += 10
+            error = await refused(limiter, "h1", limits)
+            if taken == 5000:
+                assert error.window == "day"
+            elif minute == 29:
+                assert error.window == "hour"
+            else:
+                assert error.window == "minute"
+            # A permit still counts at exactly 60 s; it leaves the window just after.
+            clock.advance(61)
+        clock.advance(3601 - 30 * 61)
+    assert taken == 5000
+
+
+async def test_refusal_says_when_a_permit_frees_as_retry_after(
+    make_limiter: MakeLimiter, clock: ManualClock
+) -> None:
+    limiter = make_limiter()
+    limits = Limits(per_minute=2, per_hour=100, per_day=1000)
+    await limiter.acquire("h1", limits)
+    clock.advance(20)
+    await limiter.acquire("h1", limits)
+
+    error = await refused(limiter, "h1", limits)
+    # The first permit leaves the minute window 40 s (and a millisecond) from now.
+    assert error.retry_after_s == pytest.approx(40.001)
+    assert error.code == "upstream_budget_exhausted"
+    assert error.status == 429
+    assert error.headers == {"Retry-After": "41"}
+    assert error.to_body()["error"]["code"] == "upstream_budget_exhausted"
+
+    clock.advance(40)
+    assert (await refused(limiter, "h1", limits)).headers == {"Retry-After": "1"}
+    clock.advance(0.001)
+    await limiter.acquire("h1", limits)
+
+
+async def test_retry_after_is_when_every_window_has_room(
+    make_limiter: MakeLimiter, clock: ManualClock
+) -> None:
+    limiter = make_limiter()
+    limits = Limits(per_minute=2, per_hour=2, per_day=10)
+    await take(limiter, "h1", limits, 2)
+    # Both the minute and the hour are full: only the hour's answer is true.
+    error = await refused(limiter, "h1", limits)
+    assert error.window == "hour"
+    assert error.retry_after_s == pytest.approx(3600.001)
+
+
+async def test_a_caller_waits_up_to_its_deadline_for_a_permit(
+    make_limiter: MakeLimiter, clock: ManualClock
+) -> None:
+    slept: list[float] = []
+    limiter = make_limiter(sleep=clock_sleep(clock, slept))
+    limits = Limits(per_minute=1, per_hour=100, per_day=1000)
+    await limiter.acquire("h1", limits)
+
+    clock.advance(59)
+    await limiter.acquire("h1", limits, wait_s=2.0)
+    assert slept == [pytest.approx(1.001)]
+
+
+async def test_a_caller_does_not_wait_for_a_permit_beyond_its_deadline(
+    make_limiter: MakeLimiter, clock: ManualClock
+) -> None:
+    slept: list[float] = []
+    limiter = make_limiter(sleep=clock_sleep(clock, slept))
+    limits = Limits(per_minute=1, per_hour=100, per_day=1000)
+    await limiter.acquire("h1", limits)
+
+    with pytest.raises(BudgetExhausted) as caught:
+        await limiter.acquire("h1", limits, wait_s=2.0)
+    assert caught.value.retry_after_s == pytest.approx(60.001)
+    assert slept == []
+
+
+async def test_background_calls_cannot_starve_interactive_calls(make_limiter: MakeLimiter) -> None:
+    limiter = make_limiter(background_share=0.5)
+    limits = Limits(per_minute=10, per_hour=300, per_day=5000)
+
+    for _ in range(5):
+        await limiter.acquire("h1", limits, Priority.BACKGROUND)
+    error = await refused(limiter, "h1", limits, Priority.BACKGROUND)
+    assert error.window == "minute"
+    assert error.priority is Priority.BACKGROUND
+
+    await take(limiter, "h1", limits, 5)
+    await refused(limiter, "h1", limits)
+    assert await limiter.remaining("h1", limits) == {"minute": 0, "hour": 290, "day": 4990}
+
+
+async def test_interactive_calls_may_use_the_background_share(
+    make_limiter: MakeLimiter,
+) -> None:
+    limiter = make_limiter(background_share=0.5)
+    limits = Limits(per_minute=10, per_hour=300, per_day=5000)
+    await take(limiter, "h1", limits, 10)
+    await refused(limiter, "h1", limits, Priority.BACKGROUND)
+    await refused(limiter, "h1", limits)
+
+
+async def test_changed_limits_take_effect_on_the_next_call(make_limiter: MakeLimiter) -> None:
+    limiter = make_limiter()
+    await take(limiter, "h1", Limits(per_minute=5, per_hour=50, per_day=500), 5)
+    await refused(limiter, "h1", Limits(per_minute=5, per_hour=50, per_day=500))
+
+    raised = Limits(per_minute=8, per_hour=50, per_day=500)
+    await take(limiter, "h1", raised, 3)
+    await refused(limiter, "h1", raised)
+
+    # Permits already taken still count under the new, lower limits.
+    lowered = Limits(per_minute=2, per_hour=50, per_day=500)
+    assert await limiter.remaining("h1", lowered) == {"minute": 0, "hour": 42, "day": 492}
+    await refused(limiter, "h1", lowered)
+
+
+async def test_facilities_have_separate_budgets(make_limiter: MakeLimiter) -> None:
+    limiter = make_limiter()
+    limits = Limits(per_minute=2, per_hour=50, per_day=500)
+    await take(limiter, "h1", limits, 2)
+    await refused(limiter, "h1", limits)
+    await take(limiter, "h2", limits, 2)
+
+
+async def test_remaining_counts_each_window(make_limiter: MakeLimiter, clock: ManualClock) -> None:
+    limiter = make_limiter()
+    limits = Limits()
+    assert await limiter.remaining("h1", limits) == {"minute": 10, "hour": 300, "day": 5000}
+    await take(limiter, "h1", limits, 4)
+    clock.advance(61)
+    await take(limiter, "h1", limits, 1)
+    assert await limiter.remaining("h1", limits) == {"minute": 9, "hour": 295, "day": 4995}
+
+
+async def test_concurrent_callers_never_get_more_than_the_limit(
+    make_limiter: MakeLimiter,
+) -> None:
+    limiter = make_limiter()
+    limits = Limits(per_minute=10, per_hour=300, per_day=5000)
+    granted: list[str] = []
+
+    async def call() -> None:
+        try:
+            await limiter.acquire("h1", limits)
+        except BudgetExhausted:
+            return
+        granted.append("ok")
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(100):
+            tg.start_soon(call)
+    assert len(granted) == 10
+
+
+async def test_two_replicas_sharing_redis_never_grant_more_than_the_limit_together(
+    redis_client: object, redis_namespace: str, clock: ManualClock
+) -> None:
+    replicas = [
+        FacilityLimiter(clock=clock, redis=redis_client, namespace=redis_namespace)  # type: ignore[arg-type]
+        for _ in range(2)
+    ]
+    limits = Limits(per_minute=10, per_hour=15, per_day=5000)
+    granted: list[int] = []
+
+    async def call(replica: int) -> None:
+        try:
+            await replicas[replica].acquire("h1", limits)
+        except BudgetExhausted:
+            return
+        granted.append(replica)
+
+    async def burst() -> None:
+        async with anyio.create_task_group() as tg:
+            for i in range(60):
+                tg.start_soon(call, i % 2)
+
+    await burst()
+    assert len(granted) == 10
+    assert set(granted) == {0, 1}
+
+    clock.advance(61)
+    granted.clear()
+    await burst()
+    assert len(granted) == 5  # the hour allows 15 in all
+    for replica in replicas:
+        assert await replica.remaining("h1", limits) == {"minute": 5, "hour": 0, "day": 4985}
