@@ -181,10 +181,16 @@ def create_app(
         facility: FacilityView = await app.state.services.facilities.authenticate(raw_key)
         return facility
 
+    def record_call(tool: str, outcome: str) -> None:
+        app.state.services.metrics.tool_calls.labels(tool, outcome).inc()
+
     mcp_app, mcp_lifespan = create_mcp_app(
-        tools_provider=lambda: app.state.services.tools, authenticate=authenticate
+        tools_provider=lambda: app.state.services.tools,
+        authenticate=authenticate,
+        record_call=record_call,
     )
-    app.mount("/mcp", mcp_app)
+    # A route, not a mount: a mount answers POST /mcp with a redirect to /mcp/.
+    app.add_route("/mcp", mcp_app, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app
 
     @app.middleware("http")
     async def request_id(

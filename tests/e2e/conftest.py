@@ -71,7 +71,9 @@ async def running_gateway(
         app = create_app(settings, services=services)
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://gateway.test"
+            ) as http:
                 yield Gateway(services, app, http)
 
 

@@ -1,15 +1,21 @@
 """The MCP endpoint, driven by the official MCP client over streamable HTTP.
 
-The client (``mcp.client.streamable_http`` under ``mcp.Client`` / ``ClientSession``)
-talks to a FastAPI app that routes ``/mcp`` to :func:`create_mcp_app`, through
-``httpx2.ASGITransport`` (the SDK's HTTP client is ``httpx2``, not ``httpx``).
-Gateway keys are checked by the real :class:`FacilityService` on a migrated
-database. Both protocol eras run: the initialize handshake (``legacy``) and the
-2026-07-28 single-exchange requests (``auto`` negotiates them).
+The client (``mcp.Client`` over ``mcp.client.streamable_http``, a ``ClientSession``
+underneath) reaches the app through ``httpx2.ASGITransport``: the SDK's HTTP client
+is ``httpx2`` (a dependency of ``mcp`` 2.x), not ``httpx``. Both protocol eras run:
+the initialize handshake (``legacy``) and the 2026-07-28 single-exchange requests
+(``auto`` negotiates them).
 
-``RecordingTools`` is a test double of the ``Tools`` *interface* (the catalogue's
-real definitions; ``call`` answers with the facility it was given), so these
-tests pin the MCP layer itself: schemas, results, error mapping, key isolation.
+Two stacks:
+
+- the MCP layer alone: a FastAPI app routing ``/mcp`` to :func:`create_mcp_app`,
+  keys checked by the real :class:`FacilityService` on a migrated database, and
+  ``RecordingTools``, a test double of the ``Tools`` *interface* (the catalogue's
+  real definitions; ``call`` answers with the facility it was given or raises a
+  scripted error) — it pins schemas, results, error mapping and key isolation,
+  including failures the real tools cannot be made to produce on demand;
+- the real gateway: ``create_app`` over ``open_services`` with the booking-system
+  emulator, exactly what ``pmsgate serve`` runs.
 """
 
 from __future__ import annotations

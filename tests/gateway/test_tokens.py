@@ -17,7 +17,7 @@ from pmsgate.config import Settings
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter
 from pmsgate.gateway.locks import Locks, RedisLocks
-from pmsgate.gateway.tokens import TokenManager
+from pmsgate.gateway.tokens import REFRESH_RETRY_S, TokenManager
 from pmsgate.gateway.vault import Vault
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
@@ -287,7 +287,11 @@ async def test_a_failed_refresh_ahead_keeps_serving_the_still_valid_token(
         budget_left = False
         assert await manager.token(facility.hotel_id) == token
 
+        # The next attempt waits a while: until then the valid token is served as it is.
         budget_left = True
+        assert await manager.token(facility.hotel_id) == token
+        assert await facility.token_requests() == 1
+        clock.advance(REFRESH_RETRY_S)
         assert await manager.token(facility.hotel_id) != token
     assert await facility.tokens_issued() == 2
 

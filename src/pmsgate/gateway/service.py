@@ -203,6 +203,8 @@ class Gateway:
         try:
             token = await self.tokens.token(facility.hotel_id)
         except pms.AuthenticationFailed as error:
+            # The failed request was an authentication attempt: the next one waits an interval.
+            await self.facilities.record_auth_attempt(facility.hotel_id)
             await self.facilities.mark_error(facility.hotel_id, error.message)
             log.warning("pms_auth_failed", hotel_id=facility.hotel_id, ruid=error.ruid)
             raise auth_failed(error.message) from None

@@ -38,6 +38,10 @@ from pmsgate.storage.tokens import TokenRepository
 
 log = structlog.get_logger(__name__)
 
+# After a refresh ahead of expiry failed, the still-valid token is served this long before the
+# next attempt, so a spent budget does not turn every call into another refresh attempt.
+REFRESH_RETRY_S = 60.0
+
 
 @dataclass(frozen=True)
 class _Held:
@@ -86,6 +90,7 @@ class TokenManager:
         # Digest of the last token the upstream rejected, per facility: never reload it from
         # the store while its compare-and-delete is still on the way.
         self._rejected: dict[str, str] = {}
+        self._retry_after: dict[str, datetime] = {}
 
     def __repr__(self) -> str:
         return f"TokenManager(facilities_held={len(self._held)})"
@@ -93,7 +98,7 @@ class TokenManager:
     async def token(self, hotel_id: str) -> Token:
         """The facility's current token; a new one (one get-token for all callers) when due."""
         held = self._held.get(hotel_id)
-        if held is not None and self._fresh(held):
+        if held is not None and (self._fresh(held) or self._deferred(hotel_id, held)):
             return held.token
         return await self._refreshes.run(hotel_id, lambda: self._obtain(hotel_id))
 
@@ -126,6 +131,10 @@ class TokenManager:
         lifetime = held.token.expires_at - held.obtained_at
         ahead = min(self._refresh_ahead, lifetime / 2)
         return self._clock.now() < held.token.expires_at - ahead
+
+    def _deferred(self, hotel_id: str, held: _Held) -> bool:
+        retry_after = self._retry_after.get(hotel_id)
+        return retry_after is not None and self._valid(held) and self._clock.now() < retry_after
 
     def _valid(self, held: _Held | None) -> bool:
         return held is not None and not held.token.is_expired(self._clock.now())
@@ -161,6 +170,7 @@ class TokenManager:
                 expires_at=fallback.token.expires_at.isoformat(),
             )
             self._held[hotel_id] = fallback
+            self._retry_after[hotel_id] = self._clock.now() + timedelta(seconds=REFRESH_RETRY_S)
             return fallback.token
 
     async def _fetch(self, hotel_id: str) -> Token:
@@ -169,6 +179,7 @@ class TokenManager:
         obtained_at = self._clock.now()
         token = await self._pms.get_token(credentials)
         self._held[hotel_id] = _Held(token, obtained_at)
+        self._retry_after.pop(hotel_id, None)
         try:
             await self._tokens.put(
                 hotel_id,

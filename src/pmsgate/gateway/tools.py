@@ -222,7 +222,9 @@ class Tools:
             result = await self.gateway.read(facility, "calendar/get-availability", payload)
             return {"rows": result.data or []}
 
-        key = f"availability:{payload['date_from']}:{payload['date_to']}:{args.apartment_id or 'all'}"
+        key = (
+            f"availability:{payload['date_from']}:{payload['date_to']}:{args.apartment_id or 'all'}"
+        )
         cached = await self.gateway.cached_read(
             facility, key, max_age_s=self.max_age_s("check-availability"), fetch=fetch
         )
