@@ -73,7 +73,10 @@ def postgres_url() -> str:
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    assert POSTGRES_URL, "PMSGATE_TEST_DATABASE_URL is not set"
+    if not POSTGRES_URL:
+        if IN_CI:
+            pytest.fail("CI=true but PMSGATE_TEST_DATABASE_URL is not set")
+        pytest.skip("PMSGATE_TEST_DATABASE_URL is not set")
     name = f"pmsgate_test_{uuid.uuid4().hex[:10]}"
 
     async def _admin(statement: str) -> None:

@@ -92,11 +92,15 @@ async def open_services(
         facilities = FacilityService(sessions, vault, clock, settings.partner_api_key)
         pms_client = PmsClient.from_settings(settings, kross_http, clock)
         limiter = FacilityLimiter(
-            clock=clock, redis=redis, background_share=settings.limiter_background_share
+            clock=clock,
+            redis=redis,
+            namespace=settings.redis_namespace,
+            background_share=settings.limiter_background_share,
         )
         cache = ReadCache(
             clock=clock,
             redis_url=settings.redis_url,
+            namespace=settings.redis_namespace,
             keep_s=settings.cache_keep_s,
             lock_ttl_s=settings.cache_lock_ttl_s,
         )
@@ -111,6 +115,7 @@ async def open_services(
             acquire_permit=lambda hotel_id: gateway.token_permit(hotel_id),
             locks=locks_for(
                 redis,
+                namespace=settings.redis_namespace,
                 timeout_s=settings.token_lock_timeout_s,
                 wait_s=settings.token_lock_wait_s,
             ),

@@ -39,6 +39,11 @@ class Settings(BaseSettings):
         default=None,
         description="Redis URL shared by replicas (limiter, cache, locks); unset = in memory.",
     )
+    redis_namespace: str = Field(
+        default="pmsgate",
+        min_length=1,
+        description="Prefix of every Redis key, so several deployments can share one Redis.",
+    )
     kross_base_url: str = Field(
         default="https://api.krossbooking.com",
         description="Booking-system base URL; operations are POSTed to <base>/v5/<path>.",

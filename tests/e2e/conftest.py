@@ -32,7 +32,9 @@ def no_retry_waits() -> Iterator[None]:
         yield
 
 
-def gateway_settings(database_url: str, redis_url: str | None = None, **overrides: Any) -> Settings:
+def gateway_settings(
+    database_url: str, redis_url: str | None = None, **overrides: Any
+) -> Settings:
     """Settings of a gateway on the emulator (in-process transport, so the host is a name)."""
     values: dict[str, Any] = {
         "database_url": database_url,
@@ -97,8 +99,21 @@ async def add_seeded_facility(
 
 
 @pytest.fixture
-async def gateway(database_url, kross_http, clock) -> AsyncIterator[Gateway]:
-    async with running_gateway(gateway_settings(database_url), kross_http, clock) as running:
+def backend(request, database_url) -> dict[str, Any]:
+    """Embedded (SQLite, in-memory limiter and cache) or shared (PostgreSQL + Redis) settings."""
+    if database_url.startswith("sqlite"):
+        return {"database_url": database_url}
+    return {
+        "database_url": database_url,
+        "redis_url": request.getfixturevalue("redis_url"),
+        "redis_namespace": request.getfixturevalue("redis_namespace"),
+    }
+
+
+@pytest.fixture
+async def gateway(backend, kross_http, clock) -> AsyncIterator[Gateway]:
+    settings = gateway_settings(**backend)
+    async with running_gateway(settings, kross_http, clock) as running:
         yield running
 
 

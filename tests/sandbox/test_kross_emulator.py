@@ -13,7 +13,7 @@ import pytest
 
 from pmsgate.clock import ManualClock
 from pmsgate.sandbox.kross.records import Facility, Reservation
-from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY, build_facilities
+from pmsgate.sandbox.kross.seed import FACILITY_COUNT, SANDBOX_PARTNER_API_KEY, build_facilities
 from pmsgate.sandbox.kross.store import KrossStore
 
 pytestmark = pytest.mark.anyio
@@ -95,6 +95,23 @@ def test_same_seed_and_start_time_give_identical_data(clock: ManualClock) -> Non
     first = build_facilities(7, clock.now())
     assert build_facilities(7, clock.now()) == first
     assert build_facilities(8, clock.now()) != first
+
+
+def test_facility_count_is_optional_and_scales_the_sandbox(clock: ManualClock) -> None:
+    # The default is unchanged (the benchmark asks for more facilities explicitly).
+    assert build_facilities(7, clock.now(), FACILITY_COUNT) == build_facilities(7, clock.now())
+    store = KrossStore(seed=7, clock=clock, facility_count=50)
+    many = store.facilities()
+    assert len(many) == 50
+    assert len({f.hotel_id for f in many}) == 50
+    assert {f.kind for f in many} == {"own", "partner"}
+    reservation_ids = [r for f in many for r in f.reservations]
+    assert len(reservation_ids) == len(set(reservation_ids))
+    store.reset()
+    assert store.facilities() == many
+    assert len(KrossStore(seed=7, clock=clock).facilities()) == FACILITY_COUNT
+    with pytest.raises(ValueError):
+        build_facilities(7, clock.now(), 0)
 
 
 def test_seed_has_own_and_partner_facilities_with_obviously_fake_contacts(

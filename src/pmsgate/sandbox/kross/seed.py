@@ -64,12 +64,14 @@ class _Ids:
         return value
 
 
-def build_facilities(seed: int, now: datetime) -> list[Facility]:
-    """The facilities of the sandbox, derived only from ``seed`` and ``now`` (UTC)."""
+def build_facilities(seed: int, now: datetime, count: int = FACILITY_COUNT) -> list[Facility]:
+    """``count`` sandbox facilities, derived only from ``seed``, ``now`` (UTC) and ``count``."""
+    if count < 1:
+        raise ValueError("the sandbox needs at least one facility")
     rng = random.Random(seed)
     ids = _Ids()
     facilities: list[Facility] = []
-    hotel_ids = rng.sample(range(100000, 999999), FACILITY_COUNT)
+    hotel_ids = rng.sample(range(100000, 999999), count)
     for index, hotel_number in enumerate(hotel_ids):
         # Alternate the kinds so both are always present.
         kind: FacilityKind = "own" if index % 2 == 0 else "partner"

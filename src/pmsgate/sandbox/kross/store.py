@@ -28,7 +28,12 @@ from pmsgate.sandbox.kross.records import (
     Picture,
     Reservation,
 )
-from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY, build_facilities, next_ids
+from pmsgate.sandbox.kross.seed import (
+    FACILITY_COUNT,
+    SANDBOX_PARTNER_API_KEY,
+    build_facilities,
+    next_ids,
+)
 
 TOKEN_TTL = timedelta(days=7)
 MAX_SESSIONS = 50
@@ -220,15 +225,17 @@ class KrossStore:
         seed: int = 1,
         clock: Clock | None = None,
         partner_api_key: str = SANDBOX_PARTNER_API_KEY,
+        facility_count: int = FACILITY_COUNT,
     ) -> None:
         self.seed = seed
+        self.facility_count = facility_count
         self.clock: Clock = clock or SystemClock()
         self.partner_api_key = partner_api_key
         self.reset()
 
     def reset(self) -> None:
         """Back to the seed data as of the clock's time: no tokens, faults, stats or changes."""
-        facilities = build_facilities(self.seed, self.clock.now())
+        facilities = build_facilities(self.seed, self.clock.now(), self.facility_count)
         self._tenants: dict[str, Tenant] = {f.hotel_id: Tenant(f) for f in facilities}
         self._next_id = next_ids(facilities)
         self.faults = Faults()
