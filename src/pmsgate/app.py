@@ -176,9 +176,14 @@ def create_app(
     async def verify(credentials: Credentials) -> None:
         await pms_verifier(app.state.services.pms)(credentials)
 
+    async def on_reconnected(hotel_id: str) -> None:
+        current: Services = app.state.services
+        await current.tokens.forget(hotel_id)
+        await current.cache.invalidate(hotel_id)
+
     app.include_router(
         admin.build_admin_router(
-            lambda: app.state.services.facilities, settings.admin_token, verify
+            lambda: app.state.services.facilities, settings.admin_token, verify, on_reconnected
         )
     )
 

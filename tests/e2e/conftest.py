@@ -32,9 +32,7 @@ def no_retry_waits() -> Iterator[None]:
         yield
 
 
-def gateway_settings(
-    database_url: str, redis_url: str | None = None, **overrides: Any
-) -> Settings:
+def gateway_settings(database_url: str, redis_url: str | None = None, **overrides: Any) -> Settings:
     """Settings of a gateway on the emulator (in-process transport, so the host is a name)."""
     values: dict[str, Any] = {
         "database_url": database_url,

@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 
 import httpx
@@ -15,6 +10,7 @@ from typer.testing import CliRunner
 
 from pmsgate.cli import app
 from pmsgate.config import get_settings
+from tests.e2e.processes import free_port, serving
 
 BROWSER_UA = {"User-Agent": "Mozilla/5.0 (test)"}
 
@@ -51,36 +47,14 @@ def test_demo_authenticates_reads_and_shows_each_documented_error(env, monkeypat
         assert expected in result.output
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture
 def sandbox_url() -> Iterator[str]:
-    port = _free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pmsgate.cli", "sandbox", "--port", str(port), "--seed", "3"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        env={**os.environ, "COLUMNS": "200"},
-    )
+    port = free_port()
     url = f"http://127.0.0.1:{port}/kross"
-    try:
-        deadline = time.monotonic() + 30
-        while True:  # readiness wait for a child process, not a timing assertion
-            try:
-                httpx.get(f"{url}/_sandbox/facilities", timeout=1)
-                break
-            except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("pmsgate sandbox did not start") from None
-                time.sleep(0.05)
+    with serving(
+        "sandbox", "--port", str(port), "--seed", "3", ready_url=f"{url}/_sandbox/facilities"
+    ):
         yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
 
 
 def test_sandbox_serves_the_booking_system_with_its_documented_behaviour(sandbox_url):

@@ -50,9 +50,7 @@ async def test_two_replicas_refresh_the_token_once_and_share_the_cache(replicas,
     assert second.services.facilities is not first.services.facilities
 
 
-async def test_two_replicas_never_exceed_a_facility_limit_together(
-    replicas, kross_store, clock
-):
+async def test_two_replicas_never_exceed_a_facility_limit_together(replicas, kross_store, clock):
     first, second = replicas
     record, key = await add_seeded_facility(first.services, kross_store)
     await first.services.facilities.set_limits(

@@ -30,7 +30,7 @@ booking system's reason when refused, and nothing changed).
 # annotations at definition time, and they refer to dependencies local to the builder.
 
 import hmac
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Response, status
@@ -106,8 +106,13 @@ def build_admin_router(
     get_service: Callable[[], FacilityService],
     admin_token: SecretStr | None,
     verify: Verifier,
+    on_reconnected: Callable[[str], Awaitable[None]] | None = None,
 ) -> APIRouter:
-    """The admin API router, guarded by the admin bearer token."""
+    """The admin API router, guarded by the admin bearer token.
+
+    ``on_reconnected(hotel_id)`` runs after credentials were replaced (the app drops the
+    facility's cached token and reads there, so the new credentials are used at once).
+    """
 
     async def require_admin(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -187,12 +192,15 @@ def build_admin_router(
     @router.post("/facilities/{hotel_id}/reconnect", response_model=FacilityView)
     async def reconnect(hotel_id: str, body: ReconnectBody, facilities: Service) -> FacilityView:
         """Replace the facility's credentials once the booking system accepts them."""
-        return await facilities.reconnect(
+        facility = await facilities.reconnect(
             hotel_id,
             username=body.username,
             password=body.password,
             api_key=body.api_key,
             verify=verify,
         )
+        if on_reconnected is not None:
+            await on_reconnected(hotel_id)
+        return facility
 
     return router

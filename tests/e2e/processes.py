@@ -1,0 +1,60 @@
+"""Start `pmsgate` commands as real processes on free loopback ports."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import httpx
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def pmsgate(
+    *args: str, env: dict[str, str], stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run one `pmsgate` command to completion."""
+    return subprocess.run(
+        [sys.executable, "-m", "pmsgate.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **env},
+        timeout=120,
+        check=False,
+    )
+
+
+@contextmanager
+def serving(*args: str, ready_url: str, env: dict[str, str] | None = None) -> Iterator[None]:
+    """Run a long-lived `pmsgate` command until the block ends; wait until it answers."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pmsgate.cli", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "COLUMNS": "200", **(env or {})},
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:  # readiness wait for a child process, not a timing assertion
+            try:
+                httpx.get(ready_url, timeout=1)
+                break
+            except httpx.TransportError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"pmsgate {args[0]} did not start") from None
+                time.sleep(0.05)
+        yield
+    finally:
+        process.terminate()
+        process.wait(timeout=10)

@@ -1,0 +1,126 @@
+"""As a new user would: sandbox and gateway running, a facility added with the CLI, tools called."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from pmsgate.gateway.vault import generate_key_spec
+from tests.e2e.processes import free_port, pmsgate, serving
+
+ADMIN = "admin-token-0123456789abcdef"
+
+
+@pytest.fixture(scope="module")
+def running(tmp_path_factory) -> Iterator[dict[str, Any]]:
+    sandbox_port, gateway_port = free_port(), free_port()
+    kross = f"http://127.0.0.1:{sandbox_port}/kross"
+    with serving("sandbox", "--port", str(sandbox_port), ready_url=f"{kross}/_sandbox/facilities"):
+        facilities = httpx.get(f"{kross}/_sandbox/facilities").json()
+        partner_key = next(f["api_key"] for f in facilities if f["kind"] == "partner")
+        env = {
+            "PMSGATE_DATA_DIR": str(tmp_path_factory.mktemp("gateway")),
+            "PMSGATE_KROSS_BASE_URL": kross,
+            "PMSGATE_PARTNER_API_KEY": partner_key,
+            "PMSGATE_SECRET_KEYS": generate_key_spec("e2e"),
+            "PMSGATE_ADMIN_TOKEN": ADMIN,
+            "PMSGATE_DATABASE_URL": "",
+            "PMSGATE_REDIS_URL": "",
+        }
+        facility = next(f for f in facilities if f["kind"] == "partner")
+        added = pmsgate(
+            "facilities", "add",
+            "--hotel-id", facility["hotel_id"],
+            "--username", facility["username"],
+            "--kind", "partner",
+            "--integration-id", "int-e2e",
+            "--password-stdin", "--json",
+            env=env,
+            stdin=facility["password"] + "\n",
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        key = json.loads(added.stdout)["gateway_key"]
+        gateway = f"http://127.0.0.1:{gateway_port}"
+        with serving("serve", "--port", str(gateway_port), ready_url=f"{gateway}/healthz", env=env):
+            yield {"gateway": gateway, "kross": kross, "key": key, "facility": facility}
+
+
+def tool(
+    running: dict[str, Any], name: str, key: str | None = None, **arguments: Any
+) -> httpx.Response:
+    return httpx.post(
+        f"{running['gateway']}/v1/tools/{name}",
+        json=arguments,
+        headers={"Authorization": f"Bearer {key or running['key']}"},
+    )
+
+
+def test_all_six_tools_answer_over_http(running):
+    in_house = tool(running, "get-in-house-guests")
+    assert in_house.status_code == 200, in_house.text
+    reservations = (
+        in_house.json()["data"]["reservations"]
+        or tool(running, "get-incomplete-portals").json()["data"]["reservations"]
+    )
+    reservation_id = reservations[0]["reservation_id"]
+    today = dt.date.today()
+    for name, arguments in {
+        "check-availability": {
+            "arrival": (today + dt.timedelta(days=2)).isoformat(),
+            "departure": (today + dt.timedelta(days=4)).isoformat(),
+        },
+        "get-reservation-status": {"reservation_id": reservation_id},
+        "get-incomplete-portals": {},
+        "check-portal-status": {"reservation_id": reservation_id},
+        "get-checkin-instructions": {"reservation_id": reservation_id},
+    }.items():
+        answer = tool(running, name, **arguments)
+        assert answer.status_code == 200, (name, answer.text)
+
+
+def test_two_hundred_rapid_calls_stay_within_the_limits_without_errors(running):
+    before = httpx.get(f"{running['kross']}/_sandbox/stats").json()
+    answers = [tool(running, "get-incomplete-portals") for _ in range(200)]
+    after = httpx.get(f"{running['kross']}/_sandbox/stats").json()
+    assert {a.status_code for a in answers} == {200}
+    hotel = running["facility"]["hotel_id"]
+    sent = after["requests"]["by_hotel"].get(hotel, 0) - before["requests"]["by_hotel"].get(
+        hotel, 0
+    )
+    assert sent <= 10
+    assert after["rate_limited"]["total"] == 0
+
+
+def test_a_wrong_key_gets_401(running):
+    answer = tool(running, "get-in-house-guests", key="pgw_wrong")
+    assert answer.status_code == 401
+    assert answer.json()["error"]["code"] == "invalid_gateway_key"
+
+
+def test_metrics_and_health_are_served(running):
+    assert httpx.get(f"{running['gateway']}/readyz").json()["status"] == "ready"
+    metrics = httpx.get(f"{running['gateway']}/metrics").text
+    assert "pmsgate_tool_calls_total" in metrics
+    assert "pmsgate_budget_remaining" in metrics
+
+
+@pytest.mark.anyio
+async def test_the_same_tools_answer_over_mcp(running):
+    headers = {"Authorization": f"Bearer {running['key']}"}
+    async with (
+        httpx2.AsyncClient(headers=headers) as http,
+        Client(streamable_http_client(f"{running['gateway']}/mcp", http_client=http)) as client,
+    ):
+        listed = await client.list_tools()
+        assert len(listed.tools) == 6
+        result = await client.call_tool("get-incomplete-portals", {})
+    assert not result.is_error
+    assert "reservations" in result.content[0].text
