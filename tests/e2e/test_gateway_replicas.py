@@ -51,7 +51,7 @@ async def test_two_replicas_refresh_the_token_once_and_share_the_cache(replicas,
 
 
 async def test_two_replicas_never_exceed_a_facility_limit_together(replicas, kross_store, clock):
-    first, second = replicas
+    first = replicas[0]
     record, key = await add_seeded_facility(first.services, kross_store)
     await first.services.facilities.set_limits(
         record["hotel_id"], Limits(per_minute=5, per_hour=300, per_day=5000)
