@@ -9,7 +9,7 @@ emulator) and clock; production gets a real httpx client and the system clock.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -19,6 +19,7 @@ from fastapi import FastAPI, Request, Response
 from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
@@ -65,6 +66,32 @@ class Services:
     tools: Tools
     operations: Operations
     metrics: GatewayMetrics
+
+
+class RequestIdMiddleware:
+    """Binds a request id to every log line of a request and returns it as X-Request-Id.
+
+    Plain ASGI rather than ``@app.middleware("http")``: it adds no per-request task.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        raw = headers.get(b"x-request-id", b"").decode("latin-1")
+        rid = raw if raw.isalnum() and len(raw) <= 64 else uuid.uuid4().hex[:16]
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", []).append((b"x-request-id", rid.encode()))
+            await send(message)
+
+        with structlog.contextvars.bound_contextvars(request_id=rid):
+            await self.app(scope, receive, send_with_id)
 
 
 @asynccontextmanager
@@ -168,6 +195,7 @@ def create_app(
             yield
 
     app = FastAPI(title="pmsgate", version="0.1.0", lifespan=lifespan)
+    app.add_middleware(RequestIdMiddleware)
     if services is not None:
         app.state.services = services
     install_error_handlers(app)
@@ -201,19 +229,6 @@ def create_app(
     )
     # A route, not a mount: a mount answers POST /mcp with a redirect to /mcp/.
     app.add_route("/mcp", mcp_app, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app
-
-    @app.middleware("http")
-    async def request_id(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        rid = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
-        structlog.contextvars.bind_contextvars(request_id=rid)
-        try:
-            response = await call_next(request)
-        finally:
-            structlog.contextvars.unbind_contextvars("request_id")
-        response.headers["X-Request-Id"] = rid
-        return response
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:

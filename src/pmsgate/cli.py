@@ -49,6 +49,9 @@ def demo(
     """Run the whole system offline against in-process emulators and show what happens."""
     from pmsgate.demo import run_demo
 
+    # The demo narrates what happens; only warnings interrupt it (PMSGATE_LOG_LEVEL=DEBUG for all).
+    if get_settings().log_level.upper() == "INFO":
+        configure_logging("WARNING")
     try:
         asyncio.run(run_demo(Console(), seed=seed))
     except PmsgateError as error:

@@ -283,13 +283,22 @@ async def test_peek_reports_age_and_staleness_without_fetching(
     assert upstream.calls == 1
 
 
-async def test_a_caller_cannot_change_a_cached_value_by_mutating_its_copy(
-    cache: ReadCache,
+async def test_a_replica_never_serves_its_decoded_copy_after_another_replaced_the_value(
+    redis_url: str, redis_namespace: str, clock: ManualClock
 ) -> None:
-    upstream = Upstream()
-    first = await get(cache, "h1:reservations", upstream)
-    first.value["rows"].append({"id": 2})
-    assert (await get(cache, "h1:reservations", upstream)).value["rows"] == [{"id": 1}]
+    replicas = [
+        ReadCache(clock=clock, redis_url=redis_url, namespace=redis_namespace) for _ in range(2)
+    ]
+    try:
+        upstream = Upstream()
+        assert (await get(replicas[0], "h1:reservations", upstream)).value["answer"] == 1
+        await replicas[1].invalidate("h1")
+        # Same instant on the clock: only the version tells the two values apart.
+        assert (await get(replicas[1], "h1:reservations", upstream)).value["answer"] == 2
+        assert (await get(replicas[0], "h1:reservations", upstream)).value["answer"] == 2
+    finally:
+        for replica in replicas:
+            await replica.close()
 
 
 async def test_values_must_be_json(cache: ReadCache) -> None:

@@ -11,6 +11,13 @@ A refill is coalesced twice: in the process (:class:`~pmsgate.gateway.locks.Sing
 so 100 concurrent callers share one fetch and its outcome) and across replicas
 (a cashews lock on the key, then a re-check of the store before fetching).
 
+Hot path: each entry also has a small *version* key (unique per write). A read
+fetches only the version; when this process already holds the decoded entry of
+that version (a bounded in-process map), it is returned as is, without decoding
+the value again. Values returned by the cache are shared: callers treat them as
+read-only. (cashews' own memory backend copies every value, which is exactly the
+cost this avoids, hence the small map.)
+
 Invalidation works on ``:``-separated keys: ``invalidate("123")`` drops the key
 ``123`` and every key under ``123:``. A refill that was already fetching when
 an invalidation touched its key returns its answer but does not store it, so a
@@ -23,6 +30,7 @@ import json
 import re
 import uuid
 import warnings
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -74,6 +82,8 @@ class ReadCache:
         self._lock_ttl_s = lock_ttl_s
         self._lock_poll_s = lock_poll_s
         self._flights: SingleFlight[Cached] = SingleFlight()
+        self._decoded: OrderedDict[str, tuple[str, _Entry]] = OrderedDict()
+        self._decoded_max = max_entries
         self._cache = Cache(name=f"{namespace}-read-cache")
         if redis_url:
             # suppress=True: a Redis outage degrades to "no cache" instead of failing reads.
@@ -127,8 +137,9 @@ class ReadCache:
         await self._cache.set(
             self._marker_key(prefix), uuid.uuid4().hex, expire=self._lock_ttl_s + 60
         )
-        await self._cache.delete(self._entry_key(prefix))
-        await self._cache.delete_match(_glob_prefix(self._entry_key(prefix) + _SEPARATOR) + "*")
+        for stored in (self._entry_key(prefix), self._version_key(prefix)):
+            await self._cache.delete(stored)
+            await self._cache.delete_match(_glob_prefix(stored + _SEPARATOR) + "*")
 
     async def close(self) -> None:
         """Stop refills in flight and close the store's connections."""
@@ -173,20 +184,41 @@ class ReadCache:
             )
 
     async def _read(self, key: str) -> _Entry | None:
-        raw = await self._cache.get(self._entry_key(key))
-        if not isinstance(raw, dict) or "fetched_at" not in raw:
+        version = await self._cache.get(self._version_key(key))
+        if not isinstance(version, str):
             return None
-        entry = _Entry(value=raw.get("value"), fetched_at=datetime.fromisoformat(raw["fetched_at"]))
+        held = self._decoded.get(key)
+        if held is not None and held[0] == version:
+            entry = held[1]
+        else:
+            raw = await self._cache.get(self._entry_key(key))
+            if not isinstance(raw, dict) or "fetched_at" not in raw:
+                return None
+            entry = _Entry(
+                value=raw.get("value"), fetched_at=datetime.fromisoformat(raw["fetched_at"])
+            )
+            self._remember(key, str(raw.get("version")), entry)
         # Also bounded on our clock, so keep_s means the same in tests and in production.
         if self._age(entry) > self._keep_s:
             return None
         return entry
 
     async def _write(self, key: str, value: Any, fetched_at: datetime) -> None:
-        record = {"value": value, "fetched_at": fetched_at.isoformat()}
+        # Unique per write: two fetches at the same instant must still differ.
+        version = f"{fetched_at.isoformat()}/{uuid.uuid4().hex[:12]}"
+        record = {"value": value, "fetched_at": fetched_at.isoformat(), "version": version}
         # Fail here, in memory mode too, rather than only once Redis is configured.
         json.dumps(record)
         await self._cache.set(self._entry_key(key), record, expire=self._keep_s)
+        # The version last: a reader that sees it finds the record it names.
+        await self._cache.set(self._version_key(key), version, expire=self._keep_s)
+        self._remember(key, version, _Entry(value=value, fetched_at=fetched_at))
+
+    def _remember(self, key: str, version: str, entry: _Entry) -> None:
+        self._decoded[key] = (version, entry)
+        self._decoded.move_to_end(key)
+        while len(self._decoded) > self._decoded_max:
+            self._decoded.popitem(last=False)
 
     async def _markers(self, key: str) -> tuple[Any, ...]:
         parts = key.split(_SEPARATOR)
@@ -207,6 +239,9 @@ class ReadCache:
 
     def _entry_key(self, key: str) -> str:
         return f"{self._namespace}:cache:{key}"
+
+    def _version_key(self, key: str) -> str:
+        return f"{self._namespace}:cache-ver:{key}"
 
     def _lock_key(self, key: str) -> str:
         return f"{self._namespace}:cache-lock:{key}"

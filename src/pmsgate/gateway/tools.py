@@ -21,7 +21,7 @@ from pmsgate.errors import InvalidInput, NotFound
 from pmsgate.gateway.cache import Cached
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.service import Gateway
-from pmsgate.pms.dates import filter_availability, filter_by_stay, filter_in_house
+from pmsgate.pms.dates import filter_availability, filter_by_stay
 from pmsgate.pms.models import AvailabilityNight, CheckInInstructions, Reservation
 
 WINDOW_DAYS_BACK = 30
@@ -72,6 +72,7 @@ class Tools:
         self.gateway = gateway
         self._max_age_s = dict(max_age_s or {})
         self._default_max_age_s = default_max_age_s
+        self._parsed: dict[str, tuple[Any, list[Reservation]]] = {}
         self.definitions = load_tools()
         self._models = {name: _argument_model(t) for name, t in self.definitions.items()}
         self._handlers: dict[str, Callable[[FacilityView, Any], Awaitable[ToolAnswer]]] = {
@@ -173,7 +174,12 @@ class Tools:
         self, facility: FacilityView, tool: str
     ) -> tuple[list[Reservation], Cached]:
         cached = await self._window(facility, tool)
-        return _parse(cached.value["rows"]), cached
+        # Parsing a few hundred rows costs more than the whole cached call: once per window.
+        held = self._parsed.get(facility.hotel_id)
+        if held is None or held[0] is not cached.value:
+            held = (cached.value, _parse(cached.value["rows"]))
+            self._parsed[facility.hotel_id] = held
+        return held[1], cached
 
     async def _one_reservation(
         self, facility: FacilityView, reservation_id: int, tool: str
@@ -275,15 +281,15 @@ class Tools:
     async def _in_house_guests(self, facility: FacilityView, args: Any) -> ToolAnswer:
         night = args.date or self._today()
         reservations, cached = await self._reservations(facility, "get-in-house-guests")
-        staying = filter_in_house(reservations, night)
-        rows = [r for r in staying.items if r.cod_reservation_status != "CANC"]
+        staying = [r for r in reservations if r.arrival <= night < r.departure]
+        rows = [r for r in staying if r.cod_reservation_status != "CANC"]
         return ToolAnswer(
             data={
                 "date": night.isoformat(),
                 "count": len(rows),
                 "reservations": [_brief(r) for r in rows],
             },
-            meta=_meta(cached, count=len(rows), dropped=staying.dropped_out_of_range),
+            meta=_meta(cached, count=len(rows), dropped=len(reservations) - len(staying)),
         )
 
     async def _incomplete_portals(self, facility: FacilityView, args: Any) -> ToolAnswer:

@@ -1,8 +1,4 @@
-"""`make demo`: the whole system, offline, against in-process emulators.
-
-Everything below goes through the real clients and HTTP interfaces; only the
-network is replaced (an ``httpx.ASGITransport`` onto the emulators).
-"""
+"""Demo chapter 1: the booking-system client against its emulator."""
 
 from __future__ import annotations
 
@@ -15,7 +11,7 @@ from rich.console import Console
 from rich.panel import Panel
 from rich.table import Table
 
-from pmsgate.clock import SystemClock
+from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError
 from pmsgate.pms.client import PmsClient
@@ -23,27 +19,18 @@ from pmsgate.pms.credentials import Credentials
 from pmsgate.pms.dates import filter_by_stay
 from pmsgate.pms.errors import PmsError
 from pmsgate.pms.models import AvailabilityNight, Reservation
-from pmsgate.sandbox.app import Sandbox
-
-SANDBOX_HOST = "http://sandbox.local"
-
-
-async def run_demo(console: Console, *, seed: int = 1) -> None:
-    """Run every demo chapter against a fresh sandbox."""
-    box = Sandbox(seed=seed, clock=SystemClock())
-    transport = httpx.ASGITransport(app=box.asgi_app())
-    async with httpx.AsyncClient(transport=transport, base_url=SANDBOX_HOST) as http:
-        settings = Settings(kross_base_url=f"{SANDBOX_HOST}/kross")
-        facility = box.kross.facility_summaries()[0]
-        await booking_system_chapter(console, settings, http, facility)
 
 
 async def booking_system_chapter(
-    console: Console, settings: Settings, http: httpx.AsyncClient, facility: dict[str, Any]
+    console: Console,
+    settings: Settings,
+    http: httpx.AsyncClient,
+    facility: dict[str, Any],
+    clock: Clock,
 ) -> None:
     """The booking-system client: token, availability, reservations, the documented quirks."""
     console.rule("[bold]1. The booking-system client (Kross API v5) against its emulator")
-    client = PmsClient.from_settings(settings, http)
+    client = PmsClient.from_settings(settings, http, clock)
     credentials = Credentials(
         hotel_id=facility["hotel_id"],
         username=facility["username"],
@@ -57,7 +44,7 @@ async def booking_system_chapter(
         f"valid until {token.expires_at:%Y-%m-%d %H:%M} UTC (the token itself is never shown)."
     )
 
-    today = dt.date.today()
+    today = client.clock.now().date()
     week_end = today + dt.timedelta(days=6)
     result = await client.call(
         "calendar/get-availability",
@@ -124,7 +111,9 @@ async def booking_system_chapter(
         (
             "base URL pointing at /apiv5",
             _call(
-                _client(settings, http, base=f"{SANDBOX_HOST}/kross/apiv5"), "get-contract", token
+                _client(settings, http, base=f"{settings.kross_base_url}/apiv5"),
+                "get-contract",
+                token,
             ),
         ),
         ("an e-mail address as API username", _email_username(facility)),

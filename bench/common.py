@@ -1,0 +1,229 @@
+"""Shared pieces of the benchmarks: settings, a gateway on the emulator, timing, statistics."""
+
+from __future__ import annotations
+
+import gc
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from contextlib import asynccontextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from fastapi import FastAPI
+from pydantic import SecretStr
+
+from pmsgate.app import Services, create_app, open_services
+from pmsgate.clock import Clock
+from pmsgate.config import Settings
+from pmsgate.gateway.facilities import Limits, NewFacility
+from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
+
+KROSS_HOST = "http://kross.bench"
+GATEWAY_HOST = "http://gateway.bench"
+SECRET_KEYS = generate_key_spec("bench1")
+# "Never blocks" for the overhead benchmark: the limiter must not be what is measured.
+UNLIMITED = Limits(per_minute=1_000_000_000, per_hour=1_000_000_000, per_day=1_000_000_000)
+TIMINGS_PATH = "/_bench/server-timings"
+# A request carrying this header is timed under its value instead of its path.
+TAG_HEADER = b"x-bench-tag"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def gateway_settings(database_url: str, kross_base_url: str, **overrides: Any) -> Settings:
+    """Settings of a benchmarked gateway: SQLite, in-memory limiter and cache, no limiter wait.
+
+    ``limiter_wait_s=0``: with an injected clock a wait would sleep in real time while
+    the simulated clock stands still, so a call without a permit is answered at once
+    (stale from the cache, or 429).
+    """
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "kross_base_url": kross_base_url,
+        "partner_api_key": SecretStr(SANDBOX_PARTNER_API_KEY),
+        "secret_keys": SecretStr(SECRET_KEYS),
+        "limiter_wait_s": 0.0,
+        "log_level": "WARNING",
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def sqlite_url(directory: str, name: str = "gateway.db") -> str:
+    """An aiosqlite URL of a file in ``directory`` (created and migrated by open_services)."""
+    return f"sqlite+aiosqlite:///{os.path.join(directory, name)}"
+
+
+def new_facility(record: dict[str, Any], limits: Limits | None = None) -> NewFacility:
+    """The registration of one of the emulator's seeded facilities."""
+    return NewFacility(
+        hotel_id=record["hotel_id"],
+        username=record["username"],
+        password=SecretStr(record["password"]),
+        kind=record["kind"],
+        api_key=SecretStr(record["api_key"]) if record["kind"] == "own" else None,
+        integration_id=f"int-{record['hotel_id']}",
+        name=record["name"],
+        limits=limits or Limits(),
+    )
+
+
+class ServerTimer:
+    """ASGI wrapper: how long each HTTP request spends inside the wrapped app.
+
+    The time runs from the moment the server hands the request to the app until the
+    app returns, i.e. after the last body chunk was handed back to the server: routing,
+    middleware, authentication, the tool and JSON rendering, not the network or the
+    client. ``GET /_bench/server-timings`` answers the samples (by path, or by the value of
+    an ``X-Bench-Tag`` header) and clears them.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+        self.samples: dict[str, list[float]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        path = str(scope["path"])
+        if path == TIMINGS_PATH:
+            body = json.dumps(self.samples).encode()
+            self.samples = {}
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 200,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
+            await send({"type": "http.response.body", "body": body})
+            return
+        label = path
+        for name, value in scope.get("headers", ()):
+            if name == TAG_HEADER:
+                label = value.decode("latin-1")
+        started = time.perf_counter()
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.samples.setdefault(label, []).append(time.perf_counter() - started)
+
+    def take(self) -> dict[str, list[float]]:
+        """The samples so far (seconds, by path), clearing them."""
+        samples, self.samples = self.samples, {}
+        return samples
+
+
+@dataclass
+class RunningGateway:
+    """A gateway served in-process: services, the timed app, a client on it."""
+
+    services: Services
+    app: FastAPI
+    timer: ServerTimer
+    http: httpx.AsyncClient
+
+
+@asynccontextmanager
+async def in_process_gateway(
+    settings: Settings, kross_http: httpx.AsyncClient, clock: Clock
+) -> AsyncIterator[RunningGateway]:
+    """The real gateway (open_services + create_app, lifespan entered) behind an ASGI transport."""
+    async with open_services(settings, kross_http=kross_http, clock=clock) as services:
+        app = create_app(settings, services=services)
+        async with app.router.lifespan_context(app):
+            timer = ServerTimer(app)
+            transport = httpx.ASGITransport(app=timer)
+            async with httpx.AsyncClient(transport=transport, base_url=GATEWAY_HOST) as http:
+                yield RunningGateway(services, app, timer, http)
+
+
+# --- statistics ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Latency:
+    """A latency distribution, in milliseconds."""
+
+    n: int
+    p50_ms: float
+    p90_ms: float
+    p99_ms: float
+    mean_ms: float
+    max_ms: float
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view."""
+        return asdict(self)
+
+
+def percentile(ordered: list[float], q: float) -> float:
+    """The q-quantile (0..1) of sorted values, linearly interpolated."""
+    if not ordered:
+        return math.nan
+    position = (len(ordered) - 1) * q
+    low = math.floor(position)
+    high = min(low + 1, len(ordered) - 1)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def latency(samples_s: list[float]) -> Latency:
+    """Summary of durations given in seconds."""
+    ordered = sorted(samples_s)
+    if not ordered:
+        return Latency(0, math.nan, math.nan, math.nan, math.nan, math.nan)
+    return Latency(
+        n=len(ordered),
+        p50_ms=percentile(ordered, 0.50) * 1000,
+        p90_ms=percentile(ordered, 0.90) * 1000,
+        p99_ms=percentile(ordered, 0.99) * 1000,
+        mean_ms=statistics.fmean(ordered) * 1000,
+        max_ms=ordered[-1] * 1000,
+    )
+
+
+# --- the machine --------------------------------------------------------------------------
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "cpu": model,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+    }
+
+
+def freeze_heap() -> None:
+    """Move everything allocated so far out of the collector's reach (seed data, modules).
+
+    The in-process emulator's seed data shares the heap with the gateway; without this,
+    each full collection walks it too and lands in the gateway's p99.
+    """
+    gc.collect()
+    gc.freeze()

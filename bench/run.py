@@ -1,0 +1,179 @@
+"""``python -m bench.run [overhead|workload|all]``: run the benchmarks, print the figures.
+
+``make bench`` runs ``python -m bench.run`` (= ``all`` with the defaults). Each
+benchmark prints a short table and, with ``--json PATH``, writes every figure
+(``bench/results-*.json`` is what bench/README.md quotes).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from bench.common import machine
+from bench.overhead import OverheadConfig, run_overhead
+from bench.workload import GatewayKind, WorkloadConfig, run_workload
+from pmsgate.logs import configure_logging
+
+DEFAULT_WORKLOAD_FACILITIES = 5
+
+
+def _progress(message: str) -> None:
+    print(f"  … {message}", file=sys.stderr, flush=True)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
+    parser.add_argument(
+        "benchmark",
+        nargs="?",
+        default="all",
+        choices=["overhead", "workload", "all"],
+        help="which benchmark to run (default: all)",
+    )
+    parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
+    overhead = parser.add_argument_group("overhead")
+    overhead.add_argument(
+        "--requests", type=int, default=OverheadConfig.requests, help="sequential calls per kind"
+    )
+    overhead.add_argument(
+        "--concurrency",
+        type=int,
+        default=OverheadConfig.concurrency,
+        help="concurrent callers of the throughput phase",
+    )
+    overhead.add_argument(
+        "--throughput-requests",
+        type=int,
+        default=OverheadConfig.throughput_requests,
+        help="calls per kind of the throughput phase",
+    )
+    overhead.add_argument(
+        "--transport",
+        choices=["asgi", "http", "both"],
+        default="both",
+        help="in-process ASGI transport, real HTTP (uvicorn on 127.0.0.1), or both",
+    )
+    workload = parser.add_argument_group("workload")
+    workload.add_argument(
+        "--facilities",
+        type=int,
+        default=DEFAULT_WORKLOAD_FACILITIES,
+        help="facilities simulated (the issue's workload is 50; default "
+        f"{DEFAULT_WORKLOAD_FACILITIES} keeps the run short, see README)",
+    )
+    workload.add_argument(
+        "--calls-per-minute", type=int, default=200, help="tool calls per facility per minute"
+    )
+    workload.add_argument("--minutes", type=int, default=60, help="simulated minutes")
+    workload.add_argument(
+        "--availability-spread",
+        type=float,
+        default=WorkloadConfig.availability_spread,
+        help="share of check-availability calls with free-form dates (the rest ask popular ranges)",
+    )
+    workload.add_argument(
+        "--lifetime-days",
+        type=int,
+        default=WorkloadConfig.lifetime_days,
+        help="simulated days of sparse traffic after the hour, counting tokens (0 = skip)",
+    )
+    workload.add_argument(
+        "--gateway",
+        choices=["pmsgate", "naive", "both"],
+        default="both",
+        help="which gateway(s) get the workload",
+    )
+    return parser
+
+
+def _print_overhead(results: dict[str, Any]) -> None:
+    for transport, figures in results["transports"].items():
+        print(f"\n## overhead — {transport}")
+        print(
+            f"{'call':<34} {'client p50':>10} {'p99':>8} {'server p50':>10} {'p99':>8} "
+            f"{'req/s (1)':>9} {'req/s (c)':>9}"
+        )
+        for name, row in figures.items():
+            server = row.get("server") or {}
+            print(
+                f"{name:<34} {row['client']['p50_ms']:>10.2f} {row['client']['p99_ms']:>8.2f} "
+                f"{server.get('p50_ms', float('nan')):>10.2f} "
+                f"{server.get('p99_ms', float('nan')):>8.2f} "
+                f"{row['throughput_sequential_rps']:>9.0f} {row['throughput_concurrent_rps']:>9.0f}"
+            )
+
+
+def _print_workload(results: dict[str, Any]) -> None:
+    print("\n## workload", json.dumps(results["config"]))
+    keys = [
+        "tool_calls",
+        "ok_share",
+        "errors",
+        "error_codes",
+        "errors_by_tool",
+        "answered_from_cache_share",
+        "stale_share",
+        "stale_max_age_s",
+        "upstream_requests",
+        "upstream_per_facility_minute_max",
+        "upstream_per_facility_minute_mean",
+        "upstream_per_facility_hour_max",
+        "upstream_429",
+        "tokens_issued_per_facility",
+        "sessions_refused",
+        "token_lifetime_phase",
+        "wall_s",
+    ]
+    for gateway in ("pmsgate", "naive"):
+        if gateway not in results:
+            continue
+        print(f"\n### {gateway}")
+        for key in keys:
+            print(f"  {key}: {results[gateway][key]}")
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    results: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv)}
+    if args.benchmark in ("overhead", "all"):
+        config = OverheadConfig(
+            requests=args.requests,
+            concurrency=args.concurrency,
+            throughput_requests=args.throughput_requests,
+            transports=("asgi", "http") if args.transport == "both" else (args.transport,),
+        )
+        results["overhead"] = await run_overhead(config, _progress)
+        _print_overhead(results["overhead"])
+    if args.benchmark in ("workload", "all"):
+        workload = WorkloadConfig(
+            facilities=args.facilities,
+            calls_per_minute=args.calls_per_minute,
+            minutes=args.minutes,
+            availability_spread=args.availability_spread,
+            lifetime_days=args.lifetime_days,
+        )
+        gateways: tuple[GatewayKind, ...] = (
+            ("pmsgate", "naive") if args.gateway == "both" else (args.gateway,)
+        )
+        results["workload"] = await run_workload(workload, gateways, _progress)
+        _print_workload(results["workload"])
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of ``python -m bench.run``."""
+    args = _parser().parse_args(argv)
+    # The gateway logs every stale answer at INFO; a benchmark prints figures, not logs.
+    configure_logging("WARNING")
+    results = asyncio.run(_main(args))
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str) + "\n")
+        print(f"\nfigures written to {args.json}")
+
+
+if __name__ == "__main__":
+    main()

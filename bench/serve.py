@@ -1,0 +1,105 @@
+"""Serve the emulator or a gateway under uvicorn on 127.0.0.1:<ephemeral port> (overhead, HTTP).
+
+``python -m bench.serve emulator`` prints one JSON line ``{"port": …, "facility": {…}}``;
+``python -m bench.serve gateway --kross-url URL`` reads that facility record as one
+JSON line on standard input (its password is not put on the command line) and prints
+``{"port": …, "key": …}``. Both serve until terminated. Each app is wrapped in
+:class:`bench.common.ServerTimer`, so ``GET /_bench/server-timings`` answers the time
+each request spent inside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import socket
+import sys
+import tempfile
+from typing import Any
+
+import uvicorn
+
+from bench.common import (
+    UNLIMITED,
+    ServerTimer,
+    gateway_settings,
+    new_facility,
+    sqlite_url,
+)
+from pmsgate.app import create_app, open_services
+from pmsgate.clock import SystemClock
+from pmsgate.logs import configure_logging
+from pmsgate.sandbox.kross.app import create_kross_app
+from pmsgate.sandbox.kross.store import KrossStore
+
+# Cached tool answers stay fresh for the whole run: the overhead benchmark measures the
+# cached path, not how often it is refreshed.
+LONG_FRESHNESS = {
+    name: 86400.0
+    for name in (
+        "check-availability",
+        "get-reservation-status",
+        "get-in-house-guests",
+        "get-incomplete-portals",
+        "check-portal-status",
+        "get-checkin-instructions",
+    )
+}
+
+
+def _listening_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    # Listening before the port is announced: early connections wait in the backlog.
+    sock.listen(2048)
+    return sock
+
+
+async def _serve(app: Any, sock: socket.socket, announce: dict[str, Any]) -> None:
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on")
+    server = uvicorn.Server(config)
+    print(json.dumps({"port": sock.getsockname()[1], **announce}), flush=True)
+    await server.serve(sockets=[sock])
+
+
+async def serve_emulator(seed: int) -> None:
+    """The booking-system emulator, every facility with limits that never block."""
+    store = KrossStore(seed=seed, clock=SystemClock())
+    for facility in store.facilities():
+        store.set_limits(facility.hotel_id, per_minute=10**9, per_hour=10**9, per_day=10**9)
+    record = store.facility_summaries()[0]
+    await _serve(ServerTimer(create_kross_app(store)), _listening_socket(), {"facility": record})
+
+
+async def serve_gateway(kross_url: str, record: dict[str, Any]) -> None:
+    """The real gateway on the emulator at ``kross_url``, one facility, limits that never block."""
+    with tempfile.TemporaryDirectory(prefix="pmsgate-bench-") as directory:
+        settings = gateway_settings(
+            sqlite_url(directory), kross_url, cache_max_age_s=LONG_FRESHNESS
+        )
+        # kross_http=None: the gateway's own httpx client, over real HTTP.
+        async with open_services(settings, clock=SystemClock()) as services:
+            _, key = await services.facilities.add(new_facility(record, UNLIMITED))
+            app = create_app(settings, services=services)
+            await _serve(ServerTimer(app), _listening_socket(), {"key": key})
+
+
+def main() -> None:
+    """Entry point of ``python -m bench.serve``."""
+    parser = argparse.ArgumentParser(prog="python -m bench.serve")
+    parser.add_argument("role", choices=["emulator", "gateway"])
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--kross-url", default="")
+    args = parser.parse_args()
+    configure_logging("WARNING")
+    if args.role == "emulator":
+        asyncio.run(serve_emulator(args.seed))
+    else:
+        record = json.loads(sys.stdin.readline())
+        asyncio.run(serve_gateway(args.kross_url, record))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,282 @@
+"""Demo chapter 2: the gateway, called the way the assistant calls it (HTTP and MCP)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from pydantic import SecretStr
+from rich.console import Console
+from rich.table import Table
+
+from pmsgate.app import Services, create_app, open_services
+from pmsgate.clock import ManualClock
+from pmsgate.config import Settings
+from pmsgate.gateway.facilities import Limits, NewFacility
+from pmsgate.sandbox.app import Sandbox
+
+GATEWAY_HOST = "http://gateway.local"
+
+
+async def gateway_chapter(
+    console: Console,
+    settings: Settings,
+    kross_http: httpx.AsyncClient,
+    box: Sandbox,
+    clock: ManualClock,
+) -> None:
+    """Register facilities, call the six tools, and show limits, staleness, writes, failures."""
+    console.rule("[bold]2. The gateway: six tools over HTTP and MCP, inside the limits")
+    async with GatewayTour.open(console, settings, kross_http, box, clock) as tour:
+        await tour.register_facilities()
+        await tour.six_tools()
+        await tour.rapid_calls()
+        await tour.exhausted_budget()
+        await tour.exactly_once_payment()
+        await tour.changed_password()
+        await tour.mcp()
+
+
+@dataclass
+class GatewayTour:
+    """One in-process gateway on the sandbox, and what the demo shows with it."""
+
+    console: Console
+    services: Services
+    http: httpx.AsyncClient
+    box: Sandbox
+    clock: ManualClock
+    facility: dict[str, Any]
+    key: str = ""
+
+    @classmethod
+    @asynccontextmanager
+    async def open(
+        cls,
+        console: Console,
+        settings: Settings,
+        kross_http: httpx.AsyncClient,
+        box: Sandbox,
+        clock: ManualClock,
+    ) -> AsyncIterator[GatewayTour]:
+        """A gateway app on the sandbox, served in-process."""
+        async with open_services(settings, kross_http=kross_http, clock=clock) as services:
+            app = create_app(settings, services=services)
+            async with app.router.lifespan_context(app):
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url=GATEWAY_HOST) as http:
+                    facility = next(
+                        f for f in box.kross.facility_summaries() if f["kind"] == "partner"
+                    )
+                    yield cls(console, services, http, box, clock, facility)
+
+    async def tool(self, name: str, **arguments: Any) -> httpx.Response:
+        """Call a tool the way the assistant does."""
+        return await self.http.post(
+            f"/v1/tools/{name}", json=arguments, headers={"Authorization": f"Bearer {self.key}"}
+        )
+
+    def upstream_requests(self) -> int:
+        """Requests the booking system received for the demo facility so far."""
+        return self.box.kross.stats.requests_by_hotel[self.facility["hotel_id"]]
+
+    async def register_facilities(self) -> None:
+        """Add every sandbox facility; the password goes straight into the vault."""
+        table = Table(title="Facilities registered (credentials encrypted at rest)")
+        for column in ("hotel_id", "name", "kind", "status", "limits", "gateway key"):
+            table.add_column(column)
+        for record in self.box.kross.facility_summaries():
+            own = record["kind"] == "own"
+            view, key = await self.services.facilities.add(
+                NewFacility(
+                    hotel_id=record["hotel_id"],
+                    username=record["username"],
+                    password=SecretStr(record["password"]),
+                    kind=record["kind"],
+                    api_key=SecretStr(record["api_key"]) if own else None,
+                    integration_id=f"int-{record['hotel_id']}",
+                    name=record["name"],
+                )
+            )
+            if record["hotel_id"] == self.facility["hotel_id"]:
+                self.key = key
+            limits = (
+                f"{view.limits.per_minute}/min {view.limits.per_hour}/h {view.limits.per_day}/d"
+            )
+            table.add_row(
+                view.hotel_id,
+                view.name,
+                view.kind,
+                view.status,
+                limits,
+                key[:12] + "… (shown once)",
+            )
+        self.console.print(table)
+
+    async def six_tools(self) -> None:
+        """Each tool once, with where its answer came from."""
+        today = self.clock.now().date()
+        portals = (await self.tool("get-incomplete-portals")).json()
+        reservation = (portals["data"]["reservations"] or [{"reservation_id": 1}])[0]
+        calls = [
+            ("get-incomplete-portals", {}),
+            ("get-in-house-guests", {}),
+            (
+                "check-availability",
+                {
+                    "arrival": (today + dt.timedelta(days=7)).isoformat(),
+                    "departure": (today + dt.timedelta(days=10)).isoformat(),
+                },
+            ),
+            ("get-reservation-status", {"reservation_id": reservation["reservation_id"]}),
+            ("check-portal-status", {"reservation_id": reservation["reservation_id"]}),
+            ("get-checkin-instructions", {"reservation_id": reservation["reservation_id"]}),
+        ]
+        table = Table(title=f"The six tools for {self.facility['name']} (POST /v1/tools/…)")
+        for column in ("tool", "source", "count", "dropped out of range", "answer (excerpt)"):
+            table.add_column(column)
+        for name, arguments in calls:
+            answer = (await self.tool(name, **arguments)).json()
+            meta = answer["meta"]
+            table.add_row(
+                name,
+                meta["source"],
+                str(meta["count"]),
+                str(meta["dropped_out_of_range"]),
+                _excerpt(name, answer["data"]),
+            )
+        self.console.print(table)
+        self.console.print(
+            "The four reservation tools share one cached read of the reservation list; "
+            f"the booking system has received {self.upstream_requests()} requests in total "
+            "(token included)."
+        )
+
+    async def rapid_calls(self) -> None:
+        """200 calls in a row: answered from the cache, inside 10 requests a minute."""
+        before = self.upstream_requests()
+        answers = [await self.tool("get-in-house-guests") for _ in range(200)]
+        ok = sum(a.status_code == 200 for a in answers)
+        self.console.print(
+            f"200 rapid calls to get-in-house-guests: [bold]{ok}[/] answered, "
+            f"[bold]{self.upstream_requests() - before}[/] upstream requests, "
+            f"[bold]{self.box.kross.stats.rate_limited.total()}[/] upstream 429s."
+        )
+
+    async def exhausted_budget(self) -> None:
+        """No permit left: the last good answer, marked stale, instead of an error."""
+        hotel_id = self.facility["hotel_id"]
+        await self.services.facilities.set_limits(
+            hotel_id, Limits(per_minute=2, per_hour=2, per_day=5000)
+        )
+        self.clock.advance(self.services.tools.max_age_s("get-in-house-guests") + 60)
+        await self.tool("get-in-house-guests")
+        await self.tool("get-in-house-guests", date=self.clock.now().date().isoformat())
+        self.clock.advance(self.services.tools.max_age_s("get-in-house-guests") + 1)
+        stale = (await self.tool("get-in-house-guests")).json()["meta"]
+        unavailable = await self.tool(
+            "check-availability", arrival="2030-01-01", departure="2030-01-03"
+        )
+        self.console.print(
+            f"Budget spent (limits lowered to 2/h): a cached tool answers with "
+            f"stale={stale['stale']}, age {stale['age_s']:.0f} s; an uncached one answers "
+            f"{unavailable.status_code} {unavailable.json()['error']['code']} with "
+            f"Retry-After {unavailable.headers.get('Retry-After')} s."
+        )
+        await self.services.facilities.set_limits(hotel_id, Limits())
+        self.clock.advance(3600)
+
+    async def exactly_once_payment(self) -> None:
+        """A payment that commits upstream and then times out is recorded once."""
+        portals = (await self.tool("get-incomplete-portals")).json()["data"]["reservations"]
+        reservation_id = portals[0]["reservation_id"] if portals else 1
+        self.box.kross.set_faults(commit_then_timeout=1, timeout_mode="disconnect")
+        body = {
+            "id_reservation": reservation_id,
+            "amount": 120.0,
+            "currency": "EUR",
+            "method": "card",
+        }
+        headers = {"Authorization": f"Bearer {self.key}", "Idempotency-Key": "demo-payment-1"}
+        first = await self.http.post(
+            "/v1/operations/reservations/add-payment", json=body, headers=headers
+        )
+        replay = await self.http.post(
+            "/v1/operations/reservations/add-payment", json=body, headers=headers
+        )
+        self.box.kross.clear_faults()
+        sent = self.box.kross.stats.requests_by_operation["reservations/add-payment"]
+        self.console.print(
+            f"A payment whose answer was lost after it committed: first call {first.status_code} "
+            f"(recovered={first.json()['meta'].get('recovered')}, read back), replay "
+            f"{replay.status_code} (replayed={replay.headers.get('Idempotent-Replayed')}); "
+            f"sent to the booking system [bold]{sent}[/] time(s)."
+        )
+
+    async def changed_password(self) -> None:
+        """The customer changes the API password: error state, no retry storm, reconnect."""
+        hotel_id = self.facility["hotel_id"]
+        self.box.kross.change_password(hotel_id, "a-new-password-1")
+        self.clock.advance(self.services.tools.max_age_s("get-in-house-guests") + 1)
+        failed = (await self.tool("get-in-house-guests")).json()["error"]
+        before = self.upstream_requests()
+        for _ in range(20):
+            await self.tool("get-in-house-guests")
+        storm = self.upstream_requests() - before
+        await self.services.facilities.reconnect(
+            hotel_id,
+            username=self.facility["username"],
+            password=SecretStr("a-new-password-1"),
+            api_key=None,
+            verify=self._verify,
+        )
+        await self.services.tokens.forget(hotel_id)
+        recovered = await self.tool("get-in-house-guests")
+        self.console.print(
+            f"Password changed upstream: calls answer [bold]{failed['code']}[/] "
+            f"({failed['hint'][:60]}…); 20 more calls sent {storm} requests upstream; after "
+            f"reconnecting with the new password: {recovered.status_code}, status "
+            f"{(await self.services.facilities.get(hotel_id)).status}."
+        )
+
+    async def _verify(self, credentials: Any) -> None:
+        await self.services.pms.get_token(credentials)
+
+    async def mcp(self) -> None:
+        """The same tools over MCP (streamable HTTP at /mcp), with the same key."""
+        app = self.http._transport.app  # type: ignore[attr-defined]
+        transport = httpx2.ASGITransport(app=app)
+        headers = {"Authorization": f"Bearer {self.key}"}
+        async with (
+            httpx2.AsyncClient(transport=transport, base_url=GATEWAY_HOST, headers=headers) as http,
+            Client(streamable_http_client(f"{GATEWAY_HOST}/mcp", http_client=http)) as client,
+        ):
+            listed = await client.list_tools()
+            result = await client.call_tool("get-in-house-guests", {})
+        self.console.print(
+            f"MCP at /mcp: {len(listed.tools)} tools ({', '.join(t.name for t in listed.tools)}); "
+            f"get-in-house-guests answered is_error={result.is_error}."
+        )
+
+
+def _excerpt(name: str, data: dict[str, Any]) -> str:
+    if name == "check-availability":
+        return f"{data['available_count']} of {len(data['apartments'])} apartments free"
+    if name in ("get-in-house-guests", "get-incomplete-portals"):
+        return f"{data['count']} reservations"
+    if name == "get-reservation-status":
+        r = data["reservation"]
+        return (
+            f"#{r['reservation_id']} {r['status']} {r['arrival']}→{r['departure']} paid {r['paid']}"
+        )
+    if name == "check-portal-status":
+        missing = ", ".join(data["portal"]["missing"]) or "-"
+        return f"portal {data['portal']['status']}, missing {missing}"
+    return f"{data.get('apartment')}: check-in from {data.get('check_in_from')}"
