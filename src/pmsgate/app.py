@@ -160,8 +160,10 @@ async def open_services(
                 limiter_wait_s=settings.limiter_wait_s,
                 reauth_interval_s=settings.reauth_interval_s,
                 limit_by_account=settings.limiter_scope == "account",
+                refresh_ahead_ratio=settings.cache_refresh_ahead_ratio,
             ),
         )
+        stack.push_async_callback(gateway.aclose)
         yield Services(
             settings=settings,
             clock=clock,

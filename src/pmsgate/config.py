@@ -139,6 +139,13 @@ class Settings(BaseSettings):
         gt=0,
         description="A replica's lock on one cache refill expires after this many seconds.",
     )
+    cache_refresh_ahead_ratio: float = Field(
+        default=0.75,
+        gt=0,
+        le=1,
+        description="A cached answer older than this share of its freshness bound is refreshed "
+        "in the background (at background priority) when it is served; 1 turns it off.",
+    )
     reauth_interval_s: float = Field(
         default=900.0,
         gt=0,

@@ -177,3 +177,39 @@ async def test_tool_answers_drop_what_the_server_returned_out_of_range(gateway, 
     assert answer["meta"]["dropped_out_of_range"] > 0
     for reservation in answer["data"]["reservations"]:
         assert reservation["arrival"] <= answer["data"]["date"] < reservation["departure"]
+
+
+async def test_an_ageing_answer_is_refreshed_in_the_background_before_it_expires(
+    gateway, facility, kross_store, clock
+):
+    _, key = facility
+    await gateway.tool("get-in-house-guests", key)
+    clock.advance(gateway.services.tools.max_age_s("get-in-house-guests") * 0.8)
+    served = await gateway.tool("get-in-house-guests", key)
+    await gateway.services.gateway.settle()
+    assert served.json()["meta"]["source"] == "cache"
+    assert kross_store.stats.requests_by_operation["reservations/get-list"] == 2
+    after = await gateway.tool("get-in-house-guests", key)
+    assert after.json()["meta"]["age_s"] == 0
+
+
+async def test_background_refreshes_leave_the_reserved_budget_to_interactive_calls(
+    gateway, facility, kross_store, clock
+):
+    from pmsgate.gateway.facilities import Limits
+
+    record, key = facility
+    await gateway.services.facilities.set_limits(
+        record["hotel_id"], Limits(per_minute=4, per_hour=4, per_day=5000)
+    )
+    await gateway.tool("get-in-house-guests", key)  # token + read: half the hour is used
+    max_age = gateway.services.tools.max_age_s("get-in-house-guests")
+    clock.advance(max_age * 0.8)
+    await gateway.tool("get-in-house-guests", key)
+    await gateway.services.gateway.settle()
+    assert kross_store.stats.requests_by_operation["reservations/get-list"] == 1
+
+    clock.advance(max_age * 0.3)
+    interactive = await gateway.tool("get-in-house-guests", key)
+    assert interactive.json()["meta"]["source"] == "upstream"
+    assert kross_store.stats.requests_by_operation["reservations/get-list"] == 2

@@ -30,6 +30,7 @@ from pydantic import BaseModel, ValidationError
 
 from pmsgate.errors import Conflict, Forbidden, InvalidInput, PmsgateError
 from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.service import Gateway, body_hash
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.pms import errors as pms
@@ -112,8 +113,8 @@ class Operations:
     async def _read(
         self, facility: FacilityView, name: str, payload: dict[str, Any]
     ) -> OperationAnswer:
-        async def fetch() -> dict[str, Any]:
-            result = await self.gateway.read(facility, name, payload)
+        async def fetch(priority: Priority) -> dict[str, Any]:
+            result = await self.gateway.read(facility, name, payload, priority=priority)
             return {"data": result.data, "ruid": result.ruid, "total_count": result.total_count}
 
         cached = await self.gateway.cached_read(

@@ -10,6 +10,7 @@ inside a deadline; writes are never retried after they may have been sent.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -54,6 +55,7 @@ class GatewayPolicy:
     retry_wait_max_s: float = 8.0
     reauth_interval_s: float = 900.0
     limit_by_account: bool = False
+    refresh_ahead_ratio: float = 0.75
 
 
 def body_hash(payload: Mapping[str, Any]) -> str:
@@ -86,6 +88,7 @@ class Gateway:
         self.metrics = metrics
         self.policy = policy or GatewayPolicy()
         self._reauth_locks: dict[str, anyio.Lock] = {}
+        self._refreshing: dict[str, asyncio.Task[None]] = {}
 
     def operation(self, name: str) -> Operation:
         """The operation of this name, or the caller-facing error refusing it (never sent)."""
@@ -93,6 +96,42 @@ class Gateway:
             return self.pms.operations.resolve(name)
         except pms.PmsError as error:
             raise translate(error) from None
+
+    # --- background refreshes ----------------------------------------------------------------
+
+    def _refresh_in_background(
+        self, key: str, max_age_s: float, fetch: Callable[[Priority], Awaitable[Any]]
+    ) -> None:
+        if key in self._refreshing or self.policy.refresh_ahead_ratio >= 1:
+            return
+
+        async def refresh() -> None:
+            try:
+                # Anything a hair younger than the threshold counts as fresh: no double refresh.
+                await self.cache.get(
+                    key,
+                    max_age_s=max(0.0, max_age_s - 0.001),
+                    fetch=lambda: fetch(Priority.BACKGROUND),
+                    stale_on=STALE_ON,
+                )
+            except Exception as error:  # a background refresh must never fail a caller
+                log.info("background_refresh_failed", key=key, error=type(error).__name__)
+            finally:
+                self._refreshing.pop(key, None)
+
+        self._refreshing[key] = asyncio.create_task(refresh())
+
+    async def settle(self) -> None:
+        """Wait for the background refreshes under way (tests, orderly shutdown)."""
+        while self._refreshing:
+            await asyncio.gather(*self._refreshing.values(), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        """Cancel background refreshes still running."""
+        for task in list(self._refreshing.values()):
+            task.cancel()
+        await asyncio.gather(*self._refreshing.values(), return_exceptions=True)
+        self._refreshing.clear()
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -102,15 +141,28 @@ class Gateway:
         key: str,
         *,
         max_age_s: float,
-        fetch: Callable[[], Awaitable[Any]],
+        fetch: Callable[[Priority], Awaitable[Any]],
     ) -> Cached:
-        """A cached value, fetched once for all concurrent callers, stale rather than failing."""
+        """A cached value, fetched once for all concurrent callers, stale rather than failing.
+
+        An answer served from the cache past ``refresh_ahead_ratio`` of its freshness bound
+        is refreshed in the background, at background priority, so the next caller still
+        finds a fresh answer without waiting and the refresh never takes the permits
+        interactive calls need.
+        """
+        full_key = f"{facility.hotel_id}:{key}"
         try:
             cached = await self.cache.get(
-                f"{facility.hotel_id}:{key}", max_age_s=max_age_s, fetch=fetch, stale_on=STALE_ON
+                full_key,
+                max_age_s=max_age_s,
+                fetch=lambda: fetch(Priority.INTERACTIVE),
+                stale_on=STALE_ON,
             )
         except pms.PmsError as error:
             raise translate(error) from None
+        refresh_at = self.policy.refresh_ahead_ratio * max_age_s
+        if cached.source == "cache" and not cached.stale and cached.age_s >= refresh_at:
+            self._refresh_in_background(full_key, refresh_at, fetch)
         if cached.source == "cache":
             self.metrics.cache_hits.labels(stale=str(cached.stale).lower()).inc()
         if cached.stale:

@@ -20,6 +20,7 @@ from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import InvalidInput, NotFound
 from pmsgate.gateway.cache import Cached
 from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.service import Gateway
 from pmsgate.pms.dates import filter_availability, filter_by_stay
 from pmsgate.pms.models import AvailabilityNight, CheckInInstructions, Reservation
@@ -136,7 +137,7 @@ class Tools:
         low = today - dt.timedelta(days=WINDOW_DAYS_BACK)
         high = today + dt.timedelta(days=WINDOW_DAYS_AHEAD)
 
-        async def fetch() -> dict[str, Any]:
+        async def fetch(priority: Priority) -> dict[str, Any]:
             rows: list[dict[str, Any]] = []
             offset = 0
             while True:
@@ -151,6 +152,7 @@ class Tools:
                         "limit": PAGE_SIZE,
                         "offset": offset,
                     },
+                    priority=priority,
                 )
                 page = result.data or []
                 rows.extend(page)
@@ -189,9 +191,12 @@ class Tools:
             if reservation.id_reservation == reservation_id:
                 return reservation, cached
 
-        async def fetch() -> dict[str, Any]:
+        async def fetch(priority: Priority) -> dict[str, Any]:
             result = await self.gateway.read(
-                facility, "reservations/get-list", {"id_reservation": reservation_id}
+                facility,
+                "reservations/get-list",
+                {"id_reservation": reservation_id},
+                priority=priority,
             )
             matches = [r for r in (result.data or []) if r.get("id_reservation") == reservation_id]
             return {"rows": matches}
@@ -224,8 +229,10 @@ class Tools:
         if args.apartment_id is not None:
             payload["id_room_type"] = args.apartment_id
 
-        async def fetch() -> dict[str, Any]:
-            result = await self.gateway.read(facility, "calendar/get-availability", payload)
+        async def fetch(priority: Priority) -> dict[str, Any]:
+            result = await self.gateway.read(
+                facility, "calendar/get-availability", payload, priority=priority
+            )
             return {"rows": result.data or []}
 
         key = (
@@ -350,9 +357,12 @@ class Tools:
                     hint="Ask the operator which apartment the guest will stay in.",
                 )
 
-        async def fetch() -> dict[str, Any]:
+        async def fetch(priority: Priority) -> dict[str, Any]:
             result = await self.gateway.read(
-                facility, "get-check-in-instructions", {"id_room_type": apartment_id}
+                facility,
+                "get-check-in-instructions",
+                {"id_room_type": apartment_id},
+                priority=priority,
             )
             return {"instructions": result.data or {}}
 
