@@ -2,10 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-from typing import Any
+from datetime import UTC, date, datetime
+from decimal import Decimal
+from typing import Any, Literal, get_args
 
-from sqlalchemy import JSON, DateTime, ForeignKey, Integer, String, Text, UniqueConstraint
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    CheckConstraint,
+    Date,
+    DateTime,
+    ForeignKey,
+    Index,
+    Integer,
+    Numeric,
+    String,
+    Text,
+    UniqueConstraint,
+    text,
+)
 from sqlalchemy.orm import Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
@@ -101,5 +116,211 @@ class IdempotencyRecord(Base):
     state: Mapped[str] = mapped_column(String(16))  # in_flight | done | unknown | failed
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     response: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+# ======================================================================================
+# Platform-side records (spec §2.4): customers, their workspace configuration, PMS
+# integration rows, the apartment registry, usage snapshots and the knowledge allowlist.
+# Every value set a column may hold is declared once here as a Literal; the CHECK
+# constraints and the repositories' validation are both derived from it.
+# ======================================================================================
+
+CustomerKind = Literal["partner", "own"]
+# Stripe's subscription statuses: the contract's subscription is checked before onboarding.
+SubscriptionStatus = Literal[
+    "active",
+    "trialing",
+    "past_due",
+    "unpaid",
+    "canceled",
+    "incomplete",
+    "incomplete_expired",
+    "paused",
+]
+BillingMode = Literal["partner_markup"]
+IntegrationProvider = Literal["notes", "kross"]
+IntegrationStatus = Literal["connected", "error"]
+UsageSnapshotKind = Literal["baseline", "periodic"]
+
+
+def _one_of(column: str, values: tuple[str, ...]) -> str:
+    """SQL condition of a CHECK constraint limiting a column to a Literal's values."""
+    return f"{column} IN ({', '.join(repr(value) for value in values)})"
+
+
+class Customer(Base):
+    """A property operator (a "student") onboarded onto the assistant."""
+
+    __tablename__ = "customers"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", get_args(CustomerKind)), name="kind"),
+        CheckConstraint(
+            "subscription_status IS NULL OR "
+            + _one_of("subscription_status", get_args(SubscriptionStatus)),
+            name="subscription_status",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student_id: Mapped[str] = mapped_column(String(64), unique=True)
+    email: Mapped[str] = mapped_column(String(320))
+    name: Mapped[str] = mapped_column(String(200))
+    kind: Mapped[str] = mapped_column(String(16))
+    contract_ref: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    contract_price_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    subscription_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    subscription_status: Mapped[str | None] = mapped_column(String(32), nullable=True)
+    subscription_price_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    handles_upsell: Mapped[bool] = mapped_column(Boolean, default=False)
+    handles_late_check_in: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class WorkspaceConfiguration(Base):
+    """The customer's assistant workspace and its billing; one per customer (spec §4.3 step 3)."""
+
+    __tablename__ = "workspace_configurations"
+    __table_args__ = (
+        CheckConstraint(_one_of("billing_mode", get_args(BillingMode)), name="billing_mode"),
+        CheckConstraint("plan_limit_usd >= 0", name="plan_limit_usd"),
+        CheckConstraint(
+            "alert_threshold_pct >= 1 AND alert_threshold_pct <= 100", name="alert_threshold_pct"
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student_id: Mapped[str] = mapped_column(ForeignKey("customers.student_id"), unique=True)
+    # Unknown until the workspace exists on the platform (step 5 runs after step 3).
+    workspace_id: Mapped[str | None] = mapped_column(String(100), nullable=True, unique=True)
+    workspace_name: Mapped[str] = mapped_column(String(200))
+    workspace_slug: Mapped[str] = mapped_column(String(100), unique=True)
+    plan_limit_usd: Mapped[Decimal] = mapped_column(Numeric(12, 2))
+    alert_threshold_pct: Mapped[int] = mapped_column(Integer)
+    billing_mode: Mapped[str] = mapped_column(String(32))
+    notes: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class PmsIntegration(Base):
+    """A customer's connection to the notes workspace or the booking system.
+
+    Its id is its own (``int-…``), never the student_id: custom tools and the gateway
+    facility (``facilities.integration_id``) refer to the booking-system row by it.
+    """
+
+    __tablename__ = "pms_integrations"
+    __table_args__ = (
+        UniqueConstraint("student_id", "provider", name="uq_pms_integrations_student_provider"),
+        CheckConstraint(_one_of("provider", get_args(IntegrationProvider)), name="provider"),
+        CheckConstraint(_one_of("status", get_args(IntegrationStatus)), name="status"),
+        CheckConstraint("id <> student_id", name="id_is_not_student_id"),
+        # Each provider's own fields stay on its own rows, so a row never mixes the two.
+        CheckConstraint("provider = 'kross' OR facility_id IS NULL", name="facility_on_kross"),
+        CheckConstraint(
+            "provider = 'notes' OR (notes_workspace_id IS NULL "
+            "AND apartments_database_id IS NULL AND token_enc IS NULL)",
+            name="notes_fields_on_notes",
+        ),
+    )
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    student_id: Mapped[str] = mapped_column(ForeignKey("customers.student_id"))
+    provider: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    status_changed_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    facility_id: Mapped[int | None] = mapped_column(
+        ForeignKey("facilities.id", ondelete="SET NULL"), nullable=True, unique=True
+    )
+    notes_workspace_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    apartments_database_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    token_enc: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class Apartment(Base):
+    """One apartment of the registry: its booking-system room type, listing and notes page.
+
+    The booking-system room type is the apartment's identity (listings mirror the booking
+    system's apartments, spec §4.3 step 10); listing and notes page are attached to it
+    later, by the listings sync and by onboarding, in either order.
+    """
+
+    __tablename__ = "apartments"
+    __table_args__ = (
+        # Real UNIQUE constraints (NULLs never collide): targets for ON CONFLICT and the
+        # guard that one listing or one notes page maps to one apartment only.
+        UniqueConstraint("student_id", "pms_room_type_id", name="uq_apartments_student_room_type"),
+        UniqueConstraint(
+            "student_id", "assistant_listing_id", name="uq_apartments_student_listing"
+        ),
+        UniqueConstraint("student_id", "notes_page_id", name="uq_apartments_student_notes_page"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student_id: Mapped[str] = mapped_column(ForeignKey("customers.student_id"))
+    pms_room_type_id: Mapped[str] = mapped_column(String(64))
+    assistant_listing_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    notes_page_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    name: Mapped[str] = mapped_column(String(200), default="")
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class UsageSnapshot(Base):
+    """A workspace's cumulative consumption at one moment (spec §6: every 6 hours)."""
+
+    __tablename__ = "usage_snapshots"
+    __table_args__ = (
+        UniqueConstraint(
+            "student_id", "kind", "taken_at", name="uq_usage_snapshots_student_kind_taken_at"
+        ),
+        # One baseline per customer: re-running onboarding step 16 can never add a second.
+        Index(
+            "uq_usage_snapshots_one_baseline",
+            "student_id",
+            unique=True,
+            sqlite_where=text("kind = 'baseline'"),
+            postgresql_where=text("kind = 'baseline'"),
+        ),
+        Index("ix_usage_snapshots_student_taken_at", "student_id", "taken_at"),
+        CheckConstraint(_one_of("kind", get_args(UsageSnapshotKind)), name="kind"),
+        CheckConstraint(
+            "usd_spent >= 0 AND messages >= 0 AND tool_calls >= 0 AND upstream_calls >= 0",
+            name="non_negative",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student_id: Mapped[str] = mapped_column(ForeignKey("customers.student_id"))
+    workspace_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    taken_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    usd_spent: Mapped[Decimal] = mapped_column(Numeric(14, 4))
+    messages: Mapped[int] = mapped_column(Integer)
+    tool_calls: Mapped[int] = mapped_column(Integer)
+    upstream_calls: Mapped[int] = mapped_column(Integer)
+    # What else the platform reported, kept as-is: its usage shape is not public.
+    details: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+class AllowlistEntry(Base):
+    """An e-mail admitted to the knowledge bridge's beta, with why (spec §4.3 step 2)."""
+
+    __tablename__ = "knowledge_allowlist"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    # Stored lower-cased, so the unique constraint is case-insensitive on every backend.
+    email: Mapped[str] = mapped_column(String(320), unique=True)
+    added_on: Mapped[date] = mapped_column(Date)
+    contract: Mapped[str] = mapped_column(String(100), default="")
+    workspace: Mapped[str] = mapped_column(String(200), default="")
+    apartments: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    subscription: Mapped[str] = mapped_column(String(100), default="")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
