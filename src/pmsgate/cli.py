@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from pmsgate.catalogue.cli import catalogue_app
 from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.cli import facilities_app, secrets_app
@@ -23,6 +24,7 @@ db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(facilities_app, name="facilities")
 app.add_typer(secrets_app, name="secrets")
+app.add_typer(catalogue_app, name="catalogue")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -82,6 +84,7 @@ def sandbox(
     from rich.table import Table
 
     from pmsgate.sandbox.app import Sandbox
+    from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
 
     box = Sandbox(seed=seed)
     table = Table(title=f"Seeded facilities (seed {seed})")
@@ -94,7 +97,10 @@ def sandbox(
         )
     console.print(table)
     console.print(f"Booking-system base URL: http://{host}:{port}/kross")
-    console.print(f"Controls: http://{host}:{port}/kross/_sandbox/…")
+    console.print(
+        f"Assistant platform: http://{host}:{port}/platform (bearer {SANDBOX_PLATFORM_TOKEN})"
+    )
+    console.print(f"Controls: http://{host}:{port}/<kross|platform>/_sandbox/…")
     uvicorn.run(box.asgi_app(), host=host, port=port, log_config=None)
 
 

@@ -152,10 +152,41 @@ class Settings(BaseSettings):
         description="After the booking system refuses a facility's credentials, at most one "
         "re-authentication attempt per this many seconds (no retry storm that locks the account).",
     )
+    # --- assistant platform (docs/platform-api.md) ---
+    platform_api_url: str = Field(
+        default="https://api.assistant.example",
+        description="Assistant-platform base URL WITHOUT /v1 (the client appends /v1/…); "
+        "a placeholder by default, the sandbox serves it at <sandbox>/platform.",
+    )
+    platform_api_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token of the assistant-platform /v1 API (account-wide to create "
+        "workspaces).",
+    )
+    # --- notes workspace (the Notion API, reference/upstreams.md §3) ---
+    notes_api_url: str = Field(
+        default="https://api.notion.com",
+        description="Notes-workspace (Notion API) base URL WITHOUT /v1 (the SDK appends /v1/…); "
+        "the sandbox serves it at <sandbox>/notes.",
+    )
+    notes_version: str = Field(
+        default="2022-06-28",
+        description="Notion-Version header sent on every notes request; from 2025-09-03 on the "
+        "apartments database is queried through its data source.",
+    )
+    notes_requests_per_second: float = Field(
+        default=3.0,
+        gt=0,
+        description="Requests per second the notes client allows itself per integration token "
+        "(the API averages about 3; 429 answers are still honoured).",
+    )
+    notes_timeout_s: float = Field(
+        default=30.0, gt=0, description="Timeout of one notes-workspace request, in seconds."
+    )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")
 
-    @field_validator("kross_base_url")
+    @field_validator("kross_base_url", "platform_api_url")
     @classmethod
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")

@@ -1,0 +1,1 @@
+"""Clients of the assistant platform (``assistant``: its ``/v1`` API) and the notes workspace."""

@@ -1,0 +1,1169 @@
+"""The assistant platform's ``/v1`` API client: typed resources, its own throttle, safe retries.
+
+Wire contract: ``docs/platform-api.md`` (the public reference's shapes, plus this
+project's written-down assumptions for workspace creation, listings, members,
+roles, secrets and the tool-run endpoint).
+
+- **Throttle.** The platform allows 120 requests/minute per workspace, shared with
+  the agent's own tool calls. The client keeps itself below that on its own side
+  (default 100/minute, a sliding window per workspace from pyrate-limiter, timed
+  by the injected clock), so a sync never *causes* a 429. Requests that name no
+  workspace (listing or creating workspaces) share one account-level window. A
+  request on an object id is counted for the workspace the object was last seen
+  in (answers carry ``workspace_id``), or for the one the caller passes.
+- **Retries.** Reads, and writes sent with an ``Idempotency-Key``, are retried on
+  429 (after ``Retry-After``, via the injected ``sleep``) and on 5xx/transport
+  failures (short exponential backoff). A write without a key is never sent twice:
+  the platform's docs advise against it, and a lost answer becomes
+  :class:`~pmsgate.platform.errors.PlatformWriteOutcomeUnknown`. The loop is ours
+  rather than stamina's because the waits must go through the injected ``sleep``.
+- **Secrets.** The bearer token and secret values are never logged, never in a
+  ``repr`` and are scrubbed from every error message.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import math
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+
+import anyio
+import httpx
+import structlog
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pyrate_limiter import Duration, InMemoryBucket, Rate, RateItem
+
+from pmsgate.clock import Clock, SystemClock
+from pmsgate.config import Settings
+from pmsgate.platform.errors import (
+    PlatformConflict,
+    PlatformError,
+    PlatformForbidden,
+    PlatformNotFound,
+    PlatformRateLimited,
+    PlatformUnauthorized,
+    PlatformUnavailable,
+    PlatformUnexpectedResponse,
+    PlatformValidationError,
+    PlatformWriteOutcomeUnknown,
+)
+
+log = structlog.get_logger(__name__)
+
+# Below the platform's 120/min: the agent's tool calls spend the same per-workspace budget.
+DEFAULT_REQUESTS_PER_MINUTE = 100
+ACCOUNT_SCOPE = "account"
+PAGE_SIZE_MAX = 100
+_UPSTREAM_MESSAGE_MAX = 300
+_KNOWN_OWNERS_MAX = 50_000
+
+# Failures that happen before a byte of the request reaches the server.
+_NOT_SENT = (
+    httpx.ConnectError,
+    httpx.ConnectTimeout,
+    httpx.PoolTimeout,
+    httpx.LocalProtocolError,
+    httpx.ProxyError,
+)
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+# --- wire models -------------------------------------------------------------------------------
+
+
+class _Answer(BaseModel):
+    """An object the platform answered: unknown fields are kept, not refused."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+
+class _Request(BaseModel):
+    """A body we send: unknown fields are a bug on our side."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+
+M = TypeVar("M", bound=_Answer)
+
+
+class Page(BaseModel, Generic[M]):
+    """One page of a list: ``{data, next_cursor, has_more}``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    data: list[M]
+    next_cursor: str | None = None
+    has_more: bool = False
+
+
+class Workspace(_Answer):
+    """A workspace; the id is read from ``id`` or ``workspace_id`` (spec §4.3 names the latter)."""
+
+    id: str = Field(validation_alias=AliasChoices("id", "workspace_id"))
+    name: str = ""
+    slug: str | None = None
+    created_at: datetime | None = None
+
+
+class ToolParameter(BaseModel):
+    """One custom-tool parameter: ``{type, required, description}`` (extra keys pass through)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    required: bool = False
+    # Optional here so the platform, not the client, is the one that refuses it (spec §7).
+    description: str | None = None
+
+
+class NewCustomTool(_Request):
+    """The body of ``POST /v1/custom-tools``."""
+
+    workspace_id: str
+    name: str
+    description: str
+    language: Literal["python", "javascript"] = "python"
+    code: str
+    parameters: dict[str, ToolParameter] = Field(default_factory=dict)
+    execution_message_description: str | None = None
+    enable_globally: bool = False
+
+
+class CustomToolUpdate(_Request):
+    """The body of ``PATCH /v1/custom-tools/{id}``: only the fields set are sent."""
+
+    name: str | None = None
+    description: str | None = None
+    language: Literal["python", "javascript"] | None = None
+    code: str | None = None
+    parameters: dict[str, ToolParameter] | None = None
+    execution_message_description: str | None = None
+    enable_globally: bool | None = None
+
+
+class CustomTool(_Answer):
+    """A custom tool as the platform holds it."""
+
+    id: str
+    workspace_id: str
+    name: str
+    description: str = ""
+    language: str = "python"
+    code: str = ""
+    parameters: dict[str, ToolParameter] = Field(default_factory=dict)
+    execution_message_description: str | None = None
+    enable_globally: bool = False
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class ToolRunResult(_Answer):
+    """The answer of a tool run: ``{success, message, rawData}``."""
+
+    success: bool
+    message: str = ""
+    raw_data: Any = Field(default=None, alias="rawData")
+
+
+class NewSkill(_Request):
+    """The body of ``POST /v1/skills``."""
+
+    workspace_id: str
+    name: str
+    display_name: str
+    description: str
+    body: str
+    allowed_tools: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    enabled: bool = True
+
+
+class Skill(_Answer):
+    """A skill."""
+
+    id: str
+    workspace_id: str
+    name: str
+    display_name: str = ""
+    description: str = ""
+    body: str = ""
+    allowed_tools: list[str] = Field(default_factory=list)
+    tags: list[str] = Field(default_factory=list)
+    enabled: bool = True
+
+
+class Guardrail(BaseModel):
+    """One guardrail of an agent: ``{title, knowledge}``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    title: str
+    knowledge: str
+
+
+class TriggerConfig(BaseModel):
+    """Which inbox and channels start the agent."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    inbox_type_id: str = Field(default="guest", alias="inboxTypeId")
+    channels: list[str] = Field(default_factory=list)
+
+
+class Trigger(BaseModel):
+    """What starts the agent, e.g. a guest-inbox message."""
+
+    model_config = ConfigDict(extra="allow", populate_by_name=True)
+
+    name: str
+    type: Literal["message"] = "message"
+    config: TriggerConfig = Field(default_factory=TriggerConfig)
+    enabled: bool = True
+
+
+OperationMode = Literal["copilot", "autopilot"]
+
+
+class NewAgent(_Request):
+    """The body of ``POST /v1/agents``."""
+
+    workspace_id: str
+    name: str
+    description: str = ""
+    instructions: str = ""
+    guardrails: list[Guardrail] = Field(default_factory=list)
+    skill_ids: list[str] = Field(default_factory=list)
+    operation_mode: OperationMode = "copilot"
+    response_language: str = "Original"
+    triggers: list[Trigger] = Field(default_factory=list)
+    enabled: bool = True
+
+
+class AgentUpdate(_Request):
+    """The body of ``PATCH /v1/agents/{id}``: only the fields set are sent."""
+
+    name: str | None = None
+    description: str | None = None
+    instructions: str | None = None
+    guardrails: list[Guardrail] | None = None
+    skill_ids: list[str] | None = None
+    operation_mode: OperationMode | None = None
+    response_language: str | None = None
+    triggers: list[Trigger] | None = None
+    enabled: bool | None = None
+
+
+class Agent(_Answer):
+    """An agent (the guest agent)."""
+
+    id: str
+    workspace_id: str
+    name: str
+    description: str = ""
+    instructions: str = ""
+    guardrails: list[Guardrail] = Field(default_factory=list)
+    skill_ids: list[str] = Field(default_factory=list)
+    operation_mode: str = "copilot"
+    response_language: str = "Original"
+    triggers: list[Trigger] = Field(default_factory=list)
+    enabled: bool = True
+
+
+class Listing(_Answer):
+    """A listing of the workspace (one per booking-system apartment while connected)."""
+
+    id: str
+    workspace_id: str | None = None
+    name: str = ""
+    external_id: str | None = None
+
+
+class NewKbNode(_Request):
+    """The body of ``POST /v1/kb/nodes?workspace_id=``."""
+
+    title: str
+    body: str = ""
+    parent_id: str | None = None
+    # Listings the node is scoped to; empty = workspace-wide.
+    entity_ids: list[str] = Field(default_factory=list)
+    is_directory: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+
+
+class KbNodeUpdate(_Request):
+    """The body of ``PATCH /v1/kb/nodes/{id}``: only the fields set are sent."""
+
+    title: str | None = None
+    body: str | None = None
+    parent_id: str | None = None
+    entity_ids: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    enabled: bool | None = None
+
+
+class KbNode(_Answer):
+    """A knowledge-base node: a directory or a document."""
+
+    id: str
+    workspace_id: str
+    title: str
+    body: str = ""
+    parent_id: str | None = None
+    entity_ids: list[str] = Field(default_factory=list)
+    is_directory: bool = False
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    enabled: bool = True
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class SecretInfo(_Answer):
+    """A workspace secret as listed: its name, never its value."""
+
+    name: str
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+
+
+class Member(_Answer):
+    """A person with a role in a workspace."""
+
+    id: str
+    email: str
+    name: str = ""
+    role: str
+
+
+class Role(_Answer):
+    """A role members can have."""
+
+    name: str
+    description: str = ""
+
+
+# --- the throttle ------------------------------------------------------------------------------
+
+
+class WorkspaceThrottle:
+    """At most ``per_minute`` requests in any sliding minute per workspace, in this process.
+
+    pyrate-limiter buckets hold the permits; the wait is computed here and spent
+    through the injected ``sleep`` (its own Limiter sleeps on the real clock).
+    """
+
+    def __init__(self, per_minute: int, *, clock: Clock, sleep: Sleep) -> None:
+        if per_minute < 1:
+            raise ValueError("per_minute must be at least 1")
+        self.per_minute = per_minute
+        self._rate = Rate(per_minute, Duration.MINUTE)
+        self._clock = clock
+        self._sleep = sleep
+        self._buckets: dict[str, InMemoryBucket] = {}
+
+    def __repr__(self) -> str:
+        return f"WorkspaceThrottle(per_minute={self.per_minute})"
+
+    async def acquire(self, scope: str) -> float:
+        """Take one permit for ``scope``, waiting until one frees; returns the seconds waited."""
+        bucket = self._buckets.get(scope)
+        if bucket is None:
+            bucket = self._buckets[scope] = InMemoryBucket([self._rate])
+        waited = 0.0
+        while True:
+            now_ms = self._now_ms()
+            if bucket.put(RateItem(scope, now_ms)):
+                if bucket.count() > 2 * self.per_minute:
+                    # Drop permits that left the window, so a long sync keeps memory flat.
+                    bucket.leak(now_ms)
+                return waited
+            # The per_minute-th newest permit: once it leaves the window, one more fits.
+            bound = bucket.peek(self.per_minute - 1)
+            wait_ms = 1 if bound is None else bound.timestamp + self._rate.interval - now_ms + 1
+            wait = max(wait_ms, 1) / 1000
+            await self._sleep(wait)
+            waited += wait
+
+    def _now_ms(self) -> int:
+        return int(self._clock.now().timestamp() * 1000)
+
+
+# --- the client --------------------------------------------------------------------------------
+
+
+class AssistantClient:
+    """Speaks the assistant platform's ``/v1`` API over the given ``httpx.AsyncClient``."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        *,
+        base_url: str,
+        token: SecretStr,
+        clock: Clock | None = None,
+        sleep: Sleep = anyio.sleep,
+        requests_per_minute: int = DEFAULT_REQUESTS_PER_MINUTE,
+        max_attempts: int = 4,
+        max_retry_after_s: float = 60.0,
+        timeout_s: float = 30.0,
+        page_size: int = PAGE_SIZE_MAX,
+    ) -> None:
+        if not token.get_secret_value():
+            raise ValueError("the platform token is empty")
+        if not 1 <= page_size <= PAGE_SIZE_MAX:
+            raise ValueError(f"page_size must be between 1 and {PAGE_SIZE_MAX}")
+        self._http = http
+        self.base_url = base_url.rstrip("/")
+        self._token = token
+        self.clock = clock or SystemClock()
+        self._sleep = sleep
+        self.throttle = WorkspaceThrottle(requests_per_minute, clock=self.clock, sleep=sleep)
+        self.max_attempts = max(1, max_attempts)
+        self.max_retry_after_s = max_retry_after_s
+        self.timeout_s = timeout_s
+        self.page_size = page_size
+        self._owners: dict[str, str] = {}  # object id -> workspace id, learnt from answers
+
+    def __repr__(self) -> str:
+        return (
+            f"AssistantClient(base_url={self.base_url!r}, "
+            f"requests_per_minute={self.throttle.per_minute})"
+        )
+
+    @classmethod
+    def from_settings(
+        cls,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        *,
+        clock: Clock | None = None,
+        sleep: Sleep = anyio.sleep,
+    ) -> AssistantClient:
+        """A client configured from PMSGATE_PLATFORM_API_URL and PMSGATE_PLATFORM_API_TOKEN."""
+        if settings.platform_api_token is None:
+            raise ValueError("PMSGATE_PLATFORM_API_TOKEN is not set")
+        return cls(
+            http,
+            base_url=settings.platform_api_url,
+            token=settings.platform_api_token,
+            clock=clock,
+            sleep=sleep,
+        )
+
+    # --- workspaces ----------------------------------------------------------------------------
+
+    async def list_workspaces(self) -> list[Workspace]:
+        """Every workspace the token can see (all pages)."""
+        return [w async for w in self._iterate("/v1/workspaces", Workspace, workspace_id=None)]
+
+    async def get_workspace(self, workspace_id: str) -> Workspace:
+        """One workspace."""
+        answer = await self._call("GET", f"/v1/workspaces/{_seg(workspace_id)}", workspace_id)
+        return self._one(Workspace, answer)
+
+    async def create_workspace(
+        self, name: str, slug: str, *, idempotency_key: str | None = None
+    ) -> Workspace:
+        """Create a workspace (``POST /v1/workspaces``; this project's assumed shape)."""
+        answer = await self._call(
+            "POST",
+            "/v1/workspaces",
+            None,
+            body={"name": name, "slug": slug},
+            idempotency_key=idempotency_key,
+        )
+        return self._one(Workspace, answer)
+
+    async def ensure_workspace(self, name: str, slug: str) -> Workspace:
+        """The workspace with this slug, created if absent (spec §4.3 step 5)."""
+        found = await self._workspace_by_slug(slug)
+        if found is not None:
+            return found
+        try:
+            # A fresh key per call: retries of this one creation are safe, a later call is new.
+            return await self.create_workspace(
+                name, slug, idempotency_key=f"ensure-workspace:{slug}:{uuid.uuid4().hex}"
+            )
+        except PlatformConflict:
+            # Someone else created it between our list and our create: theirs is ours.
+            found = await self._workspace_by_slug(slug)
+            if found is None:
+                raise
+            return found
+
+    async def _workspace_by_slug(self, slug: str) -> Workspace | None:
+        return next((w for w in await self.list_workspaces() if w.slug == slug), None)
+
+    # --- custom tools --------------------------------------------------------------------------
+
+    async def create_custom_tool(
+        self, tool: NewCustomTool, *, idempotency_key: str | None = None
+    ) -> CustomTool:
+        """Create one custom tool."""
+        answer = await self._call(
+            "POST",
+            "/v1/custom-tools",
+            tool.workspace_id,
+            body=_dump(tool),
+            idempotency_key=idempotency_key,
+        )
+        return self._one(CustomTool, answer)
+
+    async def list_custom_tools(self, workspace_id: str) -> list[CustomTool]:
+        """Every custom tool of a workspace (all pages)."""
+        return await self._collect("/v1/custom-tools", CustomTool, workspace_id)
+
+    async def get_custom_tool(self, tool_id: str, *, workspace_id: str | None = None) -> CustomTool:
+        """One custom tool."""
+        answer = await self._call(
+            "GET", f"/v1/custom-tools/{_seg(tool_id)}", self._scope_of(tool_id, workspace_id)
+        )
+        return self._one(CustomTool, answer)
+
+    async def update_custom_tool(
+        self,
+        tool_id: str,
+        changes: CustomToolUpdate,
+        *,
+        workspace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> CustomTool:
+        """Change the fields set in ``changes``."""
+        answer = await self._call(
+            "PATCH",
+            f"/v1/custom-tools/{_seg(tool_id)}",
+            self._scope_of(tool_id, workspace_id),
+            body=_dump_changes(changes),
+            idempotency_key=idempotency_key,
+        )
+        return self._one(CustomTool, answer)
+
+    async def delete_custom_tool(
+        self,
+        tool_id: str,
+        *,
+        workspace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> None:
+        """Delete a custom tool."""
+        await self._call(
+            "DELETE",
+            f"/v1/custom-tools/{_seg(tool_id)}",
+            self._scope_of(tool_id, workspace_id),
+            idempotency_key=idempotency_key,
+        )
+        self._owners.pop(tool_id, None)
+
+    async def run_custom_tool(
+        self,
+        tool_id: str,
+        parameters: Mapping[str, Any] | None = None,
+        *,
+        workspace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> ToolRunResult:
+        """Run a tool; a tool that fails answers ``success=False``, not an error."""
+        answer = await self._call(
+            "POST",
+            f"/v1/custom-tools/{_seg(tool_id)}/run",
+            self._scope_of(tool_id, workspace_id),
+            body={"parameters": dict(parameters or {})},
+            idempotency_key=idempotency_key,
+        )
+        return self._one(ToolRunResult, answer)
+
+    # --- skills --------------------------------------------------------------------------------
+
+    async def list_skills(self, workspace_id: str) -> list[Skill]:
+        """Every skill of a workspace (all pages)."""
+        return await self._collect("/v1/skills", Skill, workspace_id)
+
+    async def create_skill(self, skill: NewSkill, *, idempotency_key: str | None = None) -> Skill:
+        """Create a skill."""
+        answer = await self._call(
+            "POST",
+            "/v1/skills",
+            skill.workspace_id,
+            body=_dump(skill),
+            idempotency_key=idempotency_key,
+        )
+        return self._one(Skill, answer)
+
+    # --- agents --------------------------------------------------------------------------------
+
+    async def list_agents(self, workspace_id: str) -> list[Agent]:
+        """Every agent of a workspace (all pages)."""
+        return await self._collect("/v1/agents", Agent, workspace_id)
+
+    async def create_agent(self, agent: NewAgent, *, idempotency_key: str | None = None) -> Agent:
+        """Create an agent."""
+        answer = await self._call(
+            "POST",
+            "/v1/agents",
+            agent.workspace_id,
+            body=_dump(agent),
+            idempotency_key=idempotency_key,
+        )
+        return self._one(Agent, answer)
+
+    async def get_agent(self, agent_id: str, *, workspace_id: str | None = None) -> Agent:
+        """One agent."""
+        answer = await self._call(
+            "GET", f"/v1/agents/{_seg(agent_id)}", self._scope_of(agent_id, workspace_id)
+        )
+        return self._one(Agent, answer)
+
+    async def update_agent(
+        self,
+        agent_id: str,
+        changes: AgentUpdate,
+        *,
+        workspace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> Agent:
+        """Change the fields set in ``changes``."""
+        answer = await self._call(
+            "PATCH",
+            f"/v1/agents/{_seg(agent_id)}",
+            self._scope_of(agent_id, workspace_id),
+            body=_dump_changes(changes),
+            idempotency_key=idempotency_key,
+        )
+        return self._one(Agent, answer)
+
+    # --- listings ------------------------------------------------------------------------------
+
+    async def list_listings(self, workspace_id: str) -> list[Listing]:
+        """Every listing of a workspace (all pages); none while its PMS connection fails."""
+        return await self._collect("/v1/listings", Listing, workspace_id)
+
+    # --- knowledge nodes -----------------------------------------------------------------------
+
+    async def nodes_page(
+        self,
+        workspace_id: str,
+        *,
+        listing_id: str | None = None,
+        parent_id: str | None = None,
+        is_directory: bool | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Page[KbNode]:
+        """One page of knowledge nodes (of a listing, under a parent, when given)."""
+        params = _node_filters(workspace_id, listing_id, parent_id, is_directory)
+        return await self._page(
+            "/v1/kb/nodes",
+            KbNode,
+            workspace_id=workspace_id,
+            params=params,
+            cursor=cursor,
+            limit=limit,
+        )
+
+    def iter_nodes(
+        self,
+        workspace_id: str,
+        *,
+        listing_id: str | None = None,
+        parent_id: str | None = None,
+        is_directory: bool | None = None,
+    ) -> AsyncIterator[KbNode]:
+        """Every matching knowledge node, page after page."""
+        params = _node_filters(workspace_id, listing_id, parent_id, is_directory)
+        return self._iterate("/v1/kb/nodes", KbNode, workspace_id=workspace_id, params=params)
+
+    async def list_nodes(
+        self,
+        workspace_id: str,
+        *,
+        listing_id: str | None = None,
+        parent_id: str | None = None,
+        is_directory: bool | None = None,
+    ) -> list[KbNode]:
+        """Every matching knowledge node, collected."""
+        return [
+            n
+            async for n in self.iter_nodes(
+                workspace_id, listing_id=listing_id, parent_id=parent_id, is_directory=is_directory
+            )
+        ]
+
+    async def get_node(self, node_id: str, *, workspace_id: str | None = None) -> KbNode:
+        """One knowledge node."""
+        answer = await self._call(
+            "GET", f"/v1/kb/nodes/{_seg(node_id)}", self._scope_of(node_id, workspace_id)
+        )
+        return self._one(KbNode, answer)
+
+    async def create_node(
+        self, workspace_id: str, node: NewKbNode, *, idempotency_key: str | None = None
+    ) -> KbNode:
+        """Create a knowledge node (a document, or a directory with ``is_directory``)."""
+        answer = await self._call(
+            "POST",
+            "/v1/kb/nodes",
+            workspace_id,
+            params={"workspace_id": workspace_id},
+            body=_dump(node),
+            idempotency_key=idempotency_key,
+        )
+        return self._one(KbNode, answer)
+
+    async def create_directory(
+        self,
+        workspace_id: str,
+        title: str,
+        *,
+        parent_id: str | None = None,
+        entity_ids: Sequence[str] = (),
+        metadata: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+    ) -> KbNode:
+        """Create a directory node (e.g. one per listing)."""
+        node = NewKbNode(
+            title=title,
+            parent_id=parent_id,
+            entity_ids=list(entity_ids),
+            is_directory=True,
+            metadata=dict(metadata or {}),
+        )
+        return await self.create_node(workspace_id, node, idempotency_key=idempotency_key)
+
+    async def update_node(
+        self,
+        node_id: str,
+        changes: KbNodeUpdate,
+        *,
+        workspace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> KbNode:
+        """Change the fields set in ``changes`` (``PATCH /v1/kb/nodes/{id}``)."""
+        answer = await self._call(
+            "PATCH",
+            f"/v1/kb/nodes/{_seg(node_id)}",
+            self._scope_of(node_id, workspace_id),
+            body=_dump_changes(changes),
+            idempotency_key=idempotency_key,
+        )
+        return self._one(KbNode, answer)
+
+    async def delete_node(
+        self,
+        node_id: str,
+        *,
+        workspace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> None:
+        """Delete a knowledge node (a directory must be empty)."""
+        await self._call(
+            "DELETE",
+            f"/v1/kb/nodes/{_seg(node_id)}",
+            self._scope_of(node_id, workspace_id),
+            idempotency_key=idempotency_key,
+        )
+        self._owners.pop(node_id, None)
+
+    # --- secrets -------------------------------------------------------------------------------
+
+    async def set_secret(
+        self,
+        workspace_id: str,
+        name: str,
+        value: SecretStr,
+        *,
+        idempotency_key: str | None = None,
+    ) -> SecretInfo:
+        """Create or replace a workspace secret (tool code reads it as an environment variable)."""
+        plain = value.get_secret_value()
+        answer = await self._call(
+            "PUT",
+            f"/v1/workspaces/{_seg(workspace_id)}/secrets/{_seg(name)}",
+            workspace_id,
+            body={"value": plain},
+            idempotency_key=idempotency_key,
+            secrets=(plain,),
+        )
+        return self._one(SecretInfo, answer)
+
+    async def list_secrets(self, workspace_id: str) -> list[SecretInfo]:
+        """The names of a workspace's secrets (values are never readable)."""
+        path = f"/v1/workspaces/{_seg(workspace_id)}/secrets"
+        return [s async for s in self._iterate(path, SecretInfo, workspace_id=workspace_id)]
+
+    # --- members and roles ---------------------------------------------------------------------
+
+    async def list_members(self, workspace_id: str) -> list[Member]:
+        """Every member of a workspace with their role (all pages)."""
+        path = f"/v1/workspaces/{_seg(workspace_id)}/members"
+        return [m async for m in self._iterate(path, Member, workspace_id=workspace_id)]
+
+    async def add_member(
+        self,
+        workspace_id: str,
+        email: str,
+        role: str,
+        *,
+        name: str = "",
+        idempotency_key: str | None = None,
+    ) -> Member:
+        """Add a person to a workspace with a role (e.g. ``Admin``)."""
+        answer = await self._call(
+            "POST",
+            f"/v1/workspaces/{_seg(workspace_id)}/members",
+            workspace_id,
+            body={"email": email, "role": role, "name": name},
+            idempotency_key=idempotency_key,
+        )
+        return self._one(Member, answer)
+
+    async def set_member_role(
+        self,
+        workspace_id: str,
+        member_id: str,
+        role: str,
+        *,
+        idempotency_key: str | None = None,
+    ) -> Member:
+        """Change a member's role."""
+        answer = await self._call(
+            "PATCH",
+            f"/v1/workspaces/{_seg(workspace_id)}/members/{_seg(member_id)}",
+            workspace_id,
+            body={"role": role},
+            idempotency_key=idempotency_key,
+        )
+        return self._one(Member, answer)
+
+    async def list_roles(self, workspace_id: str) -> list[Role]:
+        """The roles a workspace member can have."""
+        path = f"/v1/workspaces/{_seg(workspace_id)}/roles"
+        return [r async for r in self._iterate(path, Role, workspace_id=workspace_id)]
+
+    # --- pagination ----------------------------------------------------------------------------
+
+    async def _page(
+        self,
+        path: str,
+        model: type[M],
+        *,
+        workspace_id: str | None,
+        params: Mapping[str, str] | None = None,
+        cursor: str | None = None,
+        limit: int | None = None,
+    ) -> Page[M]:
+        query = dict(params or {})
+        query["limit"] = str(limit or self.page_size)
+        if cursor:
+            query["cursor"] = cursor
+        answer = await self._call("GET", path, workspace_id, params=query)
+        try:
+            page = Page[model].model_validate(answer)  # type: ignore[valid-type]
+        except ValidationError as exc:
+            raise _shape_error(model, exc, "GET", path) from None
+        for item in page.data:
+            self._learn(item)
+        return page
+
+    async def _collect(self, path: str, model: type[M], workspace_id: str) -> list[M]:
+        """Every item of a list filtered by ``?workspace_id=``, all pages."""
+        params = {"workspace_id": workspace_id}
+        return [
+            i async for i in self._iterate(path, model, workspace_id=workspace_id, params=params)
+        ]
+
+    async def _iterate(
+        self,
+        path: str,
+        model: type[M],
+        *,
+        workspace_id: str | None,
+        params: Mapping[str, str] | None = None,
+    ) -> AsyncIterator[M]:
+        cursor: str | None = None
+        seen: set[str] = set()
+        while True:
+            page = await self._page(
+                path, model, workspace_id=workspace_id, params=params, cursor=cursor
+            )
+            for item in page.data:
+                yield item
+            if not page.has_more:
+                return
+            if not page.next_cursor or page.next_cursor in seen:
+                # A server that keeps saying "more" without moving on would loop forever.
+                raise PlatformUnexpectedResponse(
+                    "The list says has_more but gives no new next_cursor.", method="GET", path=path
+                )
+            seen.add(page.next_cursor)
+            cursor = page.next_cursor
+
+    # --- one request, throttled and (when safe) retried ----------------------------------------
+
+    def _scope_of(self, object_id: str, workspace_id: str | None) -> str | None:
+        return workspace_id or self._owners.get(object_id)
+
+    def _learn(self, item: BaseModel) -> None:
+        object_id, workspace_id = getattr(item, "id", None), getattr(item, "workspace_id", None)
+        if isinstance(object_id, str) and isinstance(workspace_id, str):
+            if len(self._owners) >= _KNOWN_OWNERS_MAX:
+                self._owners.pop(next(iter(self._owners)))
+            self._owners[object_id] = workspace_id
+
+    def _one(self, model: type[M], answer: Any) -> M:
+        try:
+            item = model.model_validate(answer)
+        except ValidationError as exc:
+            raise _shape_error(model, exc, None, None) from None
+        self._learn(item)
+        return item
+
+    async def _call(
+        self,
+        method: str,
+        path: str,
+        workspace_id: str | None,
+        *,
+        params: Mapping[str, str] | None = None,
+        body: Mapping[str, Any] | None = None,
+        idempotency_key: str | None = None,
+        secrets: tuple[str, ...] = (),
+    ) -> Any:
+        """Send one request; retry only reads and writes that carry an idempotency key."""
+        token = self._token.get_secret_value()
+        secrets = (token, *secrets)
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        retry_allowed = method == "GET" or bool(idempotency_key)
+        scope = workspace_id or ACCOUNT_SCOPE
+        attempt = 0
+        while True:
+            attempt += 1
+            await self.throttle.acquire(scope)
+            started = time.perf_counter()
+            try:
+                response = await self._send(method, path, params, body, headers, retry_allowed)
+                answer = self._interpret(method, path, response, secrets, retry_allowed)
+            except PlatformError as error:
+                self._log(method, path, started, attempt, error=error)
+                if not (retry_allowed and error.retryable and attempt < self.max_attempts):
+                    raise
+                wait = self._wait_before_retry(error, attempt)
+                if wait is None:
+                    raise
+                await self._sleep(wait)
+                continue
+            self._log(method, path, started, attempt, status=response.status_code)
+            return answer
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        params: Mapping[str, str] | None,
+        body: Mapping[str, Any] | None,
+        headers: dict[str, str],
+        retry_allowed: bool,
+    ) -> httpx.Response:
+        # httpx's own timeouts are per phase and do not apply to in-process transports;
+        # the outer deadline bounds the whole request either way.
+        deadline = self.timeout_s + min(1.0, self.timeout_s * 0.1)
+        try:
+            with anyio.fail_after(deadline):
+                return await self._http.request(
+                    method,
+                    self.base_url + path,
+                    params=dict(params) if params else None,
+                    json=dict(body) if body is not None else None,
+                    headers=headers,
+                    timeout=httpx.Timeout(self.timeout_s),
+                )
+        except _NOT_SENT as exc:
+            raise PlatformUnavailable(
+                f"Could not reach the assistant platform ({type(exc).__name__}).",
+                method=method,
+                path=path,
+            ) from None
+        except (httpx.TransportError, TimeoutError) as exc:
+            reason = type(exc).__name__
+            if retry_allowed:
+                raise PlatformUnavailable(
+                    f"The assistant platform did not answer ({reason}).", method=method, path=path
+                ) from None
+            raise PlatformWriteOutcomeUnknown(
+                f"The write was sent but no answer came ({reason}); it may have been applied.",
+                method=method,
+                path=path,
+            ) from None
+
+    def _interpret(
+        self,
+        method: str,
+        path: str,
+        response: httpx.Response,
+        secrets: tuple[str, ...],
+        retry_allowed: bool,
+    ) -> Any:
+        status = response.status_code
+        try:
+            answer = json.loads(response.content) if response.content else None
+        except ValueError:
+            answer = None
+        if 200 <= status < 300:
+            if answer is None and status != 204:
+                raise PlatformUnexpectedResponse(
+                    f"HTTP {status} without a JSON body.", method=method, path=path, status=status
+                )
+            return answer
+        upstream = _scrub(answer.get("error") if isinstance(answer, dict) else None, secrets)
+        error = self._error(method, path, status, upstream, response.headers)
+        if status == 504 and not retry_allowed:
+            # A proxy gave up waiting: the origin may still have applied the write.
+            error = PlatformWriteOutcomeUnknown(
+                "A proxy timed out waiting for the write; it may have been applied.",
+                method=method,
+                path=path,
+                status=status,
+                upstream_message=upstream,
+            )
+        raise error
+
+    def _error(
+        self, method: str, path: str, status: int, upstream: str | None, headers: httpx.Headers
+    ) -> PlatformError:
+        context: dict[str, Any] = {
+            "method": method,
+            "path": path,
+            "status": status,
+            "upstream_message": upstream,
+        }
+        if status == 401:
+            return PlatformUnauthorized("The platform refused the token.", **context)
+        if status == 403:
+            return PlatformForbidden("The token may not do this.", **context)
+        if status == 404:
+            return PlatformNotFound(upstream or "Not found.", **context)
+        if status == 409:
+            return PlatformConflict(upstream or "Already exists.", **context)
+        if status in (400, 422):
+            return PlatformValidationError(upstream or "The request was refused.", **context)
+        if status == 429:
+            return PlatformRateLimited(
+                "The workspace's request budget is spent.",
+                retry_after=self._retry_after(headers),
+                **context,
+            )
+        if status >= 500 or status == 408:
+            return PlatformUnavailable(f"The platform failed (HTTP {status}).", **context)
+        return PlatformUnexpectedResponse(f"Unexpected HTTP status {status}.", **context)
+
+    def _wait_before_retry(self, error: PlatformError, attempt: int) -> float | None:
+        """Seconds to wait before the next attempt, or None to give up now."""
+        if isinstance(error, PlatformRateLimited) and error.retry_after is not None:
+            # A very long Retry-After would pile up work: better to fail and let the caller plan.
+            if error.retry_after > self.max_retry_after_s:
+                return None
+            return error.retry_after
+        return min(8.0, 0.5 * 2 ** (attempt - 1))
+
+    def _retry_after(self, headers: httpx.Headers) -> float | None:
+        raw = headers.get("retry-after")
+        if raw is None:
+            return None
+        raw = raw.strip()
+        try:
+            seconds = float(raw)
+        except ValueError:
+            try:
+                when = email.utils.parsedate_to_datetime(raw)
+            except (TypeError, ValueError):
+                return None
+            if when.tzinfo is None:
+                when = when.replace(tzinfo=UTC)
+            seconds = (when - self.clock.now()).total_seconds()
+        if not math.isfinite(seconds):
+            return None
+        return max(0.0, seconds)
+
+    def _log(
+        self,
+        method: str,
+        path: str,
+        started: float,
+        attempt: int,
+        *,
+        status: int | None = None,
+        error: PlatformError | None = None,
+    ) -> None:
+        # Method, path and status only: bodies carry secret values and guest-facing text.
+        log.debug(
+            "platform_request",
+            method=method,
+            path=path,
+            status=error.status if error is not None else status,
+            attempt=attempt,
+            elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
+            error=error.code if error is not None else None,
+        )
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+def _seg(value: str) -> str:
+    """One path segment, quoted so an id can never change the path."""
+    if not value:
+        raise ValueError("an id in the path is empty")
+    return quote(value, safe="")
+
+
+def _dump(model: BaseModel) -> dict[str, Any]:
+    return model.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _dump_changes(model: BaseModel) -> dict[str, Any]:
+    # Only what the caller set: an explicit None (e.g. parent_id=None) is sent as null.
+    return model.model_dump(mode="json", by_alias=True, exclude_unset=True)
+
+
+def _node_filters(
+    workspace_id: str,
+    listing_id: str | None,
+    parent_id: str | None,
+    is_directory: bool | None,
+) -> dict[str, str]:
+    params = {"workspace_id": workspace_id}
+    if listing_id:
+        params["listing_id"] = listing_id
+    if parent_id:
+        params["parent_id"] = parent_id
+    if is_directory is not None:
+        params["is_directory"] = "true" if is_directory else "false"
+    return params
+
+
+def _shape_error(
+    model: type[BaseModel], exc: ValidationError, method: str | None, path: str | None
+) -> PlatformUnexpectedResponse:
+    # Field locations only: values may be secrets or guest-facing text.
+    where = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})[:5]
+    return PlatformUnexpectedResponse(
+        f"The answer does not match {model.__name__} at {where}.", method=method, path=path
+    )
+
+
+def _scrub(message: Any, secrets: tuple[str, ...]) -> str | None:
+    """The platform's error text, without our token or secret values, cut short."""
+    if not isinstance(message, str) or not message:
+        return None
+    for secret in secrets:
+        if secret:
+            message = message.replace(secret, "***")
+    return message[:_UPSTREAM_MESSAGE_MAX]

@@ -1,0 +1,53 @@
+"""The emulator's error table: every ``{"error": "..."}`` answer it can give.
+
+Statuses are this project's assumption (docs/platform-api.md); the public reference
+only fixes the body shape and 429 + ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ErrorSpec:
+    """One row of the table: a name (for stats), its HTTP status and a default message."""
+
+    name: str
+    status: int
+    message: str
+
+
+BAD_REQUEST = ErrorSpec("bad_request", 400, "malformed request")
+UNAUTHORIZED = ErrorSpec("unauthorized", 401, "missing or invalid bearer token")
+FORBIDDEN = ErrorSpec("forbidden", 403, "this token has no access to the workspace")
+NOT_FOUND = ErrorSpec("not_found", 404, "not found")
+METHOD_NOT_ALLOWED = ErrorSpec("method_not_allowed", 405, "method not allowed")
+CONFLICT = ErrorSpec("conflict", 409, "conflict")
+VALIDATION = ErrorSpec("validation", 422, "invalid request body")
+RATE_LIMITED = ErrorSpec(
+    "rate_limited", 429, "rate limit exceeded: too many requests for this workspace"
+)
+INTERNAL = ErrorSpec("internal", 500, "internal error")
+UNAVAILABLE = ErrorSpec("unavailable", 503, "service temporarily unavailable")
+
+
+class PlatformApiError(Exception):
+    """An error answer: raised anywhere in the emulator, rendered by the app's handler."""
+
+    def __init__(
+        self,
+        spec: ErrorSpec,
+        message: str | None = None,
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message or spec.message)
+        self.spec = spec
+        self.message = message or spec.message
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        """The JSON error body."""
+        return {"error": self.message}
