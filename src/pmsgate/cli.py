@@ -100,7 +100,8 @@ def sandbox(
     console.print(
         f"Assistant platform: http://{host}:{port}/platform (bearer {SANDBOX_PLATFORM_TOKEN})"
     )
-    console.print(f"Controls: http://{host}:{port}/<kross|platform>/_sandbox/…")
+    console.print(f"Notes workspace (Notion API): http://{host}:{port}/notes")
+    console.print(f"Controls: http://{host}:{port}/<kross|platform|notes>/_sandbox/…")
     uvicorn.run(box.asgi_app(), host=host, port=port, log_config=None)
 
 

@@ -1,4 +1,4 @@
-"""All emulators behind one ASGI app, each under its own prefix (``/kross``, ``/platform`` …)."""
+"""All emulators behind one ASGI app, each under its own prefix (``/kross``, ``/platform``, ``/notes``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ from pmsgate.clock import Clock, SystemClock
 from pmsgate.sandbox.kross.app import create_kross_app
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
+from pmsgate.sandbox.notes.app import create_notes_app
+from pmsgate.sandbox.notes.store import NotesStore
 from pmsgate.sandbox.platform.app import create_platform_app
 from pmsgate.sandbox.platform.store import PlatformStore
 
@@ -22,16 +24,19 @@ class Sandbox:
     clock: Clock = field(default_factory=SystemClock)
     kross: KrossStore = field(init=False)
     platform: PlatformStore = field(init=False)
+    notes: NotesStore = field(init=False)
 
     def __post_init__(self) -> None:
         self.kross = KrossStore(
             seed=self.seed, clock=self.clock, partner_api_key=SANDBOX_PARTNER_API_KEY
         )
         self.platform = PlatformStore(seed=self.seed, clock=self.clock, kross=self.kross)
+        self.notes = NotesStore(seed=self.seed, clock=self.clock, kross=self.kross)
 
     def asgi_app(self) -> FastAPI:
         """One app serving every emulator under its prefix."""
         app = FastAPI(title="pmsgate sandbox", docs_url=None, redoc_url=None)
         app.mount("/kross", create_kross_app(self.kross))
         app.mount("/platform", create_platform_app(self.platform))
+        app.mount("/notes", create_notes_app(self.notes))
         return app
