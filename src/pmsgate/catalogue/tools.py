@@ -1,23 +1,44 @@
-"""Loads the tool catalogue (``tools.yaml``) into typed definitions."""
+"""The six tools (``tools.yaml``) as typed definitions, and the custom tool each becomes.
+
+The gateway serves the tools (``input_schema``, ``parameters``, ``description``);
+onboarding creates one custom tool per definition on the assistant platform
+(``custom_tool_body``), whose code is the catalogue's one shared template
+rendered with the tool's name (``custom_tool_code``).
+"""
 
 from __future__ import annotations
 
-from functools import lru_cache
-from importlib import resources
+import json
+import re
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+# Spec §4.2: exactly these six, in the order onboarding creates them (spec §4.3 step 6).
+SPEC_TOOL_NAMES = (
+    "check-availability",
+    "check-portal-status",
+    "get-checkin-instructions",
+    "get-reservation-status",
+    "get-in-house-guests",
+    "get-incomplete-portals",
+)
+
+# The template's assignments replaced per tool; each must appear exactly once.
+_TEMPLATE_CONSTANTS = ("TOOL_NAME", "URL_SECRET", "KEY_SECRET", "TIMEOUT_S")
+_SECRET_NAME = r"^[A-Z][A-Z0-9_]{2,63}$"
 
 
 class ToolParameter(BaseModel):
     """One parameter of a tool; the description explains the format in words."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     type: Literal["string", "integer", "number", "boolean"]
     required: bool = False
-    description: str = Field(min_length=20)
+    # Required, but its quality ("in words") is the lint's job, so a short one is reported
+    # together with every other problem instead of stopping the load at the first.
+    description: str
     format: str | None = None
 
     def json_schema(self) -> dict[str, Any]:
@@ -27,17 +48,85 @@ class ToolParameter(BaseModel):
             schema["format"] = self.format
         return schema
 
+    def platform_schema(self) -> dict[str, Any]:
+        """This parameter as the assistant platform wants it: {type, required, description}."""
+        return {"type": self.type, "required": self.required, "description": self.description}
+
+
+class CustomToolSettings(BaseModel):
+    """How every custom tool reaches the gateway (``custom_tool`` in ``tools.yaml``)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    language: Literal["python"]
+    # A file name in the catalogue directory, never a path elsewhere.
+    template: str = Field(pattern=r"^[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+    url_secret: str = Field(pattern=_SECRET_NAME)
+    key_secret: str = Field(pattern=_SECRET_NAME)
+    timeout_s: float = Field(gt=0, le=120)
+
+    @model_validator(mode="after")
+    def _two_secrets(self) -> CustomToolSettings:
+        if self.url_secret == self.key_secret:
+            raise ValueError("url_secret and key_secret must be two different secrets")
+        return self
+
+
+class CustomToolRuntime(BaseModel):
+    """The custom-tool settings with the template's source text, ready to render."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    settings: CustomToolSettings
+    template_source: str = Field(repr=False)
+
+    @model_validator(mode="after")
+    def _renderable(self) -> CustomToolRuntime:
+        for constant in _TEMPLATE_CONSTANTS:
+            found = len(re.findall(rf"^{constant} = .*$", self.template_source, re.MULTILINE))
+            if found != 1:
+                raise ValueError(
+                    f"the template {self.settings.template} must assign {constant} exactly "
+                    f"once at the start of a line (found {found})"
+                )
+        if not re.search(r"^def main\(\*\*params", self.template_source, re.MULTILINE):
+            raise ValueError(f"the template {self.settings.template} defines no main(**params)")
+        compile(self.template_source, self.settings.template, "exec")
+        return self
+
+    def render(self, tool_name: str) -> str:
+        """The template's source with this tool's name and the configured secrets."""
+        values: dict[str, Any] = {
+            "TOOL_NAME": tool_name,
+            "URL_SECRET": self.settings.url_secret,
+            "KEY_SECRET": self.settings.key_secret,
+            "TIMEOUT_S": float(self.settings.timeout_s),
+        }
+        source = self.template_source
+        for constant, value in values.items():
+            # json.dumps writes a valid Python literal for str and float, quotes escaped.
+            found = re.search(rf"^{constant} = .*$", source, re.MULTILINE)
+            if found is None:  # refused when the runtime was built; kept for mypy
+                raise ValueError(f"the template lost its {constant} assignment")
+            line = f"{constant} = {json.dumps(value)}"
+            source = source[: found.start()] + line + source[found.end() :]
+        return source
+
 
 class ToolDefinition(BaseModel):
     """A named gateway tool over one booking-system operation."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: str
     operation: str
     kind: Literal["read", "write"]
-    description: str
+    description: str = Field(min_length=1)
+    # What the platform shows while the tool runs.
+    execution_message_description: str = Field(min_length=1, max_length=120)
     parameters: dict[str, ToolParameter]
+    # Set by the catalogue loader (not written in tools.yaml): what the code is made from.
+    custom_tool: CustomToolRuntime | None = Field(default=None, repr=False, exclude=True)
 
     @field_validator("name")
     @classmethod
@@ -55,12 +144,70 @@ class ToolDefinition(BaseModel):
             "additionalProperties": False,
         }
 
+    def custom_tool_code(self) -> str:
+        """The Python source of this tool's custom tool (the shared template, rendered)."""
+        return self._runtime().render(self.name)
 
-@lru_cache(maxsize=1)
+    def custom_tool_body(self, workspace_id: str) -> dict[str, Any]:
+        """The assistant platform's ``POST /v1/custom-tools`` body for this tool."""
+        runtime = self._runtime()
+        return {
+            "workspace_id": workspace_id,
+            "name": self.name,
+            "description": self.description,
+            "language": runtime.settings.language,
+            "code": runtime.render(self.name),
+            "parameters": {name: p.platform_schema() for name, p in self.parameters.items()},
+            "execution_message_description": self.execution_message_description,
+            "enable_globally": True,
+        }
+
+    def _runtime(self) -> CustomToolRuntime:
+        if self.custom_tool is None:
+            raise ValueError(
+                f"tool {self.name!r} was not loaded through the catalogue; "
+                "use load_catalogue().tools"
+            )
+        return self.custom_tool
+
+
+class ToolsFile(BaseModel):
+    """The shape of ``tools.yaml``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    custom_tool: CustomToolSettings
+    tools: dict[str, ToolDefinition]
+
+    @model_validator(mode="before")
+    @classmethod
+    def _names_from_keys(cls, raw: Any) -> Any:
+        if isinstance(raw, dict) and isinstance(raw.get("tools"), dict):
+            raw = {
+                **raw,
+                "tools": {
+                    name: {"name": name, **body} if isinstance(body, dict) else body
+                    for name, body in raw["tools"].items()
+                },
+            }
+        return raw
+
+    @field_validator("tools")
+    @classmethod
+    def _the_six_of_the_spec(cls, tools: dict[str, ToolDefinition]) -> dict[str, ToolDefinition]:
+        missing = [n for n in SPEC_TOOL_NAMES if n not in tools]
+        unknown = [n for n in tools if n not in SPEC_TOOL_NAMES]
+        if missing or unknown:
+            raise ValueError(
+                "the catalogue must define exactly the six tools of spec §4.2 "
+                f"(missing: {', '.join(missing) or 'none'}; "
+                f"unknown: {', '.join(unknown) or 'none'})"
+            )
+        return tools
+
+
 def load_tools() -> dict[str, ToolDefinition]:
-    """The six tools of the catalogue, by name."""
-    text = resources.files("pmsgate.catalogue").joinpath("tools.yaml").read_text("utf-8")
-    raw = yaml.safe_load(text)
-    return {
-        name: ToolDefinition(name=name, **definition) for name, definition in raw["tools"].items()
-    }
+    """The six tools of the packaged catalogue, by name (checked and linted, cached)."""
+    from pmsgate.catalogue.loader import load_catalogue  # the loader imports this module
+
+    return load_catalogue().tools
