@@ -1,4 +1,4 @@
-"""All emulators behind one ASGI app, each under its own prefix (``/kross``, ``/platform``, ``/notes``)."""
+"""All emulators behind one ASGI app, under /kross, /platform and /notes."""
 
 from __future__ import annotations
 
