@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
+from tests.e2e.processes import free_port, pmsgate, serving
 
 SECRET_KEYS = generate_key_spec("t1")
 ADMIN_TOKEN = "admin-token-for-tests-0123456789"
@@ -45,6 +47,47 @@ def gateway_settings(database_url: str, redis_url: str | None = None, **override
     }
     values.update(overrides)
     return Settings(**values)
+
+
+@pytest.fixture(scope="session")
+def running(tmp_path_factory) -> Iterator[dict[str, Any]]:
+    """`pmsgate sandbox` and `pmsgate serve` as processes; a partner facility added by the CLI."""
+    sandbox_port, gateway_port = free_port(), free_port()
+    kross = f"http://127.0.0.1:{sandbox_port}/kross"
+    with serving("sandbox", "--port", str(sandbox_port), ready_url=f"{kross}/_sandbox/facilities"):
+        facilities = httpx.get(f"{kross}/_sandbox/facilities").json()
+        partner_key = next(f["api_key"] for f in facilities if f["kind"] == "partner")
+        env = {
+            "PMSGATE_DATA_DIR": str(tmp_path_factory.mktemp("gateway")),
+            "PMSGATE_KROSS_BASE_URL": kross,
+            "PMSGATE_PARTNER_API_KEY": partner_key,
+            "PMSGATE_SECRET_KEYS": generate_key_spec("e2e"),
+            "PMSGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+            "PMSGATE_DATABASE_URL": "",
+            "PMSGATE_REDIS_URL": "",
+        }
+        facility = next(f for f in facilities if f["kind"] == "partner")
+        added = pmsgate(
+            "facilities", "add",
+            "--hotel-id", facility["hotel_id"],
+            "--username", facility["username"],
+            "--kind", "partner",
+            "--integration-id", "int-e2e",
+            "--password-stdin", "--json",
+            env=env,
+            stdin=facility["password"] + "\n",
+        )  # fmt: skip
+        assert added.returncode == 0, added.stderr
+        key = json.loads(added.stdout)["gateway_key"]
+        gateway = f"http://127.0.0.1:{gateway_port}"
+        with serving("serve", "--port", str(gateway_port), ready_url=f"{gateway}/healthz", env=env):
+            yield {
+                "gateway": gateway,
+                "sandbox": f"http://127.0.0.1:{sandbox_port}",
+                "kross": kross,
+                "key": key,
+                "facility": facility,
+            }
 
 
 @dataclass

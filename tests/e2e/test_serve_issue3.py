@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import json
-from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -12,45 +10,6 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-
-from pmsgate.gateway.vault import generate_key_spec
-from tests.e2e.processes import free_port, pmsgate, serving
-
-ADMIN = "admin-token-0123456789abcdef"
-
-
-@pytest.fixture(scope="module")
-def running(tmp_path_factory) -> Iterator[dict[str, Any]]:
-    sandbox_port, gateway_port = free_port(), free_port()
-    kross = f"http://127.0.0.1:{sandbox_port}/kross"
-    with serving("sandbox", "--port", str(sandbox_port), ready_url=f"{kross}/_sandbox/facilities"):
-        facilities = httpx.get(f"{kross}/_sandbox/facilities").json()
-        partner_key = next(f["api_key"] for f in facilities if f["kind"] == "partner")
-        env = {
-            "PMSGATE_DATA_DIR": str(tmp_path_factory.mktemp("gateway")),
-            "PMSGATE_KROSS_BASE_URL": kross,
-            "PMSGATE_PARTNER_API_KEY": partner_key,
-            "PMSGATE_SECRET_KEYS": generate_key_spec("e2e"),
-            "PMSGATE_ADMIN_TOKEN": ADMIN,
-            "PMSGATE_DATABASE_URL": "",
-            "PMSGATE_REDIS_URL": "",
-        }
-        facility = next(f for f in facilities if f["kind"] == "partner")
-        added = pmsgate(
-            "facilities", "add",
-            "--hotel-id", facility["hotel_id"],
-            "--username", facility["username"],
-            "--kind", "partner",
-            "--integration-id", "int-e2e",
-            "--password-stdin", "--json",
-            env=env,
-            stdin=facility["password"] + "\n",
-        )  # fmt: skip
-        assert added.returncode == 0, added.stderr
-        key = json.loads(added.stdout)["gateway_key"]
-        gateway = f"http://127.0.0.1:{gateway_port}"
-        with serving("serve", "--port", str(gateway_port), ready_url=f"{gateway}/healthz", env=env):
-            yield {"gateway": gateway, "kross": kross, "key": key, "facility": facility}
 
 
 def tool(
