@@ -31,7 +31,7 @@ def test_db_upgrade_creates_the_sqlite_database_under_the_data_directory(env, tm
     assert (tmp_path / "data" / "pmsgate.db").exists()
 
 
-def test_demo_authenticates_reads_and_shows_each_documented_error(env, monkeypatch):
+def test_demo_runs_every_chapter_and_shows_what_it_promises(env, monkeypatch):
     monkeypatch.setenv("COLUMNS", "250")
     result = CliRunner().invoke(app, ["demo"])
     assert result.exit_code == 0, result.output
@@ -43,6 +43,12 @@ def test_demo_authenticates_reads_and_shows_each_documented_error(env, monkeypat
         "pms_edge_blocked",
         "pms_html_instead_of_json",
         "username_is_email",
+        "200 rapid calls to get-in-house-guests: 200 answered",
+        "upstream_budget_exhausted",
+        "sent to the booking system 1 time(s)",
+        "20 more calls sent 0 requests",
+        "MCP at /mcp: 6 tools",
+        "parameters[].description required",
     ):
         assert expected in result.output
 

@@ -18,7 +18,8 @@ from rich.console import Console
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.demo.booking_system import booking_system_chapter
-from pmsgate.demo.gateway import gateway_chapter
+from pmsgate.demo.gateway import GatewayTour, gateway_chapter
+from pmsgate.demo.platform import platform_chapter
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
@@ -47,4 +48,8 @@ async def run_demo(console: Console, *, seed: int = 1) -> None:
                 secret_keys=SecretStr(generate_key_spec("demo")),
                 limiter_wait_s=0.0,
             )
-            await gateway_chapter(console, gateway_settings, http, box, clock)
+            async with GatewayTour.open(console, gateway_settings, http, box, clock) as tour:
+                await gateway_chapter(tour)
+                await platform_chapter(
+                    console, http, f"{SANDBOX_HOST}/platform", tour.app, tour.key
+                )

@@ -25,23 +25,16 @@ from pmsgate.sandbox.app import Sandbox
 GATEWAY_HOST = "http://gateway.local"
 
 
-async def gateway_chapter(
-    console: Console,
-    settings: Settings,
-    kross_http: httpx.AsyncClient,
-    box: Sandbox,
-    clock: ManualClock,
-) -> None:
+async def gateway_chapter(tour: GatewayTour) -> None:
     """Register facilities, call the six tools, and show limits, staleness, writes, failures."""
-    console.rule("[bold]2. The gateway: six tools over HTTP and MCP, inside the limits")
-    async with GatewayTour.open(console, settings, kross_http, box, clock) as tour:
-        await tour.register_facilities()
-        await tour.six_tools()
-        await tour.rapid_calls()
-        await tour.exhausted_budget()
-        await tour.exactly_once_payment()
-        await tour.changed_password()
-        await tour.mcp()
+    tour.console.rule("[bold]2. The gateway: six tools over HTTP and MCP, inside the limits")
+    await tour.register_facilities()
+    await tour.six_tools()
+    await tour.rapid_calls()
+    await tour.exhausted_budget()
+    await tour.exactly_once_payment()
+    await tour.changed_password()
+    await tour.mcp()
 
 
 @dataclass
@@ -50,6 +43,7 @@ class GatewayTour:
 
     console: Console
     services: Services
+    app: Any
     http: httpx.AsyncClient
     box: Sandbox
     clock: ManualClock
@@ -75,7 +69,7 @@ class GatewayTour:
                     facility = next(
                         f for f in box.kross.facility_summaries() if f["kind"] == "partner"
                     )
-                    yield cls(console, services, http, box, clock, facility)
+                    yield cls(console, services, app, http, box, clock, facility)
 
     async def tool(self, name: str, **arguments: Any) -> httpx.Response:
         """Call a tool the way the assistant does."""
@@ -251,8 +245,7 @@ class GatewayTour:
 
     async def mcp(self) -> None:
         """The same tools over MCP (streamable HTTP at /mcp), with the same key."""
-        app = self.http._transport.app  # type: ignore[attr-defined]
-        transport = httpx2.ASGITransport(app=app)
+        transport = httpx2.ASGITransport(app=self.app)
         headers = {"Authorization": f"Bearer {self.key}"}
         async with (
             httpx2.AsyncClient(transport=transport, base_url=GATEWAY_HOST, headers=headers) as http,

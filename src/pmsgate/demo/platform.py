@@ -1,0 +1,98 @@
+"""Demo chapter 3: the catalogue provisioned on the assistant platform, run through the gateway."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx
+import uvicorn
+from pydantic import SecretStr
+from rich.console import Console
+from rich.table import Table
+
+from pmsgate.catalogue import load_catalogue
+from pmsgate.platform.assistant import AssistantClient, NewCustomTool
+from pmsgate.platform.errors import PlatformError
+from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
+
+
+@asynccontextmanager
+async def served_on_loopback(app: Any) -> AsyncIterator[str]:
+    """Serve an ASGI app (its lifespan already entered) on a free 127.0.0.1 port."""
+    server = uvicorn.Server(
+        uvicorn.Config(app, host="127.0.0.1", port=0, lifespan="off", log_config=None)
+    )
+    task = asyncio.create_task(server.serve())
+    while not server.started:  # the platform's tool runs are separate processes: real HTTP
+        if task.done():
+            task.result()
+        await asyncio.sleep(0.01)
+    port = server.servers[0].sockets[0].getsockname()[1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.should_exit = True
+        await task
+
+
+async def platform_chapter(
+    console: Console,
+    sandbox_http: httpx.AsyncClient,
+    platform_url: str,
+    gateway_app: Any,
+    gateway_key: str,
+) -> None:
+    """Create a workspace, provision the six catalogue tools, run each on the platform."""
+    console.rule("[bold]3. The catalogue on the assistant platform, run through the gateway")
+    catalogue = load_catalogue()
+    console.print(f"Catalogue v{catalogue.version} passes its lint: {catalogue.counts()}.")
+    platform = AssistantClient(
+        sandbox_http,
+        base_url=platform_url,
+        token=SecretStr(SANDBOX_PLATFORM_TOKEN),
+    )
+    workspace = await platform.ensure_workspace("Casa Demo", "casa-demo")
+    async with served_on_loopback(gateway_app) as gateway_url:
+        # The key lives in the workspace secrets, never in the tools' code.
+        await platform.set_secret(workspace.id, "PMSGATE_GATEWAY_URL", SecretStr(gateway_url))
+        await platform.set_secret(workspace.id, "PMSGATE_GATEWAY_KEY", SecretStr(gateway_key))
+        tools = {}
+        for name, tool in catalogue.tools.items():
+            body = NewCustomTool.model_validate(tool.custom_tool_body(workspace.id))
+            tools[name] = await platform.create_custom_tool(body)
+        table = Table(title=f"Custom tools of workspace {workspace.id}, each run on the platform")
+        for column in ("tool", "success", "message"):
+            table.add_column(column)
+        portals = await platform.run_custom_tool(tools["get-incomplete-portals"].id, {})
+        rows = portals.raw_data["data"]["reservations"] if portals.success else []
+        reservation = rows[0]["reservation_id"] if rows else 1
+        runs: dict[str, dict[str, Any]] = {
+            "check-availability": {"arrival": "2030-01-10", "departure": "2030-01-13"},
+            "get-reservation-status": {"reservation_id": reservation},
+            "get-in-house-guests": {},
+            "get-incomplete-portals": {},
+            "check-portal-status": {"reservation_id": reservation},
+            "get-checkin-instructions": {"reservation_id": reservation},
+        }
+        for name, parameters in runs.items():
+            run = await platform.run_custom_tool(tools[name].id, parameters)
+            table.add_row(name, str(run.success), run.message[:90])
+        console.print(table)
+
+    undocumented = {
+        "workspace_id": workspace.id,
+        "name": "undocumented-tool",
+        "description": "A tool whose parameter has no description.",
+        "code": "def main(**params):\n    return {'message': 'ok', 'rawData': None}\n",
+        "parameters": {"day": {"type": "string", "required": True}},
+    }
+    try:
+        await platform.create_custom_tool(NewCustomTool.model_validate(undocumented))
+    except PlatformError as error:
+        console.print(
+            f"A tool with an undescribed parameter is refused by the platform: "
+            f"[bold]{error.upstream_message}[/] (spec §7)."
+        )
