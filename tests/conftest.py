@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -100,25 +101,51 @@ def postgres_url() -> str:
     run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+@pytest.fixture(scope="session")
+def sqlite_template(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
+    """A SQLite file migrated once per run; each test gets a copy (migrating is the slow part)."""
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pmsgate.storage.db import create_engine, upgrade
+
+    path = tmp_path_factory.mktemp("sqlite-template") / "template.db"
+
+    async def migrate() -> None:
+        engine = create_engine(f"sqlite+aiosqlite:///{path}")
+        try:
+            await upgrade(engine)
+        finally:
+            await engine.dispose()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pool.submit(asyncio.run, migrate()).result()
+    return path
+
+
 @pytest.fixture(params=DATABASE_BACKENDS)
 async def database_url(request, tmp_path) -> AsyncIterator[str]:  # type: ignore[no-untyped-def]
-    """A migrated, empty database: a SQLite file, or the run's PostgreSQL database wiped."""
+    """A migrated, empty database: a copy of the SQLite template, or PostgreSQL emptied."""
+    import shutil
+
+    from sqlalchemy import text
+
     from pmsgate.storage.db import Base, create_engine, upgrade
 
     if request.param == "sqlite":
-        url = f"sqlite+aiosqlite:///{tmp_path / 'test.db'}"
-    else:
-        url = request.getfixturevalue("postgres_url")
-        engine = create_engine(url)
-        async with engine.begin() as connection:
-            await connection.run_sync(Base.metadata.drop_all)
-            from sqlalchemy import text
-
-            await connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
-        await engine.dispose()
+        path = tmp_path / "test.db"
+        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
+        yield f"sqlite+aiosqlite:///{path}"
+        return
+    url = request.getfixturevalue("postgres_url")
     engine = create_engine(url)
-    await upgrade(engine)
-    await engine.dispose()
+    try:
+        await upgrade(engine)  # a no-op at head; repairs a test that left another revision
+        tables = ", ".join(f'"{table.name}"' for table in Base.metadata.sorted_tables)
+        async with engine.begin() as connection:
+            await connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+    finally:
+        await engine.dispose()
     yield url
 
 

@@ -1,0 +1,1 @@
+"""The customer as a service: its records, its upstream clients, its enrolment."""

@@ -1,0 +1,251 @@
+"""The customer as a service: its records in one snapshot, and the upstream clients it runs on.
+
+:class:`CustomerServices` is built once per process by :func:`open_customer_services`
+(database migrated, vault, one shared assistant-platform client) and is what the
+knowledge bridge, onboarding and the CLI take. :meth:`CustomerServices.context` reads
+everything stored about one customer into a frozen :class:`CustomerContext`;
+:meth:`CustomerServices.notes` opens a notes client on the customer's own
+integration token, decrypted only for the life of that client.
+
+One seam per upstream: every httpx client comes from the injected ``http_factory``
+(tests, the demo and the sandbox pass one whose transport is the emulators' ASGI
+app; production passes nothing and gets real clients).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+import httpx
+from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from pmsgate.clock import Clock, SystemClock
+from pmsgate.config import Settings
+from pmsgate.errors import ConfigurationError, Conflict, NotFound
+from pmsgate.gateway.facilities import FacilityService, vault_from_settings
+from pmsgate.gateway.vault import Vault
+from pmsgate.platform.assistant import AssistantClient
+from pmsgate.platform.notes import NotesClient, NotesThrottle
+from pmsgate.storage.allowlist import AllowlistRepository
+from pmsgate.storage.apartments import ApartmentRepository, ApartmentView
+from pmsgate.storage.customers import CustomerRepository, CustomerView
+from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.integrations import IntegrationRepository, IntegrationView, token_context
+from pmsgate.storage.usage import UsageSnapshotRepository
+from pmsgate.storage.workspaces import (
+    WorkspaceConfigurationRepository,
+    WorkspaceConfigurationView,
+)
+
+Sleep = Callable[[float], Awaitable[None]]
+HttpFactory = Callable[[], httpx.AsyncClient]
+
+PMS_PROVIDER = "kross"
+NOTES_PROVIDER = "notes"
+
+
+@dataclass(frozen=True)
+class CustomerContext:
+    """Everything stored about one customer, read at one moment (never a token)."""
+
+    student_id: str
+    customer: CustomerView
+    workspace_id: str | None
+    pms: IntegrationView | None
+    notes: IntegrationView | None
+    apartments: list[ApartmentView]
+    workspace: WorkspaceConfigurationView | None = None
+
+    @property
+    def pms_connected(self) -> bool:
+        """True when the booking-system integration row exists and is ``connected``."""
+        return self.pms is not None and self.pms.status == "connected"
+
+    @property
+    def notes_connected(self) -> bool:
+        """True when a notes integration is ``connected`` with a stored token."""
+        return self.notes is not None and self.notes.status == "connected" and self.notes.has_token
+
+    @property
+    def apartments_database_id(self) -> str | None:
+        """The notes apartments database id, if a notes integration records one."""
+        return self.notes.apartments_database_id if self.notes is not None else None
+
+    @property
+    def hotel_id(self) -> str | None:
+        """The hotel_id of the gateway facility the booking-system row is linked to."""
+        return self.pms.facility_hotel_id if self.pms is not None else None
+
+
+def customer_not_found(student_id: str) -> NotFound:
+    """The error for a student_id that is not a registered customer."""
+    return NotFound(
+        f"No customer with student_id {student_id}.",
+        code="customer_not_found",
+        hint="Register it first (`pmsgate customers add`, or onboarding); "
+        "`pmsgate customers list` shows the registered customers.",
+    )
+
+
+class NotesNotConnected(Conflict):
+    """The customer has no notes integration with a stored token."""
+
+    code = "notes_not_connected"
+    hint = (
+        "Connect the notes workspace first: `pmsgate customers connect-notes STUDENT "
+        "--database-id … --token-stdin`."
+    )
+
+
+def default_http_factory() -> httpx.AsyncClient:
+    """A real httpx client (production); each upstream client gets its own."""
+    return httpx.AsyncClient(timeout=httpx.Timeout(30.0), follow_redirects=False)
+
+
+class CustomerServices:
+    """Repositories of the platform-side records and the upstream clients: one per process."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        clock: Clock,
+        sessions: async_sessionmaker[AsyncSession],
+        vault: Vault,
+        platform: AssistantClient | None,
+        http_factory: HttpFactory,
+        sleep: Sleep = anyio.sleep,
+    ) -> None:
+        self.settings = settings
+        self.clock = clock
+        self.sessions = sessions
+        self.vault = vault
+        self.http_factory = http_factory
+        self.sleep = sleep
+        self.customers = CustomerRepository(sessions, clock)
+        self.workspaces = WorkspaceConfigurationRepository(sessions, clock)
+        self.integrations = IntegrationRepository(sessions, clock)
+        self.apartments = ApartmentRepository(sessions, clock)
+        self.usage = UsageSnapshotRepository(sessions)
+        self.allowlist = AllowlistRepository(sessions, clock)
+        self.facilities = FacilityService(sessions, vault, clock, settings.partner_api_key)
+        self._platform = platform
+        # One throttle per notes token (integration row): clients of one token share its rate.
+        self._notes_throttles: dict[str, NotesThrottle] = {}
+
+    def __repr__(self) -> str:
+        return f"CustomerServices(vault={self.vault!r}, platform={self._platform!r})"
+
+    @property
+    def platform(self) -> AssistantClient:
+        """The shared assistant-platform client; a configuration error when no token is set."""
+        if self._platform is None:
+            raise ConfigurationError(
+                "PMSGATE_PLATFORM_API_TOKEN is not set: the assistant platform cannot be reached.",
+                code="platform_not_configured",
+                hint="Set PMSGATE_PLATFORM_API_URL and PMSGATE_PLATFORM_API_TOKEN.",
+            )
+        return self._platform
+
+    async def context(self, student_id: str) -> CustomerContext:
+        """Everything stored about the customer; ``customer_not_found`` when unregistered."""
+        key = student_id.strip()
+        customer = await self.customers.find(key)
+        if customer is None:
+            raise customer_not_found(key)
+        workspace = await self.workspaces.find(key)
+        rows: dict[str, IntegrationView] = {
+            row.provider: row for row in await self.integrations.of_student(key)
+        }
+        return CustomerContext(
+            student_id=customer.student_id,
+            customer=customer,
+            workspace_id=workspace.workspace_id if workspace is not None else None,
+            pms=rows.get(PMS_PROVIDER),
+            notes=rows.get(NOTES_PROVIDER),
+            apartments=await self.apartments.of_student(key),
+            workspace=workspace,
+        )
+
+    @asynccontextmanager
+    async def notes(self, ctx: CustomerContext) -> AsyncIterator[NotesClient]:
+        """A notes client on the customer's decrypted token, with its own httpx client."""
+        if ctx.notes is None or not ctx.notes.has_token:
+            raise NotesNotConnected(
+                f"Customer {ctx.student_id} has no notes integration with a token."
+            )
+        token = await self.notes_token(ctx.notes.id)
+        async with self._notes_http() as http:
+            yield self.notes_client(http, token, throttle=self._throttle_for(ctx.notes.id))
+
+    async def notes_token(self, integration_id: str) -> SecretStr:
+        """The decrypted token of a notes integration row (kept in a SecretStr)."""
+        ciphertext = await self.integrations.token_ciphertext(integration_id)
+        if ciphertext is None:
+            raise NotesNotConnected(f"Notes integration row {integration_id} has no token.")
+        return SecretStr(self.vault.decrypt(ciphertext, context=token_context(integration_id)))
+
+    def notes_client(
+        self, http: httpx.AsyncClient, token: SecretStr, *, throttle: NotesThrottle | None = None
+    ) -> NotesClient:
+        """A notes client on ``http`` (which it takes over) configured by the settings."""
+        return NotesClient.from_settings(
+            http,
+            token=token,
+            settings=self.settings,
+            clock=self.clock,
+            sleep=self.sleep,
+            throttle=throttle,
+        )
+
+    @asynccontextmanager
+    async def _notes_http(self) -> AsyncIterator[httpx.AsyncClient]:
+        http = self.http_factory()
+        try:
+            yield http
+        finally:
+            await http.aclose()
+
+    def _throttle_for(self, integration_id: str) -> NotesThrottle:
+        throttle = self._notes_throttles.get(integration_id)
+        if throttle is None:
+            throttle = self._notes_throttles[integration_id] = NotesThrottle(
+                self.settings.notes_requests_per_second, clock=self.clock, sleep=self.sleep
+            )
+        return throttle
+
+
+@asynccontextmanager
+async def open_customer_services(
+    settings: Settings,
+    *,
+    clock: Clock | None = None,
+    http_factory: HttpFactory | None = None,
+    sleep: Sleep = anyio.sleep,
+) -> AsyncIterator[CustomerServices]:
+    """Customer services on the configured database (migrated first), vault and platform."""
+    clock = clock or SystemClock()
+    factory = http_factory or default_http_factory
+    vault = vault_from_settings(settings)
+    async with AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(open_database(settings.effective_database_url))
+        platform = None
+        if settings.platform_api_token is not None:
+            platform_http = factory()
+            stack.push_async_callback(platform_http.aclose)
+            platform = AssistantClient.from_settings(
+                settings, platform_http, clock=clock, sleep=sleep
+            )
+        yield CustomerServices(
+            settings=settings,
+            clock=clock,
+            sessions=session_factory(engine),
+            vault=vault,
+            platform=platform,
+            http_factory=factory,
+            sleep=sleep,
+        )

@@ -1,0 +1,274 @@
+"""A customer enrolled on the in-process emulators, through the real services and clients.
+
+``enrolled_sandbox(database_url)`` builds a :class:`~pmsgate.sandbox.app.Sandbox`
+on a ManualClock, :class:`~pmsgate.customers.context.CustomerServices` whose httpx
+clients all talk to the sandbox's ASGI app, and enrols one seeded facility as a
+customer with the service functions (never raw SQL): customer row, workspace on the
+platform emulator + configuration, the workspace's booking-system connection, the
+kross integration row linked to a registered gateway facility, the notes
+integration (token encrypted), and the registry filled by the listings sync.
+
+Waits never block: the injected ``sleep`` moves the shared ManualClock, which is
+also the emulators' clock, so throttles and rate-limit buckets move together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+from fastapi import FastAPI
+from pydantic import SecretStr
+
+from pmsgate.clock import ManualClock
+from pmsgate.config import Settings
+from pmsgate.customers.context import (
+    CustomerContext,
+    CustomerServices,
+    HttpFactory,
+    open_customer_services,
+)
+from pmsgate.customers.service import (
+    RegistrySyncResult,
+    Subscription,
+    configure_workspace,
+    connect_notes,
+    link_pms,
+    register_customer,
+    set_pms_status,
+    sync_registry,
+)
+from pmsgate.gateway.facilities import NewFacility
+from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.sandbox.app import Sandbox
+from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
+from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.storage.customers import CustomerProfile
+from pmsgate.storage.integrations import IntegrationView
+
+SANDBOX_URL = "http://sandbox.test"
+PLATFORM_URL = f"{SANDBOX_URL}/platform"
+NOTES_URL = f"{SANDBOX_URL}/notes"
+KROSS_URL = f"{SANDBOX_URL}/kross"
+CONTRACT_PRICE = "price_sandbox_partner"
+PMS_ERROR_REASON = "booking-system authentication failed (the API password was changed)"
+
+
+class ClockSleep:
+    """An injected ``sleep`` that moves the ManualClock instead of waiting."""
+
+    def __init__(self, clock: ManualClock) -> None:
+        self.clock = clock
+        self.calls: list[float] = []
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+        self.clock.advance(seconds)
+        await anyio.lowlevel.checkpoint()
+
+
+def sandbox_http_factory(app: FastAPI) -> HttpFactory:
+    """Builds httpx clients whose transport is the sandbox app (one per upstream client)."""
+
+    def factory() -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=SANDBOX_URL)
+
+    return factory
+
+
+def sandbox_settings(database_url: str, **overrides: Any) -> Settings:
+    """Settings pointing every upstream at the in-process sandbox, with a fresh vault key."""
+    values: dict[str, Any] = {
+        "database_url": database_url,
+        "secret_keys": SecretStr(generate_key_spec("t1")),
+        "partner_api_key": SecretStr(SANDBOX_PARTNER_API_KEY),
+        "kross_base_url": KROSS_URL,
+        "platform_api_url": PLATFORM_URL,
+        "platform_api_token": SecretStr(SANDBOX_PLATFORM_TOKEN),
+        "notes_api_url": NOTES_URL,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+def student_id_of(facility: Mapping[str, Any]) -> str:
+    """The student_id the support gives the customer of a seeded facility."""
+    return f"stu-{facility['hotel_id']}"
+
+
+def profile_of(facility: Mapping[str, Any]) -> CustomerProfile:
+    """The customer profile of a seeded facility."""
+    return CustomerProfile(
+        student_id=student_id_of(facility),
+        email=f"owner-{facility['hotel_id']}@example.com",
+        name=str(facility["name"]),
+        kind=str(facility["kind"]),
+        contract_ref=f"C-{facility['hotel_id']}",
+        contract_price_id=CONTRACT_PRICE,
+    )
+
+
+@dataclass
+class EnrolledSandbox:
+    """The sandbox, the services on it, and the enrolled customer's seeded ground truth."""
+
+    sandbox: Sandbox
+    services: CustomerServices
+    student_id: str
+    facility: dict[str, Any]  # the kross facility summary: hotel_id, credentials, apartments
+    notes_ground_truth: dict[str, Any]  # the notes workspace: token, database_id, pages
+    settings: Settings
+    clock: ManualClock
+    sleep: ClockSleep
+    app: FastAPI
+    gateway_facility_registered: bool = False
+    last_sync: RegistrySyncResult | None = None
+    _original_password: str = field(default="", repr=False)
+
+    @property
+    def hotel_id(self) -> str:
+        """The enrolled facility's hotel_id."""
+        return str(self.facility["hotel_id"])
+
+    @property
+    def room_type_ids(self) -> list[str]:
+        """The booking system's room types of the facility, as registry keys."""
+        return sorted(str(a["id_room_type"]) for a in self.facility["apartments"])
+
+    @property
+    def notes_pages(self) -> list[dict[str, Any]]:
+        """The ground truth of every seeded notes page of the customer."""
+        pages: list[dict[str, Any]] = self.notes_ground_truth["pages"]
+        return pages
+
+    async def context(self) -> CustomerContext:
+        """The customer's context now."""
+        return await self.services.context(self.student_id)
+
+    @asynccontextmanager
+    async def http(self) -> AsyncIterator[httpx.AsyncClient]:
+        """An httpx client on the sandbox app (for the emulators' /_sandbox controls)."""
+        async with sandbox_http_factory(self.app)() as client:
+            yield client
+
+    async def sync(self) -> RegistrySyncResult:
+        """Run the listings sync of the customer."""
+        self.last_sync = await sync_registry(self.services, self.student_id)
+        return self.last_sync
+
+    async def break_pms(self, reason: str = PMS_ERROR_REASON) -> IntegrationView:
+        """Spec §3: the API password changes upstream → listings 0, the kross row in ``error``."""
+        self.sandbox.kross.change_password(self.hotel_id, self._original_password + "-changed")
+        if self.gateway_facility_registered:
+            await self.services.facilities.mark_error(self.hotel_id, reason)
+        return await set_pms_status(self.services, self.student_id, "error", error=reason)
+
+    async def restore_pms(self) -> IntegrationView:
+        """Back to the enrolled password: listings return, the kross row ``connected``."""
+        self.sandbox.kross.change_password(self.hotel_id, self._original_password)
+        if self.gateway_facility_registered:
+            await self.services.facilities.mark_connected(self.hotel_id)
+        return await set_pms_status(self.services, self.student_id, "connected")
+
+
+@asynccontextmanager
+async def enrolled_sandbox(
+    database_url: str,
+    *,
+    seed: int = 7,
+    clock: ManualClock | None = None,
+    student_index: int = 0,
+    settings_overrides: Mapping[str, Any] | None = None,
+    register_facility: bool = True,
+    with_notes: bool = True,
+    sync: bool = True,
+) -> AsyncIterator[EnrolledSandbox]:
+    """A sandbox with one seeded facility enrolled as a customer (see the module docstring).
+
+    ``with_notes=False`` leaves the notes integration out, ``sync=False`` the registry
+    empty, ``register_facility=False`` the kross row unlinked to a gateway facility.
+    """
+    clock = clock or ManualClock()
+    sleep = ClockSleep(clock)
+    sandbox = Sandbox(seed=seed, clock=clock)
+    app = sandbox.asgi_app()
+    settings = sandbox_settings(database_url, **dict(settings_overrides or {}))
+    facility = sandbox.kross.facility_summaries()[student_index]
+    truth = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    async with open_customer_services(
+        settings, clock=clock, http_factory=sandbox_http_factory(app), sleep=sleep
+    ) as services:
+        enrolled = EnrolledSandbox(
+            sandbox=sandbox,
+            services=services,
+            student_id=student_id_of(facility),
+            facility=facility,
+            notes_ground_truth=truth,
+            settings=settings,
+            clock=clock,
+            sleep=sleep,
+            app=app,
+            _original_password=str(facility["password"]),
+        )
+        await enrol(enrolled, register_facility=register_facility, with_notes=with_notes)
+        if sync:
+            await enrolled.sync()
+        yield enrolled
+
+
+async def enrol(
+    enrolled: EnrolledSandbox, *, register_facility: bool = True, with_notes: bool = True
+) -> None:
+    """Enrol the facility's customer step by step through the service functions."""
+    services, facility = enrolled.services, enrolled.facility
+    await register_customer(
+        services,
+        profile_of(facility),
+        subscription=Subscription("sub_" + enrolled.hotel_id, "active", CONTRACT_PRICE),
+    )
+    config = await configure_workspace(
+        services,
+        enrolled.student_id,
+        plan_limit_usd=150,
+        alert_threshold_pct=80,
+        workspace_slug=f"sandbox-{enrolled.hotel_id}",
+    )
+    assert config.workspace_id is not None
+    async with enrolled.http() as http:
+        answer = await http.put(
+            f"/platform/_sandbox/workspaces/{config.workspace_id}/pms-connection",
+            json={
+                "hotel_id": enrolled.hotel_id,
+                "username": facility["username"],
+                "password": facility["password"],
+            },
+        )
+        answer.raise_for_status()
+    # The natural order: the row first (its id is what the facility is registered with).
+    row = await link_pms(services, enrolled.student_id, enrolled.hotel_id)
+    if register_facility:
+        await services.facilities.add(
+            NewFacility(
+                hotel_id=enrolled.hotel_id,
+                username=facility["username"],
+                password=SecretStr(facility["password"]),
+                kind=facility["kind"],
+                api_key=SecretStr(facility["api_key"]) if facility["kind"] == "own" else None,
+                integration_id=row.id,
+                name=facility["name"],
+            )
+        )
+        await link_pms(services, enrolled.student_id, enrolled.hotel_id)
+        enrolled.gateway_facility_registered = True
+    if with_notes:
+        await connect_notes(
+            services,
+            enrolled.student_id,
+            SecretStr(enrolled.notes_ground_truth["token"]),
+            enrolled.notes_ground_truth["database_id"],
+            notes_workspace_id=enrolled.notes_ground_truth["workspace_id"],
+        )

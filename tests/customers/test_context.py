@@ -1,0 +1,141 @@
+"""The customer context and services, on the emulators through the real clients."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from pydantic import SecretStr
+from sqlalchemy import select
+
+from pmsgate.customers.context import CustomerServices, open_customer_services
+from pmsgate.errors import PmsgateError
+from pmsgate.storage.db import open_database
+from pmsgate.storage.integrations import token_context
+from pmsgate.storage.models import PmsIntegration
+
+from ..gateway.facility_support import all_stored_text
+from .support import enrolled_sandbox, sandbox_settings
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_context_holds_the_customer_workspace_integrations_and_registry(
+    database_url: str,
+) -> None:
+    async with enrolled_sandbox(database_url) as box:
+        ctx = await box.context()
+        workspaces = box.sandbox.platform.workspaces()
+
+    assert ctx.student_id == box.student_id
+    assert ctx.customer.email == f"owner-{box.hotel_id}@example.com"
+    assert ctx.customer.subscription_active_on_contract_price
+    assert ctx.workspace is not None and ctx.workspace.billing_mode == "partner_markup"
+    assert ctx.workspace_id == ctx.workspace.workspace_id
+    assert ctx.workspace_id in {w.id for w in workspaces}
+    assert ctx.pms is not None and ctx.pms.provider == "kross"
+    assert ctx.pms.status == "connected" and ctx.pms_connected
+    assert ctx.pms.facility_hotel_id == box.hotel_id == ctx.hotel_id
+    assert ctx.pms.id != ctx.student_id
+    assert ctx.notes is not None and ctx.notes.provider == "notes" and ctx.notes_connected
+    assert ctx.apartments_database_id == box.notes_ground_truth["database_id"]
+    assert sorted(a.pms_room_type_id for a in ctx.apartments) == box.room_type_ids
+
+
+async def test_the_facility_is_linked_by_its_integration_id(database_url: str) -> None:
+    async with enrolled_sandbox(database_url) as box:
+        ctx = await box.context()
+        facility = await box.services.facilities.get(box.hotel_id)
+    assert ctx.pms is not None
+    assert facility.integration_id == ctx.pms.id
+
+
+async def test_an_unknown_student_is_customer_not_found_with_a_hint(database_url: str) -> None:
+    async with enrolled_sandbox(database_url, sync=False) as box:
+        with pytest.raises(PmsgateError) as caught:
+            await box.services.context("stu-nobody")
+    assert caught.value.code == "customer_not_found"
+    assert caught.value.status == 404
+    assert "customers add" in caught.value.hint
+
+
+async def test_the_notes_token_is_stored_only_encrypted_and_used_decrypted(
+    database_url: str,
+) -> None:
+    async with enrolled_sandbox(database_url, sync=False) as box:
+        token = box.notes_ground_truth["token"]
+        ctx = await box.context()
+        assert ctx.notes is not None
+        async with box.services.notes(ctx) as notes:
+            pages = await notes.query_database(box.notes_ground_truth["database_id"])
+            assert token not in repr(notes)
+        vault = box.services.vault
+
+    assert sorted(str(p.room_type_id) for p in pages) == box.room_type_ids
+    assert token not in repr(ctx)
+    stored = await all_stored_text(database_url)
+    assert token not in stored
+    async with open_database(database_url, migrate=False) as engine, engine.connect() as conn:
+        ciphertext = (
+            await conn.execute(
+                select(PmsIntegration.token_enc).where(PmsIntegration.id == ctx.notes.id)
+            )
+        ).scalar_one()
+    assert ciphertext is not None and ciphertext.startswith(f"{vault.primary_key_id}:")
+    assert vault.decrypt(ciphertext, context=token_context(ctx.notes.id)) == token
+
+
+async def test_each_notes_client_gets_its_own_http_client_closed_on_exit(
+    database_url: str,
+) -> None:
+    async with enrolled_sandbox(database_url, sync=False) as box:
+        made: list[httpx.AsyncClient] = []
+        factory = box.services.http_factory
+
+        def counting_factory() -> httpx.AsyncClient:
+            client = factory()
+            made.append(client)
+            return client
+
+        box.services.http_factory = counting_factory
+        ctx = await box.context()
+        async with box.services.notes(ctx) as first, box.services.notes(ctx) as second:
+            assert first is not second
+            await first.query_database(box.notes_ground_truth["database_id"])
+            await second.query_database(box.notes_ground_truth["database_id"])
+            assert len(made) == 2 and made[0] is not made[1]
+            assert not any(client.is_closed for client in made)
+            # Clients of one token share one throttle: together they keep its rate.
+            assert first.throttle is second.throttle
+    assert all(client.is_closed for client in made)
+
+
+async def test_notes_without_a_notes_integration_is_notes_not_connected(
+    database_url: str,
+) -> None:
+    async with enrolled_sandbox(database_url, with_notes=False, sync=False) as box:
+        ctx = await box.context()
+        assert ctx.notes is None and not ctx.notes_connected
+        with pytest.raises(PmsgateError) as caught:
+            async with box.services.notes(ctx):
+                pass
+    assert caught.value.code == "notes_not_connected"
+    assert "connect-notes" in caught.value.hint
+
+
+async def test_without_a_platform_token_the_platform_is_a_configuration_error(
+    database_url: str,
+) -> None:
+    settings = sandbox_settings(database_url, platform_api_token=None)
+    async with open_customer_services(settings) as services:
+        assert isinstance(services, CustomerServices)
+        with pytest.raises(PmsgateError) as caught:
+            _ = services.platform
+    assert caught.value.code == "platform_not_configured"
+
+
+async def test_the_services_never_show_a_secret_in_their_repr(database_url: str) -> None:
+    secret = "platform-token-that-must-stay-hidden"
+    settings = sandbox_settings(database_url, platform_api_token=SecretStr(secret))
+    async with open_customer_services(settings) as services:
+        assert secret not in repr(services)
+        assert secret not in repr(services.platform)
