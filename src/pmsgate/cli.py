@@ -10,8 +10,11 @@ from rich.console import Console
 
 from pmsgate.catalogue.cli import catalogue_app
 from pmsgate.config import get_settings
+from pmsgate.customers.cli import customers_app
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.cli import facilities_app, secrets_app
+from pmsgate.knowledge.cli import knowledge_app
+from pmsgate.knowledge.sync_cli import sync_command  # noqa: F401  (adds `knowledge sync`)
 from pmsgate.logs import configure_logging
 
 app = typer.Typer(
@@ -25,6 +28,8 @@ app.add_typer(db_app, name="db")
 app.add_typer(facilities_app, name="facilities")
 app.add_typer(secrets_app, name="secrets")
 app.add_typer(catalogue_app, name="catalogue")
+app.add_typer(knowledge_app, name="knowledge")
+app.add_typer(customers_app, name="customers")
 
 console = Console()
 err_console = Console(stderr=True)

@@ -324,3 +324,86 @@ class AllowlistEntry(Base):
     subscription: Mapped[str] = mapped_column(String(100), default="")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+# ======================================================================================
+# Knowledge sync (issue 5): what the last sync saw of each apartment's notes page, and
+# the sync jobs the web app and the CLI start. The platform's nodes (found by the source
+# key in their metadata) are the ground truth; these rows only let a sync skip work.
+# ======================================================================================
+
+SyncJobKind = Literal["dry_run", "commit"]
+SyncJobStatus = Literal["queued", "running", "succeeded", "failed"]
+ACTIVE_SYNC_JOB_STATUSES: tuple[str, ...] = ("queued", "running")
+
+
+class KnowledgePageState(Base):
+    """One apartment page as the last sync read it: its edit time, its check, its node hashes.
+
+    Never holds page content (a WiFi password is a secret): only hashes and section ids.
+    """
+
+    __tablename__ = "knowledge_page_states"
+    __table_args__ = (
+        UniqueConstraint("student_id", "notes_page_id", name="uq_knowledge_page_states_page"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student_id: Mapped[str] = mapped_column(ForeignKey("customers.student_id"))
+    notes_page_id: Mapped[str] = mapped_column(String(100))
+    # The page's last_edited_time (the API rounds it to the minute) and when its tree read began.
+    page_edited_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    read_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    # Bumped when the page-to-nodes rules change, so every page is read again once.
+    format_version: Mapped[int] = mapped_column(Integer)
+    template_complete: Mapped[bool] = mapped_column(Boolean)
+    missing_sections: Mapped[list[str]] = mapped_column(JSON)
+    wifi_found: Mapped[bool] = mapped_column(Boolean)
+    wifi_source_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    # source key -> content hash of every node the page yields (as of read_at).
+    node_hashes: Mapped[dict[str, str]] = mapped_column(JSON)
+    # Set only when every node above was written to the platform under this listing.
+    synced_listing_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
+    synced_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class KnowledgeSyncJob(Base):
+    """One dry run or commit of a customer's knowledge sync, with its progress and counters."""
+
+    __tablename__ = "knowledge_sync_jobs"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", get_args(SyncJobKind)), name="kind"),
+        CheckConstraint(_one_of("status", get_args(SyncJobStatus)), name="status"),
+        CheckConstraint("progress_done >= 0 AND progress_total >= 0", name="progress_non_negative"),
+        # One active sync per customer, across replicas: two commits racing would both
+        # create the nodes neither has seen yet.
+        Index(
+            "uq_knowledge_sync_jobs_one_active",
+            "student_id",
+            unique=True,
+            sqlite_where=text("status IN ('queued', 'running')"),
+            postgresql_where=text("status IN ('queued', 'running')"),
+        ),
+        Index("ix_knowledge_sync_jobs_student_created_at", "student_id", "created_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    student_id: Mapped[str] = mapped_column(ForeignKey("customers.student_id"))
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    progress_done: Mapped[int] = mapped_column(Integer, default=0)
+    progress_total: Mapped[int] = mapped_column(Integer, default=0)
+    # The specification's counters and the per-apartment details, once known.
+    counters: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    error_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Which process runs it; its heartbeat tells a live job from one a restart interrupted.
+    runner_id: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    heartbeat_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
