@@ -213,3 +213,21 @@ async def test_background_refreshes_leave_the_reserved_budget_to_interactive_cal
     interactive = await gateway.tool("get-in-house-guests", key)
     assert interactive.json()["meta"]["source"] == "upstream"
     assert kross_store.stats.requests_by_operation["reservations/get-list"] == 2
+
+
+async def test_any_range_inside_the_availability_window_is_answered_from_one_read(
+    gateway, facility, kross_store, clock
+):
+    _, key = facility
+    today = clock.now().date()
+    for offset, nights in [(1, 2), (5, 3), (20, 7), (60, 1), (85, 4)]:
+        arrival = today + dt.timedelta(days=offset)
+        answer = await gateway.tool(
+            "check-availability",
+            key,
+            arrival=arrival.isoformat(),
+            departure=(arrival + dt.timedelta(days=nights)).isoformat(),
+        )
+        assert answer.status_code == 200
+        assert answer.json()["data"]["nights"] == nights
+    assert kross_store.stats.requests_by_operation["calendar/get-availability"] == 1

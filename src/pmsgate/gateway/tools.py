@@ -29,6 +29,8 @@ WINDOW_DAYS_BACK = 30
 WINDOW_DAYS_AHEAD = 365
 PAGE_SIZE = 500
 MAX_RANGE_DAYS = 60
+# Availability is read for today … +90 days in one request (the booking system allows 366).
+AVAILABILITY_WINDOW_DAYS = 90
 STATUS_LABELS = {
     "CONF": "confirmed",
     "PEND": "pending",
@@ -222,12 +224,22 @@ class Tools:
         arrival, departure = args.arrival, args.departure
         _check_range(arrival, departure, "arrival", "departure", exclusive_end=True)
         last_night = departure - dt.timedelta(days=1)
-        payload: dict[str, Any] = {
-            "date_from": arrival.isoformat(),
-            "date_to": last_night.isoformat(),
-        }
-        if args.apartment_id is not None:
-            payload["id_room_type"] = args.apartment_id
+        today = self._today()
+        window_end = today + dt.timedelta(days=AVAILABILITY_WINDOW_DAYS - 1)
+        if today <= arrival and last_night <= window_end:
+            # Guests ask for their own dates: one cached window answers every range inside it,
+            # so a new range costs no permit (a per-range cache missed almost every time).
+            payload: dict[str, Any] = {
+                "date_from": today.isoformat(),
+                "date_to": window_end.isoformat(),
+            }
+            key = f"availability:window:{today.isoformat()}"
+        else:
+            payload = {"date_from": arrival.isoformat(), "date_to": last_night.isoformat()}
+            if args.apartment_id is not None:
+                payload["id_room_type"] = args.apartment_id
+            scope = args.apartment_id or "all"
+            key = f"availability:{payload['date_from']}:{payload['date_to']}:{scope}"
 
         async def fetch(priority: Priority) -> dict[str, Any]:
             result = await self.gateway.read(
@@ -235,17 +247,21 @@ class Tools:
             )
             return {"rows": result.data or []}
 
-        key = (
-            f"availability:{payload['date_from']}:{payload['date_to']}:{args.apartment_id or 'all'}"
-        )
         cached = await self.gateway.cached_read(
             facility, key, max_age_s=self.max_age_s("check-availability"), fetch=fetch
         )
         nights = [AvailabilityNight.model_validate(r) for r in cached.value["rows"]]
-        kept = filter_availability(nights, arrival, last_night)
+        # Rows outside what was asked of the server are dropped and counted (spec §7);
+        # the stay's nights are then taken from what is left.
+        asked = filter_availability(
+            nights,
+            dt.date.fromisoformat(payload["date_from"]),
+            dt.date.fromisoformat(payload["date_to"]),
+        )
+        stay = [n for n in asked.items if arrival <= n.date <= last_night]
         stay_nights = (departure - arrival).days
         by_apartment: dict[int, list[AvailabilityNight]] = {}
-        for night in kept.items:
+        for night in stay:
             if args.apartment_id is None or night.id_room_type == args.apartment_id:
                 by_apartment.setdefault(night.id_room_type, []).append(night)
         apartments = []
@@ -274,7 +290,7 @@ class Tools:
                 "available_count": len(available),
                 "apartments": apartments,
             },
-            meta=_meta(cached, count=len(apartments), dropped=kept.dropped_out_of_range),
+            meta=_meta(cached, count=len(apartments), dropped=asked.dropped_out_of_range),
         )
 
     async def _reservation_status(self, facility: FacilityView, args: Any) -> ToolAnswer:
