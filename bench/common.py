@@ -8,6 +8,7 @@ import math
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
@@ -216,7 +217,33 @@ def machine() -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
         "platform": platform.platform(),
+        "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
+        **_source_state(),
     }
+
+
+def _source_state() -> dict[str, Any]:
+    """The commit measured, and the files that differed from it (read-only git queries)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    try:
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        status = subprocess.run(
+            ["git", "status", "--porcelain", "--", "src"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.splitlines()
+    except (OSError, subprocess.CalledProcessError):
+        # Not a git checkout (e.g. an exported snapshot): say what it is, if told.
+        return {"commit": os.environ.get("BENCH_SOURCE"), "src_changes": None}
+    return {"commit": commit, "src_changes": [line[3:] for line in status]}
 
 
 def freeze_heap() -> None:

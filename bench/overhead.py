@@ -56,8 +56,10 @@ from bench.common import (
     sqlite_url,
 )
 from bench.serve import LONG_FRESHNESS
+from pmsgate.app import Services
 from pmsgate.clock import SystemClock
 from pmsgate.config import DEFAULT_USER_AGENT
+from pmsgate.gateway.facilities import FacilityView
 from pmsgate.pms.client import PmsClient
 from pmsgate.pms.credentials import Credentials
 from pmsgate.pms.operations import load_operations
@@ -82,7 +84,7 @@ class OverheadConfig:
 
 @dataclass
 class Kind:
-    """One kind of call: how to make call number i, and where its server time is measured."""
+    """One kind of call: how to make the next one, and where its server time is measured."""
 
     name: str
     server: str  # "gateway" or "emulator"
@@ -101,6 +103,7 @@ class Setup:
     record: dict[str, Any]
     gateway_timings: Callable[[], Awaitable[dict[str, list[float]]]]
     emulator_timings: Callable[[], Awaitable[dict[str, list[float]]]]
+    services: Services | None = None  # in-process only: for the breakdown of a cached call
 
 
 def _ranges(start: dt.date) -> Iterator[dict[str, str]]:
@@ -208,6 +211,62 @@ async def _reservation_in_window(setup: Setup) -> int:
     return int(rows[0]["reservation_id"])
 
 
+async def breakdown(
+    setup: Setup, services: Services, kinds: list[Kind], rounds: int
+) -> dict[str, Any]:
+    """Where a cached call's server time goes: the key check and the tool, timed apart.
+
+    The last figure is a diagnostic, not the gateway's behaviour: the same cached call
+    with ``facilities.authenticate`` answered from memory for this one key, to show what
+    the per-call database lookup of the gateway key costs.
+    """
+    apartment_id = setup.record["apartments"][0]["id_room_type"]
+    reservation_id = await _reservation_in_window(setup)
+    authenticate = services.facilities.authenticate
+    facility = await authenticate(setup.key)
+    steps: dict[str, Callable[[], Awaitable[Any]]] = {
+        "gateway key check (facilities.authenticate, one database query)": lambda: authenticate(
+            setup.key
+        ),
+        "tool only: get-checkin-instructions (cache read)": lambda: services.tools.call(
+            facility, "get-checkin-instructions", {"apartment_id": apartment_id}
+        ),
+        "tool only: get-reservation-status (cached reservation window)": lambda: (
+            services.tools.call(
+                facility, "get-reservation-status", {"reservation_id": reservation_id}
+            )
+        ),
+    }
+    figures: dict[str, Any] = {}
+    for name, step in steps.items():
+        samples: list[float] = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await step()
+            samples.append(time.perf_counter() - started)
+        figures[name] = latency(samples).as_dict()
+
+    cached = next(k for k in kinds if k.name == "cached tool (instructions)")
+
+    async def remembered(raw_key: str) -> FacilityView:
+        if raw_key != setup.key:
+            return await authenticate(raw_key)
+        return facility
+
+    services.facilities.authenticate = remembered
+    try:
+        await setup.gateway_timings()
+        for _ in range(rounds):
+            await _timed(cached, [], [])
+        server = (await setup.gateway_timings()).get(cached.label, [])
+    finally:
+        services.facilities.authenticate = authenticate
+    figures["what-if: cached tool (instructions) server time, key check from memory"] = latency(
+        server
+    ).as_dict()
+    return figures
+
+
 async def _timed(kind: Kind, samples: list[float], failures: list[int]) -> None:
     started = time.perf_counter()
     response = await kind.call()
@@ -269,6 +328,8 @@ async def measure(
             "throughput_concurrent_rps": throughput[kind.name],
             "non_200": len(failures[kind.name]),
         }
+    if setup.services is not None:
+        results["breakdown"] = await breakdown(setup, setup.services, kinds, config.requests)
     upstream = latency(emulator_server.get(f"/v5/{UPSTREAM_OPERATION}", []))
     results["emulator, serving the gateway's upstream calls"] = {
         "client": {"p50_ms": float("nan"), "p99_ms": float("nan")},
@@ -321,6 +382,7 @@ async def asgi_setup(config: OverheadConfig) -> AsyncIterator[Setup]:
                     record,
                     gateway_timings,
                     emulator_timings,
+                    gateway.services,
                 )
 
 

@@ -1,4 +1,4 @@
-"""``python -m bench.run [overhead|workload|all]``: run the benchmarks, print the figures.
+"""``python -m bench.run [overhead|workload|knowledge-sync|all]``: run benchmarks, print figures.
 
 ``make bench`` runs ``python -m bench.run`` (= ``all`` with the defaults). Each
 benchmark prints a short table and, with ``--json PATH``, writes every figure
@@ -10,16 +10,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
 
 from bench.common import machine
+from bench.knowledge_sync import KnowledgeSyncConfig, print_knowledge_sync, run_knowledge_sync
 from bench.overhead import OverheadConfig, run_overhead
 from bench.workload import GatewayKind, WorkloadConfig, run_workload
 from pmsgate.logs import configure_logging
 
-DEFAULT_WORKLOAD_FACILITIES = 5
+DEFAULT_WORKLOAD_FACILITIES = 3
 
 
 def _progress(message: str) -> None:
@@ -32,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
         "benchmark",
         nargs="?",
         default="all",
-        choices=["overhead", "workload", "all"],
+        choices=["overhead", "workload", "knowledge-sync", "all"],
         help="which benchmark to run (default: all)",
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
@@ -88,6 +90,25 @@ def _parser() -> argparse.ArgumentParser:
         default="both",
         help="which gateway(s) get the workload",
     )
+    knowledge = parser.add_argument_group("knowledge-sync")
+    knowledge.add_argument(
+        "--apartments",
+        type=int,
+        default=KnowledgeSyncConfig.apartments,
+        help="apartments of the synced customer (~35 nodes each)",
+    )
+    knowledge.add_argument(
+        "--platform-requests-per-minute",
+        type=int,
+        default=KnowledgeSyncConfig.platform_requests_per_minute,
+        help="the platform client's budget per workspace (the platform allows 120)",
+    )
+    knowledge.add_argument(
+        "--apartment-concurrency",
+        type=int,
+        default=KnowledgeSyncConfig.max_concurrent_apartments,
+        help="apartments synced at a time",
+    )
     return parser
 
 
@@ -99,6 +120,8 @@ def _print_overhead(results: dict[str, Any]) -> None:
             f"{'req/s (1)':>9} {'req/s (c)':>9}"
         )
         for name, row in figures.items():
+            if name == "breakdown":
+                continue
             server = row.get("server") or {}
             print(
                 f"{name:<34} {row['client']['p50_ms']:>10.2f} {row['client']['p99_ms']:>8.2f} "
@@ -106,6 +129,8 @@ def _print_overhead(results: dict[str, Any]) -> None:
                 f"{server.get('p99_ms', float('nan')):>8.2f} "
                 f"{row['throughput_sequential_rps']:>9.0f} {row['throughput_concurrent_rps']:>9.0f}"
             )
+        for step, figures_ms in figures.get("breakdown", {}).items():
+            print(f"  {step}: p50 {figures_ms['p50_ms']:.3f} ms, p99 {figures_ms['p99_ms']:.3f} ms")
 
 
 def _print_workload(results: dict[str, Any]) -> None:
@@ -116,13 +141,15 @@ def _print_workload(results: dict[str, Any]) -> None:
         "errors",
         "error_codes",
         "errors_by_tool",
+        "errors_first_minute",
+        "errors_after_first_minute",
         "answered_from_cache_share",
         "stale_share",
         "stale_max_age_s",
         "upstream_requests",
         "upstream_per_facility_minute_max",
         "upstream_per_facility_minute_mean",
-        "upstream_per_facility_hour_max",
+        "upstream_per_facility_run_max",
         "upstream_429",
         "tokens_issued_per_facility",
         "sessions_refused",
@@ -138,7 +165,8 @@ def _print_workload(results: dict[str, Any]) -> None:
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    results: dict[str, Any] = {"machine": machine(), "command": " ".join(sys.argv)}
+    command = " ".join(["python -m bench.run", *sys.argv[1:]])
+    results: dict[str, Any] = {"machine": machine(), "command": command}
     if args.benchmark in ("overhead", "all"):
         config = OverheadConfig(
             requests=args.requests,
@@ -161,6 +189,15 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         )
         results["workload"] = await run_workload(workload, gateways, _progress)
         _print_workload(results["workload"])
+    if args.benchmark in ("knowledge-sync", "all"):
+        knowledge = KnowledgeSyncConfig(
+            apartments=args.apartments,
+            platform_requests_per_minute=args.platform_requests_per_minute,
+            max_concurrent_apartments=args.apartment_concurrency,
+        )
+        results["knowledge_sync"] = await run_knowledge_sync(knowledge, _progress)
+        print_knowledge_sync(results["knowledge_sync"])
+    results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return results
 
 

@@ -16,6 +16,7 @@ from pmsgate.gateway.cli import facilities_app, secrets_app
 from pmsgate.knowledge.cli import knowledge_app
 from pmsgate.knowledge.sync_cli import sync_command  # noqa: F401  (adds `knowledge sync`)
 from pmsgate.logs import configure_logging
+from pmsgate.onboarding.cli import onboard_app
 
 app = typer.Typer(
     name="pmsgate",
@@ -30,6 +31,7 @@ app.add_typer(secrets_app, name="secrets")
 app.add_typer(catalogue_app, name="catalogue")
 app.add_typer(knowledge_app, name="knowledge")
 app.add_typer(customers_app, name="customers")
+app.add_typer(onboard_app, name="onboard")
 
 console = Console()
 err_console = Console(stderr=True)

@@ -72,6 +72,12 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = Field(
         default=None, description="Bearer token of the admin HTTP API."
     )
+    gateway_public_url: str | None = Field(
+        default=None,
+        description="The gateway's base URL as the assistant platform's custom tools reach it "
+        "(e.g. https://gateway.example.com); onboarding stores it as the workspace secret "
+        "PMSGATE_GATEWAY_URL.",
+    )
     # --- tokens, limiter, read cache (gateway) ---
     token_refresh_ahead_s: float = Field(
         default=3600.0,
@@ -182,6 +188,17 @@ class Settings(BaseSettings):
     )
     notes_timeout_s: float = Field(
         default=30.0, gt=0, description="Timeout of one notes-workspace request, in seconds."
+    )
+    # --- onboarding message (spec §4.3 step 16) ---
+    smtp_url: SecretStr | None = Field(
+        default=None,
+        description="SMTP server the onboarding message is sent through, e.g. "
+        "smtp://user:password@mail.example.com:587 (STARTTLS) or smtps://…:465; unset = the "
+        "message is written to <data_dir>/outbox/ instead.",
+    )
+    mail_from: str = Field(
+        default="Guest assistant onboarding <onboarding@localhost>",
+        description="From address of the onboarding message.",
     )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")

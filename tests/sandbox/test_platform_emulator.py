@@ -665,3 +665,138 @@ async def test_reset_returns_to_the_seed(http: httpx.AsyncClient, workspace: str
     assert slugs == [EXISTING_WORKSPACE_SLUG]
     summaries = (await http.get("/_sandbox/workspaces")).json()
     assert summaries[0]["custom_tools"] == 1
+
+
+# --- test conversations (emulator-only) -----------------------------------------------------
+
+STAY_CODE = (
+    "def main(**params):\n"
+    "    return {'message': 'free from ' + params['arrival'] + ' to ' + params['departure'],\n"
+    "            'rawData': params}\n"
+)
+STAY_PARAMETERS = {
+    "arrival": {"type": "string", "required": True, "description": "First night, a date."},
+    "departure": {"type": "string", "required": True, "description": "Day of leaving, a date."},
+    "apartment_id": {"type": "integer", "required": False, "description": "One apartment."},
+}
+
+
+async def create_agent(
+    http: httpx.AsyncClient, workspace: str, skill_ids: list[str] | None = None, **fields: Any
+) -> str:
+    body = {"workspace_id": workspace, "name": "guest-agent", "skill_ids": skill_ids or []}
+    answer = await http.post("/v1/agents", json={**body, **fields})
+    assert answer.status_code == 201, answer.text
+    agent_id: str = answer.json()["id"]
+    return agent_id
+
+
+async def test_conversation_runs_check_availability_with_the_asked_dates_and_records_it(
+    http: httpx.AsyncClient, workspace: str
+) -> None:
+    await create_tool(
+        http, workspace, name="check-availability", code=STAY_CODE, parameters=STAY_PARAMETERS
+    )
+    agent = await create_agent(http, workspace)
+
+    answer = await http.post(
+        f"/v1/agents/{agent}/test-conversations",
+        json={"message": "C'è disponibilità dal 2030-05-12 al 2030-05-10?"},
+    )
+
+    assert answer.status_code == 201, answer.text
+    body = answer.json()
+    assert body["agent_id"] == agent
+    assert body["tool_calls"] == [
+        {
+            "name": "check-availability",
+            "parameters": {"arrival": "2030-05-10", "departure": "2030-05-12"},
+            "success": True,
+            "message": "free from 2030-05-10 to 2030-05-12",
+        }
+    ]
+    assert "2030-05-10" in body["reply"]
+    listed = (await http.get(f"/v1/agents/{agent}/test-conversations")).json()
+    assert [c["id"] for c in listed["data"]] == [body["id"]]
+    runs = (await http.get(f"/_sandbox/workspaces/{workspace}/tool-runs")).json()
+    assert [r["tool_name"] for r in runs] == ["check-availability"]
+    control = (await http.get(f"/_sandbox/workspaces/{workspace}/test-conversations")).json()
+    assert [c["id"] for c in control] == [body["id"]]
+    stats = (await http.get("/_sandbox/stats")).json()
+    # The agent's tool call spends the workspace's budget like a request.
+    assert stats["requests"]["by_route"]["AGENT tool call check-availability"] == 1
+
+
+async def test_conversation_without_an_availability_question_calls_no_tool(
+    http: httpx.AsyncClient, workspace: str
+) -> None:
+    await create_tool(
+        http, workspace, name="check-availability", code=STAY_CODE, parameters=STAY_PARAMETERS
+    )
+    agent = await create_agent(http, workspace)
+
+    one_date = await http.post(
+        f"/v1/agents/{agent}/test-conversations",
+        json={"message": "Is it available on 2030-05-10?"},
+    )
+    no_intent = await http.post(
+        f"/v1/agents/{agent}/test-conversations",
+        json={"message": "What is the WiFi password, 2030-05-10 to 2030-05-12?"},
+    )
+
+    assert one_date.json()["tool_calls"] == []
+    assert no_intent.json()["tool_calls"] == []
+    assert (await http.get(f"/_sandbox/workspaces/{workspace}/tool-runs")).json() == []
+
+
+async def test_conversation_uses_a_tool_only_if_global_or_allowed_by_a_skill(
+    http: httpx.AsyncClient, workspace: str
+) -> None:
+    await create_tool(
+        http,
+        workspace,
+        name="check-availability",
+        code=STAY_CODE,
+        parameters=STAY_PARAMETERS,
+        enable_globally=False,
+    )
+    bare = await create_agent(http, workspace)
+    skill = await http.post(
+        "/v1/skills",
+        json={
+            "workspace_id": workspace,
+            "name": "booking-extension-assistant",
+            "display_name": "Booking extension",
+            "description": "Extensions.",
+            "body": "Check availability first.",
+            "allowed_tools": ["check-availability"],
+        },
+    )
+    skilled = await create_agent(
+        http, workspace, skill_ids=[skill.json()["id"]], name="skilled-agent"
+    )
+    message = {"message": "availability 2030-05-10 2030-05-12"}
+
+    without = await http.post(f"/v1/agents/{bare}/test-conversations", json=message)
+    with_skill = await http.post(f"/v1/agents/{skilled}/test-conversations", json=message)
+
+    assert without.json()["tool_calls"] == []
+    assert "no check-availability tool" in without.json()["reply"]
+    assert [c["name"] for c in with_skill.json()["tool_calls"]] == ["check-availability"]
+
+
+async def test_conversation_with_a_disabled_agent_is_409_and_an_empty_message_422(
+    http: httpx.AsyncClient, workspace: str
+) -> None:
+    disabled = await create_agent(http, workspace, enabled=False)
+    enabled = await create_agent(http, workspace, name="other-agent")
+
+    refused = await http.post(
+        f"/v1/agents/{disabled}/test-conversations", json={"message": "availability?"}
+    )
+    empty = await http.post(f"/v1/agents/{enabled}/test-conversations", json={"message": " "})
+    unknown = await http.post(f"/v1/agents/{'0' * 24}/test-conversations", json={"message": "x"})
+
+    assert refused.status_code == 409
+    assert empty.status_code == 422
+    assert unknown.status_code == 404

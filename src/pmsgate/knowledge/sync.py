@@ -643,7 +643,7 @@ class KnowledgeSync:
                             entity_ids=[listing.id],
                         ),
                         workspace_id=workspace_id,
-                        idempotency_key=_key(run_id, "directory", listing.id),
+                        idempotency_key=_key(run_id, "directory-update", listing.id),
                     )
                 )
             await self._write_nodes(
@@ -658,9 +658,8 @@ class KnowledgeSync:
                 tally,
             )
             detail.wifi_node = read.wifi_ok
-            detail.status = (
-                "synced" if detail.created or detail.updated or detail.deleted else ("unchanged")
-            )
+            written = detail.created or detail.updated or detail.deleted
+            detail.status = "synced" if written or detail.directory_created else "unchanged"
             with _atomic():
                 await self.repo.mark_page_synced(
                     ctx.student_id,

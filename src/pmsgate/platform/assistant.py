@@ -325,6 +325,31 @@ class KbNode(_Answer):
     updated_at: datetime | None = None
 
 
+class AgentToolCall(_Answer):
+    """A tool the agent called during a test conversation (emulator-only, see below)."""
+
+    name: str
+    parameters: dict[str, Any] = Field(default_factory=dict)
+    success: bool
+    message: str = ""
+
+
+class AgentConversation(_Answer):
+    """A test conversation with an agent: the message, the reply, the tools called.
+
+    EMULATOR-ONLY ASSUMPTION: the real platform's test-conversation API is not public
+    (docs/platform-api.md); this shape is the platform emulator's.
+    """
+
+    id: str
+    workspace_id: str | None = None
+    agent_id: str
+    message: str = ""
+    reply: str = ""
+    tool_calls: list[AgentToolCall] = Field(default_factory=list)
+    created_at: datetime | None = None
+
+
 class SecretInfo(_Answer):
     """A workspace secret as listed: its name, never its value."""
 
@@ -637,6 +662,36 @@ class AssistantClient:
             idempotency_key=idempotency_key,
         )
         return self._one(Agent, answer)
+
+    # --- test conversations (EMULATOR-ONLY: the real platform's API for this is not public) -----
+
+    async def run_test_conversation(
+        self,
+        agent_id: str,
+        message: str,
+        *,
+        workspace_id: str | None = None,
+        idempotency_key: str | None = None,
+    ) -> AgentConversation:
+        """Send one test message to an agent and get its reply and tool calls (emulator-only)."""
+        # POST /v1/agents/{id}/test-conversations is this project's assumption, served by the
+        # platform emulator only; against the real platform it answers 404 (platform_not_found).
+        answer = await self._call(
+            "POST",
+            f"/v1/agents/{_seg(agent_id)}/test-conversations",
+            self._scope_of(agent_id, workspace_id),
+            body={"message": message},
+            idempotency_key=idempotency_key,
+        )
+        return self._one(AgentConversation, answer)
+
+    async def list_test_conversations(
+        self, agent_id: str, *, workspace_id: str | None = None
+    ) -> list[AgentConversation]:
+        """Every recorded test conversation of an agent, oldest first (emulator-only)."""
+        path = f"/v1/agents/{_seg(agent_id)}/test-conversations"
+        scope = self._scope_of(agent_id, workspace_id)
+        return [c async for c in self._iterate(path, AgentConversation, workspace_id=scope)]
 
     # --- listings ------------------------------------------------------------------------------
 

@@ -407,3 +407,74 @@ class KnowledgeSyncJob(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
 
+# ======================================================================================
+# Onboarding (issue 6): the runs of the runbook of spec §4.3 and each step's results with
+# their evidence. The latest result per (student_id, step) of a real (not dry) run, or
+# recorded by a person with `confirm`, is the customer's checklist. No foreign key to
+# customers: a run starts (and may stop at step 1) before the customer row exists.
+# ======================================================================================
+
+OnboardingRunStatus = Literal["running", "succeeded", "failed", "stopped"]
+OnboardingStepStatus = Literal["done", "not_done", "waiting", "would_do", "failed", "stopped"]
+OnboardingStepKind = Literal["auto", "check", "manual"]
+OnboardingRecorder = Literal["system", "person"]
+
+
+class OnboardingRun(Base):
+    """One run of `pmsgate onboard` for one customer."""
+
+    __tablename__ = "onboarding_runs"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", get_args(OnboardingRunStatus)), name="status"),
+        CheckConstraint("route IS NULL OR route IN ('A', 'B')", name="route"),
+        # Runs of one customer are numbered 1, 2, …: their order, whatever the clock says.
+        UniqueConstraint("student_id", "number", name="uq_onboarding_runs_student_number"),
+        Index("ix_onboarding_runs_student_started_at", "student_id", "started_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    student_id: Mapped[str] = mapped_column(String(64))
+    number: Mapped[int] = mapped_column(Integer)
+    status: Mapped[str] = mapped_column(String(16))
+    route: Mapped[str | None] = mapped_column(String(1), nullable=True)
+    dry_run: Mapped[bool] = mapped_column(Boolean)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # Where and why a failed or stopped run ended (never a secret).
+    ended_at_step: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    error_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    message: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class OnboardingStepResult(Base):
+    """One step's outcome: done or not, with JSON evidence; recorded by a run or a person."""
+
+    __tablename__ = "onboarding_step_results"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", get_args(OnboardingStepStatus)), name="status"),
+        CheckConstraint(_one_of("kind", get_args(OnboardingStepKind)), name="kind"),
+        CheckConstraint(_one_of("recorded_by", get_args(OnboardingRecorder)), name="recorded_by"),
+        CheckConstraint("number >= 1 AND number <= 17", name="number"),
+        Index("ix_onboarding_step_results_student_step", "student_id", "step_id", "id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    run_id: Mapped[str | None] = mapped_column(
+        ForeignKey("onboarding_runs.id", ondelete="CASCADE"), nullable=True
+    )
+    student_id: Mapped[str] = mapped_column(String(64))
+    step_id: Mapped[str] = mapped_column(String(64))
+    number: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    status: Mapped[str] = mapped_column(String(16))
+    done: Mapped[bool] = mapped_column(Boolean)
+    dry_run: Mapped[bool] = mapped_column(Boolean, default=False)
+    evidence: Mapped[dict[str, Any]] = mapped_column(JSON)
+    message: Mapped[str] = mapped_column(Text, default="")
+    fix: Mapped[str | None] = mapped_column(Text, nullable=True)
+    waiting_for: Mapped[str | None] = mapped_column(Text, nullable=True)
+    due: Mapped[date | None] = mapped_column(Date, nullable=True)
+    recorded_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    recorded_by: Mapped[str] = mapped_column(String(16))
+    # Who confirmed a manual step (a person's name or login); None for the system.
+    person: Mapped[str | None] = mapped_column(String(200), nullable=True)

@@ -30,6 +30,7 @@ from pmsgate.sandbox.platform import errors
 from pmsgate.sandbox.platform.errors import PlatformApiError
 from pmsgate.sandbox.platform.store import (
     Agent,
+    AgentConversation,
     ApiToken,
     CustomTool,
     KbNode,
@@ -45,7 +46,18 @@ from pmsgate.sandbox.platform.store import (
 )
 
 _Model = TypeVar("_Model", bound=BaseModel)
-_Item = TypeVar("_Item", Workspace, Member, Secret, CustomTool, Skill, Agent, Listing, KbNode)
+_Item = TypeVar(
+    "_Item",
+    Workspace,
+    Member,
+    Secret,
+    CustomTool,
+    Skill,
+    Agent,
+    Listing,
+    KbNode,
+    AgentConversation,
+)
 
 
 # --- request bodies (unknown fields are refused: a client typo fails loudly) ------------------
@@ -153,6 +165,12 @@ class AgentPatch(_Body):
     response_language: str | None = None
     triggers: list[dict[str, Any]] | None = None
     enabled: bool | None = None
+
+
+class ConversationBody(_Body):
+    """POST /v1/agents/{id}/test-conversations (emulator-only: the real API is not public)."""
+
+    message: str
 
 
 class NodeBody(_Body):
@@ -452,6 +470,26 @@ def _api_router(store: PlatformStore) -> APIRouter:
 
         return await _write(store, request, call, body, act)
 
+    # --- test conversations (emulator-only, docs/platform-api.md) ---
+
+    @router.post("/agents/{agent_id}/test-conversations")
+    async def run_test_conversation(agent_id: str, request: Request) -> JSONResponse:
+        call = _enter(store, request, resource_id=agent_id)
+        body = await _json_body(request)
+
+        async def act() -> tuple[int, Any]:
+            req = _parse(ConversationBody, body)
+            conversation = await store.run_test_conversation(agent_id, req.message)
+            return 201, _conversation(conversation)
+
+        return await _write(store, request, call, body, act)
+
+    @router.get("/agents/{agent_id}/test-conversations")
+    async def list_test_conversations(agent_id: str, request: Request) -> JSONResponse:
+        _enter(store, request, resource_id=agent_id)
+        agent = store.agent(agent_id)
+        return _page(request, store.test_conversations(agent.workspace_id, agent_id), _conversation)
+
     # --- listings (derived from the booking-system emulator) ---
 
     @router.get("/listings")
@@ -571,6 +609,10 @@ def _control_router(store: PlatformStore) -> APIRouter:
     @router.get("/workspaces/{workspace_id}/tool-runs")
     async def tool_runs(workspace_id: str) -> list[dict[str, Any]]:
         return [_run(run) for run in store.tool_runs(workspace_id)]
+
+    @router.get("/workspaces/{workspace_id}/test-conversations")
+    async def test_conversations(workspace_id: str) -> list[dict[str, Any]]:
+        return [_conversation(c) for c in store.test_conversations(workspace_id)]
 
     @router.get("/config")
     async def config() -> dict[str, Any]:
@@ -838,6 +880,26 @@ def _run(r: ToolRun) -> dict[str, Any]:
         "message": r.message,
         "rawData": r.raw_data,
         "duration_ms": r.duration_ms,
+    }
+
+
+def _conversation(c: AgentConversation) -> dict[str, Any]:
+    return {
+        "id": c.id,
+        "workspace_id": c.workspace_id,
+        "agent_id": c.agent_id,
+        "message": c.message,
+        "reply": c.reply,
+        "tool_calls": [
+            {
+                "name": call.name,
+                "parameters": call.parameters,
+                "success": call.success,
+                "message": call.message,
+            }
+            for call in c.tool_calls
+        ],
+        "created_at": c.at.isoformat(),
     }
 
 

@@ -25,7 +25,7 @@ from bisect import bisect_right
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from math import ceil
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -232,6 +232,30 @@ class ToolRun:
 
 
 @dataclass(frozen=True)
+class AgentToolCall:
+    """One tool the emulated agent called during a test conversation, and how it went."""
+
+    name: str
+    parameters: dict[str, Any]
+    success: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class AgentConversation:
+    """A test conversation with an agent (emulator-only, see docs/platform-api.md)."""
+
+    seq: int
+    id: str
+    workspace_id: str
+    agent_id: str
+    message: str
+    reply: str
+    tool_calls: tuple[AgentToolCall, ...]
+    at: datetime
+
+
+@dataclass(frozen=True)
 class StoredAnswer:
     """The answer of a write sent with an Idempotency-Key, replayed for the same key."""
 
@@ -271,6 +295,7 @@ class Tenant:
     agents: dict[str, Agent] = field(default_factory=dict)
     nodes: dict[str, KbNode] = field(default_factory=dict)
     runs: list[ToolRun] = field(default_factory=list)
+    conversations: list[AgentConversation] = field(default_factory=list)
     connection: PmsConnection | None = None
 
 
@@ -859,6 +884,87 @@ class PlatformStore:
         agent.updated_at = self.now()
         return agent
 
+    # --- test conversations (emulator-only) -------------------------------------------------
+
+    async def run_test_conversation(self, agent_id: str, message: str) -> AgentConversation:
+        """Play one guest message to a minimal deterministic "agent" that may call a tool.
+
+        The real platform's test-conversation API is not public; this stands in for it
+        (docs/platform-api.md). The "agent" recognises one intent, availability over two
+        ISO dates, calls the workspace's ``check-availability`` tool when the agent may
+        use it (enabled globally, or allowed by one of its enabled skills) and records
+        every tool call. Each tool call counts against the workspace's request budget.
+        """
+        agent = self.agent(agent_id)
+        tenant = self._tenant(agent.workspace_id)
+        text = _required_text("message", message, MAX_MESSAGE)
+        if not agent.enabled:
+            raise PlatformApiError(errors.CONFLICT, "the agent is disabled")
+        calls: list[AgentToolCall] = []
+        stay = _availability_request(text)
+        if stay is None:
+            reply = (
+                "I can help with availability: tell me the arrival and departure dates "
+                "(YYYY-MM-DD)."
+            )
+        else:
+            arrival, departure = stay
+            tool = self._agent_tool(tenant, agent, AVAILABILITY_TOOL)
+            arguments = _stay_arguments(tool.parameters, stay) if tool is not None else None
+            if tool is None or arguments is None:
+                reply = (
+                    f"I cannot check availability from {arrival} to {departure}: no "
+                    f"{AVAILABILITY_TOOL} tool is available to this agent. An operator will "
+                    "answer."
+                )
+            else:
+                self.admit(tenant.workspace.id, f"AGENT tool call {tool.name}")
+                try:
+                    run = await self.run_tool(tool.id, arguments)
+                    call = AgentToolCall(tool.name, arguments, run.success, run.message)
+                except PlatformApiError as refused:
+                    call = AgentToolCall(tool.name, arguments, False, refused.message)
+                calls.append(call)
+                reply = (
+                    f"I checked availability from {arrival} to {departure}: {call.message}"
+                    if call.success
+                    else f"I could not check availability right now ({call.message}); an "
+                    "operator will confirm."
+                )
+        conversation = AgentConversation(
+            seq=self._next_seq(),
+            id=self._new_id(),
+            workspace_id=tenant.workspace.id,
+            agent_id=agent.id,
+            message=text,
+            reply=reply,
+            tool_calls=tuple(calls),
+            at=self.now(),
+        )
+        tenant.conversations.append(conversation)
+        return conversation
+
+    def test_conversations(
+        self, workspace_id: str, agent_id: str | None = None
+    ) -> list[AgentConversation]:
+        """The recorded test conversations of a workspace (of one agent when given)."""
+        return [
+            c
+            for c in self._tenant(workspace_id).conversations
+            if agent_id is None or c.agent_id == agent_id
+        ]
+
+    def _agent_tool(self, tenant: Tenant, agent: Agent, name: str) -> CustomTool | None:
+        """The workspace tool ``name`` if the agent may use it (global, or via a skill)."""
+        allowed = {
+            tool_name
+            for skill_id in agent.skill_ids
+            if (skill := tenant.skills.get(skill_id)) is not None and skill.enabled
+            for tool_name in skill.allowed_tools
+        }
+        usable = (t for t in tenant.tools.values() if t.enable_globally or t.name in allowed)
+        return next((t for t in usable if t.name == name), None)
+
     # --- booking-system connection and listings --------------------------------------------
 
     def set_pms_connection(
@@ -1094,6 +1200,55 @@ class PlatformStore:
                         errors.VALIDATION, "parent_id would put the node inside itself"
                     )
                 cursor = tenant.nodes.get(cursor.parent_id) if cursor.parent_id else None
+
+
+# --- the test conversation's "agent" -----------------------------------------------------------
+
+AVAILABILITY_TOOL = "check-availability"
+MAX_MESSAGE = 4000
+_AVAILABILITY_WORDS = re.compile(r"availab|disponib|\bfree\b|\bliber[oaie]\b", re.IGNORECASE)
+_ISO_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+_ARRIVAL_NAMES = ("arrival", "check_in", "checkin", "date_from", "start", "from")
+_DEPARTURE_NAMES = ("departure", "check_out", "checkout", "date_to", "end", "to")
+
+
+def _availability_request(text: str) -> tuple[str, str] | None:
+    """(arrival, departure) when the message asks for availability between two ISO dates."""
+    if not _AVAILABILITY_WORDS.search(text):
+        return None
+    days: list[date] = []
+    for raw in _ISO_DATE.findall(text):
+        try:
+            day = date.fromisoformat(raw)
+        except ValueError:
+            continue
+        if day not in days:
+            days.append(day)
+    if len(days) < 2:
+        return None
+    first, second = sorted(days[:2])
+    return first.isoformat(), second.isoformat()
+
+
+def _stay_arguments(
+    parameters: Mapping[str, Mapping[str, Any]], stay: tuple[str, str]
+) -> dict[str, Any] | None:
+    """The arguments for a stay: arrival/departure-like names, else the first two strings."""
+    strings = [name for name, spec in parameters.items() if spec.get("type") == "string"]
+
+    def named(candidates: tuple[str, ...]) -> str | None:
+        for candidate in candidates:
+            for name in strings:
+                if name.lower() == candidate or name.lower().startswith(candidate + "_"):
+                    return name
+        return None
+
+    arrival, departure = named(_ARRIVAL_NAMES), named(_DEPARTURE_NAMES)
+    if arrival is None or departure is None or arrival == departure:
+        if len(strings) < 2:
+            return None
+        arrival, departure = strings[0], strings[1]
+    return {arrival: stay[0], departure: stay[1]}
 
 
 # --- validation ------------------------------------------------------------------------------

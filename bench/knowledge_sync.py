@@ -1,0 +1,441 @@
+"""Knowledge-sync benchmark (issue 5, item 5): 50 apartments x ~35 nodes at the real limits.
+
+What runs: the booking-system, notes and platform emulators in process, at their
+real limits (platform 120 requests/minute per workspace, notes ~3 requests/second
+with bursts of 10); one customer with ``apartments`` apartments enrolled through
+the real service functions; the real clients (the platform client throttles itself
+to 100 requests/minute, the notes client to 3/second) and the real
+:class:`~pmsgate.knowledge.sync.KnowledgeSync`.
+
+**Simulated time.** Everything shares one ManualClock. The clients' waits go
+through :class:`VirtualTime`, a small discrete-event scheduler: a ``sleep``
+registers a deadline and the clock jumps to the earliest deadline only when every
+task is waiting (the event loop has nothing ready to run), so concurrent waits
+overlap as they would in real time and the simulated duration is what a real run
+would take at these limits with zero network latency. Wall time is reported too.
+
+**Seeding 50 apartments.** The seeds give each booking-system facility 2-6
+apartments and the notes emulator one workspace per facility; the benchmark seeds
+enough facilities and moves their apartments into the first one before the notes
+and platform emulators derive their state from it (both read the booking system's
+facilities), so one customer owns ``apartments`` apartments with seeded pages.
+
+**Phases.** (1) the pages are patched to the template (spec §4.3 step 13) — setup,
+not measured; (2) dry run; (3) first commit — the measured sync; (4) after two quiet
+minutes, a second commit of unchanged content. For each: simulated seconds, the
+upstream requests it made, 429s, and the floor the limits imply: requests needed ÷
+allowed rate, for each upstream; the larger is the binding one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import tempfile
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager, suppress
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+
+from pmsgate.clock import ManualClock
+from pmsgate.config import Settings
+from pmsgate.customers.context import CustomerServices, open_customer_services
+from pmsgate.customers.service import (
+    Subscription,
+    configure_workspace,
+    connect_notes,
+    link_pms,
+    register_customer,
+    sync_registry,
+)
+from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.knowledge.patcher import apply_patch, plan_patch
+from pmsgate.knowledge.sync import KnowledgeSync
+from pmsgate.knowledge.template import WifiCredentials, check_page
+from pmsgate.platform.assistant import AssistantClient
+from pmsgate.sandbox.app import Sandbox
+from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
+from pmsgate.sandbox.kross.store import KrossStore
+from pmsgate.sandbox.notes.store import NotesStore
+from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.platform.store import PlatformStore
+from pmsgate.storage.customers import CustomerProfile
+from pmsgate.storage.knowledge import KnowledgeSyncRepository
+
+SANDBOX_URL = "http://sandbox.bench"
+STUDENT_ID = "stu-bench-knowledge"
+NOTES_RATE_PER_S = 3.0  # the notes client's own pace (the emulator averages 3/s too)
+QUIET_GAP_S = 120.0  # between the first sync and the re-sync: windows empty, pages settled
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class KnowledgeSyncConfig:
+    """What the benchmark runs."""
+
+    apartments: int = 50
+    seed: int = 11
+    platform_requests_per_minute: int = 100  # the client's budget (the platform allows 120)
+    max_concurrent_apartments: int = 4
+    page_read_concurrency: int = 2
+
+
+# --- simulated time ------------------------------------------------------------------------------
+
+
+class VirtualTime:
+    """A ManualClock that jumps to the next sleeper's deadline once every task is waiting.
+
+    Idleness is read from the event loop's ready queue (asyncio's ``_ready``, an
+    implementation detail of CPython's loop); a short real pause lets work done in
+    threads (aiosqlite) land before the clock moves, so a database call never makes
+    simulated time run ahead of what it would be.
+    """
+
+    def __init__(self, clock: ManualClock, *, settle_s: float = 0.0005) -> None:
+        self.clock = clock
+        self.settle_s = settle_s
+        self.jumps = 0
+        self._heap: list[tuple[float, int, asyncio.Future[None]]] = []
+        self._order = itertools.count()
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds`` of simulated time."""
+        if seconds <= 0:
+            await asyncio.sleep(0)
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        deadline = self.clock.now().timestamp() + seconds
+        heapq.heappush(self._heap, (deadline, next(self._order), future))
+        await future
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[VirtualTime]:
+        """Drive the clock while the block runs."""
+        driver = asyncio.create_task(self._drive())
+        try:
+            yield self
+        finally:
+            driver.cancel()
+            with suppress(asyncio.CancelledError):
+                await driver
+
+    async def _drive(self) -> None:
+        loop = asyncio.get_running_loop()
+        while True:
+            await self._settle(loop)
+            self._heap = [entry for entry in self._heap if not entry[2].done()]
+            heapq.heapify(self._heap)
+            if not self._heap:
+                await asyncio.sleep(self.settle_s)
+                continue
+            deadline = self._heap[0][0]
+            if deadline > self.clock.now().timestamp():
+                self.clock.set(datetime.fromtimestamp(deadline, UTC))
+            self.jumps += 1
+            while self._heap and self._heap[0][0] <= deadline:
+                _, _, future = heapq.heappop(self._heap)
+                if not future.done():
+                    future.set_result(None)
+
+    async def _settle(self, loop: asyncio.AbstractEventLoop) -> None:
+        while True:
+            quiet = 0
+            while quiet < 2:
+                await asyncio.sleep(0)
+                quiet = 0 if loop._ready else quiet + 1  # type: ignore[attr-defined]
+            await asyncio.sleep(self.settle_s)
+            if not loop._ready:  # type: ignore[attr-defined]
+                return
+
+
+# --- the sandbox and the customer ----------------------------------------------------------------
+
+
+def _sandbox(config: KnowledgeSyncConfig, clock: ManualClock) -> Sandbox:
+    """A sandbox whose first facility has ``config.apartments`` apartments."""
+    box = Sandbox(seed=config.seed, clock=clock)
+    facilities = 2
+    while True:
+        kross = KrossStore(
+            seed=config.seed,
+            clock=clock,
+            partner_api_key=SANDBOX_PARTNER_API_KEY,
+            facility_count=facilities,
+        )
+        if sum(len(f.apartments) for f in kross.facilities()) >= config.apartments:
+            break
+        facilities += 4
+    first, *others = kross.facilities()
+    for other in others:
+        for room_type, apartment in list(other.apartments.items()):
+            if len(first.apartments) >= config.apartments:
+                break
+            first.apartments[room_type] = apartment
+            del other.apartments[room_type]
+    box.kross = kross
+    box.platform = PlatformStore(seed=config.seed, clock=clock, kross=kross)
+    box.notes = NotesStore(seed=config.seed, clock=clock, kross=kross)
+    return box
+
+
+def _settings(database_url: str) -> Settings:
+    return Settings(
+        database_url=database_url,
+        secret_keys=SecretStr(generate_key_spec("bench1")),
+        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
+        kross_base_url=f"{SANDBOX_URL}/kross",
+        platform_api_url=f"{SANDBOX_URL}/platform",
+        platform_api_token=SecretStr(SANDBOX_PLATFORM_TOKEN),
+        notes_api_url=f"{SANDBOX_URL}/notes",
+        notes_requests_per_second=NOTES_RATE_PER_S,
+        log_level="WARNING",
+    )
+
+
+async def _enrol(services: CustomerServices, box: Sandbox) -> None:
+    """The customer of the first facility, enrolled through the service functions."""
+    facility = box.kross.facility_summaries()[0]
+    notes = next(w for w in box.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    await register_customer(
+        services,
+        CustomerProfile(
+            student_id=STUDENT_ID,
+            email="bench@example.com",
+            name=str(facility["name"]),
+            kind=str(facility["kind"]),
+            contract_ref="C-bench",
+            contract_price_id="price_bench",
+        ),
+        subscription=Subscription("sub_bench", "active", "price_bench"),
+    )
+    config = await configure_workspace(
+        services,
+        STUDENT_ID,
+        plan_limit_usd=150,
+        alert_threshold_pct=80,
+        workspace_slug="bench-knowledge",
+    )
+    assert config.workspace_id is not None
+    box.platform.set_pms_connection(
+        config.workspace_id, facility["hotel_id"], facility["username"], facility["password"]
+    )
+    await link_pms(services, STUDENT_ID, facility["hotel_id"])
+    await connect_notes(
+        services,
+        STUDENT_ID,
+        SecretStr(notes["token"]),
+        notes["database_id"],
+        notes_workspace_id=notes["workspace_id"],
+    )
+    await sync_registry(services, STUDENT_ID)
+
+
+async def _patch_pages(services: CustomerServices, box: Sandbox) -> int:
+    """Make every page canonical (setup: the sync is measured on complete templates)."""
+    ctx = await services.context(STUDENT_ID)
+    truth = {p["page_id"]: p for w in box.notes.workspaces() for p in w["pages"]}
+    patched = 0
+    async with services.notes(ctx) as notes:
+        for row in ctx.apartments:
+            assert row.notes_page_id is not None
+            page = truth[row.notes_page_id]
+            blocks = await notes.read_tree(row.notes_page_id)
+            check = check_page(blocks, page_id=row.notes_page_id)
+            wifi = WifiCredentials.model_validate(page["wifi"])
+            plan = plan_patch(row.notes_page_id, blocks, check, wifi=wifi)
+            if not plan.empty:
+                outcome = await apply_patch(notes, plan)
+                assert outcome.ok, outcome.report()
+                patched += 1
+    return patched
+
+
+# --- measuring -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Tally:
+    platform: Counter[str]
+    notes: Counter[str]
+    platform_429: int
+    notes_429: int
+    at: datetime
+    wall: float
+
+    @classmethod
+    def of(cls, box: Sandbox, clock: ManualClock) -> _Tally:
+        return cls(
+            platform=Counter(box.platform.stats.requests_by_route),
+            notes=Counter(box.notes.stats.requests_by_endpoint),
+            platform_429=box.platform.stats.rate_limited.total(),
+            notes_429=box.notes.stats.rate_limited.total(),
+            at=clock.now(),
+            wall=time.perf_counter(),
+        )
+
+
+def _phase(
+    before: _Tally, after: _Tally, config: KnowledgeSyncConfig, counters: dict[str, Any]
+) -> dict[str, Any]:
+    platform = after.platform - before.platform
+    notes = after.notes - before.notes
+    platform_total = sum(platform.values())
+    notes_total = sum(notes.values())
+    writes = {r: n for r, n in platform.items() if not r.startswith("GET ")}
+    platform_floor = platform_total / config.platform_requests_per_minute * 60
+    platform_floor_hard = platform_total / 120 * 60
+    notes_floor = notes_total / NOTES_RATE_PER_S
+    floor = max(platform_floor, notes_floor)
+    simulated = (after.at - before.at).total_seconds()
+    return {
+        "counters": counters,
+        "simulated_s": round(simulated, 1),
+        "wall_s": round(after.wall - before.wall, 2),
+        "platform_requests": platform_total,
+        "platform_writes": sum(writes.values()),
+        "platform_by_route": dict(platform),
+        "notes_requests": notes_total,
+        "notes_by_endpoint": dict(notes),
+        "platform_429": after.platform_429 - before.platform_429,
+        "notes_429": after.notes_429 - before.notes_429,
+        "floor_platform_s": round(platform_floor, 1),
+        "floor_platform_at_120_per_min_s": round(platform_floor_hard, 1),
+        "floor_notes_s": round(notes_floor, 1),
+        "binding_upstream": "platform" if platform_floor >= notes_floor else "notes",
+        "floor_s": round(floor, 1),
+        "ratio_to_floor": round(simulated / floor, 3) if floor else None,
+    }
+
+
+async def run_knowledge_sync(
+    config: KnowledgeSyncConfig, progress: Progress | None = None
+) -> dict[str, Any]:
+    """Run the phases and return every figure."""
+    say = progress or (lambda _message: None)
+    clock = ManualClock()
+    virtual = VirtualTime(clock)
+    box = _sandbox(config, clock)
+    app = box.asgi_app()
+
+    def http_factory() -> httpx.AsyncClient:
+        return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=SANDBOX_URL)
+
+    with tempfile.TemporaryDirectory() as scratch:
+        settings = _settings(f"sqlite+aiosqlite:///{Path(scratch) / 'bench.db'}")
+        async with (
+            virtual.running(),
+            open_customer_services(
+                settings, clock=clock, http_factory=http_factory, sleep=virtual.sleep
+            ) as opened,
+        ):
+            # The same services, with the platform client's budget as configured here.
+            platform_http = http_factory()
+            platform = AssistantClient(
+                platform_http,
+                base_url=settings.platform_api_url,
+                token=SecretStr(SANDBOX_PLATFORM_TOKEN),
+                clock=clock,
+                sleep=virtual.sleep,
+                requests_per_minute=config.platform_requests_per_minute,
+            )
+            services = CustomerServices(
+                settings=settings,
+                clock=clock,
+                sessions=opened.sessions,
+                vault=opened.vault,
+                platform=platform,
+                http_factory=http_factory,
+                sleep=virtual.sleep,
+            )
+            try:
+                say(f"enrolling a customer with {config.apartments} apartments")
+                await _enrol(services, box)
+                ctx = await services.context(STUDENT_ID)
+                say("patching the pages to the template (setup)")
+                patched = await _patch_pages(services, box)
+                sync = KnowledgeSync(
+                    services,
+                    KnowledgeSyncRepository(services.sessions, clock),
+                    max_concurrent_apartments=config.max_concurrent_apartments,
+                    page_read_concurrency=config.page_read_concurrency,
+                )
+                clock.advance(QUIET_GAP_S)
+                results: dict[str, Any] = {
+                    "config": asdict(config),
+                    "apartments": len(ctx.apartments),
+                    "pages_patched_in_setup": patched,
+                }
+                say("dry run")
+                before = _Tally.of(box, clock)
+                dry = await sync.dry_run(STUDENT_ID)
+                results["dry_run"] = _phase(before, _Tally.of(box, clock), config, dry.counters())
+
+                clock.advance(QUIET_GAP_S)
+                say("first commit (measured)")
+                before = _Tally.of(box, clock)
+                first = await sync.commit(STUDENT_ID)
+                results["first_sync"] = _phase(
+                    before, _Tally.of(box, clock), config, first.counters()
+                )
+                results["first_sync"]["nodes_per_apartment"] = {
+                    "min": min(d.nodes for d in first.details),
+                    "max": max(d.nodes for d in first.details),
+                    "mean": round(first.nodes / max(1, len(first.details)), 1),
+                }
+                results["first_sync"]["wifi_nodes_present"] = sum(first.wifi_nodes.values())
+
+                clock.advance(QUIET_GAP_S)
+                say("second commit of unchanged content")
+                before = _Tally.of(box, clock)
+                second = await sync.commit(STUDENT_ID)
+                results["resync_unchanged"] = _phase(
+                    before, _Tally.of(box, clock), config, second.counters()
+                )
+                results["virtual_time_jumps"] = virtual.jumps
+            finally:
+                await platform_http.aclose()
+    first_sync = results["first_sync"]
+    results["targets"] = {
+        "first_sync_within_1_15_floor": first_sync["ratio_to_floor"] <= 1.15,
+        "zero_429": all(
+            results[p]["platform_429"] == results[p]["notes_429"] == 0
+            for p in ("dry_run", "first_sync", "resync_unchanged")
+        ),
+        "resync_zero_writes": results["resync_unchanged"]["platform_writes"] == 0,
+    }
+    return results
+
+
+def print_knowledge_sync(results: dict[str, Any]) -> None:
+    """A short table of the figures."""
+    print("\n## knowledge sync", results["config"])
+    patched = results["pages_patched_in_setup"]
+    print(f"apartments {results['apartments']}, pages patched in setup {patched}")
+    header = (
+        f"{'phase':<18} {'simulated s':>11} {'floor s':>8} {'ratio':>6} {'binding':>8} "
+        f"{'platform req':>12} {'writes':>7} {'notes req':>9} {'429s':>5} {'wall s':>7}"
+    )
+    print(header)
+    for phase in ("dry_run", "first_sync", "resync_unchanged"):
+        row = results[phase]
+        print(
+            f"{phase:<18} {row['simulated_s']:>11.1f} {row['floor_s']:>8.1f} "
+            f"{row['ratio_to_floor'] or 0:>6.3f} {row['binding_upstream']:>8} "
+            f"{row['platform_requests']:>12} {row['platform_writes']:>7} "
+            f"{row['notes_requests']:>9} {row['platform_429'] + row['notes_429']:>5} "
+            f"{row['wall_s']:>7.1f}"
+        )
+    print("first sync counters:", results["first_sync"]["counters"])
+    print("nodes per apartment:", results["first_sync"]["nodes_per_apartment"])
+    print("re-sync counters:", results["resync_unchanged"]["counters"])
+    print("targets:", results["targets"])

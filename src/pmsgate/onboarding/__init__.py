@@ -1,0 +1,13 @@
+"""Onboarding as a program: the 17 steps of spec §4.3, their runner, checklist and CLI.
+
+- :mod:`.steps` — what a step is (:class:`~.steps.Step`, :class:`~.steps.StepResult`,
+  :class:`~.steps.OnboardingContext`) and the registry :func:`~.steps.all_steps`;
+- :mod:`.steps_setup` (1-5, 8), :mod:`.steps_provisioning` (6, 7),
+  :mod:`.steps_knowledge` (9-14), :mod:`.steps_channels` (15, 16),
+  :mod:`.steps_route_b` (17) — the steps themselves;
+- :mod:`.runner` — check → apply → check, persisted results, resume, dry run, confirm;
+- :mod:`.customer_file` — the YAML customer file; :mod:`.context` — the services;
+- :mod:`.report` — run reports and checklists; :mod:`.cli` — ``pmsgate onboard``.
+
+See ``docs/onboarding.md``.
+"""

@@ -1,0 +1,412 @@
+"""The onboarding runner: check → apply → check for each step, every result persisted.
+
+For each step in order whose routes include the run's route (before step 9 decides
+it, every step runs):
+
+1. ``check``. Done → recorded, next step: a finished step is re-checked (cheap,
+   read-only) and never applied again, so a re-run resumes where the last one
+   stopped and repeats no side effect.
+2. Not done and ``stop`` → recorded, the run STOPS (a failed prerequisite: the
+   reason and the fix).
+3. Not done and waiting for a person (a ``manual`` step, or any step that sets
+   ``waiting_for``) → recorded with its due date; the run CONTINUES — a person
+   never blocks what the machine can do.
+4. Not done ``check`` step → recorded as not done; the run continues.
+5. Not done ``auto`` step → ``apply`` (in a dry run: recorded as "would do: …" from
+   ``describe``, nothing applied), then ``check`` again; still not done → the run
+   FAILS at this step.
+
+An exception from a step is caught, recorded (its code and message: the service's
+errors never carry a secret) and fails the run at that step; in a dry run it is
+recorded as "cannot check yet" and the run goes on (a later step often depends on
+an earlier one that a dry run does not apply). Steps of the other route are
+skipped, as are route-specific steps while the route is undecided.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import structlog
+
+from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
+from pmsgate.onboarding.context import OnboardingServices
+from pmsgate.onboarding.customer_file import CustomerFile
+from pmsgate.onboarding.report import RunReport, StepOutcome
+from pmsgate.onboarding.steps import (
+    BOTH_ROUTES,
+    OnboardingContext,
+    Step,
+    StepKind,
+    StepResult,
+    all_steps,
+)
+from pmsgate.storage.models import OnboardingStepStatus
+from pmsgate.storage.onboarding import NewStepResult, StepResultView
+
+log = structlog.get_logger(__name__)
+
+Phase = Literal["checking", "applying", "rechecking", "finished"]
+
+
+@dataclass(frozen=True)
+class StepEvent:
+    """Progress of one step: the phase it is in, and its outcome once finished."""
+
+    step: Step
+    phase: Phase
+    outcome: StepOutcome | None = None
+
+
+ProgressCallback = Callable[[StepEvent], Awaitable[None] | None]
+
+
+def error_details(error: Exception) -> tuple[str, str, str | None]:
+    """(code, message, hint) of an exception, safe to record and print."""
+    if isinstance(error, PmsgateError):
+        return error.code, error.message, error.hint
+    code = getattr(error, "code", None)
+    message = getattr(error, "message", None)
+    if isinstance(code, str) and isinstance(message, str):
+        # Upstream errors (platform, notes, booking system) carry a code and a safe message.
+        return code, message, getattr(error, "hint", None)
+    # Anything else: its type only — an arbitrary message may quote a secret.
+    return "internal_error", f"unexpected {type(error).__name__}", None
+
+
+class OnboardingRunner:
+    """Runs the steps for one customer file on the given services."""
+
+    def __init__(self, services: OnboardingServices, steps: Sequence[Step] | None = None) -> None:
+        self.services = services
+        self.steps = list(steps) if steps is not None else all_steps()
+
+    async def run(
+        self,
+        file: CustomerFile,
+        *,
+        dry_run: bool = False,
+        progress: ProgressCallback | None = None,
+    ) -> RunReport:
+        """One run of the runbook for the customer of ``file`` (see the module docstring)."""
+        repo = self.services.repository
+        student_id = file.student_id
+        checklist = await repo.checklist(student_id)
+        confirmations = await repo.confirmations(student_id)
+        run = await repo.start_run(student_id, dry_run=dry_run)
+        ctx = self.services.context(
+            file,
+            dry_run=dry_run,
+            run_id=run.id,
+            manual_evidence={key: value.evidence for key, value in confirmations.items()},
+            previous={key: value.evidence for key, value in checklist.items()},
+        )
+        ctx.state["results"] = {}
+        report = RunReport(student_id=student_id, run_id=run.id, dry_run=dry_run)
+        log.info("onboarding_run_started", student_id=student_id, run_id=run.id, dry_run=dry_run)
+        try:
+            for step in self.steps:
+                outcome = await self._step(ctx, step, progress)
+                report.outcomes.append(outcome)
+                report.route = ctx.route
+                if outcome.status in ("failed", "stopped"):
+                    report.status = outcome.status
+                    report.ended_at_step = step.id
+                    report.error_code = outcome.error_code
+                    report.message = outcome.message
+                    report.fix = outcome.fix
+                    break
+            else:
+                report.status = "succeeded"
+        finally:
+            # An interrupted run (cancelled, crashed) is recorded as failed where it was.
+            if report.status == "running":
+                report.status = "failed"
+                report.message = report.message or "interrupted"
+            await repo.finish_run(
+                run.id,
+                report.status,
+                route=report.route,
+                ended_at_step=report.ended_at_step,
+                error_code=report.error_code,
+                message=report.message,
+            )
+        log.info(
+            "onboarding_run_finished",
+            student_id=student_id,
+            run_id=run.id,
+            status=report.status,
+            route=report.route,
+            ended_at_step=report.ended_at_step,
+        )
+        return report
+
+    async def _step(
+        self, ctx: OnboardingContext, step: Step, progress: ProgressCallback | None
+    ) -> StepOutcome:
+        skip = self._skip_reason(ctx, step)
+        if skip is not None:
+            outcome = StepOutcome(
+                number=step.number,
+                id=step.id,
+                title=step.title,
+                kind=str(step.kind),
+                status="skipped",
+                message=skip,
+            )
+            await _notify(progress, StepEvent(step, "finished", outcome))
+            return outcome
+
+        applied = False
+        error_code: str | None = None
+        status: OnboardingStepStatus | Literal["apply"]
+        await _notify(progress, StepEvent(step, "checking"))
+        try:
+            result = await step.check(ctx)
+            status = _status_after_check(step, result)
+            if status == "apply":
+                if ctx.dry_run:
+                    what = await step.describe(ctx) if step.describe else "apply this step"
+                    result = StepResult(
+                        done=False,
+                        evidence=result.evidence,
+                        message=f"would do: {what}",
+                    )
+                    status = "would_do"
+                else:
+                    assert step.apply is not None  # _status_after_check said so
+                    await _notify(progress, StepEvent(step, "applying"))
+                    await step.apply(ctx)
+                    applied = True
+                    await _notify(progress, StepEvent(step, "rechecking"))
+                    result = await step.check(ctx)
+                    status = _status_after_check(step, result)
+                    if status == "apply":
+                        status = "failed"
+                        result = StepResult(
+                            done=False,
+                            evidence=result.evidence,
+                            message=f"still not done after applying: {result.message}",
+                            fix=result.fix,
+                        )
+        except Exception as error:
+            error_code, message, hint = error_details(error)
+            log.warning(
+                "onboarding_step_error", step=step.id, code=error_code, error=type(error).__name__
+            )
+            if ctx.dry_run:
+                status = "not_done"
+                message = f"cannot check yet: {message}"
+            else:
+                status = "failed"
+            result = StepResult(
+                done=False, evidence={"error": error_code}, message=message, fix=hint
+            )
+
+        waiting_for = result.waiting_for
+        if status == "waiting" and waiting_for is None:
+            waiting_for = result.message or f"a person to do: {step.title}"
+        record = await self.services.repository.record(
+            NewStepResult(
+                student_id=ctx.student_id,
+                step_id=step.id,
+                number=step.number,
+                kind=str(step.kind),
+                status=status,
+                done=result.done,
+                evidence=_json_ready(result.evidence),
+                message=result.message,
+                fix=result.fix,
+                waiting_for=waiting_for,
+                due=result.due,
+                run_id=ctx.run_id,
+                dry_run=ctx.dry_run,
+            )
+        )
+        ctx.state["results"][step.id] = result
+        outcome = StepOutcome(
+            number=step.number,
+            id=step.id,
+            title=step.title,
+            kind=str(step.kind),
+            status=status,
+            done=result.done,
+            message=result.message,
+            evidence=record.evidence,
+            fix=result.fix,
+            waiting_for=waiting_for,
+            due=result.due,
+            applied=applied,
+            error_code=error_code,
+            recorded_at=record.recorded_at.isoformat(),
+            recorded_by=record.recorded_by,
+        )
+        await _notify(progress, StepEvent(step, "finished", outcome))
+        return outcome
+
+    @staticmethod
+    def _skip_reason(ctx: OnboardingContext, step: Step) -> str | None:
+        if step.routes >= BOTH_ROUTES:
+            return None
+        if ctx.route is None:
+            return "route not decided (step 9)"
+        if ctx.route not in step.routes:
+            return f"not on Route {ctx.route}"
+        return None
+
+
+def _status_after_check(step: Step, result: StepResult) -> OnboardingStepStatus | Literal["apply"]:
+    if result.done:
+        return "done"
+    if result.stop:
+        return "stopped"
+    if result.waiting_for is not None or step.kind is StepKind.MANUAL:
+        return "waiting"
+    if step.kind is StepKind.AUTO and step.apply is not None:
+        return "apply"
+    return "not_done"
+
+
+def _json_ready(value: Any) -> Any:
+    """Evidence as JSON can hold it (dates and other objects as text)."""
+    if isinstance(value, dict):
+        return {str(k): _json_ready(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_json_ready(v) for v in value]
+    if value is None or isinstance(value, str | int | float | bool):
+        return value
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    return str(value)
+
+
+async def _notify(progress: ProgressCallback | None, event: StepEvent) -> None:
+    if progress is None:
+        return
+    outcome = progress(event)
+    if inspect.isawaitable(outcome):
+        await outcome
+
+
+# --- a person's confirmation of a manual step --------------------------------------------------
+
+
+async def confirm_step(
+    services: OnboardingServices,
+    student_id: str,
+    step_ref: str,
+    evidence: str,
+    *,
+    item: str | None = None,
+    person: str | None = None,
+    steps: Sequence[Step] | None = None,
+) -> StepResultView:
+    """Record a person's evidence for a manual step (or one of its items); kept for later runs.
+
+    A step with items (``channels``) needs ``item``; the step is done once every
+    required item is confirmed. A non-manual step can be confirmed only while it
+    waits for a person; the next run re-checks it.
+    """
+    repo = services.repository
+    student_id = student_id.strip()
+    catalogue = list(steps) if steps is not None else all_steps()
+    step = next((s for s in catalogue if step_ref.strip() in (s.id, str(s.number))), None)
+    if step is None:
+        raise InvalidInput(
+            f"No onboarding step {step_ref}.",
+            code="unknown_step",
+            hint="Steps: " + ", ".join(f"{s.number} {s.id}" for s in catalogue),
+        )
+    text = evidence.strip()
+    if not text:
+        raise InvalidInput(
+            "The evidence is empty.",
+            code="evidence_required",
+            hint='Say what was done and how it was checked, e.g. --evidence "number +39… live".',
+        )
+    checklist = await repo.checklist(student_id)
+    if not checklist:
+        raise NotFound(
+            f"Customer {student_id} has no onboarding results.",
+            code="onboarding_not_found",
+            hint="Run `pmsgate onboard CUSTOMER.yaml` first; check the student_id.",
+        )
+    latest = checklist.get(step.id)
+    if step.kind is not StepKind.MANUAL and (latest is None or latest.status != "waiting"):
+        raise Conflict(
+            f"Step {step.number} ({step.id}) is not a manual step and is not waiting for a person.",
+            code="step_not_manual",
+            hint="Only manual steps, or steps the checklist shows as waiting for a person, "
+            "take a person's evidence.",
+        )
+    if step.items and item is None:
+        raise InvalidInput(
+            f"Step {step.id} is confirmed item by item.",
+            code="item_required",
+            hint="Give --item, one of: " + ", ".join(step.item_ids),
+        )
+    if item is not None and item not in step.item_ids:
+        raise InvalidInput(
+            f"Step {step.id} has no item {item}.",
+            code="unknown_item",
+            hint=(
+                "Items: " + ", ".join(step.item_ids)
+                if step.items
+                else "This step has no items: leave --item out."
+            ),
+        )
+    now = services.clock.now()
+    confirmation = {"evidence": text, "confirmed_at": now.isoformat(), "by": person}
+    earlier = (await repo.confirmations(student_id)).get(step.id)
+    status: OnboardingStepStatus
+    waiting_for: str | None = None
+    due = None
+    if item is not None:
+        items = dict((earlier.evidence.get("items") or {}) if earlier else {})
+        items[item] = confirmation
+        recorded: dict[str, Any] = {"items": items}
+        known = latest.evidence if latest is not None else {}
+        required = known.get("required_items") or list(step.item_ids)
+        pending = [i for i in required if i not in items]
+        described = known.get("items") or {}
+        if pending:
+            waiting_for = "; ".join(
+                f"[{i}] {(described.get(i) or {}).get('what', i)}" for i in pending
+            )
+            due = latest.due if latest is not None and "whatsapp-number" in pending else None
+        done = not pending
+        message = (
+            f"{item} confirmed; {len(pending)} item(s) still waiting"
+            if pending
+            else f"{item} confirmed; every item confirmed"
+        )
+    else:
+        recorded = confirmation
+        done = step.kind is StepKind.MANUAL
+        message = (
+            "confirmed by a person"
+            if done
+            else "a person's evidence is recorded; the next run re-checks this step"
+        )
+    if step.kind is not StepKind.MANUAL:
+        done = False
+    status = ("done" if done else "waiting") if step.kind is StepKind.MANUAL else "not_done"
+    return await repo.record(
+        NewStepResult(
+            student_id=student_id,
+            step_id=step.id,
+            number=step.number,
+            kind=str(step.kind),
+            status=status,
+            done=status == "done",
+            evidence=_json_ready(recorded),
+            message=message,
+            waiting_for=waiting_for,
+            due=due,
+            recorded_by="person",
+            person=person,
+        )
+    )

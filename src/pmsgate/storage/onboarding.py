@@ -1,0 +1,305 @@
+"""Onboarding runs and step results (spec §4.3): the only queries on their tables.
+
+A run is one `pmsgate onboard` of one customer; each step it checks leaves a
+result (done or not, status, JSON evidence, message, what a person must do and
+by when). A person's `confirm` of a manual step is a result too, recorded by
+``person`` without a run. The checklist is the latest result per step, ignoring
+dry runs (they show what would happen, they change no state).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import date, datetime
+from typing import Any, cast
+
+from sqlalchemy import func, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from pmsgate.clock import Clock, SystemClock
+from pmsgate.storage.models import (
+    OnboardingRecorder,
+    OnboardingRun,
+    OnboardingRunStatus,
+    OnboardingStepResult,
+    OnboardingStepStatus,
+)
+
+MAX_MESSAGE = 2000
+
+
+def new_run_id() -> str:
+    """A fresh run id, ``run-`` followed by 24 hex digits."""
+    return f"run-{secrets.token_hex(12)}"
+
+
+@dataclass(frozen=True)
+class RunView:
+    """A stored onboarding run."""
+
+    id: str
+    student_id: str
+    number: int
+    status: OnboardingRunStatus
+    route: str | None
+    dry_run: bool
+    started_at: datetime
+    finished_at: datetime | None
+    ended_at_step: str | None
+    error_code: str | None
+    message: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view."""
+        return {
+            "id": self.id,
+            "student_id": self.student_id,
+            "number": self.number,
+            "status": self.status,
+            "route": self.route,
+            "dry_run": self.dry_run,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
+            "ended_at_step": self.ended_at_step,
+            "error_code": self.error_code,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True)
+class NewStepResult:
+    """What recording one step's result needs."""
+
+    student_id: str
+    step_id: str
+    number: int
+    kind: str
+    status: OnboardingStepStatus
+    done: bool
+    evidence: dict[str, Any]
+    message: str = ""
+    fix: str | None = None
+    waiting_for: str | None = None
+    due: date | None = None
+    run_id: str | None = None
+    dry_run: bool = False
+    recorded_by: OnboardingRecorder = "system"
+    person: str | None = None
+
+
+@dataclass(frozen=True)
+class StepResultView:
+    """A stored step result."""
+
+    id: int
+    run_id: str | None
+    student_id: str
+    step_id: str
+    number: int
+    kind: str
+    status: OnboardingStepStatus
+    done: bool
+    dry_run: bool
+    evidence: dict[str, Any]
+    message: str
+    fix: str | None
+    waiting_for: str | None
+    due: date | None
+    recorded_at: datetime
+    recorded_by: OnboardingRecorder
+    person: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view."""
+        return {
+            "step": self.step_id,
+            "number": self.number,
+            "kind": self.kind,
+            "status": self.status,
+            "done": self.done,
+            "dry_run": self.dry_run,
+            "message": self.message,
+            "evidence": self.evidence,
+            "fix": self.fix,
+            "waiting_for": self.waiting_for,
+            "due": self.due.isoformat() if self.due else None,
+            "recorded_at": self.recorded_at.isoformat(),
+            "recorded_by": self.recorded_by,
+            "person": self.person,
+            "run_id": self.run_id,
+        }
+
+
+def _run_view(row: OnboardingRun) -> RunView:
+    return RunView(
+        id=row.id,
+        student_id=row.student_id,
+        number=row.number,
+        status=cast(OnboardingRunStatus, row.status),
+        route=row.route,
+        dry_run=row.dry_run,
+        started_at=row.started_at,
+        finished_at=row.finished_at,
+        ended_at_step=row.ended_at_step,
+        error_code=row.error_code,
+        message=row.message,
+    )
+
+
+def _result_view(row: OnboardingStepResult) -> StepResultView:
+    return StepResultView(
+        id=row.id,
+        run_id=row.run_id,
+        student_id=row.student_id,
+        step_id=row.step_id,
+        number=row.number,
+        kind=row.kind,
+        status=cast(OnboardingStepStatus, row.status),
+        done=row.done,
+        dry_run=row.dry_run,
+        evidence=dict(row.evidence or {}),
+        message=row.message,
+        fix=row.fix,
+        waiting_for=row.waiting_for,
+        due=row.due,
+        recorded_at=row.recorded_at,
+        recorded_by=cast(OnboardingRecorder, row.recorded_by),
+        person=row.person,
+    )
+
+
+def _clip(text: str | None) -> str | None:
+    return text[:MAX_MESSAGE] if text is not None else None
+
+
+class OnboardingRepository:
+    """Starts and finishes runs, records step results, reads checklists."""
+
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock or SystemClock()
+
+    async def start_run(self, student_id: str, *, dry_run: bool) -> RunView:
+        """Record the start of a run (numbered after the customer's last one)."""
+        student_id = student_id.strip()
+        for attempt in range(3):
+            try:
+                async with self._sessions.begin() as session:
+                    last = await session.scalar(
+                        select(func.max(OnboardingRun.number)).where(
+                            OnboardingRun.student_id == student_id
+                        )
+                    )
+                    row = OnboardingRun(
+                        id=new_run_id(),
+                        student_id=student_id,
+                        number=(last or 0) + 1,
+                        status="running",
+                        route=None,
+                        dry_run=dry_run,
+                        started_at=self._clock.now(),
+                    )
+                    session.add(row)
+                return _run_view(row)
+            except IntegrityError:
+                # Another run of the customer took this number at the same moment.
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def finish_run(
+        self,
+        run_id: str,
+        status: OnboardingRunStatus,
+        *,
+        route: str | None = None,
+        ended_at_step: str | None = None,
+        error_code: str | None = None,
+        message: str | None = None,
+    ) -> None:
+        """Record how a run ended."""
+        async with self._sessions.begin() as session:
+            await session.execute(
+                update(OnboardingRun)
+                .where(OnboardingRun.id == run_id)
+                .values(
+                    status=status,
+                    route=route,
+                    finished_at=self._clock.now(),
+                    ended_at_step=ended_at_step,
+                    error_code=error_code,
+                    message=_clip(message),
+                )
+            )
+
+    async def record(self, new: NewStepResult) -> StepResultView:
+        """Store one step result."""
+        row = OnboardingStepResult(
+            run_id=new.run_id,
+            student_id=new.student_id.strip(),
+            step_id=new.step_id,
+            number=new.number,
+            kind=new.kind,
+            status=new.status,
+            done=new.done,
+            dry_run=new.dry_run,
+            evidence=new.evidence,
+            message=_clip(new.message) or "",
+            fix=_clip(new.fix),
+            waiting_for=_clip(new.waiting_for),
+            due=new.due,
+            recorded_at=self._clock.now(),
+            recorded_by=new.recorded_by,
+            person=new.person,
+        )
+        async with self._sessions.begin() as session:
+            session.add(row)
+        return _result_view(row)
+
+    async def results(self, student_id: str, *, run_id: str | None = None) -> list[StepResultView]:
+        """Every result of the customer (of one run, when given), oldest first."""
+        statement = select(OnboardingStepResult).where(
+            OnboardingStepResult.student_id == student_id.strip()
+        )
+        if run_id is not None:
+            statement = statement.where(OnboardingStepResult.run_id == run_id)
+        async with self._sessions() as session:
+            rows = await session.scalars(statement.order_by(OnboardingStepResult.id))
+            return [_result_view(row) for row in rows]
+
+    async def checklist(self, student_id: str) -> dict[str, StepResultView]:
+        """The latest result per step id, dry runs left out."""
+        latest: dict[str, StepResultView] = {}
+        for result in await self.results(student_id):
+            if not result.dry_run:
+                latest[result.step_id] = result
+        return latest
+
+    async def confirmations(self, student_id: str) -> dict[str, StepResultView]:
+        """The latest result recorded by a person, per step id."""
+        latest: dict[str, StepResultView] = {}
+        for result in await self.results(student_id):
+            if result.recorded_by == "person":
+                latest[result.step_id] = result
+        return latest
+
+    async def runs(self, student_id: str) -> list[RunView]:
+        """The customer's runs, oldest first."""
+        async with self._sessions() as session:
+            rows = await session.scalars(
+                select(OnboardingRun)
+                .where(OnboardingRun.student_id == student_id.strip())
+                .order_by(OnboardingRun.number)
+            )
+            return [_run_view(row) for row in rows]
+
+    async def last_run(self, student_id: str, *, dry_run: bool | None = False) -> RunView | None:
+        """The customer's most recent run (real ones by default)."""
+        runs = [
+            run for run in await self.runs(student_id) if dry_run is None or run.dry_run is dry_run
+        ]
+        return runs[-1] if runs else None

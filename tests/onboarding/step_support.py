@@ -1,0 +1,203 @@
+"""What the step tests share: a customer file of a seeded facility, a context, a live gateway.
+
+The steps run against the in-process emulators through the real services and
+clients (``tests/customers/support.py``), on a ManualClock whose ``sleep`` moves
+time instead of waiting. Custom tools run on the platform emulator in a child
+interpreter, so the gateway they call is served by uvicorn on real loopback HTTP
+(:func:`live_gateway`), reading the same database and the booking-system emulator.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx
+import uvicorn
+
+from pmsgate.app import create_app, open_services
+from pmsgate.config import Settings
+from pmsgate.customers.context import HttpFactory
+from pmsgate.knowledge.sync import KnowledgeSync
+from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
+from pmsgate.onboarding.steps import OnboardingContext, StepResult
+from pmsgate.pms.client import PmsClient
+from pmsgate.storage.knowledge import KnowledgeSyncRepository
+from tests.customers.support import (
+    CONTRACT_PRICE,
+    SANDBOX_URL,
+    EnrolledSandbox,
+    enrolled_sandbox,
+    sandbox_http_factory,
+)
+from tests.e2e.processes import free_port
+
+WRITE_METHODS = ("POST ", "PATCH ", "PUT ", "DELETE ")
+PLATFORM_ADMIN = "platform-team@example.com"
+
+
+def customer_document(
+    facility: Mapping[str, Any],
+    notes: Mapping[str, Any],
+    *,
+    student_id: str,
+    wifi: bool = True,
+    **overrides: Any,
+) -> dict[str, Any]:
+    """A customer file (as parsed YAML) for a seeded facility and its notes workspace."""
+    hotel_id = str(facility["hotel_id"])
+    booking: dict[str, Any] = {
+        "hotel_id": hotel_id,
+        "username": facility["username"],
+        "password": facility["password"],
+        "name": facility["name"],
+    }
+    if facility["kind"] == "own":
+        booking["api_key"] = facility["api_key"]
+    document: dict[str, Any] = {
+        "student_id": student_id,
+        "name": facility["name"],
+        "email": f"owner-{hotel_id}@example.com",
+        "kind": facility["kind"],
+        "contract": {"ref": f"C-{hotel_id}", "price_id": CONTRACT_PRICE},
+        "subscription": {"id": f"sub_{hotel_id}", "status": "active", "price_id": CONTRACT_PRICE},
+        "workspace": {
+            "slug": f"sandbox-{hotel_id}",
+            "plan_limit_usd": 150,
+            "alert_threshold_pct": 80,
+        },
+        "booking_system": booking,
+        "notes": {
+            "token": notes["token"],
+            "apartments_database_id": notes["database_id"],
+            "workspace_id": notes["workspace_id"],
+        },
+        "wifi": [
+            {
+                "room_type_id": str(page["pms_room_type_id"]),
+                "network": page["wifi"]["network"],
+                "wifi_password": page["wifi"]["password"],
+            }
+            for page in notes["pages"]
+        ]
+        if wifi
+        else [],
+        "platform_admins": [PLATFORM_ADMIN],
+        "onboarding_message": {
+            "login_url": "https://app.assistant.example/login",
+            "demo_call_url": "https://cal.example/platform-team/15min",
+        },
+    }
+    document.update(overrides)
+    return document
+
+
+def customer_file(enrolled: EnrolledSandbox, **overrides: Any) -> CustomerFile:
+    """The enrolled customer's file (inline secrets: a test document, resolved as given)."""
+    document = customer_document(
+        enrolled.facility,
+        enrolled.notes_ground_truth,
+        student_id=enrolled.student_id,
+        **overrides,
+    )
+    return parse_customer_file(document, env={})
+
+
+def onboarding_context(
+    enrolled: EnrolledSandbox,
+    file: CustomerFile | None = None,
+    *,
+    http_factory: HttpFactory | None = None,
+    **options: Any,
+) -> OnboardingContext:
+    """A context of one onboarding run on the enrolled customer's services."""
+    services = enrolled.services
+    factory = http_factory or sandbox_http_factory(enrolled.app)
+    return OnboardingContext(
+        file=file or customer_file(enrolled),
+        customers=services,
+        facilities=services.facilities,
+        pms=PmsClient.from_settings(enrolled.settings, factory(), enrolled.clock),
+        knowledge=KnowledgeSync(
+            services,
+            KnowledgeSyncRepository(services.sessions, enrolled.clock),
+            clock=enrolled.clock,
+            sleep=enrolled.sleep,
+        ),
+        settings=enrolled.settings,
+        clock=enrolled.clock,
+        **options,
+    )
+
+
+@asynccontextmanager
+async def step_sandbox(
+    database_url: str, *, gateway_port: int | None = None, **options: Any
+) -> AsyncIterator[EnrolledSandbox]:
+    """An enrolled customer whose settings name a gateway URL (served or not)."""
+    port = gateway_port or free_port()
+    overrides = {"gateway_public_url": f"http://127.0.0.1:{port}/"}
+    overrides.update(options.pop("settings_overrides", {}))
+    async with enrolled_sandbox(database_url, settings_overrides=overrides, **options) as enrolled:
+        yield enrolled
+
+
+@asynccontextmanager
+async def live_gateway(settings: Settings, app: Any, clock: Any) -> AsyncIterator[str]:
+    """The gateway (same database and vault as ``settings``) served by uvicorn on loopback."""
+    url = (settings.gateway_public_url or "").rstrip("/")
+    port = int(url.rsplit(":", 1)[1])
+    kross_http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=SANDBOX_URL)
+    async with kross_http, open_services(settings, kross_http=kross_http, clock=clock) as services:
+        server = uvicorn.Server(
+            uvicorn.Config(
+                create_app(settings, services=services),
+                host="127.0.0.1",
+                port=port,
+                log_config=None,
+                lifespan="on",
+            )
+        )
+        async with anyio.create_task_group() as group:
+            group.start_soon(server.serve)
+            with anyio.fail_after(15):
+                # uvicorn exposes only a flag, no event; this waits for readiness, asserts nothing.
+                while not server.started:  # noqa: ASYNC110
+                    await anyio.sleep(0.01)
+            try:
+                yield url
+            finally:
+                server.should_exit = True
+
+
+def platform_routes(enrolled: EnrolledSandbox) -> Counter[str]:
+    """Admitted platform requests by route so far."""
+    return Counter(enrolled.sandbox.platform.stats.requests_by_route)
+
+
+def platform_writes(before: Counter[str], after: Counter[str]) -> dict[str, int]:
+    """Write requests admitted between two tallies, by route."""
+    delta = after - before
+    return {route: n for route, n in delta.items() if route.startswith(WRITE_METHODS)}
+
+
+async def run_step(
+    ctx: OnboardingContext, check: Any, apply: Any | None = None
+) -> tuple[StepResult, StepResult]:
+    """check → (apply when not done) → check, as the runner does; (first, last) results."""
+    first: StepResult = await check(ctx)
+    if first.done or apply is None or first.stop:
+        return first, first
+    await apply(ctx)
+    last: StepResult = await check(ctx)
+    return first, last
+
+
+async def workspace_of(enrolled: EnrolledSandbox) -> str:
+    """The enrolled customer's workspace id."""
+    context = await enrolled.context()
+    assert context.workspace_id is not None
+    return context.workspace_id

@@ -1,0 +1,185 @@
+"""`pmsgate onboard …` through the real command line, end to end on the in-process sandbox.
+
+The CLI opens its own services from the environment (database, vault key, upstream
+URLs, data directory); its httpx clients reach the sandbox's ASGI app through the
+``knowledge.cli.upstreams`` seam it shares with `pmsgate knowledge`, with the
+sandbox's ManualClock and a sleep that moves it. The customer file's secrets are
+``${ENV}`` references set in the environment; none may ever be printed.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import structlog
+from typer.testing import CliRunner, Result
+
+from pmsgate.cli import app
+from pmsgate.config import get_settings
+from pmsgate.knowledge import cli as knowledge_cli
+from tests.customers.support import ClockSleep, sandbox_http_factory
+from tests.onboarding.sandbox_customer import OnboardingSandbox, onboarding_sandbox
+
+pytestmark = pytest.mark.anyio
+
+
+class Cli:
+    """The sandbox and a way to run `pmsgate` on it, keeping everything printed."""
+
+    def __init__(self, box: OnboardingSandbox, file: Path) -> None:
+        self.box = box
+        self.file = file
+        self.printed: list[str] = []
+
+    async def run(self, *args: str) -> Result:
+        """Run `pmsgate <args>` in a worker thread (the CLI runs its own event loop)."""
+        get_settings.cache_clear()
+
+        def invoke() -> Result:
+            return CliRunner().invoke(app, list(args), env={"COLUMNS": "300"})
+
+        result = await anyio.to_thread.run_sync(invoke)
+        self.printed += [result.stdout, result.stderr]
+        return result
+
+    async def json(self, *args: str, code: int = 0) -> dict[str, Any]:
+        result = await self.run(*args, "--json")
+        assert result.exit_code == code, (result.stdout, result.stderr)
+        parsed: dict[str, Any] = json.loads(result.stdout)
+        return parsed
+
+    def assert_no_secret_printed(self) -> None:
+        printed = "\n".join(self.printed)
+        for secret in self.box.secrets():
+            assert secret not in printed
+
+
+@pytest.fixture
+async def cli(
+    database_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[Cli]:
+    """A fresh sandbox customer, its file on disk, the CLI configured by the environment."""
+    async with onboarding_sandbox(database_url, tmp_path / "data") as box:
+        settings = box.settings
+        env = {
+            "PMSGATE_DATABASE_URL": settings.effective_database_url,
+            "PMSGATE_DATA_DIR": str(settings.data_dir),
+            "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
+            "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
+            "PMSGATE_NOTES_API_URL": settings.notes_api_url,
+            "PMSGATE_GATEWAY_PUBLIC_URL": str(settings.gateway_public_url),
+            **box.env,
+        }
+        for name in ("secret_keys", "partner_api_key", "platform_api_token"):
+            secret = getattr(settings, name)
+            env[f"PMSGATE_{name.upper()}"] = secret.get_secret_value()
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setattr(
+            knowledge_cli,
+            "upstreams",
+            knowledge_cli.Upstreams(
+                http_factory=sandbox_http_factory(box.app),
+                clock=box.clock,
+                sleep=ClockSleep(box.clock),
+            ),
+        )
+        saved_logging = structlog.get_config()
+        try:
+            yield Cli(box, box.write(tmp_path / "customer.yaml"))
+        finally:
+            # The CLI points structlog at the runner's stream, which is closed once it returns.
+            structlog.configure(**saved_logging)
+            get_settings.cache_clear()
+
+
+async def test_onboard_then_status_then_confirm_then_a_rerun_that_writes_nothing(cli: Cli) -> None:
+    box = cli.box
+    box.prepare_route_a()
+    result = await cli.run("onboard", str(cli.file))
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "Prerequisites" in result.stdout and "waiting for a person" in result.stdout
+    assert "every automatable step is done" in result.stdout
+
+    status = await cli.json("onboard", "status", box.student_id)
+    steps = {s["step"]: s for s in status["steps"]}
+    assert status["route"] == "A" and len(steps) == 17
+    assert steps["route-b-quick-setup"]["status"] == "skipped"
+    channels = steps["channels"]
+    assert channels["status"] == "waiting" and channels["due"] is not None
+    assert "[whatsapp-number]" in channels["waiting_for"]
+    assert all(
+        s["status"] == "done"
+        for s in steps.values()
+        if s["kind"] != "manual" and s["step"] != "route-b-quick-setup"
+    )
+
+    for item in channels["evidence"]["required_items"]:
+        confirmed = await cli.json(
+            "onboard",
+            "confirm",
+            box.student_id,
+            "channels",
+            "--item",
+            item,
+            "--evidence",
+            f"{item}: checked with the owner",
+            "--by",
+            "ops",
+        )
+    assert confirmed["status"] == "done" and confirmed["person"] == "ops"
+
+    writes = box.upstream_writes()
+    rerun = await cli.json("onboard", "run", str(cli.file))
+    assert rerun["status"] == "succeeded" and rerun["complete"] is True
+    assert not any(step["applied"] for step in rerun["steps"])
+    assert box.upstream_writes() == writes
+
+    table = await cli.run("onboard", "status", box.student_id)
+    assert table.exit_code == 0 and "checked with the owner" in table.stdout
+    cli.assert_no_secret_printed()
+
+
+async def test_a_rejected_booking_system_password_exits_1_with_the_reason_and_the_fix(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    box = cli.box
+    monkeypatch.setenv(f"PMS_PASSWORD_{box.hotel_id}", "wrong-password-77")
+    result = await cli.run("onboard", str(cli.file))
+    assert result.exit_code == 1
+    assert "run stopped at step prerequisites" in result.stdout
+    assert "rejected the credentials" in result.stdout
+    assert f"check the API user {box.facility['username']}" in result.stdout
+    assert "wrong-password-77" not in result.stdout + result.stderr
+    report = await cli.json("onboard", str(cli.file), code=1)
+    assert report["status"] == "stopped" and report["fix"]
+    cli.assert_no_secret_printed()
+
+
+async def test_an_invalid_customer_file_exits_2_naming_the_field(
+    cli: Cli, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(f"NOTES_TOKEN_{cli.box.hotel_id}")
+    result = await cli.run("onboard", str(cli.file))
+    assert result.exit_code == 2
+    assert "invalid_customer_file" in result.stderr and "notes.token" in result.stderr
+    missing = await cli.run("onboard", "status", "stu-nobody")
+    assert missing.exit_code == 2 and "onboarding_not_found" in missing.stderr
+    cli.assert_no_secret_printed()
+
+
+async def test_dry_run_prints_what_would_be_done_and_writes_nothing(cli: Cli) -> None:
+    report = await cli.json("onboard", "--dry-run", str(cli.file))
+    assert report["dry_run"] is True and report["status"] == "succeeded"
+    steps = {s["step"]: s for s in report["steps"]}
+    assert steps["prerequisites"]["status"] == "done"
+    assert steps["workspace-configuration"]["status"] == "would_do"
+    assert steps["workspace-configuration"]["message"].startswith("would do: register customer")
+    assert cli.box.upstream_writes() == {"platform": 0, "notes": 0}
+    assert await cli.box.services.customers.customers.find(cli.box.student_id) is None
+    cli.assert_no_secret_printed()
