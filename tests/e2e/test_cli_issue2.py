@@ -49,6 +49,9 @@ def test_demo_runs_every_chapter_and_shows_what_it_promises(env, monkeypatch):
         "20 more calls sent 0 requests",
         "MCP at /mcp: 6 tools",
         "parameters[].description required",
+        "route A, run succeeded",
+        "route B, run succeeded",
+        "second onboarding run of the Route A customer: succeeded, 0 platform writes",
     ):
         assert expected in result.output
 

@@ -45,6 +45,14 @@ def test_secrets_written_as_env_references_are_resolved_and_kept_hidden():
         assert secret not in shown
 
 
+def test_any_value_may_come_from_the_environment():
+    document, env = seeded()
+    document["booking_system"]["hotel_id"] = "${HOTEL_ID}"
+    file = parse_customer_file(document, env={**env, "HOTEL_ID": "999001"})
+    assert file.booking_system.hotel_id == "999001"
+    assert "booking_system.hotel_id" in invalid(document, env).message
+
+
 def test_an_unset_env_reference_names_the_field_and_the_variable():
     document, env = seeded()
     del env[next(k for k in env if k.startswith("PMS_PASSWORD"))]

@@ -328,3 +328,18 @@ async def test_onboarding_message_goes_to_the_outbox_once_with_the_baseline(
             baseline is not None
             and baseline.taken_at.isoformat() == (result.evidence["baseline"]["taken_at"])
         )
+
+
+async def test_a_facility_left_in_error_is_verified_and_connected_again(
+    database_url: str, tmp_path: Path
+) -> None:
+    async with onboarding_sandbox(database_url, tmp_path) as box:
+        ctx = box.services.context(box.file())
+        await apply_workspace_configuration(ctx)
+        await box.services.facilities.mark_error(box.hotel_id, "authentication failed earlier")
+        result = await check_workspace_configuration(ctx)
+        assert not result.done and "in error" in result.message
+        await apply_workspace_configuration(ctx)
+        assert (await check_workspace_configuration(ctx)).done
+        context = await ctx.customer_context()
+        assert context.pms_connected

@@ -19,6 +19,7 @@ from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.demo.booking_system import booking_system_chapter
 from pmsgate.demo.gateway import GatewayTour, gateway_chapter
+from pmsgate.demo.onboarding import onboarding_chapter
 from pmsgate.demo.platform import platform_chapter
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
@@ -53,3 +54,5 @@ async def run_demo(console: Console, *, seed: int = 1) -> None:
                 await platform_chapter(
                     console, http, f"{SANDBOX_HOST}/platform", tour.app, tour.key
                 )
+        with tempfile.TemporaryDirectory(prefix="pmsgate-onboarding-") as data_dir:
+            await onboarding_chapter(console, Path(data_dir), seed=seed)

@@ -5,7 +5,7 @@ The format is documented with a full example in ``docs/onboarding.md`` (and
 passwords) are written as ``${ENV_VAR}`` references resolved from the environment
 at load time; an inline secret is accepted with a warning. Every secret is held as
 a :class:`~pydantic.SecretStr`, and errors name the field, never its value
-(code ``invalid_customer_file``).
+(code ``invalid_customer_file``). Any other value may be a ``${ENV_VAR}`` too.
 """
 
 from __future__ import annotations
@@ -256,7 +256,14 @@ class CustomerFile(_Strict):
 def _resolve(
     node: Any, path: str, env: Mapping[str, str], inline: list[str], missing: list[str]
 ) -> Any:
-    """Resolve ``${ENV}`` references in secret fields; note inline secrets and missing vars."""
+    """Resolve ``${ENV}`` references; note inline secrets and unresolvable references."""
+    if isinstance(node, str) and (match := _REFERENCE.match(node.strip())):
+        # Any value may come from the environment; only secrets must.
+        resolved = env.get(match.group(1))
+        if resolved is None:
+            missing.append(f"{path} (environment variable {match.group(1)} is not set)")
+            return node
+        return resolved
     if isinstance(node, dict):
         return {
             key: _resolve_value(

@@ -432,6 +432,8 @@ async def _facility_problem(ctx: OnboardingContext) -> tuple[str | None, dict[st
         )
     if not await _facility_has_file_credentials(ctx, facility):
         return f"facility {booking.hotel_id} holds other credentials than the file", evidence
+    if facility.status != "connected" or row.status != "connected":
+        return f"facility {booking.hotel_id} is in error: {facility.last_error}", evidence
     return None, evidence
 
 
@@ -494,7 +496,10 @@ async def ensure_facility(ctx: OnboardingContext) -> FacilityView:
                 code="pms_integration_mismatch",
                 hint="Re-register the facility with the customer's kross row id.",
             )
-        if not await _facility_has_file_credentials(ctx, facility):
+        if facility.status != "connected" or not await _facility_has_file_credentials(
+            ctx, facility
+        ):
+            # New credentials, or an error state: verified upstream, then `connected`.
             facility = await ctx.facilities.reconnect(
                 booking.hotel_id,
                 username=booking.username,
