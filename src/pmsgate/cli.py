@@ -54,15 +54,27 @@ def _setup() -> None:
 @app.command()
 def demo(
     seed: Annotated[int, typer.Option(help="Seed of the emulators' data.")] = 1,
+    serve: Annotated[
+        bool, typer.Option("--serve", help="Then keep the emulators and a gateway running.")
+    ] = False,
+    sandbox_port: Annotated[int, typer.Option(help="Port of the emulators (--serve).")] = 8090,
+    gateway_port: Annotated[int, typer.Option(help="Port of the gateway (--serve).")] = 8080,
 ) -> None:
     """Run the whole system offline against in-process emulators and show what happens."""
     from pmsgate.demo import run_demo
+    from pmsgate.demo.serve import serve_demo
 
     # The demo narrates what happens; only warnings interrupt it (PMSGATE_LOG_LEVEL=DEBUG for all).
     if get_settings().log_level.upper() == "INFO":
         configure_logging("WARNING")
     try:
         asyncio.run(run_demo(Console(), seed=seed))
+        if serve:
+            asyncio.run(
+                serve_demo(
+                    Console(), seed=seed, sandbox_port=sandbox_port, gateway_port=gateway_port
+                )
+            )
     except PmsgateError as error:
         raise fail(error) from None
 
