@@ -6,6 +6,8 @@ UV := python3 -m uv
 endif
 PORT ?= 8080
 SANDBOX_PORT ?= 8090
+# Two workers fit this machine kind (2 cores); TEST_WORKERS=0 runs the tests in one process.
+TEST_WORKERS ?= 2
 
 .PHONY: env demo test lint format serve sandbox bench clean
 
@@ -20,7 +22,7 @@ demo: env
 	$(UV) run pmsgate demo
 
 test: env
-	$(UV) run pytest
+	$(UV) run pytest -n $(TEST_WORKERS)
 
 lint: env
 	$(UV) run ruff check src tests bench
