@@ -22,7 +22,7 @@ demo: env
 	$(UV) run pmsgate demo
 
 test: env
-	$(UV) run pytest -n $(TEST_WORKERS)
+	$(UV) run pytest -n $(TEST_WORKERS) --durations=15
 
 lint: env
 	$(UV) run ruff check src tests bench

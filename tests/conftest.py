@@ -15,6 +15,12 @@ from pmsgate.clock import ManualClock
 
 IN_CI = os.environ.get("CI", "").lower() == "true"
 
+# Rich sizes tables to the terminal; a fixed width keeps CLI output identical everywhere
+# (CI workers have no terminal or a "dumb" one, and a narrow table would truncate what
+# tests look for).
+os.environ["COLUMNS"] = "300"
+os.environ["TERM"] = "xterm-256color"
+
 
 @pytest.fixture
 def anyio_backend() -> str:
