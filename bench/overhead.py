@@ -7,7 +7,9 @@ Kinds of call, all made in the same run with the same httpx client:
 - ``cached tool (instructions)``: ``POST /v1/tools/get-checkin-instructions`` by
   apartment, answered from the read cache (a small cached value);
 - ``cached tool (reservation status)``: ``POST /v1/tools/get-reservation-status``,
-  derived from the facility's cached reservation window (~100 reservations);
+  derived from the facility's cached reservation window (~50 reservations);
+- ``cached tool (availability)``: ``POST /v1/tools/check-availability`` for a 3-night stay,
+  answered from the cached availability (since ea19244 a 90-day window per facility);
 - ``uncached pass-through``: ``POST /v1/operations/calendar/get-availability`` with a
   payload never asked before (a new 3-night range each call), so the read cache misses
   and the call goes upstream: key check, limiter, token, one request, cache write;
@@ -116,6 +118,10 @@ def _ranges(start: dt.date) -> Iterator[dict[str, str]]:
         }
 
 
+def _in_days(days: int) -> str:
+    return (dt.datetime.now(dt.UTC).date() + dt.timedelta(days=days)).isoformat()
+
+
 def _credentials(record: dict[str, Any]) -> Credentials:
     return Credentials(
         hotel_id=record["hotel_id"],
@@ -163,6 +169,11 @@ async def _kinds(setup: Setup) -> list[Kind]:
             headers=bearer,
         )
 
+    stay = {"arrival": _in_days(10), "departure": _in_days(13)}
+
+    def availability() -> Awaitable[httpx.Response]:
+        return client.post(f"{gateway}/v1/tools/check-availability", json=stay, headers=bearer)
+
     def uncached() -> Awaitable[httpx.Response]:
         return client.post(
             f"{gateway}/v1/operations/{UPSTREAM_OPERATION}",
@@ -188,6 +199,12 @@ async def _kinds(setup: Setup) -> list[Kind]:
             "gateway",
             "/v1/tools/get-reservation-status",
             status,
+        ),
+        Kind(
+            "cached tool (availability)",
+            "gateway",
+            "/v1/tools/check-availability",
+            availability,
         ),
         Kind(
             "uncached pass-through",
@@ -222,6 +239,7 @@ async def breakdown(
     """
     apartment_id = setup.record["apartments"][0]["id_room_type"]
     reservation_id = await _reservation_in_window(setup)
+    stay = {"arrival": _in_days(10), "departure": _in_days(13)}
     authenticate = services.facilities.authenticate
     facility = await authenticate(setup.key)
     steps: dict[str, Callable[[], Awaitable[Any]]] = {
@@ -235,6 +253,9 @@ async def breakdown(
             services.tools.call(
                 facility, "get-reservation-status", {"reservation_id": reservation_id}
             )
+        ),
+        "tool only: check-availability (cached availability)": lambda: services.tools.call(
+            facility, "check-availability", stay
         ),
     }
     figures: dict[str, Any] = {}
