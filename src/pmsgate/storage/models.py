@@ -239,6 +239,8 @@ class PmsIntegration(Base):
     notes_workspace_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
     apartments_database_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
     token_enc: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Set when the listings sync must run again (after a reconnect); cleared once it ran.
+    listings_sync_due_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
@@ -478,3 +480,85 @@ class OnboardingStepResult(Base):
     recorded_by: Mapped[str] = mapped_column(String(16))
     # Who confirmed a manual step (a person's name or login); None for the system.
     person: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+
+# --- the web application and scheduled jobs (issue 7) ------------------------------------------
+
+UserRole = Literal["customer", "admin"]
+JobRunStatus = Literal["running", "succeeded", "failed"]
+
+
+class User(Base):
+    """A login of the web console: a customer's (bound to its student_id) or a platform admin's."""
+
+    __tablename__ = "users"
+    __table_args__ = (
+        CheckConstraint(_one_of("role", get_args(UserRole)), name="role"),
+        # A customer login always belongs to one customer; an admin to none.
+        CheckConstraint(
+            "(role = 'customer' AND student_id IS NOT NULL) "
+            "OR (role = 'admin' AND student_id IS NULL)",
+            name="role_student",
+        ),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    email: Mapped[str] = mapped_column(String(254), unique=True)
+    password_hash: Mapped[str] = mapped_column(Text)  # argon2id, never the password
+    role: Mapped[str] = mapped_column(String(16))
+    student_id: Mapped[str | None] = mapped_column(
+        ForeignKey("customers.student_id"), nullable=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_login_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class WebSession(Base):
+    """A signed-in browser: the cookie carries the id, the table only its SHA-256."""
+
+    __tablename__ = "web_sessions"
+    __table_args__ = (Index("ix_web_sessions_user_id", "user_id"),)
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_seen_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class GatewayUsageHour(Base):
+    """Tool calls and upstream requests of one facility in one clock hour (UTC).
+
+    Each replica counts in memory and adds its counts here every minute, so the
+    console's chart of tool calls vs upstream calls survives restarts and sums replicas.
+    """
+
+    __tablename__ = "gateway_usage_hours"
+    __table_args__ = (
+        CheckConstraint("tool_calls >= 0 AND upstream_calls >= 0", name="non_negative"),
+    )
+
+    hotel_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    hour: Mapped[datetime] = mapped_column(UtcDateTime, primary_key=True)
+    tool_calls: Mapped[int] = mapped_column(Integer, default=0)
+    upstream_calls: Mapped[int] = mapped_column(Integer, default=0)
+
+
+class JobRun(Base):
+    """One tick of a scheduled job: what ran when, and how it ended (failures are retried)."""
+
+    __tablename__ = "job_runs"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", get_args(JobRunStatus)), name="status"),
+        Index("ix_job_runs_job_started_at", "job", "started_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    job: Mapped[str] = mapped_column(String(64))
+    status: Mapped[str] = mapped_column(String(16))
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # What the tick did or why it failed (never a secret), as JSON.
+    detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
