@@ -200,6 +200,69 @@ class Settings(BaseSettings):
         default="Guest assistant onboarding <onboarding@localhost>",
         description="From address of the onboarding message.",
     )
+    # --- web application and console (docs/web.md) ---
+    session_secret: SecretStr | None = Field(
+        default=None,
+        description="Signs the console's session cookies; unset = derived (HKDF) from the "
+        "primary vault key of PMSGATE_SECRET_KEYS, so every replica agrees.",
+    )
+    session_ttl_s: float = Field(
+        default=43200.0,
+        gt=0,
+        description="A console sign-in lasts this many seconds (then the user signs in again).",
+    )
+    cookie_secure: Literal["auto", "always", "never"] = Field(
+        default="auto",
+        description="The session cookie's Secure flag: `auto` sets it when the request came over "
+        "HTTPS (behind a proxy, run uvicorn with --proxy-headers), `always`, or `never`.",
+    )
+    login_max_failures: int = Field(
+        default=5,
+        ge=1,
+        description="Failed sign-ins allowed per e-mail address (and per client address) within "
+        "login_failure_window_s; further attempts answer 429 until the window passes.",
+    )
+    login_failure_window_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="The window, in seconds, over which failed sign-ins are counted.",
+    )
+    sync_max_duration_s: float = Field(
+        default=800.0,
+        gt=0,
+        description="Maximum duration of POST /api/{assistant}/sync-knowledge (spec §8: 800 s): "
+        "the request waits this long for the sync, then answers 202 with the job to poll; the "
+        "sync itself is never cut.",
+    )
+    # --- scheduled jobs (docs/jobs.md) ---
+    scheduler_enabled: bool = Field(
+        default=True,
+        description="Run the scheduled jobs inside `pmsgate serve` (turn off when an external "
+        "scheduler runs `pmsgate jobs …` instead).",
+    )
+    usage_refresh_interval_s: float = Field(
+        default=21600.0,
+        gt=0,
+        description="Usage snapshots of every customer are refreshed this often (spec §6: 6 h).",
+    )
+    listings_sync_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often the listings syncs that a reconnect asked for (and those that "
+        "failed) are run.",
+    )
+    pms_check_interval_s: float = Field(
+        default=900.0,
+        gt=0,
+        description="How often each connected facility's booking-system access is checked with "
+        "one read, so a changed password shows as `error` without waiting for a guest.",
+    )
+    usage_flush_interval_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often a process adds its counts of tool calls and upstream requests to "
+        "the hourly usage table the console charts.",
+    )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")
 
