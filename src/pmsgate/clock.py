@@ -38,3 +38,24 @@ class ManualClock:
     def set(self, when: datetime) -> None:
         """Jump to an absolute time."""
         self._now = when
+
+
+class FastForwardClock:
+    """The wall clock, which a setup phase may skip ahead (never back).
+
+    ``pmsgate demo --serve`` onboards its customers with waits that skip the clock
+    instead of sleeping (the emulators and the services share this clock, so their rate
+    windows move together), then serves in real time from the skipped-to moment on.
+    """
+
+    def __init__(self) -> None:
+        self._offset = timedelta(0)
+
+    def now(self) -> datetime:
+        """The wall-clock time plus every skip so far."""
+        return datetime.now(UTC) + self._offset
+
+    def advance(self, seconds: float) -> datetime:
+        """Skip ahead and return the new time."""
+        self._offset += timedelta(seconds=max(0.0, seconds))
+        return self.now()

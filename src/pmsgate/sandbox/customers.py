@@ -8,22 +8,28 @@ sandbox through an ASGI transport; throttles wait on a manual clock.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
+from datetime import datetime
+from typing import Any, Protocol
 
 import anyio
 import httpx
 
-from pmsgate.clock import ManualClock
 
 SANDBOX_URL = "http://sandbox.local"
 CONTRACT_PRICE = "price_sandbox_partner"
 PLATFORM_ADMIN = "onboarding@platform-team.example"
 
 
-class ClockSleep:
-    """An injected ``sleep`` that moves the ManualClock instead of waiting."""
+class AdvancingClock(Protocol):
+    """A clock that can be moved forward (ManualClock, FastForwardClock)."""
 
-    def __init__(self, clock: ManualClock) -> None:
+    def advance(self, seconds: float) -> datetime: ...
+
+
+class ClockSleep:
+    """An injected ``sleep`` that moves the clock instead of waiting."""
+
+    def __init__(self, clock: AdvancingClock) -> None:
         self.clock = clock
 
     async def __call__(self, seconds: float) -> None:
