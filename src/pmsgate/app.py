@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 import structlog
@@ -40,11 +41,15 @@ from pmsgate.gateway.operations import Operations
 from pmsgate.gateway.service import Gateway, GatewayPolicy
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
+from pmsgate.gateway.usage import UsageCounter
 from pmsgate.pms.client import PmsClient
 from pmsgate.pms.credentials import Credentials
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.idempotency import IdempotencyRepository
 from pmsgate.storage.tokens import TokenRepository
+
+if TYPE_CHECKING:
+    from pmsgate.web.context import WebServices
 
 log = structlog.get_logger(__name__)
 
@@ -66,6 +71,7 @@ class Services:
     tools: Tools
     operations: Operations
     metrics: GatewayMetrics
+    usage: UsageCounter
 
 
 class RequestIdMiddleware:
@@ -115,6 +121,7 @@ async def open_services(
                 httpx.AsyncClient(timeout=settings.kross_timeout_s)
             )
         metrics = GatewayMetrics()
+        usage = UsageCounter(clock)
         vault = vault_from_settings(settings)
         facilities = FacilityService(sessions, vault, clock, settings.partner_api_key)
         pms_client = PmsClient.from_settings(settings, kross_http, clock)
@@ -156,6 +163,7 @@ async def open_services(
             cache=cache,
             clock=clock,
             metrics=metrics,
+            usage=usage,
             policy=GatewayPolicy(
                 limiter_wait_s=settings.limiter_wait_s,
                 reauth_interval_s=settings.reauth_interval_s,
@@ -178,21 +186,46 @@ async def open_services(
             tools=Tools(gateway, settings.cache_max_age_s, settings.cache_default_max_age_s),
             operations=Operations(gateway, IdempotencyRepository(sessions)),
             metrics=metrics,
+            usage=usage,
         )
+
+
+@asynccontextmanager
+async def open_web_application(services: Services) -> AsyncIterator[WebServices]:
+    """The web services on ``services``, with the scheduled jobs running when enabled."""
+    from pmsgate.jobs.scheduler import build_scheduler
+    from pmsgate.web.context import open_web_services
+
+    async with open_web_services(services) as web:
+        if not services.settings.scheduler_enabled:
+            yield web
+            return
+        async with build_scheduler(web):
+            yield web
 
 
 def create_app(
     settings: Settings,
     *,
     services: Services | None = None,
+    web: WebServices | None = None,
 ) -> FastAPI:
-    """The gateway app; with ``services`` given (tests, demo) it serves those as they are."""
+    """The service's app: the gateway, its admin API and the web application.
+
+    Without ``services`` (``pmsgate serve``) the lifespan opens everything from the
+    settings — gateway, web services and, when enabled, the scheduled jobs. With
+    ``services`` given (tests, the demo) it serves those as they are, and the web
+    application only when ``web`` is given too.
+    """
+    from pmsgate.web.app import install_web
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         async with AsyncExitStack() as stack:
             if services is None:
-                app.state.services = await stack.enter_async_context(open_services(settings))
+                opened = await stack.enter_async_context(open_services(settings))
+                app.state.services = opened
+                app.state.web = await stack.enter_async_context(open_web_application(opened))
             await stack.enter_async_context(mcp_lifespan())
             yield
 
@@ -200,8 +233,10 @@ def create_app(
     app.add_middleware(RequestIdMiddleware)
     if services is not None:
         app.state.services = services
+    app.state.web = web
     install_error_handlers(app)
     app.include_router(http.router)
+    install_web(app)
 
     async def verify(credentials: Credentials) -> None:
         await pms_verifier(app.state.services.pms)(credentials)

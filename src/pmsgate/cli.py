@@ -13,10 +13,12 @@ from pmsgate.config import get_settings
 from pmsgate.customers.cli import customers_app
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.cli import facilities_app, secrets_app
+from pmsgate.jobs.cli import jobs_app
 from pmsgate.knowledge.cli import knowledge_app
 from pmsgate.knowledge.sync_cli import sync_command  # noqa: F401  (adds `knowledge sync`)
 from pmsgate.logs import configure_logging
 from pmsgate.onboarding.cli import onboard_app
+from pmsgate.web.cli import users_app
 
 app = typer.Typer(
     name="pmsgate",
@@ -32,6 +34,8 @@ app.add_typer(catalogue_app, name="catalogue")
 app.add_typer(knowledge_app, name="knowledge")
 app.add_typer(customers_app, name="customers")
 app.add_typer(onboard_app, name="onboard")
+app.add_typer(jobs_app, name="jobs")
+app.add_typer(users_app, name="users")
 
 console = Console()
 err_console = Console(stderr=True)

@@ -17,7 +17,7 @@ from pmsgate.config import Settings
 from pmsgate.demo.platform import served_on_loopback
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.onboarding.context import open_onboarding
-from pmsgate.onboarding.customer_file import parse_customer_file
+from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.onboarding.report import RunReport, render_report
 from pmsgate.onboarding.runner import OnboardingRunner
 from pmsgate.sandbox.app import Sandbox
@@ -41,33 +41,69 @@ async def live_gateway(settings: Settings, app: Any, clock: ManualClock) -> Asyn
             yield url
 
 
+def sandbox_settings(data_dir: Path, **overrides: Any) -> Settings:
+    """Settings of a fresh SQLite database and vault, every upstream the in-process sandbox."""
+    values: dict[str, Any] = {
+        "data_dir": data_dir,
+        "database_url": None,
+        "redis_url": None,
+        "secret_keys": SecretStr(generate_key_spec("demo")),
+        "partner_api_key": SecretStr(SANDBOX_PARTNER_API_KEY),
+        "kross_base_url": f"{SANDBOX_URL}/kross",
+        "platform_api_url": f"{SANDBOX_URL}/platform",
+        "platform_api_token": SecretStr(SANDBOX_PLATFORM_TOKEN),
+        "notes_api_url": f"{SANDBOX_URL}/notes",
+    }
+    return Settings(**(values | overrides))
+
+
+def demo_facilities(sandbox: Sandbox) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The seeded facilities the demo onboards: a partner one (Route A) and an own-key one (B)."""
+    facilities = sandbox.kross.facility_summaries()
+    partner = next(f for f in facilities if f["kind"] == "partner")
+    own = next(f for f in facilities if f["kind"] == "own")
+    return partner, own
+
+
+def prepare_route_a(sandbox: Sandbox) -> str:
+    """The partner customer's workspace, already syncing listings from the booking system."""
+    partner, _ = demo_facilities(sandbox)
+    workspace = sandbox.platform.create_workspace(
+        str(partner["name"]), f"sandbox-{partner['hotel_id']}"
+    )
+    sandbox.platform.set_pms_connection(
+        workspace.id, partner["hotel_id"], partner["username"], partner["password"]
+    )
+    return workspace.id
+
+
+def customer_file_of(sandbox: Sandbox, facility: dict[str, Any]) -> CustomerFile:
+    """The customer file of a seeded facility and its notes workspace."""
+    notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    return parse_customer_file(customer_document(facility, notes), env={})
+
+
+async def onboard_demo_customers(
+    runner: OnboardingRunner, sandbox: Sandbox, console: Console
+) -> list[tuple[str, RunReport]]:
+    """Run the runbook for both demo customers, printing each checklist."""
+    reports: list[tuple[str, RunReport]] = []
+    for facility in demo_facilities(sandbox):
+        report = await runner.run(customer_file_of(sandbox, facility))
+        console.print(render_report(report))
+        reports.append((str(facility["name"]), report))
+    return reports
+
+
 async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> None:
     """Onboard a partner customer with listings (Route A) and an own-key one without (Route B)."""
     console.rule("[bold]4. Onboarding two customers (spec §4.3, 17 steps)")
     clock = ManualClock()
     sandbox = Sandbox(seed=seed, clock=clock)
     app = sandbox.asgi_app()
-    facilities = sandbox.kross.facility_summaries()
-    partner = next(f for f in facilities if f["kind"] == "partner")
-    own = next(f for f in facilities if f["kind"] == "own")
-    base = Settings(
-        data_dir=data_dir,
-        database_url=None,
-        redis_url=None,
-        secret_keys=SecretStr(generate_key_spec("onb")),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        kross_base_url=f"{SANDBOX_URL}/kross",
-        platform_api_url=f"{SANDBOX_URL}/platform",
-        platform_api_token=SecretStr(SANDBOX_PLATFORM_TOKEN),
-        notes_api_url=f"{SANDBOX_URL}/notes",
-        limiter_wait_s=0.0,
-    )
-    # Route A: the customer's workspace already syncs listings from the booking system.
-    slug = f"sandbox-{partner['hotel_id']}"
-    workspace = sandbox.platform.create_workspace(str(partner["name"]), slug)
-    sandbox.platform.set_pms_connection(
-        workspace.id, partner["hotel_id"], partner["username"], partner["password"]
-    )
+    partner, _ = demo_facilities(sandbox)
+    base = sandbox_settings(data_dir, limiter_wait_s=0.0)
+    workspace_id = prepare_route_a(sandbox)
     async with live_gateway(base, app, clock) as gateway_url:
         settings = base.model_copy(update={"gateway_public_url": gateway_url})
         async with open_onboarding(
@@ -77,35 +113,15 @@ async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> 
             sleep=ClockSleep(clock),
         ) as services:
             runner = OnboardingRunner(services)
-            reports: list[tuple[str, RunReport]] = []
-            for facility in (partner, own):
-                notes = next(
-                    w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"]
-                )
-                customer = parse_customer_file(customer_document(facility, notes), env={})
-                report = await runner.run(customer)
-                console.print(render_report(report))
-                reports.append((str(facility["name"]), report))
+            reports = await onboard_demo_customers(runner, sandbox, console)
             before = sandbox.platform.stats.requests_by_route.copy()
-            again = await runner.run(
-                parse_customer_file(
-                    customer_document(
-                        partner,
-                        next(
-                            w
-                            for w in sandbox.notes.workspaces()
-                            if w["hotel_id"] == partner["hotel_id"]
-                        ),
-                    ),
-                    env={},
-                )
-            )
+            again = await runner.run(customer_file_of(sandbox, partner))
             writes = sum(
                 n - before.get(route, 0)
                 for route, n in sandbox.platform.stats.requests_by_route.items()
                 if not route.startswith("GET ")
             )
-    nodes = sum(1 for n in sandbox.platform.nodes(workspace.id) if not n.is_directory)
+    nodes = sum(1 for n in sandbox.platform.nodes(workspace_id) if not n.is_directory)
     for name, report in reports:
         done = sum(1 for o in report.outcomes if o.status == "done")
         waiting = [o.id for o in report.outcomes if o.status == "waiting"]

@@ -1,81 +1,165 @@
-"""`pmsgate demo --serve`: keep the emulators and a gateway running to try things by hand."""
+"""`pmsgate demo --serve`: the emulators, the gateway and the console running, to try by hand.
+
+Two customers are onboarded first (Route A: a partner facility whose workspace has
+listings; Route B: an own-key facility without), on a clock that skips ahead instead
+of waiting, so the setup takes seconds; then everything runs in real time. The
+sandbox is served over HTTP too, so a password can be changed in the booking-system
+emulator with curl and the console shows the integration go to ``error``.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import secrets
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-import httpx
 import uvicorn
 from pydantic import SecretStr
 from rich.console import Console
+from rich.table import Table
 
 from pmsgate.app import create_app, open_services
-from pmsgate.clock import SystemClock
-from pmsgate.config import Settings
-from pmsgate.gateway.facilities import NewFacility
-from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.clock import FastForwardClock
+from pmsgate.demo.onboarding import (
+    demo_facilities,
+    onboard_demo_customers,
+    prepare_route_a,
+    sandbox_settings,
+)
+from pmsgate.jobs.scheduler import build_scheduler
+from pmsgate.onboarding.context import open_onboarding
+from pmsgate.onboarding.runner import OnboardingRunner
 from pmsgate.sandbox.app import Sandbox
-from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
-from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.customers import ClockSleep, customer_document, sandbox_http_factory
+from pmsgate.web.context import WebServices, open_web_services
+
+ADMIN_EMAIL = "admin@platform-team.example"
+# The demo notices a changed booking-system password this soon (production: 15 minutes).
+DEMO_PMS_CHECK_INTERVAL_S = 15.0
+
+
+@dataclass(frozen=True)
+class DemoLogin:
+    """A console login the demo created (printed once; the database keeps only a hash)."""
+
+    email: str
+    password: str
+    role: str
+    student_id: str | None = None
+
+
+async def _create_logins(web: WebServices, sandbox: Sandbox) -> list[DemoLogin]:
+    logins = [DemoLogin(ADMIN_EMAIL, secrets.token_urlsafe(12), "admin")]
+    for facility in demo_facilities(sandbox):
+        notes = next(
+            w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"]
+        )
+        document = customer_document(facility, notes)
+        logins.append(
+            DemoLogin(
+                str(document["email"]),
+                secrets.token_urlsafe(12),
+                "customer",
+                str(document["student_id"]),
+            )
+        )
+    for login in logins:
+        await web.users.add(
+            login.email,
+            SecretStr(login.password),
+            role=login.role,
+            student_id=login.student_id,
+        )
+    return logins
+
+
+def _server(app: Any, port: int) -> uvicorn.Server:
+    return uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
+
+
+async def _started(*servers: uvicorn.Server) -> None:
+    # uvicorn offers no awaitable for "listening": poll its flag (only while starting).
+    while not all(server.started for server in servers):
+        await asyncio.sleep(0.05)
+
+
+def _print_welcome(
+    console: Console,
+    *,
+    sandbox: Sandbox,
+    sandbox_url: str,
+    app_url: str,
+    logins: list[DemoLogin],
+    gateway_key: str,
+) -> None:
+    partner, own = demo_facilities(sandbox)
+    console.rule("[bold]pmsgate demo --serve (Ctrl-C to stop)")
+    console.print(f"Console:   [bold]{app_url}/console[/]")
+    table = Table(title="Demo logins (created for this run only)")
+    for column in ("e-mail", "password", "role", "customer"):
+        table.add_column(column)
+    for login in logins:
+        table.add_row(login.email, login.password, login.role, login.student_id or "all")
+    console.print(table)
+    console.print(
+        f"Gateway:   {app_url} (tools at /v1/tools, MCP at /mcp); a key of "
+        f"{partner['hotel_id']}: {gateway_key}"
+    )
+    console.print(f"Emulators: {sandbox_url}/kross, {sandbox_url}/platform, {sandbox_url}/notes")
+    console.print(
+        "Try: sign in as the Route A customer, run a dry run and a commit; then change its "
+        "booking-system password in the emulator:\n"
+        f"  curl -X POST -H 'Content-Type: application/json' -d '{{\"password\": \"new-secret-1\"}}' "
+        f"{sandbox_url}/kross/_sandbox/facilities/{partner['hotel_id']}/password\n"
+        f"Within {DEMO_PMS_CHECK_INTERVAL_S:.0f} s the console shows `error`; reconnect on the "
+        f"customer's page with the API user {partner['username']} and the new password."
+    )
+    console.print(f"Route B customer: {own['name']} ({own['hotel_id']}).")
 
 
 async def serve_demo(console: Console, *, seed: int, sandbox_port: int, gateway_port: int) -> None:
-    """Serve the three emulators and a gateway with every seeded facility until interrupted."""
-    box = Sandbox(seed=seed, clock=SystemClock())
+    """Onboard two customers, then serve the emulators, the gateway and the console."""
+    clock = FastForwardClock()
+    sandbox = Sandbox(seed=seed, clock=clock)
+    sandbox_app = sandbox.asgi_app()
     sandbox_url = f"http://127.0.0.1:{sandbox_port}"
+    app_url = f"http://127.0.0.1:{gateway_port}"
+    factory = sandbox_http_factory(sandbox_app)
     with tempfile.TemporaryDirectory(prefix="pmsgate-demo-serve-") as data_dir:
-        settings = Settings(
-            data_dir=Path(data_dir),
-            database_url=None,
-            redis_url=None,
-            kross_base_url=f"{sandbox_url}/kross",
-            partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-            secret_keys=SecretStr(generate_key_spec("serve")),
+        settings = sandbox_settings(
+            Path(data_dir),
+            gateway_public_url=app_url,
+            pms_check_interval_s=DEMO_PMS_CHECK_INTERVAL_S,
+            cookie_secure="never",
         )
         async with (
-            httpx.AsyncClient(timeout=settings.kross_timeout_s) as kross_http,
-            open_services(settings, kross_http=kross_http) as services,
+            factory() as kross_http,
+            open_services(settings, kross_http=kross_http, clock=clock) as services,
+            open_web_services(services, http_factory=factory) as web,
         ):
-            keys = []
-            for record in box.kross.facility_summaries():
-                own = record["kind"] == "own"
-                _, key = await services.facilities.add(
-                    NewFacility(
-                        hotel_id=record["hotel_id"],
-                        username=record["username"],
-                        password=SecretStr(record["password"]),
-                        kind=record["kind"],
-                        api_key=SecretStr(record["api_key"]) if own else None,
-                        integration_id=f"int-{record['hotel_id']}",
-                        name=record["name"],
-                    )
-                )
-                keys.append((record["hotel_id"], record["name"], key))
-            gateway = create_app(settings, services=services)
-            servers = [
-                uvicorn.Server(
-                    uvicorn.Config(
-                        box.asgi_app(), host="127.0.0.1", port=sandbox_port, log_config=None
-                    )
-                ),
-                uvicorn.Server(
-                    uvicorn.Config(gateway, host="127.0.0.1", port=gateway_port, log_config=None)
-                ),
-            ]
-            console.rule("[bold]pmsgate demo --serve (Ctrl-C to stop)")
-            console.print(
-                f"Emulators: {sandbox_url}/kross, /platform (bearer "
-                f"{SANDBOX_PLATFORM_TOKEN}), /notes"
+            app = create_app(settings, services=services, web=web)
+            servers = [_server(sandbox_app, sandbox_port), _server(app, gateway_port)]
+            serving = [asyncio.create_task(server.serve()) for server in servers]
+            await _started(*servers)
+            console.rule("[bold]Onboarding the demo customers")
+            prepare_route_a(sandbox)
+            async with open_onboarding(
+                settings, clock=clock, http_factory=factory, sleep=ClockSleep(clock)
+            ) as onboarding:
+                await onboard_demo_customers(OnboardingRunner(onboarding), sandbox, console)
+            logins = await _create_logins(web, sandbox)
+            partner, _ = demo_facilities(sandbox)
+            _, gateway_key = await services.facilities.mint_key(str(partner["hotel_id"]), "demo")
+            _print_welcome(
+                console,
+                sandbox=sandbox,
+                sandbox_url=sandbox_url,
+                app_url=app_url,
+                logins=logins,
+                gateway_key=gateway_key,
             )
-            console.print(
-                f"Gateway:   http://127.0.0.1:{gateway_port}  (tools at /v1/tools, MCP at /mcp)"
-            )
-            for hotel_id, name, key in keys:
-                console.print(f"  {hotel_id} {name}: gateway key {key}")
-            console.print(
-                f"Try: curl -H 'Authorization: Bearer {keys[0][2]}' -X POST -d '{{}}' "
-                f"http://127.0.0.1:{gateway_port}/v1/tools/get-in-house-guests"
-            )
-            await asyncio.gather(*(server.serve() for server in servers))
+            async with build_scheduler(web):
+                await asyncio.gather(*serving)

@@ -466,6 +466,7 @@ class FacilityService:
             log.info("facility_reconnect_refused", hotel_id=hotel_id, reason=error.code)
             raise verification_error(error) from None
 
+        now = self._clock.now()
         values: dict[str, Any] = {
             "username": credentials.username,
             "password_enc": self._vault.encrypt(
@@ -474,7 +475,7 @@ class FacilityService:
             ),
             "status": "connected",
             "last_error": None,
-            "updated_at": self._clock.now(),
+            "updated_at": now,
         }
         if row.kind == "own":
             values["api_key_enc"] = self._vault.encrypt(
@@ -487,20 +488,19 @@ class FacilityService:
                 raise facility_not_found(hotel_id)
             # The old token belongs to the old credentials; the token manager fetches a new one.
             await facilities.delete_token(row.id)
+            await facilities.set_integration_status(row.id, "connected", None, now)
             view = FacilityView.of(await self._require(session, row.hotel_id))
         log.info("facility_reconnected", hotel_id=hotel_id)
         return view
 
     async def mark_error(self, hotel_id: str, reason: str) -> None:
         """Record that the facility's credentials stopped working (a safe reason, no secrets)."""
-        await self._update(
-            hotel_id, status="error", last_error=reason.strip()[:MAX_REASON] or "error"
-        )
+        await self._set_status(hotel_id, "error", reason.strip()[:MAX_REASON] or "error")
         log.warning("facility_marked_error", hotel_id=hotel_id, reason=reason[:MAX_REASON])
 
     async def mark_connected(self, hotel_id: str) -> None:
         """Record that the facility's credentials work."""
-        await self._update(hotel_id, status="connected", last_error=None)
+        await self._set_status(hotel_id, "connected", None)
 
     async def record_auth_attempt(self, hotel_id: str) -> None:
         """Remember when the gateway last tried to authenticate the facility upstream."""
@@ -598,11 +598,17 @@ class FacilityService:
             raise facility_not_found(hotel_id)
         return row
 
-    async def _update(self, hotel_id: str, **values: Any) -> None:
-        values["updated_at"] = self._clock.now()
+    async def _set_status(self, hotel_id: str, status: str, last_error: str | None) -> None:
+        """The facility's status and its kross integration row's, in one transaction (spec §3)."""
+        now = self._clock.now()
         async with self._sessions.begin() as session:
-            if not await FacilityRepository(session).update(hotel_id, **values):
-                raise facility_not_found(hotel_id)
+            facilities = FacilityRepository(session)
+            row = await self._require(session, hotel_id)
+            row.status = status
+            row.last_error = last_error
+            row.updated_at = now
+            await session.flush()
+            await facilities.set_integration_status(row.id, status, last_error, now)
 
 
 def pms_verifier(client: PmsClient) -> Verifier:

@@ -96,6 +96,7 @@ class Operations:
         idempotency_key: str | None,
     ) -> OperationAnswer:
         """Run one operation; refused locally when it does not exist or is out of scope."""
+        self.gateway.usage.tool_call(facility.hotel_id)
         op = self.gateway.operation(path)
         if op.name == TOKEN_OPERATION:
             raise Forbidden(

@@ -29,6 +29,7 @@ from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, Priority
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.upstream_errors import auth_failed, translate
+from pmsgate.gateway.usage import UsageCounter
 from pmsgate.pms import errors as pms
 from pmsgate.pms.client import PmsClient, PmsResult
 from pmsgate.pms.operations import Operation
@@ -78,6 +79,7 @@ class Gateway:
         clock: Clock,
         metrics: GatewayMetrics,
         policy: GatewayPolicy | None = None,
+        usage: UsageCounter | None = None,
     ) -> None:
         self.facilities = facilities
         self.pms = pms_client
@@ -86,6 +88,7 @@ class Gateway:
         self.cache = cache
         self.clock = clock
         self.metrics = metrics
+        self.usage = usage if usage is not None else UsageCounter(clock)
         self.policy = policy or GatewayPolicy()
         self._reauth_locks: dict[str, anyio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
@@ -226,6 +229,7 @@ class Gateway:
     async def _observe(
         self, facility: FacilityView, op: Operation, call: Awaitable[PmsResult]
     ) -> PmsResult:
+        self.usage.upstream_call(facility.hotel_id)
         try:
             result = await call
         except pms.PmsError as error:
@@ -245,6 +249,7 @@ class Gateway:
         facility = await self.facilities.get(hotel_id)
         await self._permit(facility, Priority.INTERACTIVE)
         self.metrics.token_refreshes.labels(hotel_id).inc()
+        self.usage.upstream_call(hotel_id)
 
     async def _permit(self, facility: FacilityView, priority: Priority) -> None:
         await self.limiter.acquire(

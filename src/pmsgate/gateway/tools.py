@@ -122,6 +122,7 @@ class Tools:
         self, facility: FacilityView, name: str, arguments: dict[str, Any]
     ) -> ToolAnswer:
         """Run one tool for a facility."""
+        self.gateway.usage.tool_call(facility.hotel_id)
         parsed = self.parse(name, arguments)
         answer = await self._handlers[name](facility, parsed)
         if answer.meta.get("stale"):

@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
 
@@ -285,6 +286,19 @@ class Listing(_Answer):
     external_id: str | None = None
 
 
+class PmsConnection(_Answer):
+    """The workspace's booking-system connection as the platform reports it (never a password).
+
+    ASSUMED SHAPE (docs/platform-api.md "Listings"): the platform's listings sync reads
+    the booking system with these credentials.
+    """
+
+    provider: str = "kross"
+    hotel_id: str
+    username: str
+    healthy: bool = False
+
+
 class NewKbNode(_Request):
     """The body of ``POST /v1/kb/nodes?workspace_id=``."""
 
@@ -372,6 +386,16 @@ class Role(_Answer):
 
     name: str
     description: str = ""
+
+
+class WorkspaceUsage(_Answer):
+    """A workspace's cumulative consumption (ASSUMED shape: the usage API is not public)."""
+
+    workspace_id: str
+    usd_spent: Decimal = Field(ge=0)
+    messages: int = Field(ge=0)
+    tool_calls: int = Field(ge=0)
+    as_of: datetime | None = None
 
 
 # --- the throttle ------------------------------------------------------------------------------
@@ -492,6 +516,11 @@ class AssistantClient:
         """One workspace."""
         answer = await self._call("GET", f"/v1/workspaces/{_seg(workspace_id)}", workspace_id)
         return self._one(Workspace, answer)
+
+    async def workspace_usage(self, workspace_id: str) -> WorkspaceUsage:
+        """The workspace's cumulative usage (``GET /v1/workspaces/{id}/usage``; assumed shape)."""
+        path = f"/v1/workspaces/{_seg(workspace_id)}/usage"
+        return self._one(WorkspaceUsage, await self._call("GET", path, workspace_id))
 
     async def create_workspace(
         self, name: str, slug: str, *, idempotency_key: str | None = None
@@ -698,6 +727,49 @@ class AssistantClient:
     async def list_listings(self, workspace_id: str) -> list[Listing]:
         """Every listing of a workspace (all pages); none while its PMS connection fails."""
         return await self._collect("/v1/listings", Listing, workspace_id)
+
+    async def get_pms_connection(self, workspace_id: str) -> PmsConnection | None:
+        """The workspace's booking-system connection; None when it has none (assumed endpoint)."""
+        try:
+            answer = await self._call(
+                "GET", f"/v1/workspaces/{_seg(workspace_id)}/pms-connection", workspace_id
+            )
+        except PlatformNotFound:
+            return None
+        return self._one(PmsConnection, answer)
+
+    async def set_pms_connection(
+        self,
+        workspace_id: str,
+        *,
+        hotel_id: str,
+        username: str,
+        password: SecretStr,
+        api_key: SecretStr | None = None,
+        idempotency_key: str | None = None,
+    ) -> PmsConnection:
+        """Give the platform's listings sync new booking-system credentials (assumed endpoint)."""
+        plain = password.get_secret_value()
+        body: dict[str, Any] = {
+            "provider": "kross",
+            "hotel_id": hotel_id,
+            "username": username,
+            "password": plain,
+        }
+        secrets: tuple[str, ...] = (plain,)
+        if api_key is not None:
+            body["api_key"] = api_key.get_secret_value()
+            secrets = (plain, body["api_key"])
+        answer = await self._call(
+            "PUT",
+            f"/v1/workspaces/{_seg(workspace_id)}/pms-connection",
+            workspace_id,
+            body=body,
+            # A fresh key per call: this call's retries are safe, a later call is a new write.
+            idempotency_key=idempotency_key or f"pms-connection:{uuid.uuid4().hex}",
+            secrets=secrets,
+        )
+        return self._one(PmsConnection, answer)
 
     # --- knowledge nodes -----------------------------------------------------------------------
 

@@ -9,12 +9,18 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, delete, func, select, update
+from sqlalchemy import CursorResult, case, delete, func, literal, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.errors import Conflict
-from pmsgate.storage.models import Facility, FacilityToken, GatewayKey
+from pmsgate.storage.models import (
+    Facility,
+    FacilityToken,
+    GatewayKey,
+    PmsIntegration,
+    UtcDateTime,
+)
 
 
 class FacilityExists(Conflict):
@@ -69,6 +75,28 @@ class FacilityRepository:
             ),
         )
         return result.rowcount > 0
+
+    async def set_integration_status(
+        self, facility_id: int, status: str, last_error: str | None, when: datetime
+    ) -> None:
+        """Give the kross integration row linked to the facility the same status (spec §3).
+
+        ``status_changed_at`` moves only when the status really changes; no linked row, no-op.
+        """
+        await self._session.execute(
+            update(PmsIntegration)
+            .where(PmsIntegration.facility_id == facility_id)
+            .values(
+                status_changed_at=case(
+                    # Typed, so the UTC conversion of the column type applies to the value.
+                    (PmsIntegration.status != status, literal(when, UtcDateTime())),
+                    else_=PmsIntegration.status_changed_at,
+                ),
+                status=status,
+                last_error=last_error if status == "error" else None,
+                updated_at=when,
+            )
+        )
 
     async def delete_token(self, facility_id: int) -> None:
         """Forget the facility's stored booking-system token, so a new one is fetched."""

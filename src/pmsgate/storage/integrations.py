@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import cast, get_args
 
-from sqlalchemy import Select, select
+from sqlalchemy import Select, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -79,6 +79,8 @@ class IntegrationView:
     has_token: bool
     created_at: datetime
     updated_at: datetime
+    # When the listings sync must run again (set by a reconnect); None when not due.
+    listings_sync_due_at: datetime | None = None
 
 
 def _view(row: PmsIntegration, hotel_id: str | None) -> IntegrationView:
@@ -95,6 +97,7 @@ def _view(row: PmsIntegration, hotel_id: str | None) -> IntegrationView:
         has_token=row.token_enc is not None,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        listings_sync_due_at=row.listings_sync_due_at,
     )
 
 
@@ -345,6 +348,64 @@ class IntegrationRepository:
                 setattr(row, column, value)
             row.updated_at = self._clock.now()
         return _view(row, None)
+
+    # --- the listings sync a reconnect asks for (run by the restart-listings-syncs job) ---
+
+    async def mark_listings_sync_due(self, integration_id: str, when: datetime) -> None:
+        """Ask for the row's listings sync to run at ``when`` (e.g. now, after a reconnect)."""
+        await self._set_listings_sync_due(integration_id, when)
+
+    async def due_listings_syncs(self, now: datetime) -> list[IntegrationView]:
+        """The kross rows whose listings sync is due at ``now``, the longest-waiting first."""
+        statement = (
+            _with_hotel_id()
+            .where(
+                PmsIntegration.provider == "kross",
+                PmsIntegration.listings_sync_due_at.is_not(None),
+                PmsIntegration.listings_sync_due_at <= now,
+            )
+            .order_by(PmsIntegration.listings_sync_due_at, PmsIntegration.id)
+        )
+        async with self._sessions() as session:
+            found = await session.execute(statement)
+            return [_view(row, hotel_id) for row, hotel_id in found.all()]
+
+    async def reschedule_listings_sync(
+        self, integration_id: str, *, expected: datetime, when: datetime | None
+    ) -> bool:
+        """Move the due time from ``expected`` to ``when`` (None: done); False if it had moved.
+
+        A compare-and-set: a replica claims a due sync by moving it past its own run, and a
+        reconnect that asks again while a sync runs is never wiped by that sync finishing.
+        """
+        async with self._sessions.begin() as session:
+            result = await session.execute(
+                update(PmsIntegration)
+                .where(
+                    PmsIntegration.id == integration_id.strip(),
+                    PmsIntegration.listings_sync_due_at == expected,
+                )
+                .values(listings_sync_due_at=when)
+            )
+        return bool(getattr(result, "rowcount", 0))
+
+    async def clear_listings_sync_due(self, integration_id: str) -> None:
+        """The row's listings sync is no longer due."""
+        await self._set_listings_sync_due(integration_id, None)
+
+    async def _set_listings_sync_due(self, integration_id: str, when: datetime | None) -> None:
+        async with self._sessions.begin() as session:
+            row = await session.get(PmsIntegration, integration_id.strip())
+            if row is None:
+                raise integration_not_found(integration_id)
+            if when is not None and row.provider != "kross":
+                raise InvalidInput(
+                    f"Integration row {row.id} is a {row.provider} row: only the booking-system "
+                    "row has a listings sync.",
+                    code="not_a_booking_system_integration",
+                    hint="Give the id of the customer's kross integration row.",
+                )
+            row.listings_sync_due_at = when
 
     async def token_ciphertext(self, integration_id: str) -> str | None:
         """The row's token as stored (vault ciphertext), for the caller to decrypt."""

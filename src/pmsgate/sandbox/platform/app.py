@@ -42,6 +42,7 @@ from pmsgate.sandbox.platform.store import (
     Skill,
     ToolRun,
     Workspace,
+    WorkspaceUsage,
     paginate,
 )
 
@@ -167,6 +168,17 @@ class AgentPatch(_Body):
     enabled: bool | None = None
 
 
+class PmsConnectionBody(_Body):
+    """PUT /v1/workspaces/{id}/pms-connection (this project's assumption)."""
+
+    provider: str
+    hotel_id: str = Field(min_length=1)
+    username: str = Field(min_length=1)
+    password: str = Field(min_length=1)
+    # Accepted for own facilities; the emulator checks hotel_id, username and password only.
+    api_key: str | None = None
+
+
 class ConversationBody(_Body):
     """POST /v1/agents/{id}/test-conversations (emulator-only: the real API is not public)."""
 
@@ -212,6 +224,13 @@ class ConnectionControl(BaseModel):
     hotel_id: str = Field(min_length=1)
     username: str = Field(min_length=1)
     password: str = Field(min_length=1)
+
+
+class TrafficControl(BaseModel):
+    """POST /_sandbox/workspaces/{id}/traffic: guest traffic added to the usage read."""
+
+    messages: int = Field(default=0, ge=0)
+    tool_calls: int = Field(default=0, ge=0)
 
 
 class ConfigControl(BaseModel):
@@ -285,6 +304,12 @@ def _api_router(store: PlatformStore) -> APIRouter:
         _enter(store, request, workspace_id=workspace_id)
         return JSONResponse(_workspace(store.workspace(workspace_id)))
 
+    @router.get("/workspaces/{workspace_id}/usage")
+    async def workspace_usage(workspace_id: str, request: Request) -> JSONResponse:
+        # Assumed API (docs/platform-api.md): the platform's usage read is not public.
+        _enter(store, request, workspace_id=workspace_id)
+        return JSONResponse(_usage(store.usage(workspace_id)))
+
     # --- members and roles ---
 
     @router.get("/workspaces/{workspace_id}/members")
@@ -348,6 +373,33 @@ def _api_router(store: PlatformStore) -> APIRouter:
             return 200, {"name": name, "deleted": True}
 
         return await _write(store, request, call, {}, act)
+
+    # --- the booking-system connection (assumed; docs/platform-api.md "Listings") ---
+
+    @router.get("/workspaces/{workspace_id}/pms-connection")
+    async def get_pms_connection(workspace_id: str, request: Request) -> JSONResponse:
+        _enter(store, request, workspace_id=workspace_id)
+        connection, healthy = store.pms_connection(workspace_id)
+        if connection is None:
+            raise PlatformApiError(
+                errors.NOT_FOUND, "the workspace has no booking-system connection"
+            )
+        return JSONResponse(_api_connection(connection, healthy))
+
+    @router.put("/workspaces/{workspace_id}/pms-connection")
+    async def set_pms_connection(workspace_id: str, request: Request) -> JSONResponse:
+        call = _enter(store, request, workspace_id=workspace_id)
+        body = await _json_body(request)
+
+        async def act() -> tuple[int, Any]:
+            req = _parse(PmsConnectionBody, body)
+            if req.provider != "kross":
+                raise PlatformApiError(errors.VALIDATION, "provider: only kross is supported")
+            store.set_pms_connection(workspace_id, req.hotel_id, req.username, req.password)
+            connection, healthy = store.pms_connection(workspace_id)
+            return 200, _api_connection(connection, healthy)
+
+        return await _write(store, request, call, body, act)
 
     # --- custom tools ---
 
@@ -606,6 +658,11 @@ def _control_router(store: PlatformStore) -> APIRouter:
         store.clear_pms_connection(workspace_id)
         return _connection(None, False)
 
+    @router.post("/workspaces/{workspace_id}/traffic")
+    async def add_traffic(workspace_id: str, body: TrafficControl) -> dict[str, Any]:
+        store.add_traffic(workspace_id, body.messages, body.tool_calls)
+        return _usage(store.usage(workspace_id))
+
     @router.get("/workspaces/{workspace_id}/tool-runs")
     async def tool_runs(workspace_id: str) -> list[dict[str, Any]]:
         return [_run(run) for run in store.tool_runs(workspace_id)]
@@ -771,6 +828,16 @@ def _workspace(w: Workspace) -> dict[str, Any]:
     return {"id": w.id, "name": w.name, "slug": w.slug, "created_at": w.created_at.isoformat()}
 
 
+def _usage(u: WorkspaceUsage) -> dict[str, Any]:
+    return {
+        "workspace_id": u.workspace_id,
+        "usd_spent": str(u.usd_spent),  # a decimal string: money is never a float
+        "messages": u.messages,
+        "tool_calls": u.tool_calls,
+        "as_of": u.as_of.isoformat(),
+    }
+
+
 def _member(m: Member) -> dict[str, Any]:
     return {
         "id": m.id,
@@ -912,6 +979,16 @@ def _connection(connection: Any, healthy: bool) -> dict[str, Any]:
         "healthy": healthy,
         "hotel_id": connection.hotel_id,
         "username": connection.username,
+    }
+
+
+def _api_connection(connection: Any, healthy: bool) -> dict[str, Any]:
+    # The /v1 shape: never the password (nor an api key).
+    return {
+        "provider": "kross",
+        "hotel_id": connection.hotel_id,
+        "username": connection.username,
+        "healthy": healthy,
     }
 
 

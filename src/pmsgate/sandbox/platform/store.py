@@ -26,6 +26,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from decimal import Decimal
 from math import ceil
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -62,6 +63,10 @@ MAX_BODY = 100_000
 
 # The exact validation message of spec §7.
 PARAMETER_DESCRIPTION_REQUIRED = "parameters[].description required"
+
+# ASSUMED prices of the usage read (docs/platform-api.md): the platform's are not public.
+USD_PER_MESSAGE = Decimal("0.0200")
+USD_PER_TOOL_RUN = Decimal("0.0050")
 
 
 # --- records ---------------------------------------------------------------------------------
@@ -297,6 +302,20 @@ class Tenant:
     runs: list[ToolRun] = field(default_factory=list)
     conversations: list[AgentConversation] = field(default_factory=list)
     connection: PmsConnection | None = None
+    # Guest traffic the emulator does not model message by message (a sandbox control adds it).
+    traffic_messages: int = 0
+    traffic_tool_calls: int = 0
+
+
+@dataclass(frozen=True)
+class WorkspaceUsage:
+    """A workspace's cumulative consumption as the usage read reports it."""
+
+    workspace_id: str
+    usd_spent: Decimal
+    messages: int
+    tool_calls: int
+    as_of: datetime
 
 
 @dataclass
@@ -964,6 +983,29 @@ class PlatformStore:
         }
         usable = (t for t in tenant.tools.values() if t.enable_globally or t.name in allowed)
         return next((t for t in usable if t.name == name), None)
+
+    # --- usage (assumed API, docs/platform-api.md) -----------------------------------------
+
+    def usage(self, workspace_id: str) -> WorkspaceUsage:
+        """Cumulative usage: one message per test conversation, tool runs, added traffic."""
+        tenant = self._tenant(workspace_id)
+        messages = len(tenant.conversations) + tenant.traffic_messages
+        tool_calls = len(tenant.runs) + tenant.traffic_tool_calls
+        return WorkspaceUsage(
+            workspace_id=workspace_id,
+            usd_spent=messages * USD_PER_MESSAGE + tool_calls * USD_PER_TOOL_RUN,
+            messages=messages,
+            tool_calls=tool_calls,
+            as_of=self.now(),
+        )
+
+    def add_traffic(self, workspace_id: str, messages: int = 0, tool_calls: int = 0) -> None:
+        """Count guest messages and tool calls the workspace handled (a sandbox control)."""
+        if messages < 0 or tool_calls < 0:
+            raise PlatformApiError(errors.VALIDATION, "traffic counts cannot be negative")
+        tenant = self._tenant(workspace_id)
+        tenant.traffic_messages += messages
+        tenant.traffic_tool_calls += tool_calls
 
     # --- booking-system connection and listings --------------------------------------------
 

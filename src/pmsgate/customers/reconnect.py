@@ -1,0 +1,254 @@
+"""Reconnecting a customer's booking system with new credentials (spec §3, §4.3, §2.1).
+
+:func:`connect_kross` is what ``PUT /api/admin/kross/connect`` (and the customer's own
+reconnect form) runs. In order:
+
+1. the credentials are checked against the rules of spec §2.1 (each rule its own code);
+2. the customer must have a kross integration row linked to a gateway facility;
+3. the booking system is asked for a token with them **before anything is stored**
+   (:meth:`~pmsgate.gateway.facilities.FacilityService.reconnect` verifies, then
+   stores): a refusal is a 422 ``pms_credentials_rejected`` and nothing has changed —
+   vault, facility, integration row, stored token;
+4. on success the vault holds the new ciphertext, the facility and its kross row are
+   ``connected`` (one transaction), and the gateway forgets the old token and its
+   cached answers;
+5. the listings sync restarts: the platform's own booking-system connection (an
+   *assumed* endpoint, docs/platform-api.md) gets the new credentials when the
+   workspace has one, and the registry's listings sync runs at once. A workspace
+   without a connection (Route B) has nothing to restart (``not_applicable``); a
+   platform that fails leaves the sync *due* (``pms_integrations.listings_sync_due_at``)
+   for the scheduled job, and the reconnect still succeeds (``scheduled``).
+
+Neither the password nor the api key is ever logged, returned or put in an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal
+
+import structlog
+from pydantic import SecretStr
+
+from pmsgate.customers.context import CustomerServices
+from pmsgate.customers.service import RegistrySyncResult, pms_not_linked, sync_registry
+from pmsgate.errors import Conflict, InvalidInput, PmsgateError
+from pmsgate.gateway.facilities import pms_verifier
+from pmsgate.platform.errors import PlatformError
+from pmsgate.pms.credentials import credential_problems
+
+if TYPE_CHECKING:
+    from pmsgate.app import Services
+
+log = structlog.get_logger(__name__)
+
+ListingsSync = Literal["restarted", "scheduled", "not_applicable"]
+
+# Stands in for a value the caller may leave out (hotel_id, api_key) while the other
+# fields are checked against spec §2.1; the real ones are checked by the reconnect.
+_ANY_HOTEL_ID = "1"
+_ANY_API_KEY = "0" * 32
+
+# The codes FacilityService.reconnect gives when the booking system refused the credentials.
+_REFUSALS = frozenset({"pms_auth_failed", "pms_invalid_request"})
+
+
+@dataclass(frozen=True)
+class KrossConnection:
+    """The outcome of a reconnect: the resulting status and what happened to the listings sync."""
+
+    student_id: str
+    hotel_id: str
+    status: str
+    listings_sync: ListingsSync
+    registry: RegistrySyncResult | None
+
+    @property
+    def listings(self) -> int | None:
+        """The platform's listings count read by the restarted sync (None when it did not run)."""
+        return self.registry.listings if self.registry is not None else None
+
+    def as_json(self) -> dict[str, Any]:
+        """The web API's answer (camelCase; never a credential)."""
+        registry = None
+        if self.registry is not None:
+            registry = {
+                "apartments": self.registry.apartments,
+                "created": self.registry.created,
+                "updated": self.registry.updated,
+                "withoutListing": self.registry.without_listing,
+                "withoutNotesPage": self.registry.without_notes_page,
+            }
+        return {
+            "studentId": self.student_id,
+            "hotelId": self.hotel_id,
+            "status": self.status,
+            "listingsSync": self.listings_sync,
+            "listings": self.listings,
+            "registry": registry,
+        }
+
+
+def pms_facility_not_registered(student_id: str, integration_id: str) -> Conflict:
+    """The error for a kross row that no gateway facility is linked to."""
+    return Conflict(
+        f"The booking-system integration row {integration_id} of {student_id} is not linked "
+        "to a gateway facility.",
+        code="pms_facility_not_registered",
+        hint=f"Register the facility with `pmsgate facilities add … --integration-id "
+        f"{integration_id}`, then `pmsgate customers link-pms {student_id} --hotel-id …`.",
+    )
+
+
+def _check_rules(
+    hotel_id: str | None, username: str, password: SecretStr, api_key: SecretStr | None
+) -> None:
+    """Spec §2.1, each rule with its own code; a value left out is not checked here."""
+    given_key = api_key if api_key is not None and api_key.get_secret_value().strip() else None
+    problems = credential_problems(
+        hotel_id if hotel_id is not None else _ANY_HOTEL_ID,
+        username,
+        password,
+        given_key if given_key is not None else _ANY_API_KEY,
+    )
+    if problems:
+        raise problems[0]
+
+
+async def connect_kross(
+    customers: CustomerServices,
+    gateway: Services,
+    student_id: str,
+    *,
+    username: str,
+    password: SecretStr,
+    api_key: SecretStr | None,
+    hotel_id: str | None = None,
+) -> KrossConnection:
+    """Verify new booking-system credentials, store them, reconnect, restart the listings sync.
+
+    ``api_key`` is for own facilities (left out, the stored one is kept); ``hotel_id``,
+    when given, must be the facility the customer's kross row is linked to.
+    """
+    _check_rules(hotel_id, username, password, api_key)
+    ctx = await customers.context(student_id)
+    row = ctx.pms
+    if row is None:
+        raise pms_not_linked(ctx.student_id)
+    linked = row.facility_hotel_id
+    if linked is None:
+        raise pms_facility_not_registered(ctx.student_id, row.id)
+    if hotel_id is not None and hotel_id.strip() != linked:
+        raise Conflict(
+            f"The kross row of {ctx.student_id} is linked to facility {linked}, "
+            f"not {hotel_id.strip()}.",
+            code="hotel_id_mismatch",
+            hint="Leave hotelId out, or give the hotel_id the customer's integration is linked "
+            "to; moving a customer to another facility is not a reconnect.",
+        )
+
+    try:
+        facility = await gateway.facilities.reconnect(
+            linked,
+            username=username,
+            password=password,
+            api_key=api_key,
+            verify=pms_verifier(gateway.pms),
+        )
+    except PmsgateError as error:
+        if error.status == 422 and error.code in _REFUSALS:
+            log.info("kross_connect_refused", student_id=ctx.student_id, hotel_id=linked)
+            raise InvalidInput(
+                error.message,
+                code="pms_credentials_rejected",
+                hint="Check the API user (apiNNNNN, not the web-portal login) and its password "
+                "in the booking-system panel under Settings → API, then try again.",
+            ) from None
+        raise
+    # The old token and the answers read with it belong to the old credentials.
+    await gateway.tokens.forget(facility.hotel_id)
+    await gateway.cache.invalidate(facility.hotel_id)
+
+    listings_sync, registry = await _restart_listings_sync(
+        customers,
+        student_id=ctx.student_id,
+        integration_id=row.id,
+        workspace_id=ctx.workspace_id,
+        hotel_id=facility.hotel_id,
+        username=facility.username,
+        password=password,
+        api_key=api_key if api_key is not None and api_key.get_secret_value().strip() else None,
+    )
+    current = await customers.integrations.get(row.id)
+    log.info(
+        "kross_connected",
+        student_id=ctx.student_id,
+        hotel_id=facility.hotel_id,
+        status=current.status,
+        listings_sync=listings_sync,
+        listings=registry.listings if registry is not None else None,
+    )
+    return KrossConnection(
+        student_id=ctx.student_id,
+        hotel_id=facility.hotel_id,
+        status=current.status,
+        listings_sync=listings_sync,
+        registry=registry,
+    )
+
+
+async def _restart_listings_sync(
+    customers: CustomerServices,
+    *,
+    student_id: str,
+    integration_id: str,
+    workspace_id: str | None,
+    hotel_id: str,
+    username: str,
+    password: SecretStr,
+    api_key: SecretStr | None,
+) -> tuple[ListingsSync, RegistrySyncResult | None]:
+    """Hand the platform the new credentials and run the listings sync; or leave it due."""
+    if workspace_id is None:
+        return "not_applicable", None
+    try:
+        platform = customers.platform
+        current = await platform.get_pms_connection(workspace_id)
+        if current is None:
+            # Route B: the platform does not sync listings from the booking system.
+            return "not_applicable", None
+        updated = await platform.set_pms_connection(
+            workspace_id,
+            hotel_id=hotel_id,
+            username=username,
+            password=password,
+            api_key=api_key,
+        )
+    except (PlatformError, PmsgateError) as error:
+        return await _leave_due(customers, student_id, integration_id, error.code), None
+    if not updated.healthy:
+        # The platform took the credentials but does not authenticate yet: retry later.
+        return await _leave_due(
+            customers, student_id, integration_id, "pms_connection_unhealthy"
+        ), None
+    try:
+        registry = await sync_registry(customers, student_id)
+    except PmsgateError as error:
+        return await _leave_due(customers, student_id, integration_id, error.code), None
+    # This sync ran with the new credentials: an earlier request for one is fulfilled.
+    await customers.integrations.clear_listings_sync_due(integration_id)
+    return "restarted", registry
+
+
+async def _leave_due(
+    customers: CustomerServices, student_id: str, integration_id: str, reason: str
+) -> ListingsSync:
+    """Mark the listings sync due for the scheduled job; the reconnect itself stands."""
+    await customers.integrations.mark_listings_sync_due(integration_id, customers.clock.now())
+    log.warning(
+        "listings_sync_scheduled",
+        student_id=student_id,
+        integration_id=integration_id,
+        reason=reason,
+    )
+    return "scheduled"

@@ -1,0 +1,91 @@
+"""The connection check: one cheap read per connected facility, so a changed password shows.
+
+Without it, a customer who changes the booking-system password is only noticed
+when a guest's question makes the assistant call a tool — the spec's `error`
+state (§3) would wait for a guest. Every ``pms_check_interval_s`` each facility in
+``connected`` state gets one read through the gateway's normal path (state guard,
+token, permit from the facility's budget at **background** priority, so it never
+takes a permit an interactive call needs). The read is the smallest the booking
+system has: one reservation row without rooms or portal (``limit: 1``). When the
+password changed, the booking system rejects the token, the gateway asks for a
+new one, that fails, and the gateway itself marks the facility (and its customer's
+kross integration row) ``error`` — the check adds no state logic of its own.
+
+Facilities already in ``error`` are skipped: the gateway retries their
+authentication once per re-auth interval, and a reconnect brings them back.
+A facility whose background budget is spent is *deferred*: it is busy, so its
+own calls exercise the credentials anyway.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+import structlog
+
+from pmsgate.errors import PmsgateError
+from pmsgate.gateway.limiter import BudgetExhausted, Priority
+from pmsgate.gateway.upstream_errors import translate
+from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail
+from pmsgate.pms import errors as pms
+
+if TYPE_CHECKING:
+    from pmsgate.app import Services
+
+log = structlog.get_logger(__name__)
+
+CHECK_OPERATION = "reservations/get-list"
+CHECK_PAYLOAD: dict[str, Any] = {"limit": 1, "with_rooms": False, "with_guest_portal": False}
+AUTH_FAILED = "pms_auth_failed"
+
+CheckOutcome = Literal["ok", "now_in_error", "skipped", "deferred", "failed"]
+
+
+async def check_facility(services: Services, hotel_id: str) -> tuple[CheckOutcome, dict[str, str]]:
+    """Check one facility's booking-system access with one background read."""
+    # Read again: another replica's check (or a caller) may have just marked it.
+    facility = await services.facilities.get(hotel_id)
+    if facility.status != "connected":
+        return "skipped", {"status": facility.status}
+    try:
+        await services.gateway.read(
+            facility, CHECK_OPERATION, CHECK_PAYLOAD, priority=Priority.BACKGROUND
+        )
+    except BudgetExhausted as error:
+        return "deferred", error_detail(error)
+    except pms.PmsError as error:
+        return "failed", error_detail(translate(error))
+    except PmsgateError as error:
+        if error.code == AUTH_FAILED:
+            return "now_in_error", error_detail(error)
+        return "failed", error_detail(error)
+    return "ok", {}
+
+
+async def check_connections(services: Services) -> dict[str, Any]:
+    """Check every connected facility; the tick fails when a check could not be done."""
+    found: dict[str, list[Any]] = {
+        "ok": [],
+        "now_in_error": [],
+        "skipped": [],
+        "deferred": [],
+        "failed": [],
+    }
+    for facility in await services.facilities.list():
+        if facility.status != "connected":
+            found["skipped"].append(facility.hotel_id)
+            continue
+        try:
+            outcome, detail = await check_facility(services, facility.hotel_id)
+        except Exception as error:  # one facility's failure never stops the others
+            outcome, detail = "failed", error_detail(error)
+        if outcome == "now_in_error":
+            log.warning("pms_check_auth_failed", hotel_id=facility.hotel_id)
+        if outcome in ("ok", "skipped"):
+            found[outcome].append(facility.hotel_id)
+        else:
+            found[outcome].append({"hotel_id": facility.hotel_id, **detail})
+    summary: dict[str, Any] = dict(found)
+    if found["failed"]:
+        raise JobPartlyFailed(f"{len(found['failed'])} facilities could not be checked.", summary)
+    return summary

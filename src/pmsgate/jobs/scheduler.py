@@ -1,0 +1,345 @@
+"""The in-process scheduler: each job runs every interval, every tick is recorded.
+
+:class:`Scheduler` is an async context manager; inside it one task per job
+(an anyio task group) sleeps until the job's next tick and runs it. Ticks fall on
+a grid counted from the Unix epoch (every 6 hours: 00, 06, 12, 18 UTC; every
+minute: on the minute), so replicas and restarts agree on when a tick is due. On
+entering, a job whose last successful run is older than the start of the current
+grid interval runs at once (a restart never skips an interval's work).
+
+Every tick is a row of ``job_runs``: ``running`` → ``succeeded`` with the job's
+summary, or ``failed`` with the error's code and message (a service error's own
+safe message; for anything else only the exception's type, which can never hold
+a secret). A failure is logged and the job simply runs again on its next tick: it
+is never dropped, and no job's failure reaches the scheduler, another job or the
+server. :meth:`Scheduler.run_once` runs one job now (the CLI and the console).
+
+Time comes from the injected clock and waits from the injected ``sleep``, so tests
+never wait for real.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from pmsgate.clock import Clock
+from pmsgate.config import Settings
+from pmsgate.errors import NotFound, PmsgateError
+from pmsgate.storage.jobs import JobRunRepository, JobRunView
+
+if TYPE_CHECKING:
+    from pmsgate.web.context import WebServices
+
+log = structlog.get_logger(__name__)
+
+Sleep = Callable[[float], Awaitable[None]]
+JobFunction = Callable[[], Awaitable[dict[str, Any] | None]]
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Runs older than this are deleted (at most once an hour): a job ticking every minute
+# would otherwise add half a million rows a year.
+RUN_RETENTION = timedelta(days=14)
+PRUNE_EVERY = timedelta(hours=1)
+# How long a job may go on finishing its work when the scheduler stops (e.g. a last flush).
+EXIT_GRACE_S = 10.0
+
+
+@dataclass(frozen=True)
+class Job:
+    """A named piece of work run every ``interval_s`` seconds; returns a JSON-able summary."""
+
+    name: str
+    interval_s: float
+    run: JobFunction
+    description: str = ""
+    # Run once more when the scheduler stops (e.g. flushing counts still in memory).
+    run_at_exit: bool = False
+
+    def __post_init__(self) -> None:
+        if not self.name or not math.isfinite(self.interval_s) or self.interval_s <= 0:
+            raise ValueError("a job needs a name and a positive interval")
+
+
+class JobPartlyFailed(PmsgateError):
+    """A job did part of its work: the tick counts as failed (and is retried), its summary kept."""
+
+    code = "job_partly_failed"
+    status = 500
+    hint = "See the failures listed in the run's detail; the job runs again on its next tick."
+
+    def __init__(self, message: str, summary: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+def job_not_found(name: str, known: Sequence[str]) -> NotFound:
+    """The error for a job name that is not scheduled."""
+    return NotFound(
+        f"There is no job named {name!r}.",
+        code="job_not_found",
+        hint=f"Jobs: {', '.join(known)}.",
+    )
+
+
+def grid_start(now: datetime, interval_s: float) -> datetime:
+    """The start of the grid interval (counted from the Unix epoch) that ``now`` falls in."""
+    elapsed = (now - EPOCH).total_seconds()
+    return EPOCH + timedelta(seconds=math.floor(elapsed / interval_s) * interval_s)
+
+
+def next_tick(now: datetime, interval_s: float, after: datetime | None = None) -> datetime:
+    """The first grid point after ``now`` (and after ``after``: no tick ever runs twice)."""
+    due = grid_start(now, interval_s) + timedelta(seconds=interval_s)
+    if after is not None and due <= after:
+        due = after + timedelta(seconds=interval_s)
+    return due
+
+
+def error_detail(error: BaseException) -> dict[str, str]:
+    """The code and message recorded for a failure: never a secret."""
+    if isinstance(error, PmsgateError):
+        return {"code": error.code, "message": error.message}
+    code = getattr(error, "code", None)
+    message = getattr(error, "message", None)
+    # The upstream clients' errors (platform, notes, booking system) carry their own safe
+    # code and scrubbed message; any other exception's text may quote a URL or a value.
+    if isinstance(code, str) and isinstance(message, str):
+        return {"code": code, "message": message}
+    return {"code": "unexpected_error", "message": f"The job raised {type(error).__name__}."}
+
+
+class Scheduler:
+    """Runs each job every interval in a task group, recording every tick."""
+
+    def __init__(
+        self,
+        jobs: Sequence[Job],
+        clock: Clock,
+        runs: JobRunRepository,
+        sleep: Sleep = anyio.sleep,
+    ) -> None:
+        names = [job.name for job in jobs]
+        if len(set(names)) != len(names):
+            raise ValueError("job names must be unique")
+        self.jobs: dict[str, Job] = {job.name: job for job in jobs}
+        self.clock = clock
+        self.runs = runs
+        self._sleep = sleep
+        self._locks = {name: anyio.Lock() for name in names}
+        self._group: anyio.abc.TaskGroup | None = None
+        self._last_prune: datetime | None = None
+
+    def __repr__(self) -> str:
+        return f"Scheduler(jobs={list(self.jobs)}, running={self._group is not None})"
+
+    # --- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Scheduler:
+        group = anyio.create_task_group()
+        await group.__aenter__()
+        self._group = group
+        for job in self.jobs.values():
+            group.start_soon(self._loop, job, name=f"job:{job.name}")
+        log.info("scheduler_started", jobs=list(self.jobs))
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        group, self._group = self._group, None
+        if group is None:
+            return None
+        group.cancel_scope.cancel()
+        try:
+            await group.__aexit__(None, None, None)
+        finally:
+            await self._run_at_exit()
+            log.info("scheduler_stopped")
+        return None
+
+    # --- running jobs ----------------------------------------------------------------------
+
+    def job(self, name: str) -> Job:
+        """The job of this name (``-`` or ``_`` alike), or ``job_not_found``."""
+        job = self.jobs.get(name.strip().replace("_", "-"))
+        if job is None:
+            raise job_not_found(name, list(self.jobs))
+        return job
+
+    async def run_once(self, name: str) -> JobRunView:
+        """Run one job now (after a tick of it already under way); its recorded run."""
+        return await self.tick(self.job(name))
+
+    async def tick(self, job: Job) -> JobRunView:
+        """One recorded run of ``job``; failures are recorded and logged, never raised.
+
+        Only a database that cannot record the run at all raises (there is nothing to
+        return then); the loop catches that too and tries again on the next tick.
+        """
+        async with self._locks.setdefault(job.name, anyio.Lock()):
+            run = await self.runs.start(job.name)
+            try:
+                summary = await job.run()
+            except anyio.get_cancelled_exc_class():
+                with anyio.CancelScope(shield=True):
+                    await self.runs.finish(
+                        run.id,
+                        "failed",
+                        {"error": {"code": "cancelled", "message": "The scheduler stopped."}},
+                    )
+                raise
+            except Exception as error:
+                detail: dict[str, Any] = {"error": error_detail(error)}
+                if isinstance(error, JobPartlyFailed):
+                    detail = {**error.summary, **detail}
+                finished = await self.runs.finish(run.id, "failed", detail)
+                log.warning(
+                    "job_failed",
+                    job=job.name,
+                    run_id=run.id,
+                    code=detail["error"]["code"],
+                    message=detail["error"]["message"],
+                )
+            else:
+                finished = await self.runs.finish(run.id, "succeeded", summary)
+                log.info("job_succeeded", job=job.name, run_id=run.id, summary=finished.detail)
+        await self._prune()
+        return finished
+
+    # --- internals -------------------------------------------------------------------------
+
+    async def _loop(self, job: Job) -> None:
+        if await self._due_now(job):
+            await self._safe_tick(job)
+        last: datetime | None = None
+        while True:
+            now = self.clock.now()
+            due = next_tick(now, job.interval_s, last)
+            await self._sleep(max(0.0, (due - now).total_seconds()))
+            last = due
+            await self._safe_tick(job)
+
+    async def _safe_tick(self, job: Job) -> None:
+        try:
+            await self.tick(job)
+        except Exception as error:  # the run could not even be recorded: next tick retries
+            log.error("job_not_recorded", job=job.name, **error_detail(error))
+
+    async def _due_now(self, job: Job) -> bool:
+        """True when no successful run of ``job`` started in the current grid interval."""
+        try:
+            last = await self.runs.last_succeeded(job.name)
+        except Exception as error:
+            log.error("job_runs_unreadable", job=job.name, **error_detail(error))
+            return True
+        return last is None or last.started_at < grid_start(self.clock.now(), job.interval_s)
+
+    async def _run_at_exit(self) -> None:
+        for job in self.jobs.values():
+            if not job.run_at_exit:
+                continue
+            with anyio.CancelScope(shield=True), anyio.move_on_after(EXIT_GRACE_S):
+                await self._safe_tick(job)
+
+    async def _prune(self) -> None:
+        now = self.clock.now()
+        if self._last_prune is not None and now - self._last_prune < PRUNE_EVERY:
+            return
+        self._last_prune = now
+        try:
+            removed = await self.runs.prune(now - RUN_RETENTION)
+        except Exception as error:
+            log.warning("job_runs_not_pruned", **error_detail(error))
+            return
+        if removed:
+            log.info("job_runs_pruned", removed=removed)
+
+
+# --- the four jobs of pmsgate (docs/jobs.md) ----------------------------------------------------
+
+REFRESH_USAGE = "refresh-usage"
+FLUSH_GATEWAY_USAGE = "flush-gateway-usage"
+CHECK_CONNECTIONS = "check-connections"
+RESTART_LISTINGS_SYNCS = "restart-listings-syncs"
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """A job's name, the setting that holds its interval, and what it does."""
+
+    name: str
+    setting: str
+    description: str
+
+    def interval_s(self, settings: Settings) -> float:
+        """The job's interval under these settings."""
+        return float(getattr(settings, self.setting))
+
+
+JOB_SPECS: tuple[JobSpec, ...] = (
+    JobSpec(
+        REFRESH_USAGE,
+        "usage_refresh_interval_s",
+        "Usage snapshot of every customer's workspace (platform spend, messages, tool calls) "
+        "and its facility's upstream requests.",
+    ),
+    JobSpec(
+        FLUSH_GATEWAY_USAGE,
+        "usage_flush_interval_s",
+        "Add this process's counts of tool calls and upstream requests to the hourly table.",
+    ),
+    JobSpec(
+        CHECK_CONNECTIONS,
+        "pms_check_interval_s",
+        "One background read per connected facility, so a changed password shows as error.",
+    ),
+    JobSpec(
+        RESTART_LISTINGS_SYNCS,
+        "listings_sync_interval_s",
+        "Run the listings syncs a reconnect asked for (and retry those that failed).",
+    ),
+)
+
+
+def build_jobs(web: WebServices) -> list[Job]:
+    """The four jobs on this process's services, at the intervals the settings give."""
+    # Imported here: the job modules import this one (Job, JobPartlyFailed, error_detail).
+    from pmsgate.jobs.connections import check_connections
+    from pmsgate.jobs.listings import restart_listings_syncs
+    from pmsgate.jobs.usage import flush_gateway_usage, refresh_usage
+
+    work: dict[str, JobFunction] = {
+        REFRESH_USAGE: lambda: refresh_usage(web.customers),
+        FLUSH_GATEWAY_USAGE: lambda: flush_gateway_usage(web.gateway),
+        CHECK_CONNECTIONS: lambda: check_connections(web.gateway),
+        RESTART_LISTINGS_SYNCS: lambda: restart_listings_syncs(web.customers),
+    }
+    return [
+        Job(
+            name=spec.name,
+            interval_s=spec.interval_s(web.settings),
+            run=work[spec.name],
+            description=spec.description,
+            # Counts still in memory when the server stops are written, not dropped.
+            run_at_exit=spec.name == FLUSH_GATEWAY_USAGE,
+        )
+        for spec in JOB_SPECS
+    ]
+
+
+def build_scheduler(web: WebServices, *, sleep: Sleep = anyio.sleep) -> Scheduler:
+    """The scheduler of the four jobs; enter it (``async with``) to run them in-process."""
+    runs = JobRunRepository(web.customers.sessions, web.clock)
+    return Scheduler(build_jobs(web), web.clock, runs, sleep=sleep)

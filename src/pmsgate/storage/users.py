@@ -1,0 +1,280 @@
+"""Console accounts and their sessions: the only queries on ``users`` and ``web_sessions``.
+
+A user row holds an argon2id hash, never a password. A session row holds the SHA-256
+of the session id the browser's cookie carries (never the id itself), its CSRF token
+and its expiry; deleting the row ends the session wherever the cookie still lives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import cast
+
+from sqlalchemy import delete, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from pmsgate.clock import Clock
+from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
+from pmsgate.storage.integrity import (
+    FOREIGN_KEY,
+    customer_not_found,
+    translate_integrity_error,
+)
+from pmsgate.storage.models import Customer, User, UserRole, WebSession
+
+MAX_EMAIL = 254  # the column's length (RFC 5321 path limit)
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    """A stored account, with its password hash (for the service's checks only)."""
+
+    id: int
+    email: str
+    role: UserRole
+    student_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    last_login_at: datetime | None
+    password_hash: str = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A live session of one user."""
+
+    id_hash: str
+    user_id: int
+    csrf_token: str = field(repr=False)
+    created_at: datetime
+    expires_at: datetime
+    last_seen_at: datetime
+
+
+class UserExists(Conflict):
+    """An account with this e-mail address already exists."""
+
+    code = "user_exists"
+    hint = "Choose another e-mail address, or change this user's password with set-password."
+
+
+def user_not_found(email: str) -> NotFound:
+    """The error for an account that does not exist."""
+    return NotFound(
+        f"No console user with e-mail {email}.",
+        code="user_not_found",
+        hint="List the users with `pmsgate users list`.",
+    )
+
+
+def _record(row: User) -> UserRecord:
+    return UserRecord(
+        id=row.id,
+        email=row.email,
+        role=cast(UserRole, row.role),
+        student_id=row.student_id,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        last_login_at=row.last_login_at,
+        password_hash=row.password_hash,
+    )
+
+
+def _session_record(row: WebSession) -> SessionRecord:
+    return SessionRecord(
+        id_hash=row.id_hash,
+        user_id=row.user_id,
+        csrf_token=row.csrf_token,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        last_seen_at=row.last_seen_at,
+    )
+
+
+class UserRepository:
+    """Adds, reads, changes and removes console accounts (by e-mail address)."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession], clock: Clock) -> None:
+        self._sessions = sessions
+        self._clock = clock
+
+    async def add(
+        self, email: str, *, password_hash: str, role: UserRole, student_id: str | None
+    ) -> UserRecord:
+        """Store a new account; user_exists or customer_not_found when it cannot be."""
+        now = self._clock.now()
+        row = User(
+            email=email,
+            password_hash=password_hash,
+            role=role,
+            student_id=student_id,
+            created_at=now,
+            updated_at=now,
+            last_login_at=None,
+        )
+        try:
+            async with self._sessions.begin() as session:
+                if student_id is not None and not await self._customer_exists(session, student_id):
+                    raise customer_not_found(student_id)
+                if await self._by_email(session, email) is not None:
+                    raise UserExists(f"A console user with e-mail {email} already exists.")
+                session.add(row)
+                await session.flush()
+                return _record(row)
+        except IntegrityError as error:
+            # A concurrent writer got there between the checks and the insert.
+            raise self._translate(error, email, student_id) from None
+
+    async def all(self) -> list[UserRecord]:
+        """Every account, ordered by e-mail address."""
+        async with self._sessions() as session:
+            rows = (await session.execute(select(User).order_by(User.email))).scalars().all()
+        return [_record(row) for row in rows]
+
+    async def by_email(self, email: str) -> UserRecord | None:
+        """The account with this (normalised) e-mail address, if any."""
+        async with self._sessions() as session:
+            row = await self._by_email(session, email)
+        return None if row is None else _record(row)
+
+    async def remove(self, email: str) -> None:
+        """Delete the account and every session of it; user_not_found when there is none."""
+        async with self._sessions.begin() as session:
+            row = await self._by_email(session, email)
+            if row is None:
+                raise user_not_found(email)
+            # Explicit, not only ON DELETE CASCADE: the sessions must end on every backend.
+            await session.execute(delete(WebSession).where(WebSession.user_id == row.id))
+            await session.delete(row)
+
+    async def set_password_hash(self, email: str, password_hash: str) -> None:
+        """Replace the account's hash and end every session of it (a password change)."""
+        async with self._sessions.begin() as session:
+            row = await self._by_email(session, email)
+            if row is None:
+                raise user_not_found(email)
+            row.password_hash = password_hash
+            row.updated_at = self._clock.now()
+            await session.execute(delete(WebSession).where(WebSession.user_id == row.id))
+
+    async def rehash(self, user_id: int, *, old_hash: str, new_hash: str) -> None:
+        """Replace a hash made with old argon2 parameters, unless the password changed since."""
+        async with self._sessions.begin() as session:
+            await session.execute(
+                update(User)
+                .where(User.id == user_id, User.password_hash == old_hash)
+                .values(password_hash=new_hash)
+            )
+
+    async def record_login(self, user_id: int, at: datetime) -> None:
+        """Remember when the user last signed in."""
+        async with self._sessions.begin() as session:
+            await session.execute(update(User).where(User.id == user_id).values(last_login_at=at))
+
+    @staticmethod
+    async def _by_email(session: AsyncSession, email: str) -> User | None:
+        found: User | None = (
+            await session.execute(select(User).where(User.email == email))
+        ).scalar_one_or_none()
+        return found
+
+    @staticmethod
+    async def _customer_exists(session: AsyncSession, student_id: str) -> bool:
+        found = (
+            await session.execute(select(Customer.id).where(Customer.student_id == student_id))
+        ).first()
+        return found is not None
+
+    @staticmethod
+    def _translate(error: IntegrityError, email: str, student_id: str | None) -> PmsgateError:
+        table = User.__table__
+        return translate_integrity_error(
+            error,
+            table,  # type: ignore[arg-type]
+            {
+                "uq_users_email": lambda: UserExists(
+                    f"A console user with e-mail {email} already exists."
+                ),
+                FOREIGN_KEY: lambda: customer_not_found(student_id or ""),
+                "ck_users_role_student": lambda: InvalidInput(
+                    "A customer user needs a student_id; an admin has none.",
+                    code="invalid_role_student",
+                    hint="Give --student-id with --role customer only.",
+                ),
+            },
+        )
+
+
+class WebSessionRepository:
+    """Creates, finds, touches and ends console sessions (by the hash of their id)."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    async def create(
+        self,
+        *,
+        id_hash: str,
+        user_id: int,
+        csrf_token: str,
+        created_at: datetime,
+        expires_at: datetime,
+    ) -> SessionRecord:
+        """Store a new session of the user."""
+        row = WebSession(
+            id_hash=id_hash,
+            user_id=user_id,
+            csrf_token=csrf_token,
+            created_at=created_at,
+            expires_at=expires_at,
+            last_seen_at=created_at,
+        )
+        async with self._sessions.begin() as session:
+            session.add(row)
+        return _session_record(row)
+
+    async def live(self, id_hash: str, now: datetime) -> tuple[SessionRecord, UserRecord] | None:
+        """The unexpired session with this hash and its user, if any."""
+        async with self._sessions() as session:
+            found = (
+                await session.execute(
+                    select(WebSession, User)
+                    .join(User, User.id == WebSession.user_id)
+                    .where(WebSession.id_hash == id_hash, WebSession.expires_at > now)
+                )
+            ).one_or_none()
+        if found is None:
+            return None
+        return _session_record(found[0]), _record(found[1])
+
+    async def touch(self, id_hash: str, at: datetime) -> None:
+        """Record that the session was just used."""
+        async with self._sessions.begin() as session:
+            await session.execute(
+                update(WebSession).where(WebSession.id_hash == id_hash).values(last_seen_at=at)
+            )
+
+    async def end(self, id_hash: str) -> None:
+        """Delete the session (a no-op when it is already gone)."""
+        async with self._sessions.begin() as session:
+            await session.execute(delete(WebSession).where(WebSession.id_hash == id_hash))
+
+    async def delete_expired(self, now: datetime) -> int:
+        """Delete every expired session; how many were deleted."""
+        async with self._sessions.begin() as session:
+            result = await session.execute(delete(WebSession).where(WebSession.expires_at <= now))
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    async def count_for(self, user_id: int, now: datetime) -> int:
+        """How many live sessions the user has."""
+        async with self._sessions() as session:
+            rows = (
+                await session.execute(
+                    select(WebSession.id_hash).where(
+                        WebSession.user_id == user_id, WebSession.expires_at > now
+                    )
+                )
+            ).all()
+        return len(rows)

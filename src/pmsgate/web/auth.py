@@ -1,0 +1,392 @@
+"""Sign-in, sign-out and the FastAPI dependencies every web route authenticates with.
+
+The session cookie carries the raw session id signed with itsdangerous (HMAC-SHA256,
+timestamped on the injected clock) under ``PMSGATE_SESSION_SECRET``, or, when that is
+unset, under a key derived with HKDF from the primary vault key, so every replica
+agrees without another secret to distribute. A forged or altered cookie is refused
+before the database is asked; a genuine one still needs its live row (logout and
+password changes delete it).
+
+Every cookie-authenticated write must also send the session's CSRF token, in the
+``X-CSRF-Token`` header (htmx, JSON clients) or the ``csrf_token`` form field (plain
+HTML forms); SameSite=Lax alone would still let a top-level cross-site form POST in.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+from functools import lru_cache
+from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import urlsplit
+
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from fastapi import APIRouter, Depends, Form, Query, Request
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Response
+from itsdangerous import BadSignature, TimestampSigner
+from pydantic import BaseModel, Field, SecretStr
+
+from pmsgate.clock import Clock
+from pmsgate.config import Settings
+from pmsgate.errors import ConfigurationError, Forbidden, PmsgateError, Unauthorized
+from pmsgate.gateway.vault import Vault
+from pmsgate.web.templating import templates
+from pmsgate.web.users import Principal
+
+if TYPE_CHECKING:
+    from pmsgate.web.context import WebServices
+
+SESSION_COOKIE = "pmsgate_session"
+CSRF_HEADER = "X-CSRF-Token"
+CSRF_FIELD = "csrf_token"
+HKDF_INFO = b"pmsgate web session"
+_SIGNER_SALT = b"pmsgate.web.session-cookie"
+_DEFAULT_LANDING = "/console"
+# Set on request.state so that every dependency of one request reads the cookie once.
+_STATE_KEY = "pmsgate_session"
+_FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+# The sign-in page is never cached and never framed (no click-jacking of the form).
+LOGIN_PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "Referrer-Policy": "same-origin",
+}
+
+router = APIRouter()
+
+
+# --- the cookie ---------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=4)
+def _key_from_vault_spec(spec: str) -> bytes:
+    Vault(spec)  # validates every entry with the vault's own errors
+    primary = next(entry.strip() for entry in spec.split(",") if entry.strip())
+    raw = base64.b64decode(primary.partition(":")[2])
+    # A separate key for another purpose: the AES key itself never signs anything.
+    return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=HKDF_INFO).derive(raw)
+
+
+def session_signing_key(settings: Settings) -> bytes:
+    """The key session cookies are signed with (configured, or derived from the vault key)."""
+    if settings.session_secret is not None and settings.session_secret.get_secret_value():
+        return settings.session_secret.get_secret_value().encode()
+    if settings.secret_keys is None or not settings.secret_keys.get_secret_value().strip():
+        raise ConfigurationError(
+            "Neither PMSGATE_SESSION_SECRET nor PMSGATE_SECRET_KEYS is set: session cookies "
+            "cannot be signed.",
+            code="missing_session_secret",
+            hint="Set PMSGATE_SECRET_KEYS (see `pmsgate secrets generate-key`) or "
+            "PMSGATE_SESSION_SECRET.",
+        )
+    return _key_from_vault_spec(settings.secret_keys.get_secret_value())
+
+
+class SessionCookieSigner(TimestampSigner):
+    """Signs session ids, timestamped on the injected clock (tests move time, never sleep)."""
+
+    def __init__(self, key: bytes, clock: Clock) -> None:
+        super().__init__(key, salt=_SIGNER_SALT, digest_method=hashlib.sha256)
+        self._clock = clock
+
+    def get_timestamp(self) -> int:
+        """Seconds since the epoch, from the clock."""
+        return int(self._clock.now().timestamp())
+
+
+def _web(request: Request) -> WebServices:
+    web: WebServices = request.app.state.web
+    return web
+
+
+def session_signer(settings: Settings, clock: Clock) -> SessionCookieSigner:
+    """The signer of session cookies for these settings."""
+    return SessionCookieSigner(session_signing_key(settings), clock)
+
+
+def _signer(request: Request) -> SessionCookieSigner:
+    web = _web(request)
+    return session_signer(web.settings, web.clock)
+
+
+def _cookie_secure(request: Request) -> bool:
+    mode = _web(request).settings.cookie_secure
+    if mode == "auto":
+        return request.url.scheme == "https"
+    return mode == "always"
+
+
+def set_session_cookie(response: Response, request: Request, raw_session_id: str) -> None:
+    """Put the signed session id on the response (HttpOnly, SameSite=Lax, Path=/)."""
+    settings = _web(request).settings
+    response.set_cookie(
+        SESSION_COOKIE,
+        _signer(request).sign(raw_session_id).decode(),
+        max_age=int(settings.session_ttl_s),
+        path="/",
+        httponly=True,
+        samesite="lax",
+        secure=_cookie_secure(request),
+    )
+
+
+def clear_session_cookie(response: Response, request: Request) -> None:
+    """Tell the browser to drop the session cookie."""
+    response.delete_cookie(
+        SESSION_COOKIE, path="/", httponly=True, samesite="lax", secure=_cookie_secure(request)
+    )
+
+
+def _raw_session_id(request: Request) -> str | None:
+    value = request.cookies.get(SESSION_COOKIE)
+    if not value:
+        return None
+    try:
+        raw = _signer(request).unsign(value, max_age=int(_web(request).settings.session_ttl_s))
+        return raw.decode("ascii")
+    except (BadSignature, UnicodeDecodeError):
+        return None
+
+
+async def _session(request: Request) -> tuple[Principal, str] | None:
+    """The request's principal and raw session id, read once per request."""
+    if hasattr(request.state, _STATE_KEY):
+        cached: tuple[Principal, str] | None = getattr(request.state, _STATE_KEY)
+        return cached
+    found: tuple[Principal, str] | None = None
+    raw = _raw_session_id(request)
+    if raw is not None:
+        principal = await _web(request).users.principal(raw)
+        if principal is not None:
+            found = (principal, raw)
+    setattr(request.state, _STATE_KEY, found)
+    return found
+
+
+# --- dependencies -----------------------------------------------------------------------------
+
+
+def not_authenticated() -> Unauthorized:
+    """The answer to a request without a valid session."""
+    return Unauthorized(
+        "Sign in first: no valid session came with the request.",
+        code="not_authenticated",
+        hint="Sign in at /login (or POST /api/auth/login) and send the session cookie.",
+    )
+
+
+async def optional_principal(request: Request) -> Principal | None:
+    """The signed-in user, or None (for pages that redirect to /login instead of 401)."""
+    found = await _session(request)
+    return None if found is None else found[0]
+
+
+async def current_principal(request: Request) -> Principal:
+    """The signed-in user; 401 not_authenticated without a valid, live session cookie."""
+    found = await _session(request)
+    if found is None:
+        raise not_authenticated()
+    return found[0]
+
+
+async def require_admin(principal: Annotated[Principal, Depends(current_principal)]) -> Principal:
+    """The signed-in user when a platform admin; 403 forbidden otherwise."""
+    if not principal.is_admin:
+        raise Forbidden(
+            "This needs a platform admin's sign-in.",
+            code="forbidden",
+            hint="Sign in with an admin account.",
+        )
+    return principal
+
+
+async def check_csrf(request: Request, principal: Principal) -> None:
+    """403 csrf_failed unless the request carries the session's CSRF token."""
+    sent = request.headers.get(CSRF_HEADER)
+    content_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if sent is None and content_type in _FORM_TYPES:
+        # Starlette caches the parsed form on the request: the route still reads it.
+        value = (await request.form()).get(CSRF_FIELD)
+        sent = value if isinstance(value, str) else None
+    if not sent or not hmac.compare_digest(sent.encode(), principal.csrf_token.encode()):
+        raise Forbidden(
+            "The request did not carry this session's CSRF token.",
+            code="csrf_failed",
+            hint=f"Send the token in the {CSRF_HEADER} header or the {CSRF_FIELD} form field "
+            "(reload the page to get the current one).",
+        )
+
+
+async def require_csrf(
+    request: Request, principal: Annotated[Principal, Depends(current_principal)]
+) -> Principal:
+    """The signed-in user of a write that carries its CSRF token (401, then 403 csrf_failed)."""
+    await check_csrf(request, principal)
+    return principal
+
+
+async def require_admin_csrf(
+    request: Request, principal: Annotated[Principal, Depends(require_admin)]
+) -> Principal:
+    """An admin's write carrying its CSRF token (401, 403 forbidden, 403 csrf_failed)."""
+    await check_csrf(request, principal)
+    return principal
+
+
+def ensure_can_act_on(principal: Principal, student_id: str) -> None:
+    """403 forbidden unless the user is an admin or the customer ``student_id`` itself."""
+    if principal.is_admin or principal.student_id == student_id:
+        return
+    raise Forbidden(
+        "A customer account can see and change only its own customer.",
+        code="forbidden",
+        hint="Sign in with the account of that customer, or an admin account.",
+    )
+
+
+SignedIn = Annotated[Principal, Depends(current_principal)]
+Admin = Annotated[Principal, Depends(require_admin)]
+SignedInWrite = Annotated[Principal, Depends(require_csrf)]
+AdminWrite = Annotated[Principal, Depends(require_admin_csrf)]
+
+
+# --- routes -------------------------------------------------------------------------------------
+
+
+def safe_next(value: str | None) -> str | None:
+    """``value`` when it is a path on this site (no scheme, host or ``//``); else None."""
+    if not value or not value.startswith("/") or value.startswith("//") or "\\" in value:
+        return None
+    if any(ord(char) < 0x20 or ord(char) == 0x7F for char in value):
+        return None
+    parts = urlsplit(value)
+    if parts.scheme or parts.netloc:
+        return None
+    return value
+
+
+def _client(request: Request) -> str:
+    # Behind a reverse proxy this is the proxy unless uvicorn runs with --proxy-headers.
+    return request.client.host if request.client else "unknown"
+
+
+def _login_page(
+    request: Request,
+    *,
+    next_url: str | None,
+    email: str = "",
+    error: PmsgateError | None = None,
+) -> HTMLResponse:
+    headers = dict(LOGIN_PAGE_HEADERS)
+    if error is not None:
+        headers.update(error.headers)
+    return templates.TemplateResponse(
+        request,
+        "login.html",
+        {"principal": None, "next": next_url, "email": email, "error": error},
+        status_code=error.status if error is not None else 200,
+        headers=headers,
+    )
+
+
+def principal_json(principal: Principal) -> dict[str, Any]:
+    """The signed-in user as the JSON API shows it (never the session id)."""
+    return {
+        "user": {
+            "id": principal.user_id,
+            "email": principal.email,
+            "role": principal.role,
+            "studentId": principal.student_id,
+        },
+        "csrfToken": principal.csrf_token,
+    }
+
+
+async def _end_current_session(request: Request) -> None:
+    found = await _session(request)
+    if found is not None:
+        await _web(request).users.sign_out(found[1])
+    setattr(request.state, _STATE_KEY, None)
+
+
+@router.get("/login", response_class=HTMLResponse, include_in_schema=False)
+async def login_page(
+    request: Request, next_url: Annotated[str | None, Query(alias="next")] = None
+) -> Response:
+    """The sign-in form (a signed-in user goes straight on)."""
+    target = safe_next(next_url)
+    if await optional_principal(request) is not None:
+        return RedirectResponse(target or _DEFAULT_LANDING, status_code=303)
+    return _login_page(request, next_url=target)
+
+
+@router.post("/login", response_class=HTMLResponse, include_in_schema=False)
+async def login_form(
+    request: Request,
+    email: Annotated[str, Form()] = "",
+    password: Annotated[SecretStr, Form()] = SecretStr(""),  # noqa: B008
+    next_url: Annotated[str | None, Form(alias="next")] = None,
+) -> Response:
+    """Sign in from the HTML form: 303 onwards with the cookie, or the form again with why."""
+    target = safe_next(next_url)
+    try:
+        _, raw = await _web(request).users.sign_in(email, password, client=_client(request))
+    except PmsgateError as error:
+        return _login_page(request, next_url=target, email=email.strip()[:254], error=error)
+    await _end_current_session(request)
+    response = RedirectResponse(target or _DEFAULT_LANDING, status_code=303)
+    set_session_cookie(response, request, raw)
+    return response
+
+
+@router.post("/logout", include_in_schema=False)
+async def logout_form(request: Request) -> Response:
+    """End the session (CSRF-checked) and go back to the sign-in page."""
+    principal = await optional_principal(request)
+    if principal is not None:
+        await check_csrf(request, principal)
+        await _end_current_session(request)
+    # Without a live session there is nothing to end: just drop whatever cookie is left.
+    response = RedirectResponse("/login", status_code=303)
+    clear_session_cookie(response, request)
+    return response
+
+
+class LoginBody(BaseModel):
+    """The JSON sign-in request."""
+
+    email: str = Field(max_length=1024)
+    password: SecretStr
+
+
+@router.post("/api/auth/login", tags=["web: accounts"])
+async def api_login(body: LoginBody, request: Request) -> JSONResponse:
+    """Sign in: the user and its CSRF token, with the session cookie set."""
+    principal, raw = await _web(request).users.sign_in(
+        body.email, body.password, client=_client(request)
+    )
+    await _end_current_session(request)
+    response = JSONResponse(principal_json(principal))
+    set_session_cookie(response, request, raw)
+    return response
+
+
+@router.post("/api/auth/logout", status_code=204, tags=["web: accounts"])
+async def api_logout(request: Request, principal: SignedInWrite) -> Response:
+    """End the session (CSRF token required) and drop the cookie."""
+    await _end_current_session(request)
+    response = Response(status_code=204)
+    clear_session_cookie(response, request)
+    return response
+
+
+@router.get("/api/auth/me", tags=["web: accounts"])
+async def api_me(principal: SignedIn) -> dict[str, Any]:
+    """The signed-in user and its CSRF token."""
+    return principal_json(principal)

@@ -1,0 +1,165 @@
+"""`pmsgate users …`: the web console's accounts (customers' and platform admins').
+
+A password never travels as a flag (shell history, process list): it comes from one
+line of standard input (``--password-stdin``) or a hidden prompt asked twice, and no
+command ever prints it. Errors print ``error <code>: <message>`` and a hint on standard
+error and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+import typer
+from pydantic import SecretStr
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from sqlalchemy.exc import SQLAlchemyError
+
+from pmsgate.clock import SystemClock
+from pmsgate.config import get_settings
+from pmsgate.errors import PmsgateError
+from pmsgate.storage.db import open_database, session_factory
+from pmsgate.web.users import UserService, UserView
+
+T = TypeVar("T")
+
+users_app = typer.Typer(
+    help="Web console accounts: add, list, remove, set passwords.",
+    no_args_is_help=True,
+)
+
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
+
+PasswordStdin = Annotated[
+    bool,
+    typer.Option(
+        "--password-stdin",
+        help="Read the password from the first line of standard input (else: hidden prompt, "
+        "asked twice).",
+    ),
+]
+Email = Annotated[str, typer.Argument(help="The account's e-mail address.")]
+
+
+def fail(error: PmsgateError) -> typer.Exit:
+    """Print a service error (code, message, hint) on standard error; the exit to raise."""
+    err_console.print(f"[bold red]error[/] {escape(error.code)}: {escape(error.message)}")
+    if error.hint:
+        err_console.print(f"[dim]hint:[/] {escape(error.hint)}")
+    return typer.Exit(code=2)
+
+
+def _with_users(work: Callable[[UserService], Awaitable[T]]) -> T:
+    async def _go() -> T:
+        settings = get_settings()
+        try:
+            async with open_database(settings.effective_database_url) as engine:
+                # Redis only shares sign-in throttling, which no command here does.
+                users = UserService(
+                    session_factory(engine), clock=SystemClock(), settings=settings, redis=None
+                )
+                return await work(users)
+        except (SQLAlchemyError, OSError) as error:
+            # The type only: a driver's message can quote the database URL and its password.
+            raise PmsgateError(
+                f"The database could not be used ({type(error).__name__}).",
+                code="database_unavailable",
+                hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
+            ) from None
+
+    try:
+        return asyncio.run(_go())
+    except PmsgateError as error:
+        raise fail(error) from None
+
+
+def _read_password(from_stdin: bool) -> SecretStr:
+    if from_stdin:
+        # Only the line ending goes: spaces may be part of a passphrase.
+        return SecretStr(typer.get_text_stream("stdin").readline().rstrip("\r\n"))
+    # Prompts go to stderr so that stdout stays exactly the answer.
+    return SecretStr(typer.prompt("Password", hide_input=True, confirmation_prompt=True, err=True))
+
+
+def _plain(view: UserView) -> dict[str, Any]:
+    def when(value: datetime | None) -> str | None:
+        return None if value is None else value.isoformat()
+
+    return {
+        "id": view.id,
+        "email": view.email,
+        "role": view.role,
+        "student_id": view.student_id,
+        "created_at": when(view.created_at),
+        "last_login_at": when(view.last_login_at),
+    }
+
+
+@users_app.command("add")
+def add(
+    email: Annotated[str, typer.Option(help="The account's e-mail address (its login).")],
+    role: Annotated[str, typer.Option(help="`customer` (sees its own customer) or `admin`.")],
+    student_id: Annotated[
+        str | None, typer.Option(help="The customer's student_id (role customer only).")
+    ] = None,
+    password_stdin: PasswordStdin = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object on standard output.")
+    ] = False,
+) -> None:
+    """Create a console account (the password is stored as an argon2id hash only)."""
+    password = _read_password(password_stdin)
+    view = _with_users(lambda users: users.add(email, password, role=role, student_id=student_id))
+    if as_json:
+        typer.echo(json.dumps({"user": _plain(view)}))
+        return
+    owner = f" for customer {escape(view.student_id)}" if view.student_id else ""
+    console.print(f"user {escape(view.email)} added: {view.role}{owner} (id {view.id})")
+
+
+@users_app.command("list")
+def list_users(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object on standard output.")
+    ] = False,
+) -> None:
+    """Every console account with its role, customer and last sign-in."""
+    views = _with_users(lambda users: users.list())
+    if as_json:
+        typer.echo(json.dumps({"users": [_plain(view) for view in views]}))
+        return
+    table = Table(title="Console users")
+    for column in ("id", "email", "role", "student_id", "created", "last sign-in"):
+        table.add_column(column)
+    for view in views:
+        table.add_row(
+            str(view.id),
+            escape(view.email),
+            view.role,
+            escape(view.student_id or ""),
+            view.created_at.isoformat(timespec="seconds"),
+            view.last_login_at.isoformat(timespec="seconds") if view.last_login_at else "never",
+        )
+    console.print(table)
+
+
+@users_app.command("remove")
+def remove(email: Email) -> None:
+    """Delete an account and end all its sessions."""
+    _with_users(lambda users: users.remove(email))
+    console.print(f"user {escape(email.strip().lower())} removed; its sessions are ended")
+
+
+@users_app.command("set-password")
+def set_password(email: Email, password_stdin: PasswordStdin = False) -> None:
+    """Give an account a new password and end all its sessions."""
+    password = _read_password(password_stdin)
+    _with_users(lambda users: users.set_password(email, password))
+    console.print(f"password of {escape(email.strip().lower())} changed; its sessions are ended")

@@ -1,0 +1,255 @@
+"""The console: server-rendered pages (Jinja2) that htmx makes live, readable without JavaScript.
+
+Pages: ``/console`` (admins: every customer; a customer is sent to its own page) and
+``/console/customers/{student_id}``. Actions are plain HTML forms (CSRF token in a
+hidden field) that htmx upgrades to partial updates: without JavaScript a form posts,
+the server answers 303 back to the page, and a page with a running sync refreshes
+itself every few seconds; with htmx the panel alone is swapped and polled.
+
+The actions call the same operations as the JSON API (:mod:`pmsgate.web.api`), so the
+console can never do what the API would refuse.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Depends, Form, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from pydantic import SecretStr
+
+from pmsgate.customers.reconnect import connect_kross
+from pmsgate.errors import Forbidden, PmsgateError
+from pmsgate.web.auth import SignedInWrite, ensure_can_act_on, optional_principal
+from pmsgate.web.charts import Series, bar_chart, line_chart, time_label
+from pmsgate.web.context import WebServices
+from pmsgate.web.templating import templates
+from pmsgate.web.users import Principal
+from pmsgate.web.views import (
+    COMMIT_COUNTERS,
+    DRY_RUN_COUNTERS,
+    CustomerPage,
+    customer_page,
+    customer_rows,
+)
+
+router = APIRouter(include_in_schema=False)
+
+# What a browser without JavaScript re-reads while a sync runs, in seconds.
+NO_SCRIPT_REFRESH_S = 3
+# How often htmx polls a running sync's panel.
+POLL_EVERY = "1s"
+
+# Pages may show the customer's data only: never cached by a shared proxy, never framed.
+PAGE_HEADERS = {
+    "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+    "Content-Security-Policy": (
+        "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+        "img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'"
+    ),
+    "Referrer-Policy": "same-origin",
+}
+
+MaybePrincipal = Annotated[Principal | None, Depends(optional_principal)]
+
+
+def _web(request: Request) -> WebServices:
+    web: WebServices = request.app.state.web
+    return web
+
+
+def _is_htmx(request: Request) -> bool:
+    return request.headers.get("HX-Request") == "true"
+
+
+def _render(
+    request: Request,
+    template: str,
+    context: dict[str, Any],
+    *,
+    status_code: int = 200,
+) -> HTMLResponse:
+    response = templates.TemplateResponse(
+        request, template, context, status_code=status_code, headers=PAGE_HEADERS
+    )
+    return response
+
+
+def _login_redirect(request: Request) -> RedirectResponse:
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    return RedirectResponse(f"/login?next={quote(target, safe='/')}", status_code=303)
+
+
+def _error_page(request: Request, principal: Principal | None, error: PmsgateError) -> HTMLResponse:
+    return _render(
+        request,
+        "error.html",
+        {"principal": principal, "error": error},
+        status_code=error.status,
+    )
+
+
+def customer_path(student_id: str) -> str:
+    """The console page of a customer."""
+    return f"/console/customers/{quote(student_id, safe='')}"
+
+
+@router.get("/", response_class=RedirectResponse)
+async def root() -> RedirectResponse:
+    """The app's root is the console."""
+    return RedirectResponse("/console", status_code=303)
+
+
+@router.get("/console", response_class=HTMLResponse)
+async def home(request: Request, principal: MaybePrincipal) -> Response:
+    """Admins: every customer at a glance; a customer: its own page."""
+    if principal is None:
+        return _login_redirect(request)
+    if not principal.is_admin:
+        if principal.student_id is None:  # a customer login always has one (CHECK constraint)
+            return _error_page(request, principal, Forbidden("This login has no customer."))
+        return RedirectResponse(customer_path(principal.student_id), status_code=303)
+    rows = await customer_rows(_web(request))
+    return _render(
+        request,
+        "admin_home.html",
+        {
+            "principal": principal,
+            "rows": rows,
+            "dry_run_counters": DRY_RUN_COUNTERS,
+            "commit_counters": COMMIT_COUNTERS,
+        },
+    )
+
+
+def _charts(page: CustomerPage) -> dict[str, Any]:
+    snapshots = page.snapshots
+    usage = line_chart(
+        "Usage since onboarding (cumulative, from the 6-hourly snapshots)",
+        [time_label(s.taken_at) for s in snapshots],
+        [
+            Series("messages", [s.messages for s in snapshots]),
+            Series("tool calls", [s.tool_calls for s in snapshots]),
+            Series("upstream requests", [s.upstream_calls for s in snapshots]),
+            Series("USD × 100", [float(s.usd_spent) * 100 for s in snapshots]),
+        ],
+    )
+    hours = page.hours
+    hourly = bar_chart(
+        "Tool calls vs booking-system requests per hour (last 48 h, UTC)",
+        [time_label(h.hour, with_date=False) for h in hours],
+        [
+            Series("tool calls", [h.tool_calls for h in hours]),
+            Series("upstream requests", [h.upstream_calls for h in hours]),
+        ],
+    )
+    return {"usage_chart": usage, "hourly_chart": hourly}
+
+
+async def _customer_context(
+    request: Request, principal: Principal, student_id: str, **extra: Any
+) -> dict[str, Any]:
+    page = await customer_page(_web(request), student_id)
+    return {
+        "principal": principal,
+        "page": page,
+        "job": extra.pop("job", None) or page.row.last_sync,
+        "dry_run_counters": DRY_RUN_COUNTERS,
+        "commit_counters": COMMIT_COUNTERS,
+        "no_script_refresh_s": NO_SCRIPT_REFRESH_S,
+        "poll_every": POLL_EVERY,
+        "customer_path": customer_path(page.ctx.student_id),
+        **_charts(page),
+        **extra,
+    }
+
+
+@router.get("/console/customers/{student_id}", response_class=HTMLResponse)
+async def customer(request: Request, student_id: str, principal: MaybePrincipal) -> Response:
+    """One customer's page: checklist, PMS status and reconnect, knowledge sync, usage."""
+    if principal is None:
+        return _login_redirect(request)
+    try:
+        ensure_can_act_on(principal, student_id)
+        context = await _customer_context(request, principal, student_id)
+    except PmsgateError as error:
+        return _error_page(request, principal, error)
+    return _render(request, "customer.html", context)
+
+
+@router.get("/console/customers/{student_id}/sync", response_class=HTMLResponse)
+async def sync_panel(request: Request, student_id: str, principal: MaybePrincipal) -> Response:
+    """The knowledge-sync panel alone (htmx polls it while a sync runs)."""
+    if principal is None:
+        return _login_redirect(request)
+    try:
+        ensure_can_act_on(principal, student_id)
+        context = await _customer_context(request, principal, student_id)
+    except PmsgateError as error:
+        return _error_page(request, principal, error)
+    return _render(request, "_sync_panel.html", context)
+
+
+@router.post("/console/customers/{student_id}/sync", response_class=HTMLResponse)
+async def start_sync(
+    request: Request,
+    student_id: str,
+    principal: SignedInWrite,
+    commit: Annotated[str, Form()] = "false",
+) -> Response:
+    """Start a dry run or a commit in the background; show its live progress."""
+    web = _web(request)
+    try:
+        ensure_can_act_on(principal, student_id)
+        await web.customers.context(student_id)
+        await web.sync_jobs.start(student_id, commit=commit.strip().lower() == "true")
+    except PmsgateError as error:
+        if not _is_htmx(request):
+            return _error_page(request, principal, error)
+        context = await _customer_context(request, principal, student_id, sync_error=error)
+        return _render(request, "_sync_panel.html", context)
+    if not _is_htmx(request):
+        return RedirectResponse(customer_path(student_id) + "#knowledge", status_code=303)
+    return _render(
+        request, "_sync_panel.html", await _customer_context(request, principal, student_id)
+    )
+
+
+@router.post("/console/customers/{student_id}/reconnect", response_class=HTMLResponse)
+async def reconnect(
+    request: Request,
+    student_id: str,
+    principal: SignedInWrite,
+    username: Annotated[str, Form()] = "",
+    password: Annotated[SecretStr, Form()] = SecretStr(""),
+    api_key: Annotated[SecretStr | None, Form()] = None,
+) -> Response:
+    """Try new booking-system credentials; on success the integration is ``connected``."""
+    web = _web(request)
+    try:
+        ensure_can_act_on(principal, student_id)
+        await web.customers.context(student_id)
+    except PmsgateError as error:
+        return _error_page(request, principal, error)
+    try:
+        result = await connect_kross(
+            web.customers,
+            web.gateway,
+            student_id,
+            username=username,
+            password=password,
+            api_key=api_key if api_key is not None and api_key.get_secret_value() else None,
+        )
+    except PmsgateError as error:
+        status = error.status if not _is_htmx(request) else 200
+        template = "_pms_panel.html" if _is_htmx(request) else "customer.html"
+        context = await _customer_context(
+            request, principal, student_id, reconnect_error=error, username=username
+        )
+        return _render(request, template, context, status_code=status)
+    if not _is_htmx(request):
+        return RedirectResponse(customer_path(student_id) + "#pms", status_code=303)
+    context = await _customer_context(request, principal, student_id, reconnected=result)
+    return _render(request, "_pms_panel.html", context)

@@ -1,0 +1,445 @@
+"""Console accounts: argon2id passwords, server-side sessions and login throttling.
+
+Passwords are hashed with argon2id (argon2-cffi's ``PasswordHasher`` defaults, in a
+worker thread so a sign-in never stalls the event loop) and re-hashed on the next
+sign-in when those parameters change. A session is a random id: the browser keeps it
+(in a signed cookie, see :mod:`pmsgate.web.auth`), the database only its SHA-256, so
+a leaked table cannot be replayed and deleting the row really ends the session.
+
+Failed sign-ins are counted per e-mail address and per client address with
+pyrate-limiter buckets (in memory, or one Redis sorted set per key so replicas share
+the count). Only failures are counted: a success neither spends nor resets anything.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import secrets
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from inspect import isawaitable
+from typing import TypeVar, get_args
+
+import anyio
+import redis.asyncio as aioredis
+import structlog
+from argon2 import PasswordHasher
+from argon2.exceptions import InvalidHashError, VerificationError
+from pydantic import SecretStr
+from pyrate_limiter import InMemoryBucket, Rate, RateItem, RedisBucket
+from pyrate_limiter.abstracts import AbstractBucket
+from pyrate_limiter.buckets.redis_bucket import LuaScript
+from redis.exceptions import NoScriptError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from pmsgate.clock import Clock
+from pmsgate.config import Settings
+from pmsgate.errors import InvalidInput, PmsgateError, Unauthorized
+from pmsgate.gateway.limiter import PyrateClock
+from pmsgate.storage.integrity import email_address, one_of, optional_text
+from pmsgate.storage.models import UserRole
+from pmsgate.storage.users import (
+    MAX_EMAIL,
+    UserRecord,
+    UserRepository,
+    WebSessionRepository,
+)
+
+log = structlog.get_logger(__name__)
+T = TypeVar("T")
+
+MIN_PASSWORD = 12
+MAX_PASSWORD = 1024  # argon2 takes any length; this bounds the work one request can ask for
+# last_seen_at is written at most this often per session: one write per page view is waste.
+TOUCH_EVERY = timedelta(seconds=60)
+# Each argon2 hash takes ~64 MiB; this many run at once per process, the rest queue.
+HASHING_CONCURRENCY = 4
+# A Redis failure bucket outlives its window by this much, then disappears.
+_EXPIRY_MARGIN_S = 60
+# pyrate-limiter counts an item while its timestamp >= now - interval, so it frees 1 ms later.
+_EDGE_MS = 1
+
+
+@dataclass(frozen=True)
+class UserView:
+    """One console account as shown to operators (never its password hash)."""
+
+    id: int
+    email: str
+    role: UserRole
+    student_id: str | None
+    created_at: datetime
+    last_login_at: datetime | None
+
+
+@dataclass(frozen=True)
+class Principal:
+    """The signed-in user of one request."""
+
+    user_id: int
+    email: str
+    role: UserRole
+    student_id: str | None
+    # A per-session secret: kept out of reprs (and so out of logs).
+    csrf_token: str = field(repr=False)
+
+    @property
+    def is_admin(self) -> bool:
+        """Whether this user is a platform admin."""
+        return self.role == "admin"
+
+
+class TooManyLoginAttempts(PmsgateError):
+    """Too many failed sign-ins for this e-mail address or from this client address."""
+
+    code = "too_many_login_attempts"
+    status = 429
+
+    def __init__(self, retry_after_s: float) -> None:
+        seconds = max(1, math.ceil(retry_after_s))
+        self.retry_after_s = seconds
+        super().__init__(
+            "Too many failed sign-ins; signing in is paused for a while.",
+            hint=f"Wait {seconds} s, then try again (or ask an admin to reset the password).",
+            headers={"Retry-After": str(seconds)},
+        )
+
+
+def invalid_credentials() -> Unauthorized:
+    """The one answer to a wrong e-mail address or a wrong password."""
+    return Unauthorized(
+        "The e-mail address or the password is wrong.",
+        code="invalid_credentials",
+        hint="Check both and sign in again; repeated failures pause signing in.",
+    )
+
+
+async def _resolve(value: T | Awaitable[T]) -> T:
+    # pyrate-limiter answers plainly in memory and with awaitables on async Redis.
+    if isawaitable(value):
+        return await value
+    return value
+
+
+def session_id_hash(raw_session_id: str) -> str:
+    """What the database stores of a session id: its SHA-256, hex."""
+    return hashlib.sha256(raw_session_id.encode()).hexdigest()
+
+
+def _view(record: UserRecord) -> UserView:
+    return UserView(
+        id=record.id,
+        email=record.email,
+        role=record.role,
+        student_id=record.student_id,
+        created_at=record.created_at,
+        last_login_at=record.last_login_at,
+    )
+
+
+def normalise_email(value: str) -> str:
+    """An account's e-mail address as stored: stripped, lower-cased, validated."""
+    cleaned = email_address(value)
+    if len(cleaned) > MAX_EMAIL:
+        raise InvalidInput(
+            f"email is longer than {MAX_EMAIL} characters.",
+            code="invalid_email",
+            hint=f"Give an address of at most {MAX_EMAIL} characters.",
+        )
+    return cleaned
+
+
+def check_password_policy(password: SecretStr) -> str:
+    """The password when it is long enough and not absurdly long; an InvalidInput otherwise."""
+    value = password.get_secret_value()
+    if len(value) < MIN_PASSWORD:
+        raise InvalidInput(
+            f"The password is shorter than {MIN_PASSWORD} characters.",
+            code="password_too_short",
+            hint=f"Choose a password of at least {MIN_PASSWORD} characters (a passphrase works).",
+        )
+    if len(value) > MAX_PASSWORD:
+        raise InvalidInput(
+            f"The password is longer than {MAX_PASSWORD} characters.",
+            code="password_too_long",
+            hint=f"Choose a password of at most {MAX_PASSWORD} characters.",
+        )
+    return value
+
+
+class LoginThrottle:
+    """Failed sign-ins per key over one sliding window, in memory or shared through Redis."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        max_failures: int,
+        window_s: float,
+        redis: aioredis.Redis | None = None,
+        namespace: str = "pmsgate",
+    ) -> None:
+        self._clock = PyrateClock(clock)
+        self._rate = Rate(max_failures, max(1, int(window_s * 1000)))
+        self._redis = redis
+        self._namespace = namespace
+        self._memory: dict[str, InMemoryBucket] = {}
+        self._last_sweep_ms = 0
+        self._script_hash: str | None = None
+
+    async def check(self, *keys: str) -> None:
+        """TooManyLoginAttempts when any key has used up its failures in the window."""
+        now_ms = self._clock.now()
+        wait_ms = 0
+        for key in keys:
+            bucket = await self._bucket(key, create=False)
+            if bucket is None:
+                continue
+            # The max_failures-th newest failure: while it is in the window, the key is shut.
+            bound: RateItem | None = await _resolve(bucket.peek(self._rate.limit - 1))
+            if bound is not None and bound.timestamp >= now_ms - self._rate.interval:
+                wait_ms = max(wait_ms, bound.timestamp + self._rate.interval - now_ms + _EDGE_MS)
+        if wait_ms > 0:
+            raise TooManyLoginAttempts(wait_ms / 1000)
+
+    async def record_failure(self, *keys: str) -> None:
+        """Count one failed sign-in against every key."""
+        now_ms = self._clock.now()
+        for key in keys:
+            bucket = await self._bucket(key, create=True)
+            assert bucket is not None
+            # A refused put means the key is already shut: nothing more to count.
+            await self._put(bucket, RateItem(key, now_ms))
+            await _resolve(bucket.leak(now_ms))
+            if isinstance(bucket, RedisBucket):
+                assert self._redis is not None
+                await self._redis.expire(
+                    bucket.bucket_key, math.ceil(self._rate.interval / 1000) + _EXPIRY_MARGIN_S
+                )
+        self._sweep(now_ms)
+
+    def _key(self, key: str) -> str:
+        # Hashed: e-mail and client addresses stay out of Redis key names and process memory.
+        return hashlib.sha256(key.encode()).hexdigest()[:32]
+
+    async def _bucket(self, key: str, *, create: bool) -> AbstractBucket | None:
+        name = self._key(key)
+        if self._redis is None:
+            bucket = self._memory.get(name)
+            if bucket is None and create:
+                bucket = self._memory[name] = InMemoryBucket([self._rate])
+            return bucket
+        return RedisBucket(
+            [self._rate],
+            self._redis,
+            f"{self._namespace}:login-failures:{name}",
+            await self._script(),
+        )
+
+    async def _script(self) -> str:
+        if self._script_hash is None:
+            assert self._redis is not None
+            self._script_hash = str(await self._redis.script_load(LuaScript.PUT_ITEM))
+        return self._script_hash
+
+    async def _put(self, bucket: AbstractBucket, item: RateItem) -> None:
+        try:
+            await _resolve(bucket.put(item))
+        except NoScriptError:
+            # Redis lost its script cache (restart, SCRIPT FLUSH): load it again, retry once.
+            assert isinstance(bucket, RedisBucket)
+            self._script_hash = None
+            bucket.script_hash = await self._script()
+            await _resolve(bucket.put(item))
+
+    def _sweep(self, now_ms: int) -> None:
+        """Forget in-memory keys whose failures all left the window (bounded memory)."""
+        if self._redis is not None or now_ms - self._last_sweep_ms < self._rate.interval:
+            return
+        self._last_sweep_ms = now_ms
+        for name in list(self._memory):
+            bucket = self._memory[name]
+            bucket.leak(now_ms)
+            if not bucket.items:
+                del self._memory[name]
+
+
+class UserService:
+    """Accounts, sign-in and sessions of the web console."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        clock: Clock,
+        settings: Settings,
+        redis: aioredis.Redis | None,
+    ) -> None:
+        self._clock = clock
+        self._settings = settings
+        self._users = UserRepository(sessions, clock)
+        self._sessions = WebSessionRepository(sessions)
+        self._hasher = PasswordHasher()
+        self._throttle = LoginThrottle(
+            clock=clock,
+            max_failures=settings.login_max_failures,
+            window_s=settings.login_failure_window_s,
+            redis=redis,
+            namespace=settings.redis_namespace,
+        )
+        self._dummy_hash: str | None = None
+        self._hashing: anyio.CapacityLimiter | None = None
+
+    def __repr__(self) -> str:
+        return "UserService()"
+
+    # --- accounts --------------------------------------------------------------------------
+
+    async def add(
+        self,
+        email: str,
+        password: SecretStr,
+        *,
+        role: str,
+        student_id: str | None = None,
+    ) -> UserView:
+        """Create an account (argon2id hash); a customer's must name an existing customer."""
+        address = normalise_email(email)
+        checked_role: UserRole = one_of(role.strip().lower(), get_args(UserRole), "role")  # type: ignore[assignment]
+        student = optional_text(student_id, "student_id", 64)
+        if checked_role == "customer" and student is None:
+            raise InvalidInput(
+                "A customer user needs the student_id of its customer.",
+                code="student_id_required",
+                hint="Give --student-id with --role customer.",
+            )
+        if checked_role == "admin" and student is not None:
+            raise InvalidInput(
+                "An admin user belongs to no customer.",
+                code="student_id_not_allowed",
+                hint="Leave out --student-id with --role admin.",
+            )
+        value = check_password_policy(password)
+        password_hash = await self._hash(value)
+        record = await self._users.add(
+            address, password_hash=password_hash, role=checked_role, student_id=student
+        )
+        log.info("web_user_added", user_id=record.id, role=record.role)
+        return _view(record)
+
+    async def list(self) -> list[UserView]:
+        """Every account, ordered by e-mail address."""
+        return [_view(record) for record in await self._users.all()]
+
+    async def remove(self, email: str) -> None:
+        """Delete the account and end all its sessions."""
+        await self._users.remove(normalise_email(email))
+        log.info("web_user_removed")
+
+    async def set_password(self, email: str, password: SecretStr) -> None:
+        """Give the account a new password and end all its sessions."""
+        address = normalise_email(email)
+        value = check_password_policy(password)
+        await self._users.set_password_hash(address, await self._hash(value))
+        log.info("web_user_password_changed")
+
+    # --- sign-in and sessions ----------------------------------------------------------------
+
+    async def sign_in(
+        self, email: str, password: SecretStr, *, client: str
+    ) -> tuple[Principal, str]:
+        """A new session for valid credentials: the principal and the raw session id."""
+        address = email.strip().lower()
+        email_key, client_key = f"email:{address}", f"client:{client}"
+        await self._throttle.check(email_key, client_key)
+        value = password.get_secret_value()
+        user = await self._users.by_email(address) if 0 < len(address) <= MAX_EMAIL else None
+        if len(value) > MAX_PASSWORD:
+            ok = False  # never hash an oversized input; it cannot be anyone's password
+        elif user is None:
+            # Same work as for a known user, so the answer's timing does not tell who exists.
+            await self._verify(await self._dummy(), value)
+            ok = False
+        else:
+            ok = await self._verify(user.password_hash, value)
+        if not ok or user is None:
+            await self._throttle.record_failure(email_key, client_key)
+            # Neither the address nor the password: users type passwords into the wrong field.
+            log.info("web_sign_in_failed", client=client)
+            raise invalid_credentials()
+        if self._hasher.check_needs_rehash(user.password_hash):
+            await self._users.rehash(
+                user.id, old_hash=user.password_hash, new_hash=await self._hash(value)
+            )
+        now = self._clock.now()
+        await self._sessions.delete_expired(now)
+        raw_session_id = secrets.token_urlsafe(32)
+        stored = await self._sessions.create(
+            id_hash=session_id_hash(raw_session_id),
+            user_id=user.id,
+            csrf_token=secrets.token_urlsafe(32),
+            created_at=now,
+            expires_at=now + timedelta(seconds=self._settings.session_ttl_s),
+        )
+        await self._users.record_login(user.id, now)
+        log.info("web_signed_in", user_id=user.id, role=user.role)
+        principal = Principal(
+            user_id=user.id,
+            email=user.email,
+            role=user.role,
+            student_id=user.student_id,
+            csrf_token=stored.csrf_token,
+        )
+        return principal, raw_session_id
+
+    async def principal(self, raw_session_id: str) -> Principal | None:
+        """The signed-in user of a session id; None when unknown or expired."""
+        if not raw_session_id:
+            return None
+        id_hash = session_id_hash(raw_session_id)
+        now = self._clock.now()
+        found = await self._sessions.live(id_hash, now)
+        if found is None:
+            return None
+        stored, user = found
+        if now - stored.last_seen_at >= TOUCH_EVERY:
+            await self._sessions.touch(id_hash, now)
+        return Principal(
+            user_id=user.id,
+            email=user.email,
+            role=user.role,
+            student_id=user.student_id,
+            csrf_token=stored.csrf_token,
+        )
+
+    async def sign_out(self, raw_session_id: str) -> None:
+        """End the session (a no-op when it has already ended)."""
+        await self._sessions.end(session_id_hash(raw_session_id))
+        log.info("web_signed_out")
+
+    # --- hashing -------------------------------------------------------------------------------
+
+    def _limiter(self) -> anyio.CapacityLimiter:
+        # Built on first use: a CapacityLimiter belongs to the running event loop.
+        if self._hashing is None:
+            self._hashing = anyio.CapacityLimiter(HASHING_CONCURRENCY)
+        return self._hashing
+
+    async def _hash(self, password: str) -> str:
+        return await anyio.to_thread.run_sync(self._hasher.hash, password, limiter=self._limiter())
+
+    async def _verify(self, password_hash: str, password: str) -> bool:
+        def verify() -> bool:
+            try:
+                return bool(self._hasher.verify(password_hash, password))
+            except (VerificationError, InvalidHashError):
+                return False
+
+        return await anyio.to_thread.run_sync(verify, limiter=self._limiter())
+
+    async def _dummy(self) -> str:
+        if self._dummy_hash is None:
+            self._dummy_hash = await self._hash(secrets.token_urlsafe(24))
+        return self._dummy_hash

@@ -1,0 +1,237 @@
+"""The kross reconnect (connect_kross) and the facility/integration-row status link (spec §3)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from pmsgate.app import Services, open_services
+from pmsgate.customers.reconnect import KrossConnection, connect_kross
+from pmsgate.errors import PmsgateError
+from pmsgate.storage.integrations import IntegrationView
+from tests.customers.support import SANDBOX_URL, EnrolledSandbox, enrolled_sandbox
+
+pytestmark = pytest.mark.anyio
+
+NEW_PASSWORD = "a-brand-new-api-password-2217"
+TOOL = "get-in-house-guests"
+
+
+@dataclass
+class Reconnectable:
+    """An enrolled customer and the gateway's services on the same sandbox and database."""
+
+    enrolled: EnrolledSandbox
+    gateway: Services
+
+    @property
+    def hotel_id(self) -> str:
+        return self.enrolled.hotel_id
+
+    async def row(self) -> IntegrationView:
+        ctx = await self.enrolled.context()
+        assert ctx.pms is not None
+        return ctx.pms
+
+    async def call_tool(self) -> Any:
+        facility = await self.gateway.facilities.get(self.hotel_id)
+        return await self.gateway.tools.call(facility, TOOL, {})
+
+    async def connect(self, password: str = NEW_PASSWORD, **options: Any) -> KrossConnection:
+        return await connect_kross(
+            self.enrolled.services,
+            self.gateway,
+            self.enrolled.student_id,
+            username=options.pop("username", self.enrolled.facility["username"]),
+            password=SecretStr(password),
+            api_key=options.pop("api_key", None),
+            **options,
+        )
+
+
+@asynccontextmanager
+async def reconnectable(database_url: str, **options: Any) -> AsyncIterator[Reconnectable]:
+    """The seeded partner customer with four apartments, and a gateway on its sandbox."""
+    options.setdefault("seed", 7)
+    options.setdefault("student_index", 1)
+    async with enrolled_sandbox(database_url, **options) as enrolled, AsyncExitStack() as stack:
+        kross_http = await stack.enter_async_context(
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=enrolled.app), base_url=SANDBOX_URL)
+        )
+        gateway = await stack.enter_async_context(
+            open_services(enrolled.settings, kross_http=kross_http, clock=enrolled.clock)
+        )
+        yield Reconnectable(enrolled, gateway)
+
+
+async def test_a_gateway_call_failing_authentication_puts_the_customers_row_in_error(
+    database_url: str,
+) -> None:
+    async with reconnectable(database_url) as r:
+        before = await r.row()
+        r.enrolled.clock.advance(60)
+        r.enrolled.sandbox.kross.change_password(r.hotel_id, NEW_PASSWORD)
+
+        with pytest.raises(PmsgateError) as failed:
+            await r.call_tool()
+
+        assert failed.value.code == "pms_auth_failed"
+        row = await r.row()
+        facility = await r.gateway.facilities.get(r.hotel_id)
+        assert (facility.status, row.status) == ("error", "error")
+        assert row.last_error == facility.last_error and row.last_error
+        assert row.status_changed_at > before.status_changed_at
+
+
+async def test_the_row_follows_the_facility_back_to_connected_when_authentication_recovers(
+    database_url: str,
+) -> None:
+    async with reconnectable(database_url) as r:
+        original = r.enrolled.facility["password"]
+        r.enrolled.sandbox.kross.change_password(r.hotel_id, NEW_PASSWORD)
+        with pytest.raises(PmsgateError):
+            await r.call_tool()
+        # The customer changes the password back; the gateway tries again after its interval.
+        r.enrolled.sandbox.kross.change_password(r.hotel_id, original)
+        r.enrolled.clock.advance(r.gateway.settings.reauth_interval_s + 1)
+
+        await r.call_tool()
+
+        row = await r.row()
+        assert (row.status, row.last_error) == ("connected", None)
+
+
+async def test_repeated_failures_keep_the_time_the_row_went_to_error(database_url: str) -> None:
+    async with reconnectable(database_url) as r:
+        await r.gateway.facilities.mark_error(r.hotel_id, "first reason")
+        first = await r.row()
+        r.enrolled.clock.advance(120)
+
+        await r.gateway.facilities.mark_error(r.hotel_id, "second reason")
+
+        second = await r.row()
+        assert (second.status, second.last_error) == ("error", "second reason")
+        assert second.status_changed_at == first.status_changed_at
+        r.enrolled.clock.advance(120)
+        await r.gateway.facilities.mark_connected(r.hotel_id)
+        third = await r.row()
+        assert (third.status, third.last_error) == ("connected", None)
+        assert third.status_changed_at > second.status_changed_at
+
+
+async def test_a_reconnect_stores_verified_credentials_and_restarts_the_listings_sync(
+    database_url: str,
+) -> None:
+    async with reconnectable(database_url) as r:
+        warm = await r.call_tool()  # fills the read cache under the old credentials
+        assert warm.meta["source"] == "upstream"
+        r.enrolled.sandbox.kross.change_password(r.hotel_id, NEW_PASSWORD)
+        await r.gateway.facilities.mark_error(r.hotel_id, "authentication failed")
+        ctx = await r.enrolled.context()
+        assert ctx.workspace_id is not None
+        assert r.enrolled.sandbox.platform.listings(ctx.workspace_id) == []
+
+        result = await r.connect()
+
+        apartments = len(r.enrolled.facility["apartments"])
+        assert (result.status, result.listings_sync, result.listings) == (
+            "connected",
+            "restarted",
+            apartments,
+        )
+        assert result.registry is not None and result.registry.apartments == apartments
+        assert (await r.row()).status == "connected"
+        credentials = await r.gateway.facilities.credentials(r.hotel_id)
+        assert credentials.password.get_secret_value() == NEW_PASSWORD
+        # The answers read with the old credentials are gone: the next call goes upstream.
+        assert (await r.call_tool()).meta["source"] == "upstream"
+        assert len(r.enrolled.sandbox.platform.listings(ctx.workspace_id)) == apartments
+        assert NEW_PASSWORD not in repr(result) + str(result.as_json())
+
+
+async def test_a_refused_reconnect_raises_pms_credentials_rejected_and_stores_nothing(
+    database_url: str,
+) -> None:
+    async with reconnectable(database_url) as r:
+        before_row = await r.row()
+        before_facility = await r.gateway.facilities.get(r.hotel_id)
+
+        with pytest.raises(PmsgateError) as refused:
+            await r.connect("definitely-the-wrong-password")
+
+        assert (refused.value.code, refused.value.status) == ("pms_credentials_rejected", 422)
+        assert "definitely-the-wrong-password" not in str(refused.value)
+        assert await r.row() == before_row
+        assert await r.gateway.facilities.get(r.hotel_id) == before_facility
+        credentials = await r.gateway.facilities.credentials(r.hotel_id)
+        assert credentials.password.get_secret_value() == r.enrolled.facility["password"]
+
+
+async def test_a_customer_without_a_registered_facility_cannot_be_reconnected(
+    database_url: str,
+) -> None:
+    async with reconnectable(database_url, register_facility=False) as r:
+        with pytest.raises(PmsgateError) as refused:
+            await r.connect()
+
+        assert (refused.value.code, refused.value.status) == ("pms_facility_not_registered", 409)
+
+
+async def test_an_unknown_customer_is_customer_not_found(database_url: str) -> None:
+    async with reconnectable(database_url) as r:
+        with pytest.raises(PmsgateError) as refused:
+            await connect_kross(
+                r.enrolled.services,
+                r.gateway,
+                "stu-nobody",
+                username="api12345",
+                password=SecretStr(NEW_PASSWORD),
+                api_key=None,
+            )
+
+        assert refused.value.code == "customer_not_found"
+
+
+async def test_a_partner_facility_refuses_an_api_key_of_its_own(database_url: str) -> None:
+    async with reconnectable(database_url) as r:
+        before = await r.row()
+
+        with pytest.raises(PmsgateError) as refused:
+            await r.connect(api_key=SecretStr("0123456789abcdef0123456789abcdef"))
+
+        assert refused.value.code == "api_key_not_allowed_for_partner"
+        assert await r.row() == before
+
+
+async def test_the_platform_client_reads_and_sets_the_workspace_connection_without_echoes(
+    database_url: str,
+) -> None:
+    async with reconnectable(database_url) as r:
+        platform = r.enrolled.services.platform
+        ctx = await r.enrolled.context()
+        assert ctx.workspace_id is not None
+
+        current = await platform.get_pms_connection(ctx.workspace_id)
+        r.enrolled.sandbox.platform.clear_pms_connection(ctx.workspace_id)
+        missing = await platform.get_pms_connection(ctx.workspace_id)
+        r.enrolled.sandbox.kross.change_password(r.hotel_id, NEW_PASSWORD)
+        updated = await platform.set_pms_connection(
+            ctx.workspace_id,
+            hotel_id=r.hotel_id,
+            username=r.enrolled.facility["username"],
+            password=SecretStr(NEW_PASSWORD),
+        )
+
+        assert current is not None and current.healthy and current.hotel_id == r.hotel_id
+        assert missing is None
+        assert (updated.hotel_id, updated.healthy) == (r.hotel_id, True)
+        assert NEW_PASSWORD not in updated.model_dump_json()
+        assert len(r.enrolled.sandbox.platform.listings(ctx.workspace_id)) == len(
+            r.enrolled.facility["apartments"]
+        )

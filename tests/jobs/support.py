@@ -1,0 +1,119 @@
+"""The whole stack the jobs run on: an enrolled customer, the gateway and the web services.
+
+``job_stack(database_url)`` enrols one seeded facility on the in-process emulators
+(:func:`tests.customers.support.enrolled_sandbox`), opens the gateway's
+:class:`~pmsgate.app.Services` and the :class:`~pmsgate.web.context.WebServices` on
+the same database, clock and emulators, and builds the scheduler of the four jobs.
+Nothing waits for real: every wait moves the shared ManualClock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+import anyio.lowlevel
+
+from pmsgate.app import Services, open_services
+from pmsgate.clock import ManualClock
+from pmsgate.customers.context import CustomerContext
+from pmsgate.gateway.facilities import FacilityView
+from pmsgate.jobs.scheduler import Scheduler, build_scheduler
+from pmsgate.storage.jobs import JobRunView
+from pmsgate.web.context import WebServices, open_web_services
+from tests.customers.support import EnrolledSandbox, enrolled_sandbox, sandbox_http_factory
+
+
+class ParkingSleep:
+    """A sleep that moves the ManualClock ``allowed`` times, then parks until cancelled.
+
+    A scheduler on it ticks a known number of times: the test waits for ``parked``
+    and leaves the scheduler, which cancels the parked sleep.
+    """
+
+    def __init__(self, clock: ManualClock, allowed: int) -> None:
+        self.clock = clock
+        self.allowed = allowed
+        self.calls: list[float] = []
+        self.parked = anyio.Event()
+
+    async def __call__(self, seconds: float) -> None:
+        self.calls.append(seconds)
+        if len(self.calls) > self.allowed:
+            self.parked.set()
+            await anyio.sleep_forever()
+        self.clock.advance(seconds)
+        await anyio.lowlevel.checkpoint()
+
+
+@dataclass
+class JobStack:
+    """The enrolled customer and the services the jobs take."""
+
+    enrolled: EnrolledSandbox
+    gateway: Services
+    web: WebServices
+    scheduler: Scheduler
+
+    @property
+    def clock(self) -> ManualClock:
+        """The clock of everything (emulators included)."""
+        return self.enrolled.clock
+
+    @property
+    def student_id(self) -> str:
+        """The enrolled customer."""
+        return self.enrolled.student_id
+
+    @property
+    def hotel_id(self) -> str:
+        """The enrolled customer's facility."""
+        return self.enrolled.hotel_id
+
+    async def context(self) -> CustomerContext:
+        """The customer's stored records now."""
+        return await self.web.customers.context(self.student_id)
+
+    async def facility(self) -> FacilityView:
+        """The facility as the gateway stores it now."""
+        return await self.gateway.facilities.get(self.hotel_id)
+
+    async def workspace_id(self) -> str:
+        """The customer's platform workspace."""
+        workspace_id = (await self.context()).workspace_id
+        assert workspace_id is not None
+        return workspace_id
+
+    async def run(self, name: str) -> JobRunView:
+        """Run one job now through the scheduler (recorded like a tick)."""
+        return await self.scheduler.run_once(name)
+
+    async def sandbox_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """POST to an emulator control (e.g. ``/platform/_sandbox/faults``)."""
+        async with self.enrolled.http() as http:
+            answer = await http.post(path, json=body)
+            answer.raise_for_status()
+            result: dict[str, Any] = answer.json()
+            return result
+
+
+@asynccontextmanager
+async def job_stack(database_url: str, **options: Any) -> AsyncIterator[JobStack]:
+    """The enrolled sandbox with the gateway and web services on it (see the module docstring)."""
+    async with enrolled_sandbox(database_url, **options) as enrolled:
+        factory = sandbox_http_factory(enrolled.app)
+        settings, clock = enrolled.settings, enrolled.clock
+        async with (
+            factory() as kross_http,
+            open_services(settings, kross_http=kross_http, clock=clock) as gateway,
+            open_web_services(gateway, http_factory=factory, sleep=enrolled.sleep) as web,
+        ):
+            yield JobStack(
+                enrolled=enrolled,
+                gateway=gateway,
+                web=web,
+                scheduler=build_scheduler(web, sleep=enrolled.sleep),
+            )

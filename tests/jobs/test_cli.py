@@ -1,0 +1,173 @@
+"""`pmsgate jobs …` through the real command line, on an enrolled in-process sandbox.
+
+The CLI opens its own services from the environment; its httpx clients reach the
+sandbox's ASGI app through the ``jobs.cli.upstreams`` seam, with the sandbox's
+ManualClock and a sleep that moves it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import pytest
+import structlog
+from typer.testing import CliRunner, Result
+
+from pmsgate.cli import app
+from pmsgate.config import get_settings
+from pmsgate.customers.service import register_customer
+from pmsgate.jobs import cli as jobs_cli
+from pmsgate.knowledge.cli import Upstreams
+from pmsgate.storage.customers import CustomerProfile
+from tests.customers.support import ClockSleep, EnrolledSandbox, enrolled_sandbox
+from tests.customers.support import sandbox_http_factory as http_factory
+
+pytestmark = pytest.mark.anyio
+
+
+class Cli:
+    """The enrolled sandbox and a way to run `pmsgate` on it."""
+
+    def __init__(self, enrolled: EnrolledSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.enrolled = enrolled
+        self.monkeypatch = monkeypatch
+        self.printed: list[str] = []
+
+    async def run(self, *args: str) -> Result:
+        """Run `pmsgate <args>` in a worker thread (the CLI runs its own event loop)."""
+        get_settings.cache_clear()
+
+        def invoke() -> Result:
+            return CliRunner().invoke(app, list(args), env={"COLUMNS": "300"})
+
+        result = await anyio.to_thread.run_sync(invoke)
+        self.printed += [result.stdout, result.stderr]
+        return result
+
+    async def json(self, *args: str, exit_code: int = 0) -> dict[str, Any]:
+        result = await self.run(*args, "--json")
+        assert result.exit_code == exit_code, (result.stdout, result.stderr)
+        parsed: dict[str, Any] = json.loads(result.stdout)
+        return parsed
+
+
+@pytest.fixture
+async def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cli]:
+    async with enrolled_sandbox(database_url) as enrolled:
+        settings = enrolled.settings
+        env = {
+            "PMSGATE_DATABASE_URL": settings.effective_database_url,
+            "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
+            "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
+            "PMSGATE_NOTES_API_URL": settings.notes_api_url,
+        }
+        for name in ("secret_keys", "partner_api_key", "platform_api_token"):
+            secret = getattr(settings, name)
+            env[f"PMSGATE_{name.upper()}"] = secret.get_secret_value()
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        monkeypatch.setattr(
+            jobs_cli,
+            "upstreams",
+            Upstreams(
+                http_factory=http_factory(enrolled.app),
+                clock=enrolled.clock,
+                sleep=ClockSleep(enrolled.clock),
+            ),
+        )
+        saved_logging = structlog.get_config()
+        try:
+            yield Cli(enrolled, monkeypatch)
+        finally:
+            # The CLI points structlog at the runner's stream, which is closed once it returns.
+            structlog.configure(**saved_logging)
+            get_settings.cache_clear()
+
+
+async def test_refresh_usage_records_every_customer_and_exits_0(cli: Cli) -> None:
+    body = await cli.json("jobs", "refresh-usage")
+    assert body["job"] == "refresh-usage"
+    assert body["status"] == "succeeded"
+    assert body["detail"]["recorded"] == [cli.enrolled.student_id]
+    assert body["detail"]["taken_at"] == "2026-11-22T06:00:00+00:00"
+    snapshots = await cli.enrolled.services.usage.series(cli.enrolled.student_id)
+    assert [s.kind for s in snapshots] == ["periodic"]
+    # Run again in the same slot (cron and the server both ran it): nothing is added.
+    again = await cli.json("jobs", "refresh-usage")
+    assert again["detail"]["already_recorded"] == [cli.enrolled.student_id]
+    assert len(await cli.enrolled.services.usage.series(cli.enrolled.student_id)) == 1
+
+
+async def test_refresh_usage_exits_1_when_some_customer_failed(cli: Cli) -> None:
+    services = cli.enrolled.services
+    await register_customer(
+        services, CustomerProfile("stu-000-gone", "gone@example.com", "Gone", "partner")
+    )
+    await services.workspaces.upsert(
+        "stu-000-gone",
+        workspace_name="Gone",
+        workspace_slug="gone",
+        plan_limit_usd=10,
+        alert_threshold_pct=80,
+        workspace_id="ws-gone",
+    )
+    result = await cli.run("jobs", "refresh-usage")
+    assert result.exit_code == 1, (result.stdout, result.stderr)
+    assert "job refresh-usage failed" in result.stdout
+    assert "stu-000-gone" in result.stdout
+    assert "error job_partly_failed:" in result.stderr
+    assert len(await services.usage.series(cli.enrolled.student_id)) == 1
+
+
+async def test_refresh_usage_exits_2_when_it_cannot_run(cli: Cli) -> None:
+    cli.monkeypatch.delenv("PMSGATE_PLATFORM_API_TOKEN")
+    result = await cli.run("jobs", "refresh-usage")
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert "error platform_not_configured:" in result.stderr
+
+
+async def test_run_runs_any_job_and_list_shows_its_last_run(cli: Cli) -> None:
+    body = await cli.json("jobs", "run", "check-connections")
+    assert body["status"] == "succeeded"
+    assert body["detail"]["ok"] == [cli.enrolled.hotel_id]
+
+    listing = await cli.json("jobs", "list")
+    jobs = {job["job"]: job for job in listing["jobs"]}
+    assert list(jobs) == [
+        "refresh-usage",
+        "flush-gateway-usage",
+        "check-connections",
+        "restart-listings-syncs",
+    ]
+    assert jobs["refresh-usage"]["interval_s"] == 21600
+    assert jobs["refresh-usage"]["setting"] == "PMSGATE_USAGE_REFRESH_INTERVAL_S"
+    assert jobs["refresh-usage"]["last_run"] is None
+    assert jobs["check-connections"]["last_run"]["status"] == "succeeded"
+
+    table = await cli.run("jobs", "list")
+    assert table.exit_code == 0, table.stderr
+    assert "check-connections" in table.stdout
+    assert "never" in table.stdout
+    assert "6 h" in table.stdout
+    assert "succeeded" in table.stdout
+
+
+async def test_run_of_an_unknown_job_exits_2_with_job_not_found(cli: Cli) -> None:
+    result = await cli.run("jobs", "run", "make-coffee")
+    assert result.exit_code == 2
+    assert "error job_not_found:" in result.stderr
+    assert "hint:" in result.stderr
+
+
+async def test_no_secret_is_printed(cli: Cli) -> None:
+    await cli.run("jobs", "run", "check-connections")
+    await cli.run("jobs", "refresh-usage")
+    await cli.run("jobs", "list")
+    printed = "\n".join(cli.printed)
+    settings = cli.enrolled.settings
+    assert settings.platform_api_token is not None
+    assert settings.platform_api_token.get_secret_value() not in printed
+    assert str(cli.enrolled.facility["password"]) not in printed

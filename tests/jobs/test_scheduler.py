@@ -1,0 +1,223 @@
+"""The scheduler: every tick recorded, failures retried on the next tick, jobs isolated."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import anyio
+import pytest
+
+from pmsgate.clock import ManualClock
+from pmsgate.errors import PmsgateError
+from pmsgate.jobs.scheduler import Job, JobPartlyFailed, Scheduler, grid_start, next_tick
+from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.jobs import JobRunRepository
+from tests.jobs.support import ParkingSleep
+
+pytestmark = pytest.mark.anyio
+
+START = datetime(2026, 11, 22, 9, 0, 30, tzinfo=UTC)
+
+
+@pytest.fixture
+def clock() -> ManualClock:
+    return ManualClock(START)
+
+
+@pytest.fixture
+async def runs(database_url: str, clock: ManualClock) -> AsyncIterator[JobRunRepository]:
+    async with open_database(database_url) as engine:
+        yield JobRunRepository(session_factory(engine), clock)
+
+
+class Flaky:
+    """Fails the first ``failures`` times with a service error, then succeeds."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    async def __call__(self) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise PmsgateError("The upstream was unavailable.", code="upstream_unavailable")
+        return {"call": self.calls}
+
+
+async def test_a_failing_job_is_recorded_failed_and_runs_again_on_the_next_tick_then_succeeds(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    work = Flaky(failures=1)
+    sleep = ParkingSleep(clock, allowed=1)
+    async with Scheduler([Job("flaky", 60, work)], clock, runs, sleep=sleep):
+        await sleep.parked.wait()
+    recorded = list(reversed(await runs.recent("flaky")))
+    assert [r.status for r in recorded] == ["failed", "succeeded"]
+    assert recorded[0].error_code == "upstream_unavailable"
+    assert recorded[0].detail == {
+        "error": {"code": "upstream_unavailable", "message": "The upstream was unavailable."}
+    }
+    assert recorded[1].detail == {"call": 2}
+    assert recorded[1].started_at == datetime(2026, 11, 22, 9, 1, tzinfo=UTC)
+    assert all(r.finished_at is not None for r in recorded)
+
+
+async def test_ticks_fall_on_the_interval_grid_of_the_manual_clock(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    work = Flaky(failures=0)
+    sleep = ParkingSleep(clock, allowed=3)
+    async with Scheduler([Job("every-minute", 60, work)], clock, runs, sleep=sleep):
+        await sleep.parked.wait()
+    started = sorted(r.started_at for r in await runs.recent("every-minute"))
+    # At once on start (never ran), then on the minute: 09:01, 09:02, 09:03.
+    assert started == [
+        START,
+        datetime(2026, 11, 22, 9, 1, tzinfo=UTC),
+        datetime(2026, 11, 22, 9, 2, tzinfo=UTC),
+        datetime(2026, 11, 22, 9, 3, tzinfo=UTC),
+    ]
+    assert sleep.calls[:3] == [30.0, 60.0, 60.0]
+    assert work.calls == 4
+
+
+async def test_one_job_failing_does_not_stop_another(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    healthy = Flaky(failures=0)
+
+    async def broken() -> dict[str, Any]:
+        raise RuntimeError("connection to postgresql://app:hunter2@db failed")
+
+    sleep = ParkingSleep(clock, allowed=4)
+    jobs = [Job("broken", 60, broken), Job("healthy", 60, healthy)]
+    async with Scheduler(jobs, clock, runs, sleep=sleep):
+        await sleep.parked.wait()
+    failed = await runs.recent("broken")
+    assert len(failed) >= 2
+    assert {r.status for r in failed} == {"failed"}
+    assert {r.error_code for r in failed} == {"unexpected_error"}
+    # The exception's text may hold a secret: only its type is recorded.
+    assert all("hunter2" not in str(r.detail) for r in failed)
+    assert failed[0].detail == {
+        "error": {"code": "unexpected_error", "message": "The job raised RuntimeError."}
+    }
+    succeeded = await runs.recent("healthy")
+    assert len(succeeded) >= 2
+    assert {r.status for r in succeeded} == {"succeeded"}
+
+
+async def test_a_partly_failed_job_keeps_its_summary_next_to_the_error(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    async def partial() -> dict[str, Any]:
+        raise JobPartlyFailed("1 of 2 failed.", {"done": ["a"], "failed": [{"id": "b"}]})
+
+    run = await Scheduler([Job("partial", 60, partial)], clock, runs).run_once("partial")
+    assert run.status == "failed"
+    assert run.detail == {
+        "done": ["a"],
+        "failed": [{"id": "b"}],
+        "error": {"code": "job_partly_failed", "message": "1 of 2 failed."},
+    }
+
+
+async def test_a_job_that_succeeded_in_the_current_interval_does_not_run_again_at_start(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    work = Flaky(failures=0)
+    scheduler = Scheduler([Job("hourly", 3600, work)], clock, runs)
+    await scheduler.run_once("hourly")
+    clock.advance(600)
+    sleep = ParkingSleep(clock, allowed=0)
+    async with Scheduler([Job("hourly", 3600, work)], clock, runs, sleep=sleep):
+        await sleep.parked.wait()
+    assert work.calls == 1
+    assert sleep.calls == [3600 - 630.0]  # until 10:00
+
+
+async def test_a_job_that_last_failed_runs_at_start(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    work = Flaky(failures=1)
+    await Scheduler([Job("hourly", 3600, work)], clock, runs).run_once("hourly")
+    sleep = ParkingSleep(clock, allowed=0)
+    async with Scheduler([Job("hourly", 3600, work)], clock, runs, sleep=sleep):
+        await sleep.parked.wait()
+    assert [r.status for r in reversed(await runs.recent("hourly"))] == ["failed", "succeeded"]
+
+
+async def test_a_job_stopped_mid_run_is_recorded_failed_as_cancelled(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    started = anyio.Event()
+
+    async def endless() -> dict[str, Any]:
+        started.set()
+        await anyio.sleep_forever()
+        return {}
+
+    async with Scheduler([Job("endless", 60, endless)], clock, runs, sleep=ParkingSleep(clock, 0)):
+        await started.wait()
+    [run] = await runs.recent("endless")
+    assert run.status == "failed"
+    assert run.error_code == "cancelled"
+
+
+async def test_a_job_marked_to_run_at_exit_runs_once_more_when_the_scheduler_stops(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    work = Flaky(failures=0)
+    sleep = ParkingSleep(clock, allowed=0)
+    async with Scheduler([Job("flush", 60, work, run_at_exit=True)], clock, runs, sleep=sleep):
+        await sleep.parked.wait()
+    assert work.calls == 2  # at start, and at exit
+    assert [r.status for r in await runs.recent("flush")] == ["succeeded", "succeeded"]
+
+
+async def test_run_once_of_an_unknown_job_is_job_not_found_and_underscores_are_dashes(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    scheduler = Scheduler([Job("refresh-usage", 60, Flaky(0))], clock, runs)
+    with pytest.raises(PmsgateError) as raised:
+        await scheduler.run_once("nope")
+    assert raised.value.code == "job_not_found"
+    assert (await scheduler.run_once("refresh_usage")).status == "succeeded"
+
+
+async def test_runs_older_than_the_retention_are_pruned(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    scheduler = Scheduler([Job("daily", 86400, Flaky(0))], clock, runs)
+    first = await scheduler.run_once("daily")
+    clock.advance(15 * 86400)
+    second = await scheduler.run_once("daily")
+    assert [r.id for r in await runs.recent("daily")] == [second.id]
+    assert first.id != second.id
+
+
+async def test_latest_by_job_gives_each_job_its_newest_run(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    scheduler = Scheduler([Job("a", 60, Flaky(0)), Job("b", 60, Flaky(1))], clock, runs)
+    await scheduler.run_once("a")
+    await scheduler.run_once("b")
+    clock.advance(60)
+    last_a = await scheduler.run_once("a")
+    latest = await runs.latest_by_job()
+    assert latest["a"].id == last_a.id
+    assert latest["b"].status == "failed"
+
+
+def test_the_grid_counts_from_the_epoch_so_six_hours_fall_on_00_06_12_18_utc() -> None:
+    six_hours = 6 * 3600.0
+    assert grid_start(START, six_hours) == datetime(2026, 11, 22, 6, tzinfo=UTC)
+    assert next_tick(START, six_hours) == datetime(2026, 11, 22, 12, tzinfo=UTC)
+    # A wake-up a hair early never runs the same tick twice.
+    due = datetime(2026, 11, 22, 12, tzinfo=UTC)
+    early = due - timedelta(microseconds=1)
+    assert next_tick(early, six_hours, after=due) == due + timedelta(hours=6)
+    with pytest.raises(ValueError):
+        Job("bad", 0, Flaky(0))

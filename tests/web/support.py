@@ -1,0 +1,204 @@
+"""The web application on the in-process emulators, for endpoint, console and browser tests.
+
+``web_sandbox(database_url, …)`` builds on :func:`tests.customers.support.enrolled_sandbox`
+(one seeded facility enrolled as a customer through the real services) and adds:
+
+- the gateway's services (:func:`pmsgate.app.open_services`) whose booking-system client
+  talks to the sandbox app, on the sandbox's ManualClock;
+- the web services (:func:`pmsgate.web.context.open_web_services`) whose upstream clients
+  talk to the sandbox app, waiting through :class:`GatedSleep` (moves the ManualClock,
+  and can be held closed to keep a background sync running while a test looks at it);
+- the app (:func:`pmsgate.app.create_app` with those services, ``app.state.web`` set,
+  the auth and API routers included unless ``create_app`` already mounts them);
+- ``client``: an httpx client on the app (``base_url`` :data:`WEB_URL`, its own cookies).
+
+Helpers: :meth:`WebSandbox.add_user` creates an account (a customer's defaults to the
+enrolled customer), :func:`login` signs a client in and returns its CSRF token,
+:meth:`WebSandbox.signed_in` does both on a fresh client (one cookie jar per user), and
+:meth:`WebSandbox.new_client` opens more clients (closed with the sandbox).
+
+Example::
+
+    async with web_sandbox(database_url) as web:
+        client, csrf = await web.signed_in("admin")
+        answer = await client.post(f"/api/{web.assistant}/sync-knowledge",
+                                   json={"commit": False}, headers={"X-CSRF-Token": csrf})
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import httpx
+from fastapi import FastAPI
+from pydantic import SecretStr
+
+from pmsgate.app import Services, create_app, open_services
+from pmsgate.clock import ManualClock
+from pmsgate.web.context import WebServices, open_web_services
+from tests.customers.support import (
+    SANDBOX_URL,
+    ClockSleep,
+    EnrolledSandbox,
+    enrolled_sandbox,
+    sandbox_http_factory,
+)
+
+WEB_URL = "http://pmsgate.test"
+CSRF_HEADER = "X-CSRF-Token"
+DEFAULT_PASSWORD = "correct horse battery staple"
+
+
+class GatedSleep(ClockSleep):
+    """A ClockSleep that a test can hold shut: every wait blocks until :meth:`open` is called.
+
+    A knowledge sync waits on the notes throttle (~3 requests/second) within its first
+    requests, so with the gate shut a background sync is reliably still running.
+    """
+
+    def __init__(self, clock: ManualClock) -> None:
+        super().__init__(clock)
+        self._gate = anyio.Event()
+        self._gate.set()
+
+    def close(self) -> None:
+        """Hold every later wait until :meth:`open`."""
+        if self._gate.is_set():
+            self._gate = anyio.Event()
+
+    def open(self) -> None:
+        """Let every held and later wait go on."""
+        self._gate.set()
+
+    async def __call__(self, seconds: float) -> None:
+        await self._gate.wait()
+        await super().__call__(seconds)
+
+
+@dataclass
+class WebSandbox:
+    """The enrolled sandbox, the gateway and web services on it, the app and a client."""
+
+    enrolled: EnrolledSandbox
+    gateway: Services
+    web: WebServices
+    app: FastAPI
+    client: httpx.AsyncClient
+    sleep: GatedSleep
+    _stack: AsyncExitStack = field(repr=False)
+
+    @property
+    def student_id(self) -> str:
+        """The enrolled customer's student_id."""
+        return self.enrolled.student_id
+
+    @property
+    def assistant(self) -> str:
+        """The enrolled customer's ``{assistant}`` path segment (its workspace slug)."""
+        return f"sandbox-{self.enrolled.hotel_id}"
+
+    @property
+    def hotel_id(self) -> str:
+        """The enrolled customer's facility."""
+        return self.enrolled.hotel_id
+
+    async def new_client(self) -> httpx.AsyncClient:
+        """Another client on the app with its own cookie jar (closed with the sandbox)."""
+        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=WEB_URL)
+        return await self._stack.enter_async_context(client)
+
+    async def add_user(
+        self,
+        role: str = "customer",
+        *,
+        email: str | None = None,
+        password: str = DEFAULT_PASSWORD,
+        student_id: str | None = None,
+    ) -> tuple[str, str]:
+        """Create an account (a customer's is the enrolled customer's unless told); its login."""
+        if role == "customer" and student_id is None:
+            student_id = self.student_id
+        address = email or f"{role}-{uuid.uuid4().hex[:8]}@example.com"
+        await self.web.users.add(address, SecretStr(password), role=role, student_id=student_id)
+        return address, password
+
+    async def signed_in(
+        self, role: str = "customer", *, student_id: str | None = None
+    ) -> tuple[httpx.AsyncClient, str]:
+        """A fresh client signed in as a new user of this role, and its CSRF token."""
+        email, password = await self.add_user(role, student_id=student_id)
+        client = await self.new_client()
+        return client, await login(client, email, password)
+
+
+async def login(client: httpx.AsyncClient, email: str, password: str) -> str:
+    """Sign ``client`` in through ``POST /api/auth/login``; the session's CSRF token."""
+    answer = await client.post("/api/auth/login", json={"email": email, "password": password})
+    assert answer.status_code == 200, answer.text
+    assert client.cookies.get("pmsgate_session"), "the session cookie was not set"
+    token: str = answer.json()["csrfToken"]
+    return token
+
+
+def csrf(token: str) -> dict[str, str]:
+    """The header a cookie-authenticated write carries."""
+    return {CSRF_HEADER: token}
+
+
+def _has_route(app: FastAPI, path: str) -> bool:
+    return any(getattr(route, "path", None) == path for route in app.routes)
+
+
+@asynccontextmanager
+async def web_sandbox(
+    database_url: str,
+    *,
+    settings_overrides: Mapping[str, Any] | None = None,
+    **enrolment: Any,
+) -> AsyncIterator[WebSandbox]:
+    """The web app over an enrolled sandbox (``enrolment`` goes to ``enrolled_sandbox``)."""
+    async with (
+        enrolled_sandbox(
+            database_url, settings_overrides=settings_overrides, **enrolment
+        ) as enrolled,
+        AsyncExitStack() as stack,
+    ):
+        kross_http = await stack.enter_async_context(
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=enrolled.app), base_url=SANDBOX_URL)
+        )
+        gateway = await stack.enter_async_context(
+            open_services(enrolled.settings, kross_http=kross_http, clock=enrolled.clock)
+        )
+        sleep = GatedSleep(enrolled.clock)
+        web = await stack.enter_async_context(
+            open_web_services(gateway, http_factory=sandbox_http_factory(enrolled.app), sleep=sleep)
+        )
+        app = create_app(enrolled.settings, services=gateway)
+        app.state.web = web
+        if not _has_route(app, "/api/auth/login"):
+            from pmsgate.web import api, auth
+
+            app.include_router(auth.router)
+            app.include_router(api.router)
+        client = await stack.enter_async_context(
+            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=WEB_URL)
+        )
+        sandbox = WebSandbox(
+            enrolled=enrolled,
+            gateway=gateway,
+            web=web,
+            app=app,
+            client=client,
+            sleep=sleep,
+            _stack=stack,
+        )
+        try:
+            yield sandbox
+        finally:
+            # A test that left the gate shut must not hang the background jobs' shutdown.
+            sleep.open()

@@ -1,0 +1,489 @@
+"""PUT /api/admin/kross/connect and PUT /api/{assistant}/kross/connect, through HTTP (spec §3)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from pmsgate.customers.service import register_customer
+from pmsgate.storage.customers import CustomerProfile
+from pmsgate.storage.models import Facility, FacilityToken, PmsIntegration
+from tests.web.support import WebSandbox, csrf, web_sandbox
+
+pytestmark = pytest.mark.anyio
+
+NEW_PASSWORD = "the-new-api-password-9431"
+WRONG_PASSWORD = "not-the-password-at-all-5528"
+OTHER_STUDENT = "stu-other"
+ADMIN_CONNECT = "/api/admin/kross/connect"
+
+
+@asynccontextmanager
+async def connect_web(database_url: str, **options: Any) -> AsyncIterator[WebSandbox]:
+    """The web app over the seeded partner customer with four apartments."""
+    options.setdefault("seed", 7)
+    options.setdefault("student_index", 1)
+    async with web_sandbox(database_url, **options) as web:
+        yield web
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """Everything a refused reconnect must leave exactly as it was."""
+
+    facility: tuple[Any, ...]
+    token: tuple[Any, ...] | None
+    row: tuple[Any, ...]
+    platform_connection: tuple[Any, ...] | None
+    platform_healthy: bool
+
+
+async def snapshot(web: WebSandbox) -> Snapshot:
+    """Read back the facility, its stored token, the kross row and the platform's connection."""
+    async with web.web.customers.sessions() as session:
+        facility = await session.scalar(select(Facility).where(Facility.hotel_id == web.hotel_id))
+        assert facility is not None
+        token = await session.scalar(
+            select(FacilityToken).where(FacilityToken.facility_id == facility.id)
+        )
+        row = await session.scalar(
+            select(PmsIntegration).where(
+                PmsIntegration.student_id == web.student_id, PmsIntegration.provider == "kross"
+            )
+        )
+        assert row is not None
+    connection, healthy = web.enrolled.sandbox.platform.pms_connection(await workspace_id(web))
+    return Snapshot(
+        facility=(
+            facility.username,
+            facility.password_enc,
+            facility.api_key_enc,
+            facility.status,
+            facility.last_error,
+            facility.updated_at,
+        ),
+        token=(token.token_enc, token.expires_at) if token is not None else None,
+        row=(
+            row.status,
+            row.last_error,
+            row.status_changed_at,
+            row.updated_at,
+            row.listings_sync_due_at,
+        ),
+        platform_connection=(
+            (connection.hotel_id, connection.username, connection.password)
+            if connection is not None
+            else None
+        ),
+        platform_healthy=healthy,
+    )
+
+
+async def workspace_id(web: WebSandbox) -> str:
+    ctx = await web.enrolled.context()
+    assert ctx.workspace_id is not None
+    return ctx.workspace_id
+
+
+def platform_listings(web: WebSandbox, workspace: str) -> int:
+    return len(web.enrolled.sandbox.platform.listings(workspace))
+
+
+async def gateway_call(web: WebSandbox) -> httpx.Response:
+    """One tool call through the gateway's HTTP API with a fresh key of the facility."""
+    _, key = await web.gateway.facilities.mint_key(web.hotel_id, "test")
+    return await web.client.post(
+        "/v1/tools/get-in-house-guests", json={}, headers={"Authorization": f"Bearer {key}"}
+    )
+
+
+async def break_password(web: WebSandbox) -> None:
+    """Spec §3: the customer changes the API password; the next gateway call fails."""
+    web.enrolled.sandbox.kross.change_password(web.hotel_id, NEW_PASSWORD)
+    failed = await gateway_call(web)
+    assert failed.json()["error"]["code"] == "pms_auth_failed", failed.text
+
+
+def connect_body(web: WebSandbox, password: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "studentId": web.student_id,
+        "username": web.enrolled.facility["username"],
+        "password": password,
+        **extra,
+    }
+
+
+async def test_an_admin_reconnect_after_a_password_change_brings_back_connected_and_listings(
+    database_url: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with connect_web(database_url) as web:
+        workspace = await workspace_id(web)
+        await break_password(web)
+        broken = await web.enrolled.context()
+        assert broken.pms is not None and broken.pms.status == "error"
+        assert platform_listings(web, workspace) == 0
+        admin, token = await web.signed_in("admin")
+
+        answer = await admin.put(
+            ADMIN_CONNECT, json=connect_body(web, NEW_PASSWORD), headers=csrf(token)
+        )
+
+        assert answer.status_code == 200, answer.text
+        apartments = len(web.enrolled.facility["apartments"])
+        body = answer.json()
+        assert body["studentId"] == web.student_id and body["hotelId"] == web.hotel_id
+        assert (body["status"], body["listingsSync"], body["listings"]) == (
+            "connected",
+            "restarted",
+            apartments,
+        )
+        ctx = await web.enrolled.context()
+        assert ctx.pms is not None
+        assert (ctx.pms.status, ctx.pms.last_error) == ("connected", None)
+        facility = await web.gateway.facilities.get(web.hotel_id)
+        assert (facility.status, facility.last_error) == ("connected", None)
+        stored = await web.gateway.facilities.credentials(web.hotel_id)
+        assert stored.password.get_secret_value() == NEW_PASSWORD
+        # The platform's own connection got the new password: its listings are back.
+        assert platform_listings(web, workspace) == apartments
+        assert web.enrolled.sandbox.platform.pms_connection(workspace)[1] is True
+        assert sum(1 for a in ctx.apartments if a.assistant_listing_id) == apartments
+        assert (await gateway_call(web)).status_code == 200
+        assert (await snapshot(web)).row[4] is None  # no listings sync left due
+        captured = capsys.readouterr()
+        for secret in (NEW_PASSWORD,):
+            assert secret not in answer.text
+            assert secret not in captured.out + captured.err + caplog.text
+
+
+async def test_a_refused_password_is_a_422_and_changes_nothing(
+    database_url: str, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    async with connect_web(database_url) as web:
+        await web.gateway.tokens.token(web.hotel_id)  # a stored token that must survive
+        before = await snapshot(web)
+        assert before.token is not None and before.platform_healthy
+        admin, token = await web.signed_in("admin")
+
+        answer = await admin.put(
+            ADMIN_CONNECT, json=connect_body(web, WRONG_PASSWORD), headers=csrf(token)
+        )
+
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == "pms_credentials_rejected" and error["hint"]
+        assert await snapshot(web) == before
+        captured = capsys.readouterr()
+        assert WRONG_PASSWORD not in answer.text
+        assert WRONG_PASSWORD not in captured.out + captured.err + caplog.text
+
+
+async def test_a_refused_password_leaves_an_integration_in_error_as_it_was(
+    database_url: str,
+) -> None:
+    async with connect_web(database_url) as web:
+        await break_password(web)
+        before = await snapshot(web)
+        assert before.facility[3] == "error" and before.row[0] == "error"
+        assert not before.platform_healthy
+        admin, token = await web.signed_in("admin")
+
+        answer = await admin.put(
+            ADMIN_CONNECT, json=connect_body(web, WRONG_PASSWORD), headers=csrf(token)
+        )
+
+        assert answer.status_code == 422
+        assert answer.json()["error"]["code"] == "pms_credentials_rejected"
+        assert await snapshot(web) == before
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"username": "owner@example.com"}, "username_is_email"),
+        ({"username": "admin"}, "invalid_username"),
+        ({"password": "  "}, "missing_password"),
+        ({"apiKey": "not-a-key"}, "invalid_api_key"),
+        ({"hotelId": "12ab"}, "invalid_hotel_id"),
+    ],
+)
+async def test_credentials_that_break_the_spec_rules_are_refused_with_their_code(
+    database_url: str, fields: dict[str, Any], code: str
+) -> None:
+    async with connect_web(database_url) as web:
+        before = await snapshot(web)
+        admin, token = await web.signed_in("admin")
+
+        answer = await admin.put(
+            ADMIN_CONNECT, json={**connect_body(web, NEW_PASSWORD), **fields}, headers=csrf(token)
+        )
+
+        assert answer.status_code == 422
+        assert answer.json()["error"]["code"] == code
+        assert await snapshot(web) == before
+
+
+async def test_a_customer_account_cannot_use_the_admin_endpoint(database_url: str) -> None:
+    async with connect_web(database_url) as web:
+        await break_password(web)
+        before = await snapshot(web)
+        customer, token = await web.signed_in("customer")
+
+        answer = await customer.put(
+            ADMIN_CONNECT, json=connect_body(web, NEW_PASSWORD), headers=csrf(token)
+        )
+
+        assert answer.status_code == 403
+        assert answer.json()["error"]["code"] == "forbidden"
+        assert await snapshot(web) == before
+
+
+async def test_the_admin_endpoint_without_a_cookie_is_401(database_url: str) -> None:
+    async with connect_web(database_url) as web:
+        answer = await web.client.put(ADMIN_CONNECT, json=connect_body(web, NEW_PASSWORD))
+
+        assert answer.status_code == 401
+        assert answer.json()["error"]["code"] == "not_authenticated"
+
+
+async def test_the_admin_endpoint_without_the_csrf_token_is_403_and_changes_nothing(
+    database_url: str,
+) -> None:
+    async with connect_web(database_url) as web:
+        await break_password(web)
+        before = await snapshot(web)
+        admin, _ = await web.signed_in("admin")
+
+        answer = await admin.put(ADMIN_CONNECT, json=connect_body(web, NEW_PASSWORD))
+
+        assert answer.status_code == 403
+        assert answer.json()["error"]["code"] == "csrf_failed"
+        assert await snapshot(web) == before
+
+
+@pytest.mark.parametrize(
+    ("naming", "status", "code"),
+    [
+        ({}, 422, "customer_required"),
+        ({"studentId": "stu-a", "assistant": "sandbox-x"}, 422, "customer_required"),
+        ({"studentId": "stu-nobody"}, 404, "customer_not_found"),
+        ({"assistant": "no-such-workspace"}, 404, "customer_not_found"),
+    ],
+)
+async def test_the_admin_endpoint_needs_exactly_one_known_customer(
+    database_url: str, naming: dict[str, str], status: int, code: str
+) -> None:
+    async with connect_web(database_url) as web:
+        admin, token = await web.signed_in("admin")
+        body = {k: v for k, v in connect_body(web, NEW_PASSWORD).items() if k != "studentId"}
+
+        answer = await admin.put(ADMIN_CONNECT, json={**body, **naming}, headers=csrf(token))
+
+        assert answer.status_code == status
+        assert answer.json()["error"]["code"] == code
+
+
+async def test_the_admin_endpoint_names_the_customer_by_its_assistant_too(
+    database_url: str,
+) -> None:
+    async with connect_web(database_url) as web:
+        await break_password(web)
+        admin, token = await web.signed_in("admin")
+        body = {k: v for k, v in connect_body(web, NEW_PASSWORD).items() if k != "studentId"}
+
+        answer = await admin.put(
+            ADMIN_CONNECT, json={**body, "assistant": web.assistant}, headers=csrf(token)
+        )
+
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["studentId"] == web.student_id
+
+
+async def test_a_hotel_id_other_than_the_customers_facility_is_a_409(database_url: str) -> None:
+    async with connect_web(database_url) as web:
+        before = await snapshot(web)
+        admin, token = await web.signed_in("admin")
+
+        answer = await admin.put(
+            ADMIN_CONNECT,
+            json=connect_body(web, NEW_PASSWORD, hotelId="999999"),
+            headers=csrf(token),
+        )
+
+        assert answer.status_code == 409
+        assert answer.json()["error"]["code"] == "hotel_id_mismatch"
+        assert await snapshot(web) == before
+
+
+async def test_a_customer_reconnects_its_own_booking_system_from_its_page(
+    database_url: str,
+) -> None:
+    async with connect_web(database_url) as web:
+        workspace = await workspace_id(web)
+        await break_password(web)
+        customer, token = await web.signed_in("customer")
+
+        answer = await customer.put(
+            f"/api/{web.assistant}/kross/connect",
+            json={
+                "username": web.enrolled.facility["username"],
+                "password": NEW_PASSWORD,
+                "hotelId": int(web.hotel_id),
+            },
+            headers=csrf(token),
+        )
+
+        assert answer.status_code == 200, answer.text
+        assert answer.json()["status"] == "connected"
+        assert answer.json()["listingsSync"] == "restarted"
+        assert platform_listings(web, workspace) == len(web.enrolled.facility["apartments"])
+        status = await customer.get(f"/api/{web.assistant}/status")
+        assert status.json()["pms"]["status"] == "connected"
+
+
+async def test_a_customer_cannot_reconnect_another_customer(database_url: str) -> None:
+    async with connect_web(database_url) as web:
+        await break_password(web)
+        before = await snapshot(web)
+        await register_customer(
+            web.web.customers,
+            CustomerProfile(
+                student_id=OTHER_STUDENT,
+                email="other@example.com",
+                name="Another operator",
+                kind="partner",
+            ),
+        )
+        stranger, token = await web.signed_in("customer", student_id=OTHER_STUDENT)
+        body = {"username": web.enrolled.facility["username"], "password": NEW_PASSWORD}
+
+        by_slug = await stranger.put(
+            f"/api/{web.assistant}/kross/connect", json=body, headers=csrf(token)
+        )
+        by_id = await stranger.put(
+            f"/api/{web.student_id}/kross/connect", json=body, headers=csrf(token)
+        )
+        own_without_row = await stranger.put(
+            f"/api/{OTHER_STUDENT}/kross/connect", json=body, headers=csrf(token)
+        )
+
+        for answer in (by_slug, by_id):
+            assert answer.status_code == 403
+            assert answer.json()["error"]["code"] == "forbidden"
+        assert own_without_row.status_code == 404
+        assert own_without_row.json()["error"]["code"] == "pms_not_linked"
+        assert await snapshot(web) == before
+
+
+async def test_the_customer_reconnect_needs_the_csrf_token(database_url: str) -> None:
+    async with connect_web(database_url) as web:
+        await break_password(web)
+        before = await snapshot(web)
+        customer, _ = await web.signed_in("customer")
+
+        answer = await customer.put(
+            f"/api/{web.assistant}/kross/connect",
+            json={"username": web.enrolled.facility["username"], "password": NEW_PASSWORD},
+        )
+
+        assert answer.status_code == 403
+        assert answer.json()["error"]["code"] == "csrf_failed"
+        assert await snapshot(web) == before
+
+
+async def test_a_malformed_connect_body_is_a_422_without_echoing_the_password(
+    database_url: str,
+) -> None:
+    async with connect_web(database_url) as web:
+        admin, token = await web.signed_in("admin")
+
+        answer = await admin.put(
+            ADMIN_CONNECT,
+            json={"studentId": web.student_id, "password": NEW_PASSWORD, "pasword": "x"},
+            headers=csrf(token),
+        )
+
+        assert answer.status_code == 422
+        assert answer.json()["error"]["code"] == "invalid_input"
+        assert NEW_PASSWORD not in answer.text
+
+
+async def test_a_route_b_customer_reconnects_without_a_listings_sync(database_url: str) -> None:
+    async with connect_web(database_url) as web:
+        workspace = await workspace_id(web)
+        web.enrolled.sandbox.platform.clear_pms_connection(workspace)
+        await break_password(web)
+        admin, token = await web.signed_in("admin")
+
+        answer = await admin.put(
+            ADMIN_CONNECT, json=connect_body(web, NEW_PASSWORD), headers=csrf(token)
+        )
+
+        assert answer.status_code == 200, answer.text
+        body = answer.json()
+        assert (body["status"], body["listingsSync"], body["listings"]) == (
+            "connected",
+            "not_applicable",
+            None,
+        )
+        assert web.enrolled.sandbox.platform.pms_connection(workspace)[0] is None
+
+
+async def test_a_platform_outage_leaves_the_listings_sync_due_and_the_reconnect_stands(
+    database_url: str,
+) -> None:
+    async with connect_web(database_url) as web:
+        await break_password(web)
+        admin, token = await web.signed_in("admin")
+        # Every attempt of the platform client (it retries reads) answers 503.
+        web.enrolled.sandbox.platform.set_faults(fail_next=100, fail_status=503)
+
+        answer = await admin.put(
+            ADMIN_CONNECT, json=connect_body(web, NEW_PASSWORD), headers=csrf(token)
+        )
+
+        web.enrolled.sandbox.platform.clear_faults()
+        assert answer.status_code == 200, answer.text
+        assert (answer.json()["status"], answer.json()["listingsSync"]) == (
+            "connected",
+            "scheduled",
+        )
+        after = await snapshot(web)
+        assert after.row[0] == "connected"
+        due_at = after.row[4]
+        assert isinstance(due_at, datetime)
+        due = await web.web.customers.integrations.due_listings_syncs(web.enrolled.clock.now())
+        assert [row.student_id for row in due] == [web.student_id]
+
+
+async def test_an_own_facility_keeps_its_stored_api_key_when_none_is_given(
+    database_url: str,
+) -> None:
+    async with connect_web(database_url, student_index=0) as web:
+        assert web.enrolled.facility["kind"] == "own"
+        api_key = web.enrolled.facility["api_key"]
+        await break_password(web)
+        admin, token = await web.signed_in("admin")
+
+        kept = await admin.put(
+            ADMIN_CONNECT, json=connect_body(web, NEW_PASSWORD), headers=csrf(token)
+        )
+        given = await admin.put(
+            ADMIN_CONNECT,
+            json=connect_body(web, NEW_PASSWORD, apiKey=api_key),
+            headers=csrf(token),
+        )
+
+        for answer in (kept, given):
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["status"] == "connected"
+            assert api_key not in answer.text
+        stored = await web.gateway.facilities.credentials(web.hotel_id)
+        assert stored.api_key.get_secret_value() == api_key

@@ -1,0 +1,747 @@
+"""Accounts and sessions of the web application: sign-in, cookies, CSRF, roles, throttling.
+
+Endpoint tests go through httpx on the real app (``create_app`` with the real gateway
+and web services on SQLite, and PostgreSQL when PMSGATE_TEST_DATABASE_URL is set),
+with a customer enrolled on the in-process emulators. A few probe routes that use the
+real dependencies stand in for "any cookie-authenticated write" and "any admin route".
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator
+from http.cookies import SimpleCookie
+from typing import Annotated, Any
+
+import httpx
+import pytest
+import structlog
+from argon2 import PasswordHasher
+from fastapi import APIRouter, Form
+from fastapi.staticfiles import StaticFiles
+from pydantic import SecretStr
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from pmsgate.clock import ManualClock
+from pmsgate.config import Settings
+from pmsgate.errors import PmsgateError
+from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.storage.customers import CustomerProfile, CustomerRepository
+from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.users import UserRepository
+from pmsgate.web.app import STATIC_DIR
+from pmsgate.web.auth import (
+    CSRF_FIELD,
+    CSRF_HEADER,
+    SESSION_COOKIE,
+    Admin,
+    AdminWrite,
+    SignedIn,
+    SignedInWrite,
+    ensure_can_act_on,
+    session_signer,
+)
+from pmsgate.web.users import UserService
+
+from ..gateway.facility_support import all_stored_text
+from .support import DEFAULT_PASSWORD, WEB_URL, WebSandbox, login, web_sandbox
+
+pytestmark = pytest.mark.anyio
+
+MAX_FAILURES = 3
+WINDOW_S = 600.0
+WRONG_PASSWORD = "not the right password at all"
+STUDENT = "stu-3001"
+
+probe = APIRouter()
+
+
+@probe.post("/probe/write")
+async def probe_write(principal: SignedInWrite, note: Annotated[str, Form()] = "") -> Any:
+    """A cookie-authenticated write that also reads its own form field."""
+    return {"user": principal.email, "note": note}
+
+
+@probe.post("/probe/json-write")
+async def probe_json_write(principal: SignedInWrite, body: dict[str, Any]) -> Any:
+    """A cookie-authenticated JSON write."""
+    return {"user": principal.email, "body": body}
+
+
+@probe.get("/probe/admin")
+async def probe_admin(principal: Admin) -> Any:
+    """An admin-only read."""
+    return {"user": principal.email}
+
+
+@probe.post("/probe/admin-write")
+async def probe_admin_write(principal: AdminWrite) -> Any:
+    """An admin-only write."""
+    return {"user": principal.email}
+
+
+@probe.get("/probe/customers/{student_id}")
+async def probe_customer(student_id: str, principal: SignedIn) -> Any:
+    """A read of one customer's data."""
+    ensure_can_act_on(principal, student_id)
+    return {"student_id": student_id}
+
+
+@pytest.fixture
+async def site(database_url: str) -> AsyncIterator[WebSandbox]:
+    """The web app over an enrolled customer, with few allowed failures and the probes."""
+    async with web_sandbox(
+        database_url,
+        settings_overrides={
+            "login_max_failures": MAX_FAILURES,
+            "login_failure_window_s": WINDOW_S,
+        },
+        with_notes=False,
+        sync=False,
+    ) as web:
+        web.app.include_router(probe)
+        if not any(getattr(route, "name", None) == "static" for route in web.app.routes):
+            # The sign-in page's base template links the console's static files.
+            web.app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
+        yield web
+
+
+@pytest.fixture
+async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
+    """Sessions on a migrated database holding one customer (STUDENT)."""
+    async with open_database(database_url) as engine:
+        factory = session_factory(engine)
+        await CustomerRepository(factory, ManualClock()).add(
+            CustomerProfile(student_id=STUDENT, email="o@example.com", name="O", kind="partner")
+        )
+        yield factory
+
+
+@pytest.fixture
+def users(
+    sessions: async_sessionmaker[AsyncSession], database_url: str, clock: ManualClock
+) -> UserService:
+    """The account service alone (no app, no emulators), in-memory throttling."""
+    settings = Settings(database_url=database_url, login_max_failures=MAX_FAILURES)
+    return UserService(sessions, clock=clock, settings=settings, redis=None)
+
+
+def error_code(answer: httpx.Response) -> str:
+    """The code of an error answer."""
+    code: str = answer.json()["error"]["code"]
+    return code
+
+
+def set_cookie(answer: httpx.Response) -> SimpleCookie:
+    """The session cookie the answer sets, with its attributes."""
+    headers = [h for h in answer.headers.get_list("set-cookie") if h.startswith(SESSION_COOKIE)]
+    assert len(headers) == 1, answer.headers
+    cookie: SimpleCookie = SimpleCookie()
+    cookie.load(headers[0])
+    return cookie
+
+
+def raw_session_id(cookie_value: str) -> str:
+    """The session id inside a signed cookie value (``id.timestamp.signature``)."""
+    return cookie_value.split(".")[0]
+
+
+async def sign_in_api(
+    client: httpx.AsyncClient, email: str, password: str = DEFAULT_PASSWORD
+) -> httpx.Response:
+    return await client.post("/api/auth/login", json={"email": email, "password": password})
+
+
+# --- sign-in -----------------------------------------------------------------------------------
+
+
+async def test_a_request_without_a_session_cookie_is_refused_with_not_authenticated(
+    site: WebSandbox,
+) -> None:
+    for answer in (
+        await site.client.get("/api/auth/me"),
+        await site.client.post("/probe/write", headers={CSRF_HEADER: "anything"}),
+        await site.client.get("/probe/admin"),
+    ):
+        assert answer.status_code == 401
+        assert error_code(answer) == "not_authenticated"
+
+
+async def test_signing_in_answers_the_user_and_its_csrf_token_without_the_session_id(
+    site: WebSandbox,
+) -> None:
+    email, _ = await site.add_user("customer")
+
+    answer = await sign_in_api(site.client, email)
+
+    assert answer.status_code == 200
+    body = answer.json()
+    assert body["user"] == {
+        "id": body["user"]["id"],
+        "email": email,
+        "role": "customer",
+        "studentId": site.student_id,
+    }
+    assert body["csrfToken"]
+    raw = raw_session_id(site.client.cookies[SESSION_COOKIE])
+    assert raw not in answer.text
+    me = await site.client.get("/api/auth/me")
+    assert me.status_code == 200
+    assert me.json() == body
+    assert raw not in me.text
+
+
+async def test_a_wrong_password_is_refused_with_invalid_credentials_and_no_cookie(
+    site: WebSandbox,
+) -> None:
+    email, _ = await site.add_user("admin")
+
+    answer = await sign_in_api(site.client, email, WRONG_PASSWORD)
+
+    assert answer.status_code == 401
+    assert error_code(answer) == "invalid_credentials"
+    assert "set-cookie" not in answer.headers
+
+
+async def test_an_unknown_email_gets_exactly_the_answer_of_a_wrong_password(
+    site: WebSandbox,
+) -> None:
+    email, _ = await site.add_user("admin")
+
+    wrong_password = await sign_in_api(site.client, email, WRONG_PASSWORD)
+    unknown_email = await sign_in_api(site.client, "nobody@example.com", WRONG_PASSWORD)
+
+    assert unknown_email.status_code == wrong_password.status_code == 401
+    assert unknown_email.json() == wrong_password.json()
+    assert error_code(unknown_email) == "invalid_credentials"
+
+
+async def test_the_email_is_matched_whatever_its_case_and_surrounding_spaces(
+    site: WebSandbox,
+) -> None:
+    email, _ = await site.add_user("admin", email="Ops.Admin@Example.com")
+
+    answer = await sign_in_api(site.client, f"  {email.upper()} ")
+
+    assert answer.status_code == 200
+    assert answer.json()["user"]["email"] == "ops.admin@example.com"
+
+
+# --- throttling --------------------------------------------------------------------------------
+
+
+async def test_failed_sign_ins_are_throttled_per_email_until_the_window_passes(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+    for _ in range(MAX_FAILURES):
+        assert error_code(await sign_in_api(site.client, email, WRONG_PASSWORD)) == (
+            "invalid_credentials"
+        )
+
+    # Even the right password is refused now, from another client address too.
+    other = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=site.app, client=("203.0.113.9", 4000)),
+        base_url=WEB_URL,
+    )
+    async with other:
+        for client in (site.client, other):
+            refused = await sign_in_api(client, email, password)
+            assert refused.status_code == 429
+            assert error_code(refused) == "too_many_login_attempts"
+            retry_after = int(refused.headers["Retry-After"])
+            assert 0 < retry_after <= WINDOW_S + 1  # the window, rounded up to whole seconds
+            assert "set-cookie" not in refused.headers
+
+    site.enrolled.clock.advance(retry_after)
+    assert (await sign_in_api(site.client, email, password)).status_code == 200
+
+
+async def test_failed_sign_ins_from_one_client_address_are_throttled_across_emails(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+    for attempt in range(MAX_FAILURES):
+        await sign_in_api(site.client, f"guess-{attempt}@example.com", WRONG_PASSWORD)
+
+    refused = await sign_in_api(site.client, email, password)
+    assert refused.status_code == 429
+    assert error_code(refused) == "too_many_login_attempts"
+
+    # Another address is not concerned: failures, not users, are what is counted.
+    other = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=site.app, client=("198.51.100.7", 4000)),
+        base_url=WEB_URL,
+    )
+    async with other:
+        assert (await sign_in_api(other, email, password)).status_code == 200
+
+
+async def test_a_successful_sign_in_neither_counts_nor_resets_the_failures(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+    for _ in range(MAX_FAILURES - 1):
+        await sign_in_api(site.client, email, WRONG_PASSWORD)
+    for _ in range(3):
+        assert (await sign_in_api(site.client, email, password)).status_code == 200
+
+    await sign_in_api(site.client, email, WRONG_PASSWORD)
+
+    assert (await sign_in_api(site.client, email, password)).status_code == 429
+
+
+async def test_failures_older_than_the_window_no_longer_count(site: WebSandbox) -> None:
+    email, password = await site.add_user("admin")
+    for _ in range(MAX_FAILURES - 1):
+        await sign_in_api(site.client, email, WRONG_PASSWORD)
+    site.enrolled.clock.advance(WINDOW_S + 1)
+
+    await sign_in_api(site.client, email, WRONG_PASSWORD)
+
+    assert (await sign_in_api(site.client, email, password)).status_code == 200
+
+
+async def test_replicas_sharing_redis_share_the_failure_count(
+    database_url: str, redis_url: str, redis_namespace: str, clock: ManualClock
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        redis_url=redis_url,
+        redis_namespace=redis_namespace,
+        login_max_failures=MAX_FAILURES,
+        login_failure_window_s=WINDOW_S,
+    )
+    async with open_database(database_url) as engine:
+        clients = [Redis.from_url(redis_url) for _ in range(2)]
+        try:
+            first, second = (
+                UserService(session_factory(engine), clock=clock, settings=settings, redis=r)
+                for r in clients
+            )
+            await first.add("ops@example.com", SecretStr(DEFAULT_PASSWORD), role="admin")
+            for replica in (first, second, first):
+                with pytest.raises(PmsgateError) as failed:
+                    await replica.sign_in(
+                        "ops@example.com", SecretStr(WRONG_PASSWORD), client="192.0.2.1"
+                    )
+                assert failed.value.code == "invalid_credentials"
+
+            for replica in (second, first):
+                with pytest.raises(PmsgateError) as refused:
+                    await replica.sign_in(
+                        "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="192.0.2.2"
+                    )
+                assert refused.value.code == "too_many_login_attempts"
+                assert 0 < int(refused.value.headers["Retry-After"]) <= WINDOW_S + 1
+
+            clock.advance(WINDOW_S + 1)
+            principal, _ = await second.sign_in(
+                "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="192.0.2.2"
+            )
+            assert principal.email == "ops@example.com"
+            keys = [key async for key in clients[0].scan_iter(match=f"{redis_namespace}:*")]
+            # Key names are hashes: no e-mail or client address in Redis.
+            assert keys and not any(b"example.com" in key or b"192.0.2" in key for key in keys)
+        finally:
+            for client in clients:
+                await client.aclose()
+
+
+# --- the cookie --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cookie_secure", "secure_over"),
+    [
+        ("auto", {"http": False, "https": True}),
+        ("always", {"http": True}),
+        ("never", {"https": False}),
+    ],
+)
+async def test_the_session_cookie_is_http_only_same_site_lax_and_secure_behind_https(
+    database_url: str, cookie_secure: str, secure_over: dict[str, bool]
+) -> None:
+    async with web_sandbox(
+        database_url,
+        settings_overrides={"cookie_secure": cookie_secure},
+        with_notes=False,
+        sync=False,
+    ) as site:
+        email, password = await site.add_user("admin")
+        for scheme, secure in secure_over.items():
+            client = httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=site.app), base_url=f"{scheme}://pmsgate.test"
+            )
+            async with client:
+                answer = await sign_in_api(client, email, password)
+
+            assert answer.status_code == 200
+            morsel = set_cookie(answer)[SESSION_COOKIE]
+            assert morsel["httponly"] is True
+            assert morsel["samesite"].lower() == "lax"
+            assert morsel["path"] == "/"
+            assert int(morsel["max-age"]) == int(site.web.settings.session_ttl_s)
+            assert bool(morsel["secure"]) is secure, scheme
+
+
+async def test_a_tampered_or_foreign_cookie_is_refused(site: WebSandbox) -> None:
+    email, password = await site.add_user("admin")
+    await login(site.client, email, password)
+    genuine = site.client.cookies[SESSION_COOKIE]
+    raw, stamp, signature = genuine.split(".")
+    forged_signature = ("A" if signature[0] != "A" else "B") + signature[1:]
+    # Another id under this deployment's key, and this id under another deployment's key.
+    unknown_id = session_signer(site.web.settings, site.web.clock).sign("x" * len(raw)).decode()
+    elsewhere = Settings(secret_keys=SecretStr(generate_key_spec("t2")))
+    foreign = session_signer(elsewhere, site.web.clock).sign(raw).decode()
+
+    for value in (
+        f"{raw}.{stamp}.{forged_signature}",
+        f"{'x' * len(raw)}.{stamp}.{signature}",
+        unknown_id,
+        raw,
+        foreign,
+        "",
+    ):
+        site.client.cookies.set(SESSION_COOKIE, value)
+        answer = await site.client.get("/api/auth/me")
+        assert answer.status_code == 401, value
+        assert error_code(answer) == "not_authenticated"
+    site.client.cookies.set(SESSION_COOKIE, genuine)
+    assert (await site.client.get("/api/auth/me")).status_code == 200
+
+
+async def test_a_session_ends_after_its_lifetime(site: WebSandbox) -> None:
+    email, password = await site.add_user("admin")
+    await login(site.client, email, password)
+
+    site.enrolled.clock.advance(site.web.settings.session_ttl_s - 60)
+    assert (await site.client.get("/api/auth/me")).status_code == 200
+    site.enrolled.clock.advance(61)
+
+    answer = await site.client.get("/api/auth/me")
+    assert answer.status_code == 401
+    assert error_code(answer) == "not_authenticated"
+
+
+# --- sign-out and password changes -------------------------------------------------------------
+
+
+async def test_signing_out_ends_the_session_so_the_old_cookie_is_refused(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("customer")
+    token = await login(site.client, email, password)
+    old_cookie = site.client.cookies[SESSION_COOKIE]
+
+    answer = await site.client.post("/api/auth/logout", headers={CSRF_HEADER: token})
+
+    assert answer.status_code == 204
+    assert set_cookie(answer)[SESSION_COOKIE].value == ""
+    site.client.cookies.set(SESSION_COOKIE, old_cookie)
+    replay = await site.client.get("/api/auth/me")
+    assert replay.status_code == 401
+    assert error_code(replay) == "not_authenticated"
+
+
+async def test_signing_out_needs_the_csrf_token(site: WebSandbox) -> None:
+    email, password = await site.add_user("customer")
+    await login(site.client, email, password)
+
+    answer = await site.client.post("/api/auth/logout")
+
+    assert answer.status_code == 403
+    assert error_code(answer) == "csrf_failed"
+    assert (await site.client.get("/api/auth/me")).status_code == 200
+
+
+async def test_the_sign_out_form_ends_the_session_and_returns_to_the_sign_in_page(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+    token = await login(site.client, email, password)
+    old_cookie = site.client.cookies[SESSION_COOKIE]
+
+    answer = await site.client.post("/logout", data={CSRF_FIELD: token})
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/login"
+    site.client.cookies.set(SESSION_COOKIE, old_cookie)
+    assert (await site.client.get("/api/auth/me")).status_code == 401
+
+
+async def test_a_password_change_or_removal_ends_the_users_sessions(site: WebSandbox) -> None:
+    email, password = await site.add_user("admin")
+    await login(site.client, email, password)
+    await site.web.users.set_password(email, SecretStr("a brand new passphrase"))
+
+    assert (await site.client.get("/api/auth/me")).status_code == 401
+    assert error_code(await sign_in_api(site.client, email, password)) == "invalid_credentials"
+    await login(site.client, email, "a brand new passphrase")
+    await site.web.users.remove(email)
+
+    assert (await site.client.get("/api/auth/me")).status_code == 401
+    assert error_code(await sign_in_api(site.client, email, password)) == "invalid_credentials"
+
+
+# --- CSRF --------------------------------------------------------------------------------------
+
+
+async def test_a_cookie_authenticated_write_needs_the_sessions_csrf_token(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("customer")
+    token = await login(site.client, email, password)
+    _, other_token = await site.signed_in("customer")
+    assert other_token != token
+
+    missing = await site.client.post("/probe/write", data={"note": "hello"})
+    wrong = await site.client.post("/probe/write", headers={CSRF_HEADER: "x" * len(token)})
+    others = await site.client.post("/probe/write", data={"note": "hi", CSRF_FIELD: other_token})
+    empty = await site.client.post("/probe/write", headers={CSRF_HEADER: ""})
+    for answer in (missing, wrong, others, empty):
+        assert answer.status_code == 403
+        assert error_code(answer) == "csrf_failed"
+
+    header = await site.client.post("/probe/write", headers={CSRF_HEADER: token})
+    assert header.status_code == 200
+    assert header.json()["user"] == email
+    # The form field works too, and the route still reads the rest of the form.
+    form = await site.client.post("/probe/write", data={"note": "hello", CSRF_FIELD: token})
+    assert form.status_code == 200
+    assert form.json() == {"user": email, "note": "hello"}
+    multipart = await site.client.post(
+        "/probe/write", data={"note": "multi", CSRF_FIELD: token}, files={"f": ("a.txt", b"x")}
+    )
+    assert multipart.json() == {"user": email, "note": "multi"}
+    as_json = await site.client.post(
+        "/probe/json-write", json={"commit": False}, headers={CSRF_HEADER: token}
+    )
+    assert as_json.json() == {"user": email, "body": {"commit": False}}
+
+
+# --- roles -------------------------------------------------------------------------------------
+
+
+async def test_a_customer_is_forbidden_on_admin_routes_and_an_admin_is_let_in(
+    site: WebSandbox,
+) -> None:
+    customer, customer_token = await site.signed_in("customer")
+    admin, admin_token = await site.signed_in("admin")
+
+    for answer in (
+        await customer.get("/probe/admin"),
+        await customer.post("/probe/admin-write", headers={CSRF_HEADER: customer_token}),
+    ):
+        assert answer.status_code == 403
+        assert error_code(answer) == "forbidden"
+
+    assert (await admin.get("/probe/admin")).status_code == 200
+    assert (
+        await admin.post("/probe/admin-write", headers={CSRF_HEADER: admin_token})
+    ).status_code == 200
+    refused = await admin.post("/probe/admin-write")
+    assert refused.status_code == 403
+    assert error_code(refused) == "csrf_failed"
+
+
+async def test_a_customer_acts_only_on_its_own_customer_and_an_admin_on_any(
+    site: WebSandbox,
+) -> None:
+    customer, _ = await site.signed_in("customer")
+    admin, _ = await site.signed_in("admin")
+
+    assert (await customer.get(f"/probe/customers/{site.student_id}")).status_code == 200
+    other = await customer.get("/probe/customers/stu-someone-else")
+    assert other.status_code == 403
+    assert error_code(other) == "forbidden"
+    for student_id in (site.student_id, "stu-someone-else"):
+        assert (await admin.get(f"/probe/customers/{student_id}")).status_code == 200
+
+
+# --- the HTML sign-in page ---------------------------------------------------------------------
+
+
+async def test_the_sign_in_page_is_a_plain_form_with_test_ids(site: WebSandbox) -> None:
+    page = await site.client.get("/login")
+
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    html = page.text
+    assert re.search(r'<form method="post" action="/login"', html)
+    for test_id in ("login-email", "login-password", "login-submit"):
+        assert f'data-testid="{test_id}"' in html
+    assert page.headers["x-frame-options"] == "DENY"
+
+
+async def test_the_sign_in_form_redirects_to_the_console_or_a_local_next_page(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+
+    plain = await site.client.post("/login", data={"email": email, "password": password})
+    assert plain.status_code == 303
+    assert plain.headers["location"] == "/console"
+    assert set_cookie(plain)[SESSION_COOKIE]["httponly"] is True
+    assert (await site.client.get("/api/auth/me")).status_code == 200
+
+    for next_url, expected in (
+        ("/console/customers/stu-1?tab=pms", "/console/customers/stu-1?tab=pms"),
+        ("https://evil.example/steal", "/console"),
+        ("//evil.example/steal", "/console"),
+        ("/\\evil.example", "/console"),
+        ("javascript:alert(1)", "/console"),
+    ):
+        answer = await site.client.post(
+            "/login", data={"email": email, "password": password, "next": next_url}
+        )
+        assert answer.status_code == 303
+        assert answer.headers["location"] == expected, next_url
+
+
+async def test_a_signed_in_user_opening_the_sign_in_page_goes_straight_on(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+    await login(site.client, email, password)
+
+    answer = await site.client.get("/login", params={"next": "/console/customers/x"})
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/console/customers/x"
+
+
+async def test_a_failed_form_sign_in_shows_the_form_again_with_the_error(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+
+    failed = await site.client.post(
+        "/login", data={"email": email, "password": WRONG_PASSWORD, "next": "/console/x"}
+    )
+
+    assert failed.status_code == 401
+    assert 'data-code="invalid_credentials"' in failed.text
+    assert 'name="next" value="/console/x"' in failed.text
+    assert f'value="{email}"' in failed.text
+    assert WRONG_PASSWORD not in failed.text
+    assert "set-cookie" not in failed.headers
+    for _ in range(MAX_FAILURES - 1):
+        await site.client.post("/login", data={"email": email, "password": WRONG_PASSWORD})
+
+    throttled = await site.client.post("/login", data={"email": email, "password": password})
+    assert throttled.status_code == 429
+    assert 'data-code="too_many_login_attempts"' in throttled.text
+    assert int(throttled.headers["Retry-After"]) > 0
+
+
+async def test_the_sign_out_form_without_a_session_just_returns_to_the_sign_in_page(
+    site: WebSandbox,
+) -> None:
+    answer = await site.client.post("/logout")
+
+    assert answer.status_code == 303
+    assert answer.headers["location"] == "/login"
+
+
+# --- secrets -----------------------------------------------------------------------------------
+
+
+async def test_passwords_and_session_ids_never_reach_the_database_or_the_logs(
+    site: WebSandbox,
+) -> None:
+    password = "an unguessable passphrase 7"
+    with structlog.testing.capture_logs() as logs:
+        email, _ = await site.add_user("customer", password=password)
+        await sign_in_api(site.client, email, WRONG_PASSWORD)
+        # A password typed into the e-mail field must not be logged either.
+        await sign_in_api(site.client, password, password)
+        token = await login(site.client, email, password)
+        cookie = site.client.cookies[SESSION_COOKIE]
+        await site.client.get("/api/auth/me")
+        await site.client.post("/probe/write", headers={CSRF_HEADER: token})
+        await site.web.users.set_password(email, SecretStr(password + " changed"))
+
+    secrets = [password, WRONG_PASSWORD, raw_session_id(cookie), cookie, token]
+    stored = await all_stored_text(site.enrolled.settings.effective_database_url)
+    logged = repr(logs)
+    assert logs, "the sign-ins were logged"
+    for secret in secrets[:4]:
+        assert secret not in stored
+    for secret in secrets:
+        assert secret not in logged
+    assert "$argon2id$" in stored
+    principal = await site.web.users.principal(raw_session_id(cookie))
+    assert principal is None  # the password change ended it
+    views = await site.web.users.list()
+    assert all("argon2" not in repr(view) for view in views)
+
+
+async def test_a_principal_repr_does_not_show_its_csrf_token(users: UserService) -> None:
+    await users.add("ops@example.com", SecretStr(DEFAULT_PASSWORD), role="admin")
+    principal, raw = await users.sign_in(
+        "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="test"
+    )
+
+    assert principal.csrf_token not in repr(principal)
+    assert raw not in repr(principal)
+
+
+# --- the account rules -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("email", "password", "role", "student_id", "code"),
+    [
+        ("a@example.com", "short", "admin", None, "password_too_short"),
+        ("a@example.com", "x" * 1025, "admin", None, "password_too_long"),
+        ("not-an-address", DEFAULT_PASSWORD, "admin", None, "invalid_email"),
+        ("a@example.com", DEFAULT_PASSWORD, "owner", None, "invalid_role"),
+        ("a@example.com", DEFAULT_PASSWORD, "customer", None, "student_id_required"),
+        ("a@example.com", DEFAULT_PASSWORD, "admin", "stu-1", "student_id_not_allowed"),
+        ("a@example.com", DEFAULT_PASSWORD, "customer", "stu-missing", "customer_not_found"),
+    ],
+)
+async def test_an_account_breaking_a_rule_is_refused_with_its_code(
+    users: UserService,
+    email: str,
+    password: str,
+    role: str,
+    student_id: str | None,
+    code: str,
+) -> None:
+    with pytest.raises(PmsgateError) as refused:
+        await users.add(email, SecretStr(password), role=role, student_id=student_id)
+
+    assert refused.value.code == code
+    assert await users.list() == []
+
+
+async def test_a_second_account_with_the_same_email_in_another_case_is_refused(
+    users: UserService,
+) -> None:
+    await users.add("ops@example.com", SecretStr(DEFAULT_PASSWORD), role="admin")
+
+    with pytest.raises(PmsgateError) as refused:
+        await users.add(" OPS@example.com", SecretStr(DEFAULT_PASSWORD), role="admin")
+
+    assert refused.value.code == "user_exists"
+
+
+async def test_a_hash_made_with_older_argon2_parameters_is_upgraded_at_sign_in(
+    users: UserService, sessions: async_sessionmaker[AsyncSession], clock: ManualClock
+) -> None:
+    records = UserRepository(sessions, clock)
+    weak = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash(DEFAULT_PASSWORD)
+    await records.add("old@example.com", password_hash=weak, role="admin", student_id=None)
+
+    await users.sign_in("old@example.com", SecretStr(DEFAULT_PASSWORD), client="t")
+
+    stored = await records.by_email("old@example.com")
+    assert stored is not None and stored.password_hash != weak
+    assert not PasswordHasher().check_needs_rehash(stored.password_hash)
+    assert stored.last_login_at == clock.now()
+    # The new hash verifies the same password.
+    await users.sign_in("old@example.com", SecretStr(DEFAULT_PASSWORD), client="t")

@@ -1,0 +1,181 @@
+"""The console's pages and forms, through HTTP (the browser tests drive the same in Chromium)."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pmsgate.customers.service import register_customer
+from tests.customers.support import profile_of, student_id_of
+from tests.web.support import WebSandbox, csrf, web_sandbox
+
+pytestmark = pytest.mark.anyio
+
+
+async def second_customer(web: WebSandbox) -> str:
+    """Register the sandbox's second facility as another customer; its student_id."""
+    facility = web.enrolled.sandbox.kross.facility_summaries()[1]
+    await register_customer(web.web.customers, profile_of(facility))
+    return student_id_of(facility)
+
+
+async def test_a_visitor_without_a_session_is_sent_to_the_login_page(database_url: str) -> None:
+    async with web_sandbox(database_url) as web:
+        answer = await web.client.get(f"/console/customers/{web.student_id}")
+        assert answer.status_code == 303
+        assert answer.headers["location"] == f"/login?next=/console/customers/{web.student_id}"
+        assert (await web.client.get("/")).headers["location"] == "/console"
+
+
+async def test_the_admin_home_lists_every_customer_with_its_state(database_url: str) -> None:
+    async with web_sandbox(database_url) as web:
+        other = await second_customer(web)
+        await web.enrolled.break_pms()
+        admin, _ = await web.signed_in("admin")
+        page = (await admin.get("/console")).text
+        rows = re.findall(r'data-student-id="([^"]+)"', page)
+        assert sorted(rows) == sorted([web.student_id, other])
+        mine = page.split(f'data-student-id="{web.student_id}"', 1)[1].split("</tr>", 1)[0]
+        assert 'data-testid="pms-status">error<' in mine
+        theirs = page.split(f'data-student-id="{other}"', 1)[1].split("</tr>", 1)[0]
+        assert 'data-testid="pms-status">not linked<' in theirs
+        assert "/ 35,000" in mine  # this week's budget: 5,000 a day
+
+
+async def test_a_customer_is_sent_to_its_own_page_and_refused_another(database_url: str) -> None:
+    async with web_sandbox(database_url) as web:
+        other = await second_customer(web)
+        client, _ = await web.signed_in("customer")
+        home = await client.get("/console")
+        assert home.status_code == 303
+        assert home.headers["location"] == f"/console/customers/{web.student_id}"
+        own = await client.get(home.headers["location"])
+        assert own.status_code == 200
+        assert 'data-testid="checklist"' in own.text or "Onboarding has not run" in own.text
+        refused = await client.get(f"/console/customers/{other}")
+        assert refused.status_code == 403
+        assert 'data-code="forbidden"' in refused.text
+        other_name = web.enrolled.sandbox.kross.facility_summaries()[1]["name"]
+        assert other_name not in refused.text
+
+
+async def test_pages_load_nothing_from_another_origin_and_forbid_framing(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url) as web:
+        admin, _ = await web.signed_in("admin")
+        answer = await admin.get(f"/console/customers/{web.student_id}")
+        assert answer.status_code == 200
+        assert answer.headers["x-frame-options"] == "DENY"
+        assert "script-src 'self'" in answer.headers["content-security-policy"]
+        assert answer.headers["cache-control"] == "no-store"
+        external = re.findall(r'(?:src|href)="(https?://[^"]+)"', answer.text)
+        assert external == []
+        assert "<script" not in answer.text.split("</head>", 1)[1]  # charts carry no script
+        assert answer.text.count("<svg") == 2
+        assert (await admin.get("/static/htmx.min.js")).status_code == 200
+
+
+async def test_a_console_form_without_the_csrf_token_is_refused(database_url: str) -> None:
+    async with web_sandbox(database_url) as web:
+        client, _ = await web.signed_in("customer")
+        answer = await client.post(
+            f"/console/customers/{web.student_id}/sync", data={"commit": "false"}
+        )
+        assert answer.status_code == 403
+        assert answer.json()["error"]["code"] == "csrf_failed"
+        assert await web.web.sync_jobs.latest(web.student_id) is None
+
+
+async def test_a_dry_run_from_the_page_shows_its_counters_once_finished(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url) as web:
+        client, token = await web.signed_in("customer")
+        started = await client.post(
+            f"/console/customers/{web.student_id}/sync",
+            data={"commit": "false", "csrf_token": token},
+        )
+        assert started.status_code == 303
+        job = await web.web.sync_jobs.latest(web.student_id)
+        assert job is not None
+        finished = await web.web.sync_jobs.wait(job.id)
+        assert finished.status == "succeeded"
+        panel = await client.get(f"/console/customers/{web.student_id}/sync")
+        apartments = len(web.enrolled.facility["apartments"])
+        assert 'data-status="succeeded"' in panel.text
+        assert re.search(
+            rf'data-testid="counter-apartments">.*?<div class="value">{apartments}</div>',
+            panel.text,
+            re.DOTALL,
+        )
+        assert "hx-trigger" not in panel.text  # finished: the panel stops polling
+
+
+async def test_an_htmx_sync_answers_the_live_panel_that_polls_while_running(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url) as web:
+        client, token = await web.signed_in("customer")
+        web.sleep.close()  # hold the sync at its first throttle wait
+        answer = await client.post(
+            f"/console/customers/{web.student_id}/sync",
+            data={"commit": "true"},
+            headers={**csrf(token), "HX-Request": "true"},
+        )
+        assert answer.status_code == 200
+        assert answer.text.lstrip().startswith('<section class="card" id="knowledge"')
+        assert 'hx-trigger="every 1s"' in answer.text
+        assert 'data-testid="sync-progress"' in answer.text
+        web.sleep.open()
+        job = await web.web.sync_jobs.latest(web.student_id)
+        assert job is not None
+        assert (await web.web.sync_jobs.wait(job.id)).status == "succeeded"
+
+
+async def test_wrong_credentials_in_the_reconnect_form_change_nothing(database_url: str) -> None:
+    async with web_sandbox(database_url) as web:
+        await web.enrolled.break_pms()
+        client, token = await web.signed_in("customer")
+        before = await web.gateway.facilities.get(web.hotel_id)
+        answer = await client.post(
+            f"/console/customers/{web.student_id}/reconnect",
+            data={
+                "csrf_token": token,
+                "username": web.enrolled.facility["username"],
+                "password": "certainly-not-the-password",
+            },
+        )
+        assert answer.status_code == 422
+        assert 'data-testid="reconnect-error"' in answer.text
+        assert "certainly-not-the-password" not in answer.text
+        after = await web.gateway.facilities.get(web.hotel_id)
+        assert (after.status, after.updated_at) == (before.status, before.updated_at)
+        ctx = await web.web.customers.context(web.student_id)
+        assert ctx.pms is not None and ctx.pms.status == "error"
+
+
+async def test_the_reconnect_form_with_the_new_password_brings_the_integration_back(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url) as web:
+        await web.enrolled.break_pms()
+        new_password = "the-new-api-password-1"
+        web.enrolled.sandbox.kross.change_password(web.hotel_id, new_password)
+        client, token = await web.signed_in("customer")
+        answer = await client.post(
+            f"/console/customers/{web.student_id}/reconnect",
+            data={
+                "csrf_token": token,
+                "username": web.enrolled.facility["username"],
+                "password": new_password,
+            },
+            headers={"HX-Request": "true"},
+        )
+        assert answer.status_code == 200
+        assert 'data-testid="reconnect-result"' in answer.text
+        assert 'data-testid="pms-status">connected<' in answer.text
+        assert new_password not in answer.text
+        ctx = await web.web.customers.context(web.student_id)
+        assert ctx.pms is not None and ctx.pms.status == "connected"
