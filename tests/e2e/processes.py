@@ -45,7 +45,7 @@ def serving(*args: str, ready_url: str, env: dict[str, str] | None = None) -> It
         env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
     try:
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 90  # a loaded CI machine starts slowly
         while True:  # readiness wait for a child process, not a timing assertion
             try:
                 httpx.get(ready_url, timeout=1)

@@ -8,6 +8,8 @@ from typing import Any
 
 import anyio
 import pytest
+import structlog
+import structlog.testing
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError
@@ -93,8 +95,13 @@ async def test_one_job_failing_does_not_stop_another(
 
     sleep = ParkingSleep(clock, allowed=4)
     jobs = [Job("broken", 60, broken), Job("healthy", 60, healthy)]
-    async with Scheduler(jobs, clock, runs, sleep=sleep):
-        await sleep.parked.wait()
+    with structlog.testing.capture_logs() as logs:
+        async with Scheduler(jobs, clock, runs, sleep=sleep):
+            await sleep.parked.wait()
+    failures = [line for line in logs if line["event"] == "job_failed"]
+    assert failures
+    assert {line["code"] for line in failures} == {"unexpected_error"}
+    assert "hunter2" not in str(logs)
     failed = await runs.recent("broken")
     assert len(failed) >= 2
     assert {r.status for r in failed} == {"failed"}

@@ -6,8 +6,10 @@ from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+import httpx
 import pytest
 
+from pmsgate.app import create_app
 from pmsgate.customers.service import register_customer
 from pmsgate.gateway.usage import HourCounts
 from pmsgate.jobs.scheduler import FLUSH_GATEWAY_USAGE, REFRESH_USAGE
@@ -40,6 +42,10 @@ async def add_traffic(stack: JobStack, messages: int, tool_calls: int) -> None:
 
 def usage_reads(stack: JobStack) -> int:
     return int(stack.enrolled.sandbox.platform.stats.requests_by_route[USAGE_ROUTE])
+
+
+def kross_requests(stack: JobStack) -> int:
+    return int(stack.enrolled.sandbox.kross.stats.as_dict()["requests"]["total"])
 
 
 async def use_a_tool(stack: JobStack) -> None:
@@ -173,12 +179,14 @@ async def test_one_customer_failing_does_not_stop_the_others_and_the_tick_fails(
 async def test_tool_calls_and_upstream_requests_reach_the_hourly_table_on_flush(
     stack: JobStack,
 ) -> None:
+    sent_before = kross_requests(stack)
     await use_a_tool(stack)
     await use_a_tool(stack)  # from the cache: no upstream request
     pending = stack.gateway.usage.pending()
     counts = pending[(stack.hotel_id, NINE)]
     assert counts.tool_calls == 2
-    assert counts.upstream_calls >= 2  # the token and the reservation list, once
+    # Every request the booking system received is counted, the token request included.
+    assert counts.upstream_calls == kross_requests(stack) - sent_before >= 2
 
     run = await stack.run(FLUSH_GATEWAY_USAGE)
 
@@ -197,6 +205,21 @@ async def test_tool_calls_and_upstream_requests_reach_the_hourly_table_on_flush(
     limits = (await stack.facility()).limits
     remaining = await stack.gateway.limiter.remaining(stack.hotel_id, limits)
     assert remaining["minute"] == limits.per_minute - counts.upstream_calls
+
+
+async def test_a_tool_called_over_http_is_counted_for_its_facility(stack: JobStack) -> None:
+    app = create_app(stack.gateway.settings, services=stack.gateway)
+    _, key = await stack.gateway.facilities.mint_key(stack.hotel_id, "test")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
+        answer = await http.post(
+            "/v1/tools/get-in-house-guests", json={}, headers={"Authorization": f"Bearer {key}"}
+        )
+    assert answer.status_code == 200, answer.text
+    counts = stack.gateway.usage.pending()[(stack.hotel_id, NINE)]
+    assert counts.tool_calls == 1
+    assert counts.upstream_calls >= 2
+    assert stack.gateway.usage is stack.gateway.gateway.usage
 
 
 async def test_a_failed_flush_puts_the_counts_back(stack: JobStack) -> None:

@@ -21,6 +21,7 @@ from pmsgate.demo.booking_system import booking_system_chapter
 from pmsgate.demo.gateway import GatewayTour, gateway_chapter
 from pmsgate.demo.onboarding import onboarding_chapter
 from pmsgate.demo.platform import platform_chapter
+from pmsgate.demo.web import web_chapter
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
@@ -55,4 +56,5 @@ async def run_demo(console: Console, *, seed: int = 1) -> None:
                     console, http, f"{SANDBOX_HOST}/platform", tour.app, tour.key
                 )
         with tempfile.TemporaryDirectory(prefix="pmsgate-onboarding-") as data_dir:
-            await onboarding_chapter(console, Path(data_dir), seed=seed)
+            onboarded = await onboarding_chapter(console, Path(data_dir), seed=seed)
+            await web_chapter(console, onboarded)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,16 @@ async def onboard_demo_customers(
     return reports
 
 
-async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> None:
+@dataclass(frozen=True)
+class Onboarded:
+    """What the onboarding chapter leaves behind for the next one: the sandbox and the database."""
+
+    sandbox: Sandbox
+    settings: Settings
+    clock: ManualClock
+
+
+async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> Onboarded:
     """Onboard a partner customer with listings (Route A) and an own-key one without (Route B)."""
     console.rule("[bold]4. Onboarding two customers (spec §4.3, 17 steps)")
     clock = ManualClock()
@@ -133,3 +143,4 @@ async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> 
         f"Route A knowledge base: {nodes} nodes. A second onboarding run of the Route A "
         f"customer: {again.status}, {writes} platform writes."
     )
+    return Onboarded(sandbox=sandbox, settings=base, clock=clock)

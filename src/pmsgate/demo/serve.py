@@ -114,7 +114,7 @@ def _print_welcome(
         "booking-system password in the emulator:\n"
         f"  curl -X POST -H 'Content-Type: application/json' -d '{{\"password\": \"new-secret-1\"}}' "
         f"{sandbox_url}/kross/_sandbox/facilities/{partner['hotel_id']}/password\n"
-        f"Within {DEMO_PMS_CHECK_INTERVAL_S:.0f} s the console shows `error`; reconnect on the "
+        f"Within about {2 * DEMO_PMS_CHECK_INTERVAL_S:.0f} s the console shows `error`; reconnect on the "
         f"customer's page with the API user {partner['username']} and the new password."
     )
     console.print(f"Route B customer: {own['name']} ({own['hotel_id']}).")

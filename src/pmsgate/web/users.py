@@ -20,7 +20,7 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from inspect import isawaitable
-from typing import TypeVar, get_args
+from typing import TypeVar, cast, get_args
 
 import anyio
 import redis.asyncio as aioredis
@@ -307,7 +307,7 @@ class UserService:
     ) -> UserView:
         """Create an account (argon2id hash); a customer's must name an existing customer."""
         address = normalise_email(email)
-        checked_role: UserRole = one_of(role.strip().lower(), get_args(UserRole), "role")  # type: ignore[assignment]
+        checked_role = cast(UserRole, one_of(role.strip().lower(), get_args(UserRole), "role"))
         student = optional_text(student_id, "student_id", 64)
         if checked_role == "customer" and student is None:
             raise InvalidInput(

@@ -1,0 +1,127 @@
+"""Demo chapter 5: the web app — the admin's overview, a customer's sync and reconnect."""
+
+from __future__ import annotations
+
+import re
+import secrets
+from typing import Any
+
+import httpx
+from pydantic import SecretStr
+from rich.console import Console
+from rich.table import Table
+
+from pmsgate.app import create_app, open_services
+from pmsgate.demo.onboarding import Onboarded, customer_file_of, demo_facilities
+from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, REFRESH_USAGE, build_scheduler
+from pmsgate.sandbox.customers import ClockSleep, sandbox_http_factory
+from pmsgate.web.context import WebServices, open_web_services
+
+APP_URL = "http://pmsgate.local"
+
+
+async def _signed_in(web: WebServices, app: Any, email: str, **account: Any) -> httpx.AsyncClient:
+    """A client of the app signed in as a new account (its password never leaves this function)."""
+    password = secrets.token_urlsafe(12)
+    await web.users.add(email, SecretStr(password), **account)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=APP_URL)
+    answer = await client.post("/api/auth/login", json={"email": email, "password": password})
+    answer.raise_for_status()
+    client.headers["X-CSRF-Token"] = answer.json()["csrfToken"]
+    return client
+
+
+def _counters(body: dict[str, Any], names: tuple[str, ...]) -> str:
+    return ", ".join(f"{name} {body[name]}" for name in names if name in body)
+
+
+async def web_chapter(console: Console, onboarded: Onboarded) -> None:
+    """Sign in as an admin and as the Route A customer; sync, break and reconnect the PMS."""
+    console.rule("[bold]5. The web app and the console (issue 7)")
+    sandbox, settings, clock = onboarded.sandbox, onboarded.settings, onboarded.clock
+    partner, own = demo_facilities(sandbox)
+    customer = customer_file_of(sandbox, partner)
+    other = customer_file_of(sandbox, own)
+    factory = sandbox_http_factory(sandbox.asgi_app())
+    async with (
+        factory() as kross_http,
+        open_services(settings, kross_http=kross_http, clock=clock) as services,
+        open_web_services(services, http_factory=factory, sleep=ClockSleep(clock)) as web,
+    ):
+        app = create_app(settings, services=services, web=web)
+        scheduler = build_scheduler(web)
+        admin = await _signed_in(web, app, "admin@platform-team.example", role="admin")
+        owner = await _signed_in(
+            web, app, customer.recipient, role="customer", student_id=customer.student_id
+        )
+        try:
+            home = await admin.get("/console")
+            statuses = re.findall(r'data-testid="pms-status">([^<]+)<', home.text)
+            console.print(
+                f"Admin console /console: HTTP {home.status_code}, {len(statuses)} customers, "
+                f"booking system: {', '.join(statuses)}."
+            )
+            refused = await owner.get(f"/api/{other.student_id}/status")
+            console.print(
+                f"The Route A customer asking for another customer's status: HTTP "
+                f"{refused.status_code} {refused.json()['error']['code']}."
+            )
+            api = f"/api/{customer.student_id}"
+            dry = (await owner.post(f"{api}/sync-knowledge", json={"commit": False})).json()
+            console.print(
+                "Dry run from the customer's session: "
+                + _counters(dry, ("apartments", "unresolvedApartments", "incompleteTemplates"))
+            )
+            commit = (await owner.post(f"{api}/sync-knowledge", json={"commit": True})).json()
+            console.print(
+                "Commit: "
+                + _counters(
+                    commit,
+                    ("created", "failed", "blockedByTemplate", "directoriesCreated", "unchanged"),
+                )
+            )
+
+            new_password = "demo-" + secrets.token_hex(6)
+            sandbox.kross.change_password(str(partner["hotel_id"]), new_password)
+            await scheduler.run_once(CHECK_CONNECTIONS)
+            status = (await owner.get(f"{api}/status")).json()
+            console.print(
+                "The API password changed in the booking system; the scheduled access check "
+                f"ran: integration [bold]{status['pms']['status']}[/] "
+                f"({status['pms']['lastError']}); platform listings: "
+                f"{len(sandbox.platform.listings(customer_workspace(sandbox, partner)))}."
+            )
+            body = {"username": partner["username"], "password": "not-the-new-one"}
+            wrong = await owner.put(f"{api}/kross/connect", json=body)
+            console.print(
+                f"Reconnect with a wrong password: HTTP {wrong.status_code} "
+                f"{wrong.json()['error']['code']}; nothing changed."
+            )
+            body["password"] = new_password
+            right = (await owner.put(f"{api}/kross/connect", json=body)).json()
+            console.print(
+                f"Reconnect with the new password: integration [bold]{right['status']}[/], "
+                f"listings sync {right['listingsSync']}, {right['listings']} listings."
+            )
+            run = await scheduler.run_once(REFRESH_USAGE)
+            page = await owner.get(f"/console/customers/{customer.student_id}")
+            table = Table(title="Scheduled jobs (run once here; every interval in `pmsgate serve`)")
+            for column in ("job", "status", "detail"):
+                table.add_column(column)
+            table.add_row(run.job, run.status, str(run.detail)[:100])
+            console.print(table)
+            console.print(
+                f"The customer's page: HTTP {page.status_code}, {page.text.count('<svg')} charts "
+                f"(usage snapshots, tool calls vs upstream requests per hour), served without "
+                f"any external script. `pmsgate demo --serve` keeps all this running."
+            )
+
+        finally:
+            await admin.aclose()
+            await owner.aclose()
+
+
+def customer_workspace(sandbox: Any, facility: dict[str, Any]) -> str:
+    """The platform workspace the sandbox created for a facility's customer."""
+    slug = f"sandbox-{facility['hotel_id']}"
+    return next(w.id for w in sandbox.platform.workspaces() if w.slug == slug)

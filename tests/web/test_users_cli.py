@@ -1,0 +1,257 @@
+"""`pmsgate users …` through the real command line, on SQLite (and PostgreSQL in CI)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import anyio
+import pytest
+import structlog
+from pydantic import SecretStr
+from typer.testing import CliRunner, Result
+
+from pmsgate.cli import app
+from pmsgate.clock import ManualClock
+from pmsgate.config import get_settings
+from pmsgate.errors import PmsgateError
+from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.storage.customers import CustomerProfile, CustomerRepository
+from pmsgate.storage.db import open_database, session_factory
+from pmsgate.web.users import UserService
+
+from ..gateway.facility_support import all_stored_text
+
+pytestmark = pytest.mark.anyio
+
+STUDENT = "stu-4001"
+PASSWORD = "a long enough passphrase"
+
+
+@pytest.fixture
+def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The CLI's configuration in the environment; the settings cache and logging restored."""
+    monkeypatch.setenv("PMSGATE_DATABASE_URL", database_url)
+    monkeypatch.setenv("PMSGATE_SECRET_KEYS", generate_key_spec("u1"))
+    monkeypatch.delenv("PMSGATE_REDIS_URL", raising=False)
+    get_settings.cache_clear()
+    saved_logging = structlog.get_config()
+    yield database_url
+    structlog.configure(**saved_logging)
+    get_settings.cache_clear()
+
+
+@pytest.fixture
+async def customer(cli_env: str) -> str:
+    """A registered customer's student_id."""
+    async with open_database(cli_env) as engine:
+        await CustomerRepository(session_factory(engine), ManualClock()).add(
+            CustomerProfile(student_id=STUDENT, email="o@example.com", name="O", kind="partner")
+        )
+    return STUDENT
+
+
+async def pmsgate(*args: str, input: str | None = None) -> Result:
+    """Run `pmsgate <args>` in a worker thread (the CLI runs its own event loop)."""
+    get_settings.cache_clear()
+
+    def invoke() -> Result:
+        return CliRunner().invoke(app, list(args), input=input)
+
+    return await anyio.to_thread.run_sync(invoke)
+
+
+def assert_failed_with(result: Result, code: str) -> None:
+    """Exit status 2 and `error <code>:` plus a hint on standard error."""
+    assert result.exit_code == 2, (result.stdout, result.stderr)
+    assert f"error {code}:" in result.stderr
+    assert "hint:" in result.stderr
+
+
+async def sign_in(database_url: str, email: str, password: str) -> str:
+    """Sign in with the real service; the principal's e-mail (raises when refused)."""
+    async with open_database(database_url) as engine:
+        users = UserService(
+            session_factory(engine),
+            clock=ManualClock(),
+            settings=get_settings(),
+            redis=None,
+        )
+        principal, _ = await users.sign_in(email, SecretStr(password), client="cli-test")
+    return principal.email
+
+
+async def listed(*extra: str) -> list[dict[str, Any]]:
+    """The users `users list --json` prints."""
+    result = await pmsgate("users", "list", "--json", *extra)
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    users: list[dict[str, Any]] = json.loads(result.stdout)["users"]
+    return users
+
+
+async def test_users_add_with_password_stdin_creates_a_user_that_can_sign_in(
+    cli_env: str, customer: str
+) -> None:
+    result = await pmsgate(
+        "users",
+        "add",
+        "--email",
+        "Owner@Example.com",
+        "--role",
+        "customer",
+        "--student-id",
+        customer,
+        "--password-stdin",
+        input=PASSWORD + "\n",
+    )
+
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "owner@example.com" in result.stdout
+    assert await sign_in(cli_env, "owner@example.com", PASSWORD) == "owner@example.com"
+    [user] = await listed()
+    assert (user["email"], user["role"], user["student_id"]) == (
+        "owner@example.com",
+        "customer",
+        customer,
+    )
+    assert user["last_login_at"] is not None
+    assert PASSWORD not in result.stdout + result.stderr
+    assert PASSWORD not in await all_stored_text(cli_env)
+
+
+async def test_users_add_prompts_twice_for_a_hidden_password(cli_env: str) -> None:
+    result = await pmsgate(
+        "users",
+        "add",
+        "--email",
+        "ops@example.com",
+        "--role",
+        "admin",
+        input=f"{PASSWORD}\n{PASSWORD}\n",
+    )
+
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "Password" in result.stderr
+    assert PASSWORD not in result.stdout + result.stderr
+    assert await sign_in(cli_env, "ops@example.com", PASSWORD) == "ops@example.com"
+
+
+async def test_a_short_password_is_refused_with_exit_2_and_nothing_is_stored(
+    cli_env: str,
+) -> None:
+    result = await pmsgate(
+        "users",
+        "add",
+        "--email",
+        "ops@example.com",
+        "--role",
+        "admin",
+        "--password-stdin",
+        input="short\n",
+    )
+
+    assert_failed_with(result, "password_too_short")
+    assert await listed() == []
+
+
+async def test_a_customer_user_with_an_unknown_student_id_is_refused_with_customer_not_found(
+    cli_env: str,
+) -> None:
+    result = await pmsgate(
+        "users",
+        "add",
+        "--email",
+        "owner@example.com",
+        "--role",
+        "customer",
+        "--student-id",
+        "stu-nobody",
+        "--password-stdin",
+        input=PASSWORD + "\n",
+    )
+
+    assert_failed_with(result, "customer_not_found")
+    assert await listed() == []
+
+
+async def test_adding_the_same_email_twice_is_refused_with_user_exists(cli_env: str) -> None:
+    args = ("users", "add", "--email", "ops@example.com", "--role", "admin", "--password-stdin")
+    assert (await pmsgate(*args, input=PASSWORD + "\n")).exit_code == 0
+
+    assert_failed_with(await pmsgate(*args, input=PASSWORD + "\n"), "user_exists")
+
+
+async def test_set_password_replaces_the_password(cli_env: str) -> None:
+    await pmsgate(
+        "users",
+        "add",
+        "--email",
+        "ops@example.com",
+        "--role",
+        "admin",
+        "--password-stdin",
+        input=PASSWORD + "\n",
+    )
+
+    result = await pmsgate(
+        "users", "set-password", "OPS@example.com", "--password-stdin", input="another passphrase\n"
+    )
+
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert "another passphrase" not in result.stdout + result.stderr
+    assert await sign_in(cli_env, "ops@example.com", "another passphrase") == "ops@example.com"
+    with pytest.raises(PmsgateError) as refused:
+        await sign_in(cli_env, "ops@example.com", PASSWORD)
+    assert refused.value.code == "invalid_credentials"
+
+
+async def test_remove_deletes_the_user_and_an_unknown_one_is_user_not_found(
+    cli_env: str,
+) -> None:
+    await pmsgate(
+        "users",
+        "add",
+        "--email",
+        "ops@example.com",
+        "--role",
+        "admin",
+        "--password-stdin",
+        input=PASSWORD + "\n",
+    )
+
+    removed = await pmsgate("users", "remove", "ops@example.com")
+
+    assert removed.exit_code == 0, (removed.stdout, removed.stderr)
+    assert await listed() == []
+    assert_failed_with(await pmsgate("users", "remove", "ops@example.com"), "user_not_found")
+    assert_failed_with(
+        await pmsgate("users", "set-password", "x@example.com", "--password-stdin", input=PASSWORD),
+        "user_not_found",
+    )
+
+
+async def test_users_list_shows_a_table_without_any_hash(cli_env: str, customer: str) -> None:
+    for email, role, extra in (
+        ("ops@example.com", "admin", ()),
+        ("owner@example.com", "customer", ("--student-id", customer)),
+    ):
+        await pmsgate(
+            "users",
+            "add",
+            "--email",
+            email,
+            "--role",
+            role,
+            *extra,
+            "--password-stdin",
+            input=PASSWORD + "\n",
+        )
+
+    table = await pmsgate("users", "list")
+
+    assert table.exit_code == 0, (table.stdout, table.stderr)
+    for text in ("ops@example.com", "admin", "owner@example.com", customer, "never"):
+        assert text in table.stdout
+    assert "argon2" not in table.stdout
+    assert [u["email"] for u in await listed()] == ["ops@example.com", "owner@example.com"]
