@@ -76,6 +76,11 @@ class LiveConsole:
     other_customer: tuple[str, str]
     sandbox: WebSandbox
     loop: asyncio.AbstractEventLoop
+    server: uvicorn.Server
+
+    def stop(self) -> None:
+        """Ask the server to finish (from the tests' thread)."""
+        self.loop.call_soon_threadsafe(setattr, self.server, "should_exit", True)
 
     def run(self, work: Callable[[WebSandbox], Awaitable[T]]) -> T:
         """Run ``work(sandbox)`` on the server's event loop and return its result."""
@@ -86,7 +91,7 @@ class LiveConsole:
         return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout=60)
 
 
-def _serve(tmp: Path, ready: Future[LiveConsole], stop: threading.Event) -> None:
+def _serve(tmp: Path, ready: Future[LiveConsole]) -> None:
     async def main() -> None:
         database_url = f"sqlite+aiosqlite:///{tmp / 'console.db'}"
         async with web_sandbox(database_url) as sandbox:
@@ -102,7 +107,7 @@ def _serve(tmp: Path, ready: Future[LiveConsole], stop: threading.Event) -> None
                 uvicorn.Config(sandbox.app, host="127.0.0.1", port=port, log_config=None)
             )
             serving = asyncio.create_task(server.serve())
-            while not server.started:  # uvicorn has no awaitable for "listening"
+            while not server.started:  # noqa: ASYNC110  # uvicorn has no awaitable for it
                 await asyncio.sleep(0.02)
             ready.set_result(
                 LiveConsole(
@@ -112,11 +117,9 @@ def _serve(tmp: Path, ready: Future[LiveConsole], stop: threading.Event) -> None
                     other_customer=other_customer,
                     sandbox=sandbox,
                     loop=asyncio.get_running_loop(),
+                    server=server,
                 )
             )
-            while not stop.is_set():
-                await asyncio.sleep(0.05)
-            server.should_exit = True
             await serving
 
     try:
@@ -131,15 +134,15 @@ def _serve(tmp: Path, ready: Future[LiveConsole], stop: threading.Event) -> None
 def live_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
     """The app served on a loopback port for the module's browser tests."""
     ready: Future[LiveConsole] = Future()
-    stop = threading.Event()
     thread = threading.Thread(
-        target=_serve, args=(tmp_path_factory.mktemp("console"), ready, stop), daemon=True
+        target=_serve, args=(tmp_path_factory.mktemp("console"), ready), daemon=True
     )
     thread.start()
+    live = ready.result(timeout=120)
     try:
-        yield ready.result(timeout=120)
+        yield live
     finally:
-        stop.set()
+        live.stop()
         thread.join(timeout=30)
 
 

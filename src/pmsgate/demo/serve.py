@@ -54,9 +54,7 @@ class DemoLogin:
 async def _create_logins(web: WebServices, sandbox: Sandbox) -> list[DemoLogin]:
     logins = [DemoLogin(ADMIN_EMAIL, secrets.token_urlsafe(12), "admin")]
     for facility in demo_facilities(sandbox):
-        notes = next(
-            w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"]
-        )
+        notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
         document = customer_document(facility, notes)
         logins.append(
             DemoLogin(
@@ -82,7 +80,7 @@ def _server(app: Any, port: int) -> uvicorn.Server:
 
 async def _started(*servers: uvicorn.Server) -> None:
     # uvicorn offers no awaitable for "listening": poll its flag (only while starting).
-    while not all(server.started for server in servers):
+    while not all(server.started for server in servers):  # noqa: ASYNC110  # see above
         await asyncio.sleep(0.05)
 
 
@@ -112,10 +110,12 @@ def _print_welcome(
     console.print(
         "Try: sign in as the Route A customer, run a dry run and a commit; then change its "
         "booking-system password in the emulator:\n"
-        f"  curl -X POST -H 'Content-Type: application/json' -d '{{\"password\": \"new-secret-1\"}}' "
+        "  curl -X POST -H 'Content-Type: application/json' "
+        '-d \'{"password": "new-secret-1"}\' '
         f"{sandbox_url}/kross/_sandbox/facilities/{partner['hotel_id']}/password\n"
-        f"Within about {2 * DEMO_PMS_CHECK_INTERVAL_S:.0f} s the console shows `error`; reconnect on the "
-        f"customer's page with the API user {partner['username']} and the new password."
+        f"Within about {2 * DEMO_PMS_CHECK_INTERVAL_S:.0f} s the console shows `error`; "
+        f"reconnect on the customer's page with the API user {partner['username']} and the "
+        "new password."
     )
     console.print(f"Route B customer: {own['name']} ({own['hotel_id']}).")
 

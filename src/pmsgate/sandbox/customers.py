@@ -14,7 +14,6 @@ from typing import Any, Protocol
 import anyio
 import httpx
 
-
 SANDBOX_URL = "http://sandbox.local"
 CONTRACT_PRICE = "price_sandbox_partner"
 PLATFORM_ADMIN = "onboarding@platform-team.example"

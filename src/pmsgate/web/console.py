@@ -133,7 +133,7 @@ def _charts(page: CustomerPage) -> dict[str, Any]:
             Series("messages", [s.messages for s in snapshots]),
             Series("tool calls", [s.tool_calls for s in snapshots]),
             Series("upstream requests", [s.upstream_calls for s in snapshots]),
-            Series("USD × 100", [float(s.usd_spent) * 100 for s in snapshots]),
+            Series("USD x 100", [float(s.usd_spent) * 100 for s in snapshots]),
         ],
     )
     hours = page.hours
@@ -223,8 +223,8 @@ async def reconnect(
     student_id: str,
     principal: SignedInWrite,
     username: Annotated[str, Form()] = "",
-    password: Annotated[SecretStr, Form()] = SecretStr(""),
-    api_key: Annotated[SecretStr | None, Form()] = None,
+    password: Annotated[str, Form()] = "",
+    api_key: Annotated[str, Form()] = "",
 ) -> Response:
     """Try new booking-system credentials; on success the integration is ``connected``."""
     web = _web(request)
@@ -239,8 +239,8 @@ async def reconnect(
             web.gateway,
             student_id,
             username=username,
-            password=password,
-            api_key=api_key if api_key is not None and api_key.get_secret_value() else None,
+            password=SecretStr(password),
+            api_key=SecretStr(api_key) if api_key.strip() else None,
         )
     except PmsgateError as error:
         status = error.status if not _is_htmx(request) else 200

@@ -135,7 +135,9 @@ async def _facility(web: WebServices, ctx: CustomerContext) -> FacilityView | No
         return None
 
 
-async def _row(web: WebServices, ctx: CustomerContext, facility: FacilityView | None) -> CustomerRow:
+async def _row(
+    web: WebServices, ctx: CustomerContext, facility: FacilityView | None
+) -> CustomerRow:
     onboarding = OnboardingRepository(web.customers.sessions, web.clock)
     latest = await onboarding.checklist(ctx.student_id)
     checklist = (
