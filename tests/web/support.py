@@ -8,8 +8,8 @@
 - the web services (:func:`pmsgate.web.context.open_web_services`) whose upstream clients
   talk to the sandbox app, waiting through :class:`GatedSleep` (moves the ManualClock,
   and can be held closed to keep a background sync running while a test looks at it);
-- the app (:func:`pmsgate.app.create_app` with those services, ``app.state.web`` set,
-  the auth and API routers included unless ``create_app`` already mounts them);
+- the app (:func:`pmsgate.app.create_app` with both: the gateway, its admin API and the
+  web application — accounts, JSON API, console, ``/static``);
 - ``client``: an httpx client on the app (``base_url`` :data:`WEB_URL`, its own cookies).
 
 Helpers: :meth:`WebSandbox.add_user` creates an account (a customer's defaults to the
@@ -150,10 +150,6 @@ def csrf(token: str) -> dict[str, str]:
     return {CSRF_HEADER: token}
 
 
-def _has_route(app: FastAPI, path: str) -> bool:
-    return any(getattr(route, "path", None) == path for route in app.routes)
-
-
 @asynccontextmanager
 async def web_sandbox(
     database_url: str,
@@ -178,13 +174,8 @@ async def web_sandbox(
         web = await stack.enter_async_context(
             open_web_services(gateway, http_factory=sandbox_http_factory(enrolled.app), sleep=sleep)
         )
-        app = create_app(enrolled.settings, services=gateway)
-        app.state.web = web
-        if not _has_route(app, "/api/auth/login"):
-            from pmsgate.web import api, auth
-
-            app.include_router(auth.router)
-            app.include_router(api.router)
+        # create_app mounts the web application (auth, API, console, /static) given ``web``.
+        app = create_app(enrolled.settings, services=gateway, web=web)
         client = await stack.enter_async_context(
             httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=WEB_URL)
         )

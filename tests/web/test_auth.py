@@ -189,6 +189,7 @@ async def test_signing_in_answers_the_user_and_its_csrf_token_without_the_sessio
     me = await site.client.get("/api/auth/me")
     assert me.status_code == 200
     assert me.json() == body
+    assert answer.headers["cache-control"] == me.headers["cache-control"] == "no-store"
     assert raw not in me.text
 
 

@@ -189,7 +189,10 @@ class Scheduler:
         return then); the loop catches that too and tries again on the next tick.
         """
         async with self._locks.setdefault(job.name, anyio.Lock()):
-            run = await self.runs.start(job.name)
+            # Recording is shielded: a shutdown lands in the job's own work, never between a
+            # row and its outcome, so no run is left ``running`` by a clean stop.
+            with anyio.CancelScope(shield=True):
+                run = await self.runs.start(job.name)
             try:
                 summary = await job.run()
             except anyio.get_cancelled_exc_class():
@@ -204,7 +207,8 @@ class Scheduler:
                 detail: dict[str, Any] = {"error": error_detail(error)}
                 if isinstance(error, JobPartlyFailed):
                     detail = {**error.summary, **detail}
-                finished = await self.runs.finish(run.id, "failed", detail)
+                with anyio.CancelScope(shield=True):
+                    finished = await self.runs.finish(run.id, "failed", detail)
                 log.warning(
                     "job_failed",
                     job=job.name,
@@ -213,7 +217,8 @@ class Scheduler:
                     message=detail["error"]["message"],
                 )
             else:
-                finished = await self.runs.finish(run.id, "succeeded", summary)
+                with anyio.CancelScope(shield=True):
+                    finished = await self.runs.finish(run.id, "succeeded", summary)
                 log.info("job_succeeded", job=job.name, run_id=run.id, summary=finished.detail)
         await self._prune()
         return finished

@@ -229,6 +229,16 @@ class WorkspaceConfigurationRepository:
             )
         return _view(row) if row is not None else None
 
+    async def by_slug(self, workspace_slug: str) -> WorkspaceConfigurationView | None:
+        """The configuration with this workspace slug (unique), if any."""
+        async with self._sessions() as session:
+            row = await session.scalar(
+                select(WorkspaceConfiguration).where(
+                    WorkspaceConfiguration.workspace_slug == workspace_slug.strip()
+                )
+            )
+        return _view(row) if row is not None else None
+
     async def all(self) -> list[WorkspaceConfigurationView]:
         """Every configuration, by student_id."""
         async with self._sessions() as session:

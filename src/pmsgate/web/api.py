@@ -142,9 +142,9 @@ async def student_of(web: WebServices, assistant: str) -> str | None:
     key = assistant.strip()
     if not key:
         return None
-    for config in await web.customers.workspaces.all():
-        if config.workspace_slug == key:
-            return config.student_id
+    config = await web.customers.workspaces.by_slug(key)
+    if config is not None:
+        return config.student_id
     customer = await web.customers.customers.find(key)
     return customer.student_id if customer is not None else None
 

@@ -47,6 +47,8 @@ _DEFAULT_LANDING = "/console"
 # Set on request.state so that every dependency of one request reads the cookie once.
 _STATE_KEY = "pmsgate_session"
 _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
+# Answers that carry a CSRF token are never cached.
+NO_STORE = {"Cache-Control": "no-store"}
 # The sign-in page is never cached and never framed (no click-jacking of the form).
 LOGIN_PAGE_HEADERS = {
     "Cache-Control": "no-store",
@@ -372,7 +374,7 @@ async def api_login(body: LoginBody, request: Request) -> JSONResponse:
         body.email, body.password, client=_client(request)
     )
     await _end_current_session(request)
-    response = JSONResponse(principal_json(principal))
+    response = JSONResponse(principal_json(principal), headers=NO_STORE)
     set_session_cookie(response, request, raw)
     return response
 
@@ -387,6 +389,6 @@ async def api_logout(request: Request, principal: SignedInWrite) -> Response:
 
 
 @router.get("/api/auth/me", tags=["web: accounts"])
-async def api_me(principal: SignedIn) -> dict[str, Any]:
+async def api_me(principal: SignedIn) -> JSONResponse:
     """The signed-in user and its CSRF token."""
-    return principal_json(principal)
+    return JSONResponse(principal_json(principal), headers=NO_STORE)
