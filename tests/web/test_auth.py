@@ -42,7 +42,12 @@ from pmsgate.web.auth import (
     ensure_can_act_on,
     session_signer,
 )
-from pmsgate.web.users import UserService
+from pmsgate.web.users import (
+    ARGON2_MEMORY_KIB,
+    ARGON2_PARALLELISM,
+    ARGON2_TIME_COST,
+    UserService,
+)
 
 from ..gateway.facility_support import all_stored_text
 from .support import DEFAULT_PASSWORD, WEB_URL, WebSandbox, login, web_sandbox
@@ -742,7 +747,10 @@ async def test_a_hash_made_with_older_argon2_parameters_is_upgraded_at_sign_in(
 
     stored = await records.by_email("old@example.com")
     assert stored is not None and stored.password_hash != weak
-    assert not PasswordHasher().check_needs_rehash(stored.password_hash)
+    current = PasswordHasher(
+        time_cost=ARGON2_TIME_COST, memory_cost=ARGON2_MEMORY_KIB, parallelism=ARGON2_PARALLELISM
+    )
+    assert not current.check_needs_rehash(stored.password_hash)
     assert stored.last_login_at == clock.now()
     # The new hash verifies the same password.
     await users.sign_in("old@example.com", SecretStr(DEFAULT_PASSWORD), client="t")

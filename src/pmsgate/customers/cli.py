@@ -36,6 +36,7 @@ from pmsgate.customers.service import (
 )
 from pmsgate.errors import InvalidInput, PmsgateError
 from pmsgate.storage.customers import CustomerProfile, CustomerView
+from pmsgate.storage.db import database_unavailable
 from pmsgate.storage.integrations import IntegrationView
 
 T = TypeVar("T")
@@ -71,12 +72,7 @@ def _with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:
             async with open_customer_services(get_settings()) as services:
                 return await work(services)
         except (SQLAlchemyError, OSError) as error:
-            # The type only: a driver's message can quote the database URL and its password.
-            raise PmsgateError(
-                f"The database could not be used ({type(error).__name__}).",
-                code="database_unavailable",
-                hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
-            ) from None
+            raise database_unavailable(error) from None
 
     try:
         return asyncio.run(_go())

@@ -40,6 +40,7 @@ from pmsgate.gateway.facilities import (
 )
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.pms.client import PmsClient
+from pmsgate.storage.db import database_unavailable
 
 T = TypeVar("T")
 
@@ -112,12 +113,7 @@ def _with_service(work: Callable[[FacilityService], Awaitable[T]]) -> T:
             async with open_facility_service(get_settings()) as service:
                 return await work(service)
         except (SQLAlchemyError, OSError) as error:
-            # The type only: a driver's message can quote the database URL and its password.
-            raise PmsgateError(
-                f"The database could not be used ({type(error).__name__}).",
-                code="database_unavailable",
-                hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
-            ) from None
+            raise database_unavailable(error) from None
 
     return _run(_go)
 

@@ -37,7 +37,7 @@ from pmsgate.jobs.scheduler import (
     job_not_found,
 )
 from pmsgate.knowledge.cli import Upstreams
-from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.db import database_unavailable, open_database, session_factory
 from pmsgate.storage.jobs import JobRunRepository, JobRunView
 
 jobs_app = typer.Typer(
@@ -65,15 +65,6 @@ def fail(error: PmsgateError) -> typer.Exit:
     if error.hint:
         err_console.print(f"[dim]hint:[/] {escape(error.hint)}")
     return typer.Exit(code=2)
-
-
-def database_unavailable(error: Exception) -> PmsgateError:
-    """The error for a database that cannot be used (its type only: a URL may hold a password)."""
-    return PmsgateError(
-        f"The database could not be used ({type(error).__name__}).",
-        code="database_unavailable",
-        hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
-    )
 
 
 @asynccontextmanager

@@ -45,6 +45,7 @@ from pmsgate.errors import InvalidInput, NotFound, PmsgateError
 from pmsgate.knowledge.patcher import PatchOutcome, PatchPlan, apply_patch, plan_patch
 from pmsgate.knowledge.template import WIFI, PageCheck, WifiCredentials, check_page
 from pmsgate.platform.notes import NotesClient, NotesError
+from pmsgate.storage.db import database_unavailable
 
 T = TypeVar("T")
 
@@ -116,12 +117,7 @@ async def open_services() -> AsyncIterator[CustomerServices]:
         ) as services:
             yield services
     except (SQLAlchemyError, OSError) as error:
-        # The type only: a driver's message can quote the database URL and its password.
-        raise PmsgateError(
-            f"The database could not be used ({type(error).__name__}).",
-            code="database_unavailable",
-            hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
-        ) from None
+        raise database_unavailable(error) from None
 
 
 def run_with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:

@@ -52,6 +52,7 @@ from pmsgate.onboarding.report import (
 )
 from pmsgate.onboarding.runner import OnboardingRunner, StepEvent, confirm_step
 from pmsgate.onboarding.steps import Step, all_steps
+from pmsgate.storage.db import database_unavailable
 
 T = TypeVar("T")
 
@@ -100,12 +101,7 @@ async def open_services() -> AsyncIterator[OnboardingServices]:
         ) as services:
             yield services
     except (SQLAlchemyError, OSError) as error:
-        # The type only: a driver's message can quote the database URL and its password.
-        raise PmsgateError(
-            f"The database could not be used ({type(error).__name__}).",
-            code="database_unavailable",
-            hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
-        ) from None
+        raise database_unavailable(error) from None
 
 
 def _run_async(work: Callable[[OnboardingServices], Awaitable[T]]) -> T:

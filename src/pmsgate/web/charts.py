@@ -30,6 +30,7 @@ _STYLE = Style(
     major_label_font_size=11,
     legend_font_size=12,
     title_font_size=14,
+    no_data_font_size=18,
 )
 
 

@@ -24,7 +24,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from pmsgate.clock import SystemClock
 from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
-from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.db import database_unavailable, open_database, session_factory
 from pmsgate.web.users import UserService, UserView
 
 T = TypeVar("T")
@@ -67,12 +67,7 @@ def _with_users(work: Callable[[UserService], Awaitable[T]]) -> T:
                 )
                 return await work(users)
         except (SQLAlchemyError, OSError) as error:
-            # The type only: a driver's message can quote the database URL and its password.
-            raise PmsgateError(
-                f"The database could not be used ({type(error).__name__}).",
-                code="database_unavailable",
-                hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
-            ) from None
+            raise database_unavailable(error) from None
 
     try:
         return asyncio.run(_go())

@@ -166,9 +166,9 @@ async def _customer_context(
     }
 
 
-@router.get("/console/customers/{student_id}", response_class=HTMLResponse)
-async def customer(request: Request, student_id: str, principal: MaybePrincipal) -> Response:
-    """One customer's page: checklist, PMS status and reconnect, knowledge sync, usage."""
+async def _customer_view(
+    request: Request, principal: Principal | None, student_id: str, template: str
+) -> Response:
     if principal is None:
         return _login_redirect(request)
     try:
@@ -176,20 +176,19 @@ async def customer(request: Request, student_id: str, principal: MaybePrincipal)
         context = await _customer_context(request, principal, student_id)
     except PmsgateError as error:
         return _error_page(request, principal, error)
-    return _render(request, "customer.html", context)
+    return _render(request, template, context)
+
+
+@router.get("/console/customers/{student_id}", response_class=HTMLResponse)
+async def customer(request: Request, student_id: str, principal: MaybePrincipal) -> Response:
+    """One customer's page: checklist, PMS status and reconnect, knowledge sync, usage."""
+    return await _customer_view(request, principal, student_id, "customer.html")
 
 
 @router.get("/console/customers/{student_id}/sync", response_class=HTMLResponse)
 async def sync_panel(request: Request, student_id: str, principal: MaybePrincipal) -> Response:
     """The knowledge-sync panel alone (htmx polls it while a sync runs)."""
-    if principal is None:
-        return _login_redirect(request)
-    try:
-        ensure_can_act_on(principal, student_id)
-        context = await _customer_context(request, principal, student_id)
-    except PmsgateError as error:
-        return _error_page(request, principal, error)
-    return _render(request, "_sync_panel.html", context)
+    return await _customer_view(request, principal, student_id, "_sync_panel.html")
 
 
 @router.post("/console/customers/{student_id}/sync", response_class=HTMLResponse)
