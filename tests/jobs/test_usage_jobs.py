@@ -125,6 +125,33 @@ async def test_a_second_tick_in_the_same_slot_adds_nothing_and_the_next_slot_add
     assert [s.messages for s in snapshots] == [1, 6]
 
 
+async def test_a_snapshot_of_a_slot_begun_before_the_baseline_is_dated_at_the_baseline(
+    stack: JobStack,
+) -> None:
+    usage = stack.web.customers.usage
+    baseline_at = stack.clock.now()  # 09:00, inside the 06:00 slot
+    await usage.record(
+        stack.student_id,
+        taken_at=baseline_at,
+        usd_spent=0,
+        messages=0,
+        tool_calls=0,
+        upstream_calls=0,
+        kind="baseline",
+    )
+    stack.clock.advance(600)
+    await add_traffic(stack, messages=2, tool_calls=0)
+    await stack.run(REFRESH_USAGE)
+    again = await stack.run(REFRESH_USAGE)
+
+    snapshots = await usage.series(stack.student_id)
+    assert [(s.kind, s.taken_at) for s in snapshots] == [
+        ("baseline", baseline_at),
+        ("periodic", baseline_at),
+    ]
+    assert again.detail is not None and again.detail["already_recorded"] == [stack.student_id]
+
+
 async def test_one_customer_failing_does_not_stop_the_others_and_the_tick_fails(
     stack: JobStack,
 ) -> None:

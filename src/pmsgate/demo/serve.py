@@ -109,10 +109,17 @@ def _print_welcome(
     console.print(f"Emulators: {sandbox_url}/kross, {sandbox_url}/platform, {sandbox_url}/notes")
     console.print(
         "Try: sign in as the Route A customer, run a dry run and a commit; then change its "
-        "booking-system password in the emulator:\n"
+        "booking-system password in the emulator:"
+    )
+    # One line whatever the terminal's width, so that it can be copied.
+    console.print(
         "  curl -X POST -H 'Content-Type: application/json' "
         '-d \'{"password": "new-secret-1"}\' '
-        f"{sandbox_url}/kross/_sandbox/facilities/{partner['hotel_id']}/password\n"
+        f"{sandbox_url}/kross/_sandbox/facilities/{partner['hotel_id']}/password",
+        soft_wrap=True,
+        markup=False,
+    )
+    console.print(
         f"Within about {2 * DEMO_PMS_CHECK_INTERVAL_S:.0f} s the console shows `error`; "
         f"reconnect on the customer's page with the API user {partner['username']} and the "
         "new password."

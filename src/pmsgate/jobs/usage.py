@@ -85,6 +85,12 @@ async def snapshot_customer(
     ctx = await customers.context(student_id)
     if ctx.workspace_id is None:
         return "without_workspace"
+    # A slot that began before the customer's baseline is stamped at the baseline: a
+    # snapshot is never dated before consumption started being counted. Still the same
+    # instant for every replica and every retry of the slot, so recording stays idempotent.
+    baseline = await customers.usage.baseline(ctx.student_id)
+    if baseline is not None and baseline.taken_at > slot:
+        slot = baseline.taken_at
     latest = await customers.usage.latest(ctx.student_id, "periodic")
     if latest is not None and latest.taken_at == slot:
         # Another replica (or cron) already took this slot: no platform request at all.
