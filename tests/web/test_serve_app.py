@@ -1,0 +1,53 @@
+"""`pmsgate serve`'s app: the web application and the scheduled jobs come with it."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from pmsgate.app import create_app
+from pmsgate.config import Settings
+from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.jobs.scheduler import FLUSH_GATEWAY_USAGE
+from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.jobs import JobRunRepository
+
+pytestmark = pytest.mark.anyio
+
+
+def serve_settings(database_url: str, **overrides: object) -> Settings:
+    """What `pmsgate serve` reads from the environment, for a database of the test's."""
+    return Settings(
+        database_url=database_url,
+        redis_url=None,
+        secret_keys=SecretStr(generate_key_spec("serve")),
+        **overrides,  # type: ignore[arg-type]
+    )
+
+
+async def job_names_run(database_url: str) -> set[str]:
+    async with open_database(database_url) as engine:
+        runs = await JobRunRepository(session_factory(engine)).latest_by_job()
+    return set(runs)
+
+
+async def test_the_served_app_runs_the_scheduled_jobs_and_serves_the_console(
+    database_url: str,
+) -> None:
+    app = create_app(serve_settings(database_url))
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://serve.test") as http:
+            login = await http.get("/login")
+            assert login.status_code == 200
+            assert (await http.get("/console")).headers["location"].startswith("/login")
+    # The scheduler ran inside the app: stopping it wrote the last usage counts.
+    assert FLUSH_GATEWAY_USAGE in await job_names_run(database_url)
+
+
+async def test_with_the_scheduler_disabled_no_job_runs_in_the_app(database_url: str) -> None:
+    app = create_app(serve_settings(database_url, scheduler_enabled=False))
+    async with app.router.lifespan_context(app):
+        assert app.state.web is not None
+    assert await job_names_run(database_url) == set()
