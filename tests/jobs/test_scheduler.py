@@ -166,11 +166,39 @@ async def test_a_job_stopped_mid_run_is_recorded_failed_as_cancelled(
         await anyio.sleep_forever()
         return {}
 
-    async with Scheduler([Job("endless", 60, endless)], clock, runs, sleep=ParkingSleep(clock, 0)):
+    scheduler = Scheduler(
+        [Job("endless", 60, endless)], clock, runs, sleep=ParkingSleep(clock, 0), exit_grace_s=0
+    )
+    async with scheduler:
         await started.wait()
     [run] = await runs.recent("endless")
     assert run.status == "failed"
     assert run.error_code == "cancelled"
+
+
+async def test_stopping_lets_a_tick_under_way_finish_instead_of_cutting_it(
+    runs: JobRunRepository, clock: ManualClock
+) -> None:
+    started, release = anyio.Event(), anyio.Event()
+
+    async def slow() -> dict[str, Any]:
+        started.set()
+        await release.wait()
+        return {"finished": True}
+
+    async with anyio.create_task_group() as group:
+        async with Scheduler([Job("slow", 60, slow)], clock, runs, sleep=ParkingSleep(clock, 0)):
+            await started.wait()
+            # The stop begins while the tick runs; the tick is let through, then recorded.
+            group.start_soon(release_soon, release)
+    [run] = await runs.recent("slow")
+    assert (run.status, run.detail) == ("succeeded", {"finished": True})
+
+
+async def release_soon(release: anyio.Event) -> None:
+    """Let the slow job go once the scheduler is already stopping."""
+    await anyio.lowlevel.checkpoint()
+    release.set()
 
 
 async def test_a_job_marked_to_run_at_exit_runs_once_more_when_the_scheduler_stops(

@@ -126,6 +126,7 @@ class Scheduler:
         clock: Clock,
         runs: JobRunRepository,
         sleep: Sleep = anyio.sleep,
+        exit_grace_s: float = EXIT_GRACE_S,
     ) -> None:
         names = [job.name for job in jobs]
         if len(set(names)) != len(names):
@@ -134,9 +135,16 @@ class Scheduler:
         self.clock = clock
         self.runs = runs
         self._sleep = sleep
+        self._exit_grace_s = exit_grace_s
         self._locks = {name: anyio.Lock() for name in names}
         self._group: anyio.abc.TaskGroup | None = None
         self._last_prune: datetime | None = None
+        # Stopping interrupts the waits between ticks, never a tick under way (a query cut
+        # in half would cost the database connection): ticks finish, within EXIT_GRACE_S.
+        self._stopping = False
+        self._waits: dict[str, anyio.CancelScope] = {}
+        self._loops_left = 0
+        self._loops_done = anyio.Event()
 
     def __repr__(self) -> str:
         return f"Scheduler(jobs={list(self.jobs)}, running={self._group is not None})"
@@ -147,6 +155,9 @@ class Scheduler:
         group = anyio.create_task_group()
         await group.__aenter__()
         self._group = group
+        self._stopping = False
+        self._loops_left = len(self.jobs)
+        self._loops_done = anyio.Event()
         for job in self.jobs.values():
             group.start_soon(self._loop, job, name=f"job:{job.name}")
         log.info("scheduler_started", jobs=list(self.jobs))
@@ -161,6 +172,11 @@ class Scheduler:
         group, self._group = self._group, None
         if group is None:
             return None
+        self._stopping = True
+        for wait in self._waits.values():
+            wait.cancel()
+        with anyio.move_on_after(self._exit_grace_s, shield=True):
+            await self._loops_done.wait()
         group.cancel_scope.cancel()
         try:
             await group.__aexit__(None, None, None)
@@ -226,15 +242,25 @@ class Scheduler:
     # --- internals -------------------------------------------------------------------------
 
     async def _loop(self, job: Job) -> None:
-        if await self._due_now(job):
-            await self._safe_tick(job)
-        last: datetime | None = None
-        while True:
-            now = self.clock.now()
-            due = next_tick(now, job.interval_s, last)
-            await self._sleep(max(0.0, (due - now).total_seconds()))
-            last = due
-            await self._safe_tick(job)
+        try:
+            if await self._due_now(job) and not self._stopping:
+                await self._safe_tick(job)
+            last: datetime | None = None
+            while not self._stopping:
+                now = self.clock.now()
+                due = next_tick(now, job.interval_s, last)
+                with anyio.CancelScope() as wait:
+                    self._waits[job.name] = wait
+                    await self._sleep(max(0.0, (due - now).total_seconds()))
+                self._waits.pop(job.name, None)
+                if wait.cancelled_caught or self._stopping:
+                    return
+                last = due
+                await self._safe_tick(job)
+        finally:
+            self._loops_left -= 1
+            if self._loops_left == 0:
+                self._loops_done.set()
 
     async def _safe_tick(self, job: Job) -> None:
         try:
