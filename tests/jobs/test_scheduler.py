@@ -186,11 +186,11 @@ async def test_stopping_lets_a_tick_under_way_finish_instead_of_cutting_it(
         await release.wait()
         return {"finished": True}
 
-    async with anyio.create_task_group() as group:
-        async with Scheduler([Job("slow", 60, slow)], clock, runs, sleep=ParkingSleep(clock, 0)):
-            await started.wait()
-            # The stop begins while the tick runs; the tick is let through, then recorded.
-            group.start_soon(release_soon, release)
+    scheduler = Scheduler([Job("slow", 60, slow)], clock, runs, sleep=ParkingSleep(clock, 0))
+    async with anyio.create_task_group() as group, scheduler:
+        await started.wait()
+        # The stop begins while the tick runs; the tick is let through, then recorded.
+        group.start_soon(release_soon, release)
     [run] = await runs.recent("slow")
     assert (run.status, run.detail) == ("succeeded", {"finished": True})
 
