@@ -3,39 +3,125 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
+import importlib
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from typer.core import TyperCommand, TyperGroup
 
-from pmsgate.catalogue.cli import catalogue_app
 from pmsgate.config import get_settings
-from pmsgate.customers.cli import customers_app
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway.cli import facilities_app, secrets_app
-from pmsgate.jobs.cli import jobs_app
-from pmsgate.knowledge.cli import knowledge_app
-from pmsgate.knowledge.sync_cli import sync_command  # noqa: F401  (adds `knowledge sync`)
 from pmsgate.logs import configure_logging
-from pmsgate.onboarding.cli import onboard_app
-from pmsgate.web.cli import users_app
+
+
+@dataclass(frozen=True)
+class LazyGroup:
+    """A command group imported only when it is run (its modules pull in the whole stack)."""
+
+    module: str
+    attribute: str
+    help: str
+    also_import: tuple[str, ...] = ()
+
+    def load(self) -> typer.Typer:
+        """Import the group's Typer app (and the modules that add commands to it)."""
+        for module in self.also_import:
+            importlib.import_module(module)
+        group: typer.Typer = getattr(importlib.import_module(self.module), self.attribute)
+        return group
+
+
+# Each group's help is repeated here so that `pmsgate --help` imports none of them;
+# tests/test_cli.py checks that it matches the group's own.
+LAZY_GROUPS: dict[str, LazyGroup] = {
+    "facilities": LazyGroup(
+        "pmsgate.gateway.cli",
+        "facilities_app",
+        "Facilities: booking-system credentials, limits and gateway keys.",
+    ),
+    "secrets": LazyGroup(
+        "pmsgate.gateway.cli",
+        "secrets_app",
+        "Vault keys (PMSGATE_SECRET_KEYS): generate one, re-encrypt under the first.",
+    ),
+    "catalogue": LazyGroup(
+        "pmsgate.catalogue.cli",
+        "catalogue_app",
+        "The catalogue: tools, skills, guardrails, guest agent, knowledge template.",
+    ),
+    "knowledge": LazyGroup(
+        "pmsgate.knowledge.cli",
+        "knowledge_app",
+        "Knowledge bridge: check and patch the customers' notes pages (spec §4.3 steps 12-14).",
+        also_import=("pmsgate.knowledge.sync_cli",),  # adds `knowledge sync`
+    ),
+    "customers": LazyGroup(
+        "pmsgate.customers.cli",
+        "customers_app",
+        "Customers: records, notes and booking-system integrations, apartment registry.",
+    ),
+    "onboard": LazyGroup(
+        "pmsgate.onboarding.cli",
+        "onboard_app",
+        "Onboard a customer (spec §4.3): `pmsgate onboard CUSTOMER.yaml`, then `status` and "
+        "`confirm`.",
+    ),
+    "jobs": LazyGroup(
+        "pmsgate.jobs.cli",
+        "jobs_app",
+        "Scheduled jobs: usage snapshots, hourly gateway usage, connection checks, listings "
+        "syncs (docs/jobs.md).",
+    ),
+    "users": LazyGroup(
+        "pmsgate.web.cli", "users_app", "Web console accounts: add, list, remove, set passwords."
+    ),
+}
+
+
+class RootGroup(TyperGroup):
+    """The root command: its own commands, plus the lazy groups, loaded when run.
+
+    (Typer vendors its own click, whose types are private: contexts and commands are
+    annotated ``Any`` here.)
+    """
+
+    _listing_help = False
+
+    def list_commands(self, ctx: Any) -> list[str]:
+        return [*super().list_commands(ctx), *LAZY_GROUPS]
+
+    def get_command(self, ctx: Any, cmd_name: str) -> Any:
+        command = super().get_command(ctx, cmd_name)
+        lazy = LAZY_GROUPS.get(cmd_name)
+        if command is not None or lazy is None:
+            return command
+        if self._listing_help:
+            # `pmsgate --help` needs a name and a line of help, not the group itself.
+            return TyperCommand(cmd_name, help=lazy.help)
+        command = typer.main.get_command(lazy.load())
+        command.name = cmd_name
+        self.commands[cmd_name] = command
+        return command
+
+    def format_help(self, ctx: Any, formatter: Any) -> None:
+        self._listing_help = True
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing_help = False
+
 
 app = typer.Typer(
     name="pmsgate",
+    cls=RootGroup,
     help="Safe gateway between an AI guest assistant and the Kross Booking API v5.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
 )
 db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
-app.add_typer(facilities_app, name="facilities")
-app.add_typer(secrets_app, name="secrets")
-app.add_typer(catalogue_app, name="catalogue")
-app.add_typer(knowledge_app, name="knowledge")
-app.add_typer(customers_app, name="customers")
-app.add_typer(onboard_app, name="onboard")
-app.add_typer(jobs_app, name="jobs")
-app.add_typer(users_app, name="users")
 
 console = Console()
 err_console = Console(stderr=True)
