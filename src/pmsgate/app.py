@@ -123,7 +123,13 @@ async def open_services(
         metrics = GatewayMetrics()
         usage = UsageCounter(clock)
         vault = vault_from_settings(settings)
-        facilities = FacilityService(sessions, vault, clock, settings.partner_api_key)
+        facilities = FacilityService(
+            sessions,
+            vault,
+            clock,
+            settings.partner_api_key,
+            key_cache_s=settings.gateway_key_cache_s,
+        )
         pms_client = PmsClient.from_settings(settings, kross_http, clock)
         limiter = FacilityLimiter(
             clock=clock,

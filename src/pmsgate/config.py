@@ -152,6 +152,13 @@ class Settings(BaseSettings):
         description="A cached answer older than this share of its freshness bound is refreshed "
         "in the background (at background priority) when it is served; 1 turns it off.",
     )
+    gateway_key_cache_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="How long a process remembers a checked gateway key (and its facility), so "
+        "a cached tool call needs no database query; a key revoked or a facility changed by "
+        "another process is seen up to this late (0 = check the database on every call).",
+    )
     reauth_interval_s: float = Field(
         default=900.0,
         gt=0,

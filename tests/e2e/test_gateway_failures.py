@@ -4,7 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from tests.e2e.conftest import ADMIN_TOKEN, gateway_settings, running_gateway
+from pmsgate.gateway.facilities import FacilityService, vault_from_settings
+from pmsgate.storage.db import session_factory
+from tests.e2e.conftest import (
+    ADMIN_TOKEN,
+    add_seeded_facility,
+    gateway_settings,
+    running_gateway,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -85,8 +92,6 @@ async def test_transient_upstream_errors_on_reads_are_retried_within_the_budget(
 async def test_an_edge_block_is_reported_as_a_configuration_fault_and_not_retried(
     database_url, kross_http, kross_store, clock
 ):
-    from tests.e2e.conftest import add_seeded_facility
-
     settings = gateway_settings(database_url, user_agent="python-httpx/0.28")
     async with running_gateway(settings, kross_http, clock) as gateway:
         _, key = await add_seeded_facility(gateway.services, kross_store)
@@ -94,3 +99,29 @@ async def test_an_edge_block_is_reported_as_a_configuration_fault_and_not_retrie
     assert answer.status_code == 502
     assert answer.json()["error"]["code"] == "pms_edge_blocked"
     assert kross_store.stats.user_agent_blocked == 1
+
+
+async def test_a_facility_put_in_error_by_another_replica_is_not_called_despite_a_cached_key(
+    backend, kross_http, kross_store, clock
+):
+    # A key check remembered for an hour: longer than the answer's freshness bound.
+    settings = gateway_settings(**backend, gateway_key_cache_s=3600)
+    async with running_gateway(settings, kross_http, clock) as gateway:
+        record, key = await add_seeded_facility(gateway.services, kross_store)
+        hotel_id = record["hotel_id"]
+        assert (await gateway.tool("get-in-house-guests", key)).status_code == 200
+        other_replica = FacilityService(
+            session_factory(gateway.services.engine),
+            vault_from_settings(settings),
+            clock,
+            settings.partner_api_key,
+        )
+        await other_replica.record_auth_attempt(hotel_id)
+        await other_replica.mark_error(hotel_id, "The booking system refused the credentials.")
+        sent = kross_store.stats.requests_by_hotel[hotel_id]
+
+        clock.advance(gateway.services.tools.max_age_s("get-in-house-guests") + 1)
+        refused = await gateway.tool("get-in-house-guests", key)
+    assert refused.json()["error"]["code"] == "pms_auth_failed"
+    # The remembered key check did not hide the new state: nothing reached the booking system.
+    assert kross_store.stats.requests_by_hotel[hotel_id] == sent

@@ -49,6 +49,34 @@ class ParkingSleep:
         await anyio.lowlevel.checkpoint()
 
 
+class ParkingSleepEach:
+    """Like :class:`ParkingSleep`, but counted per job: each job's loop parks after
+    ``allowed`` waits, and ``parked`` is set once every one of ``jobs`` has parked.
+
+    The scheduler names each job's task ``job:<name>``; the count follows that name, so
+    how the loops interleave cannot change how often each job runs.
+    """
+
+    def __init__(self, clock: ManualClock, allowed: int, jobs: int) -> None:
+        self.clock = clock
+        self.allowed = allowed
+        self.jobs = jobs
+        self.calls: dict[str, int] = {}
+        self.parked = anyio.Event()
+        self._parked: set[str] = set()
+
+    async def __call__(self, seconds: float) -> None:
+        task = anyio.get_current_task().name
+        self.calls[task] = self.calls.get(task, 0) + 1
+        if self.calls[task] > self.allowed:
+            self._parked.add(task)
+            if len(self._parked) == self.jobs:
+                self.parked.set()
+            await anyio.sleep_forever()
+        self.clock.advance(seconds)
+        await anyio.lowlevel.checkpoint()
+
+
 @dataclass
 class JobStack:
     """The enrolled customer and the services the jobs take."""

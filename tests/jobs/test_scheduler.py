@@ -16,7 +16,7 @@ from pmsgate.errors import PmsgateError
 from pmsgate.jobs.scheduler import Job, JobPartlyFailed, Scheduler, grid_start, next_tick
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.jobs import JobRunRepository
-from tests.jobs.support import ParkingSleep
+from tests.jobs.support import ParkingSleep, ParkingSleepEach
 
 pytestmark = pytest.mark.anyio
 
@@ -93,7 +93,7 @@ async def test_one_job_failing_does_not_stop_another(
     async def broken() -> dict[str, Any]:
         raise RuntimeError("connection to postgresql://app:hunter2@db failed")
 
-    sleep = ParkingSleep(clock, allowed=4)
+    sleep = ParkingSleepEach(clock, allowed=2, jobs=2)
     jobs = [Job("broken", 60, broken), Job("healthy", 60, healthy)]
     with structlog.testing.capture_logs() as logs:
         async with Scheduler(jobs, clock, runs, sleep=sleep):

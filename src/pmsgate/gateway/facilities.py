@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 import structlog
+from cachetools import TTLCache
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -45,6 +46,8 @@ MAX_INTEGRATION_ID = 64
 MAX_NAME = 200
 MAX_LABEL = 100
 MAX_REASON = 500
+# Gateway keys whose check is remembered (see FacilityService key_cache_s).
+KEY_CACHE_SIZE = 10_000
 
 # Stands in for the shared partner key while validating a partner facility's own fields:
 # the partner key is configuration, checked when credentials are used.
@@ -258,11 +261,29 @@ class FacilityService:
         vault: Vault,
         clock: Clock,
         partner_api_key: SecretStr | None,
+        *,
+        key_cache_s: float = 0.0,
     ) -> None:
         self._sessions = sessions
         self._vault = vault
         self._clock = clock
         self._partner_api_key = partner_api_key
+        # Key hash → facility, for key_cache_s of the clock (0: every check reads the
+        # database). It takes the database off a cached tool call's path; the price is that
+        # another process's revocation or status change is seen here up to key_cache_s late.
+        self._key_cache: TTLCache[str, FacilityView] | None = None
+        if key_cache_s > 0:
+            self._key_cache = TTLCache(
+                maxsize=KEY_CACHE_SIZE, ttl=key_cache_s, timer=self._clock_seconds
+            )
+
+    def _clock_seconds(self) -> float:
+        return self._clock.now().timestamp()
+
+    def _forget_keys(self) -> None:
+        """Drop every cached key check: a change here is seen at once by this process."""
+        if self._key_cache is not None:
+            self._key_cache.clear()
 
     def __repr__(self) -> str:
         return f"FacilityService(vault={self._vault!r})"
@@ -363,6 +384,7 @@ class FacilityService:
             row.updated_at = self._clock.now()
             await session.flush()
             view = FacilityView.of(row)
+        self._forget_keys()
         log.info("facility_limits_set", hotel_id=hotel_id, **limits.model_dump())
         return view
 
@@ -408,6 +430,7 @@ class FacilityService:
                     hint=f"List the facility's keys with `pmsgate facilities show {hotel_id}`.",
                 )
             view = KeyView.of(await keys.revoke(key, self._clock.now()), row.hotel_id)
+        self._forget_keys()
         log.info("gateway_key_revoked", hotel_id=hotel_id, key_id=key_id, key_prefix=view.prefix)
         return view
 
@@ -416,11 +439,18 @@ class FacilityService:
         # A malformed key is refused before the database: nothing to look up.
         if not is_well_formed(raw_key):
             raise _invalid_gateway_key()
+        key_hash = hash_key(raw_key)
+        if self._key_cache is not None and (cached := self._key_cache.get(key_hash)):
+            return cached
         async with self._sessions() as session:
-            row = await GatewayKeyRepository(session).facility_of_active_key(hash_key(raw_key))
+            row = await GatewayKeyRepository(session).facility_of_active_key(key_hash)
         if row is None:
+            # Refusals are not cached: a key minted a moment ago works at once.
             raise _invalid_gateway_key()
-        return FacilityView.of(row)
+        view = FacilityView.of(row)
+        if self._key_cache is not None:
+            self._key_cache[key_hash] = view
+        return view
 
     # --- credentials and status ---------------------------------------------------------
 
@@ -490,6 +520,7 @@ class FacilityService:
             await facilities.delete_token(row.id)
             await facilities.set_integration_status(row.id, "connected", None, now)
             view = FacilityView.of(await self._require(session, row.hotel_id))
+        self._forget_keys()
         log.info("facility_reconnected", hotel_id=hotel_id)
         return view
 
@@ -609,6 +640,7 @@ class FacilityService:
             row.updated_at = now
             await session.flush()
             await facilities.set_integration_status(row.id, status, last_error, now)
+        self._forget_keys()
 
 
 def pms_verifier(client: PmsClient) -> Verifier:

@@ -214,6 +214,9 @@ class Gateway:
         priority: Priority,
     ) -> PmsResult:
         """One upstream attempt (plus one token refresh if the token was rejected)."""
+        # The caller's view may come from the key cache: the state that decides whether the
+        # booking system is called at all (status, limits) is read fresh.
+        facility = await self.facilities.get(facility.hotel_id)
         await self._guard_integration(facility)
         token = await self._token(facility, priority)
         await self._permit(facility, priority)
