@@ -179,3 +179,17 @@ async def test_the_reconnect_form_with_the_new_password_brings_the_integration_b
         assert new_password not in answer.text
         ctx = await web.web.customers.context(web.student_id)
         assert ctx.pms is not None and ctx.pms.status == "connected"
+
+
+async def test_a_sync_that_cannot_run_is_refused_on_the_page_without_a_job(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url, with_notes=False) as web:
+        client, token = await web.signed_in("customer")
+        answer = await client.post(
+            f"/console/customers/{web.student_id}/sync",
+            data={"commit": "true", "csrf_token": token},
+        )
+        assert answer.status_code == 409
+        assert 'data-code="notes_not_connected"' in answer.text
+        assert await web.web.sync_jobs.latest(web.student_id) is None

@@ -169,7 +169,7 @@ def _status_url(request: Request, assistant: str, job_id: str) -> str:
     return f"{root}/api/{quote(assistant, safe='')}/sync-knowledge/{quote(job_id, safe='')}"
 
 
-def _ready_for_sync(ctx: CustomerContext) -> None:
+def ready_for_sync(ctx: CustomerContext) -> None:
     """Refuse at once what the job would fail on first (same codes as the job's)."""
     if ctx.workspace_id is None:
         raise workspace_not_created(ctx.student_id)
@@ -235,7 +235,7 @@ async def sync_knowledge(
     """Run the customer's knowledge sync (dry run or commit); counters, or the job to poll."""
     web = _web(request)
     student_id = await resolve_assistant(web, principal, assistant)
-    _ready_for_sync(await web.customers.context(student_id))
+    ready_for_sync(await web.customers.context(student_id))
     jobs = web.sync_jobs
     try:
         if wait:

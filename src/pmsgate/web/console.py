@@ -21,6 +21,7 @@ from pydantic import SecretStr
 
 from pmsgate.customers.reconnect import connect_kross
 from pmsgate.errors import Forbidden, PmsgateError
+from pmsgate.web.api import ready_for_sync
 from pmsgate.web.auth import SignedInWrite, ensure_can_act_on, optional_principal
 from pmsgate.web.charts import Series, bar_chart, line_chart, time_label
 from pmsgate.web.context import WebServices
@@ -202,7 +203,7 @@ async def start_sync(
     web = _web(request)
     try:
         ensure_can_act_on(principal, student_id)
-        await web.customers.context(student_id)
+        ready_for_sync(await web.customers.context(student_id))
         await web.sync_jobs.start(student_id, commit=commit.strip().lower() == "true")
     except PmsgateError as error:
         if not _is_htmx(request):
