@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 import pytest
 
@@ -231,3 +232,48 @@ async def test_any_range_inside_the_availability_window_is_answered_from_one_rea
         assert answer.status_code == 200
         assert answer.json()["data"]["nights"] == nights
     assert kross_store.stats.requests_by_operation["calendar/get-availability"] == 1
+
+
+def nights_free(store: Any, hotel_id: str, arrival: dt.date, departure: dt.date) -> dict[int, int]:
+    """What the emulator itself says: per apartment, the nights of the stay with a free room."""
+    counts: dict[int, int] = {}
+    for row in store.availability(hotel_id, arrival, departure - dt.timedelta(days=1)):
+        room_type = row.apartment.id_room_type
+        counts[room_type] = counts.get(room_type, 0) + (row.rooms_available > 0)
+    return counts
+
+
+async def test_a_refetched_availability_window_answers_with_the_new_rooms(
+    gateway, facility, kross_store, clock
+):
+    record, key = facility
+    hotel_id = record["hotel_id"]
+    today = clock.now().date()
+    reservations = kross_store.facility(hotel_id).reservations
+    # A future stay whose cancellation frees a night (its apartment is otherwise full).
+    for booked in sorted(reservations.values(), key=lambda r: r.arrival):
+        if not booked.holds_room or booked.arrival <= today:
+            continue
+        window = (booked.arrival, booked.departure)
+        before_truth = nights_free(kross_store, hotel_id, *window)
+        del reservations[booked.id_reservation]
+        changed = nights_free(kross_store, hotel_id, *window) != before_truth
+        reservations[booked.id_reservation] = booked
+        if changed:
+            break
+    else:
+        pytest.fail("the seed has no fully booked future night")
+    stay = {"arrival": window[0].isoformat(), "departure": window[1].isoformat()}
+
+    def answered(answer: Any) -> dict[int, int]:
+        return {a["apartment_id"]: a["nights_free"] for a in answer.json()["data"]["apartments"]}
+
+    assert answered(await gateway.tool("check-availability", key, **stay)) == before_truth
+    # The same cached window again (parsed once): the same answer.
+    assert answered(await gateway.tool("check-availability", key, **stay)) == before_truth
+
+    del reservations[booked.id_reservation]
+    clock.advance(gateway.services.tools.max_age_s("check-availability") + 1)
+    after = answered(await gateway.tool("check-availability", key, **stay))
+    assert after == nights_free(kross_store, hotel_id, *window) != before_truth
+    assert kross_store.stats.requests_by_operation["calendar/get-availability"] == 2

@@ -75,7 +75,8 @@ class Tools:
         self.gateway = gateway
         self._max_age_s = dict(max_age_s or {})
         self._default_max_age_s = default_max_age_s
-        self._parsed: dict[str, tuple[Any, list[Reservation]]] = {}
+        # (facility, what) → (the cached value, its parsed models): parsed once per version.
+        self._decoded: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.definitions = load_tools()
         self._models = {name: _argument_model(t) for name, t in self.definitions.items()}
         self._handlers: dict[str, Callable[[FacilityView, Any], Awaitable[ToolAnswer]]] = {
@@ -179,12 +180,23 @@ class Tools:
         self, facility: FacilityView, tool: str
     ) -> tuple[list[Reservation], Cached]:
         cached = await self._window(facility, tool)
-        # Parsing a few hundred rows costs more than the whole cached call: once per window.
-        held = self._parsed.get(facility.hotel_id)
-        if held is None or held[0] is not cached.value:
-            held = (cached.value, _parse(cached.value["rows"]))
-            self._parsed[facility.hotel_id] = held
-        return held[1], cached
+        reservations: list[Reservation] = self._decode(
+            facility, "reservations", cached.value, lambda value: _parse(value["rows"])
+        )
+        return reservations, cached
+
+    def _decode(self, facility: FacilityView, what: str, value: Any, parse: Any) -> Any:
+        """``parse(value)``, computed once per cached version of ``value`` (by identity).
+
+        Parsing a few hundred rows into models costs more than the whole cached call, and
+        the cache hands out the same decoded object until the answer is fetched again.
+        """
+        slot = (facility.hotel_id, what)
+        held = self._decoded.get(slot)
+        if held is None or held[0] is not value:
+            held = (value, parse(value))
+            self._decoded[slot] = held
+        return held[1]
 
     async def _one_reservation(
         self, facility: FacilityView, reservation_id: int, tool: str
@@ -251,7 +263,18 @@ class Tools:
         cached = await self.gateway.cached_read(
             facility, key, max_age_s=self.max_age_s("check-availability"), fetch=fetch
         )
-        nights = [AvailabilityNight.model_validate(r) for r in cached.value["rows"]]
+
+        def parse(value: Any) -> list[AvailabilityNight]:
+            return [AvailabilityNight.model_validate(r) for r in value["rows"]]
+
+        # The shared window is parsed once per version; a range outside it, each time
+        # (remembering every such range would grow without bound).
+        in_window = key.startswith("availability:window:")
+        nights: list[AvailabilityNight] = (
+            self._decode(facility, "availability", cached.value, parse)
+            if in_window
+            else parse(cached.value)
+        )
         # Rows outside what was asked of the server are dropped and counted (spec §7);
         # the stay's nights are then taken from what is left.
         asked = filter_availability(
