@@ -174,7 +174,7 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
 ) -> None:
-    """Serve the gateway (HTTP tools, operations, MCP, admin API, health and metrics)."""
+    """Serve the gateway (tools, operations, MCP, admin API), the web app and console, the jobs."""
     import uvicorn
 
     from pmsgate.app import create_app
