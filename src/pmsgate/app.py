@@ -198,15 +198,17 @@ async def open_services(
 
 @asynccontextmanager
 async def open_web_application(services: Services) -> AsyncIterator[WebServices]:
-    """The web services on ``services``, with the scheduled jobs running when enabled."""
-    from pmsgate.jobs.scheduler import build_scheduler
+    """The web services on ``services``, with the scheduled jobs running.
+
+    With ``scheduler_enabled`` off (an external scheduler runs `pmsgate jobs …`), only the
+    per-process job runs here: the flush of this process's own usage counts.
+    """
+    from pmsgate.jobs.scheduler import PER_PROCESS_JOBS, build_scheduler
     from pmsgate.web.context import open_web_services
 
     async with open_web_services(services) as web:
-        if not services.settings.scheduler_enabled:
-            yield web
-            return
-        async with build_scheduler(web):
+        only = None if services.settings.scheduler_enabled else PER_PROCESS_JOBS
+        async with build_scheduler(web, only=only):
             yield web
 
 
@@ -223,7 +225,7 @@ def create_app(
     ``services`` given (tests, the demo) it serves those as they are, and the web
     application only when ``web`` is given too.
     """
-    from pmsgate.web.app import install_web
+    from pmsgate.web.app import install_web, render_console_error
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -236,16 +238,19 @@ def create_app(
             yield
 
     app = FastAPI(title="pmsgate", version="0.1.0", lifespan=lifespan)
-    app.add_middleware(RequestIdMiddleware)
+    # The console's pages show their errors as pages; everything else as the JSON body.
+    install_error_handlers(app, render=render_console_error)
+    app.add_middleware(RequestIdMiddleware)  # outermost: every log line has the request id
     if services is not None:
         app.state.services = services
     app.state.web = web
-    install_error_handlers(app)
     app.include_router(http.router)
     install_web(app)
 
     async def verify(credentials: Credentials) -> None:
-        await pms_verifier(app.state.services.pms)(credentials)
+        current: Services = app.state.services
+        # Trying credentials spends the facility's upstream budget like any token request.
+        await pms_verifier(current.pms, current.gateway.token_permit)(credentials)
 
     async def on_reconnected(hotel_id: str) -> None:
         current: Services = app.state.services

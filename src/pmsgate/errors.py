@@ -6,13 +6,15 @@ with a real HTTP status; nothing else (no stack trace, no bare 500) leaves the s
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger(__name__)
 
@@ -107,32 +109,90 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts) or "The request is not valid."
 
 
-def install_error_handlers(app: FastAPI) -> None:
-    """Render every error, expected or not, as the service's JSON error body."""
+ErrorRenderer = Callable[[Request, PmsgateError], Response | None]
+
+
+def error_response(
+    request: Request, error: PmsgateError, render: ErrorRenderer | None = None
+) -> Response:
+    """The error as ``render`` shows it (e.g. an HTML page), else the JSON error body."""
+    if render is not None:
+        shown = render(request, error)
+        if shown is not None:
+            return shown
+    return JSONResponse(error.to_body(), status_code=error.status, headers=error.headers)
+
+
+def unexpected_error() -> PmsgateError:
+    """What a caller is told about a failure nobody foresaw (never its text)."""
+    return PmsgateError("An unexpected error occurred.")
+
+
+class UnexpectedErrorMiddleware:
+    """Answers an unforeseen exception with the error body and logs only its type.
+
+    Starlette's own last-resort handler re-raises the exception after answering, so the
+    server would log its traceback and text — which may quote a secret from a payload.
+    This middleware, just inside it, ends the exception here instead.
+    """
+
+    def __init__(self, app: ASGIApp, render: ErrorRenderer | None = None) -> None:
+        self.app = app
+        self.render = render
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def watch(message: Message) -> None:
+            nonlocal started
+            if message["type"] == "http.response.start":
+                started = True
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watch)
+        except Exception as exc:
+            log.error("unexpected_error", error_type=type(exc).__name__, path=scope.get("path"))
+            if started:
+                return  # the answer is under way: the connection just ends
+            response = error_response(Request(scope), unexpected_error(), self.render)
+            await response(scope, receive, send)
+
+
+def install_error_handlers(app: FastAPI, *, render: ErrorRenderer | None = None) -> None:
+    """Render every error, expected or not, as the service's JSON error body.
+
+    ``render`` may answer some requests differently (the console's HTML pages); it
+    returns None for the rest.
+    """
 
     @app.exception_handler(PmsgateError)
-    async def _pmsgate_error(request: Request, exc: PmsgateError) -> JSONResponse:
-        return JSONResponse(exc.to_body(), status_code=exc.status, headers=exc.headers)
+    async def _pmsgate_error(request: Request, exc: PmsgateError) -> Response:
+        return error_response(request, exc, render)
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
         error = InvalidInput(
             _validation_message(exc),
             hint="Check the field names and types against the documented schema.",
         )
-        return JSONResponse(error.to_body(), status_code=error.status)
+        return error_response(request, error, render)
 
     @app.exception_handler(StarletteHTTPException)
-    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
         error = PmsgateError(
             str(exc.detail), code=code, status=exc.status_code, hint="Check the URL and method."
         )
-        return JSONResponse(error.to_body(), status_code=error.status)
+        return error_response(request, error, render)
 
     @app.exception_handler(Exception)
-    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+    async def _unexpected(request: Request, exc: Exception) -> Response:
         # Log the type only: an exception message may carry secrets from a payload.
         log.error("unexpected_error", error_type=type(exc).__name__, path=request.url.path)
-        error = PmsgateError("An unexpected error occurred.")
-        return JSONResponse(error.to_body(), status_code=500)
+        return error_response(request, unexpected_error(), render)
+
+    app.add_middleware(UnexpectedErrorMiddleware, render=render)

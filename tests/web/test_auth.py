@@ -12,7 +12,9 @@ import re
 from collections.abc import AsyncIterator
 from http.cookies import SimpleCookie
 from typing import Annotated, Any
+from urllib.parse import quote
 
+import anyio
 import httpx
 import pytest
 import structlog
@@ -46,6 +48,7 @@ from pmsgate.web.users import (
     ARGON2_MEMORY_KIB,
     ARGON2_PARALLELISM,
     ARGON2_TIME_COST,
+    KeyedLocks,
     UserService,
 )
 
@@ -307,6 +310,148 @@ async def test_failures_older_than_the_window_no_longer_count(site: WebSandbox) 
     await sign_in_api(site.client, email, WRONG_PASSWORD)
 
     assert (await sign_in_api(site.client, email, password)).status_code == 200
+
+
+PARALLEL_GUESSES = 20
+
+
+def client_at(site: WebSandbox, address: str) -> httpx.AsyncClient:
+    """A client on the app whose requests come from ``address``."""
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=site.app, client=(address, 4000)), base_url=WEB_URL
+    )
+
+
+async def parallel_codes(attempts: list[tuple[httpx.AsyncClient, str]]) -> list[str]:
+    """Send every (client, e-mail) wrong sign-in at once; the error codes answered."""
+    codes: list[str] = []
+
+    async def attempt(client: httpx.AsyncClient, email: str) -> None:
+        codes.append(error_code(await sign_in_api(client, email, WRONG_PASSWORD)))
+
+    async with anyio.create_task_group() as group:
+        for client, email in attempts:
+            group.start_soon(attempt, client, email)
+    return codes
+
+
+async def test_parallel_wrong_passwords_for_one_account_are_throttled_after_the_limit(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+    # Each guess from its own address: only the e-mail's count can stop them.
+    clients = [client_at(site, f"203.0.113.{n + 1}") for n in range(PARALLEL_GUESSES)]
+    try:
+        codes = await parallel_codes([(client, email) for client in clients])
+    finally:
+        for client in clients:
+            await client.aclose()
+
+    assert len(codes) == PARALLEL_GUESSES
+    assert codes.count("invalid_credentials") <= MAX_FAILURES
+    assert codes.count("too_many_login_attempts") == PARALLEL_GUESSES - codes.count(
+        "invalid_credentials"
+    )
+    assert (await sign_in_api(site.client, email, password)).status_code == 429
+
+
+async def test_parallel_guesses_from_one_client_address_are_throttled_after_the_limit(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+    guesses = [(site.client, f"guess-{n}@example.com") for n in range(PARALLEL_GUESSES)]
+
+    codes = await parallel_codes(guesses)
+
+    assert len(codes) == PARALLEL_GUESSES
+    assert codes.count("invalid_credentials") <= MAX_FAILURES
+    assert codes.count("too_many_login_attempts") == PARALLEL_GUESSES - codes.count(
+        "invalid_credentials"
+    )
+    assert (await sign_in_api(site.client, email, password)).status_code == 429
+
+
+async def test_the_sign_in_lock_table_forgets_a_key_once_nobody_holds_or_waits_for_it() -> None:
+    locks = KeyedLocks()
+    order: list[str] = []
+    first_in = anyio.Event()
+    release = anyio.Event()
+
+    async def holder() -> None:
+        async with locks.hold("k"):
+            order.append("first")
+            first_in.set()
+            await release.wait()
+
+    async def waiter() -> None:
+        async with locks.hold("k"):
+            order.append("second")
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(holder)
+        await first_in.wait()
+        group.start_soon(waiter)
+        await anyio.wait_all_tasks_blocked()
+        assert (order, len(locks)) == (["first"], 1)  # the waiter is still shut out
+        release.set()
+    assert (order, len(locks)) == (["first", "second"], 0)
+
+    # A waiter cancelled while it waits leaves nothing behind either.
+    release = anyio.Event()
+    first_in = anyio.Event()
+    async with anyio.create_task_group() as group:
+        group.start_soon(holder)
+        await first_in.wait()
+        with anyio.move_on_after(0) as scope:
+            async with locks.hold("k"):
+                pytest.fail("the lock was held by the other task")
+        assert scope.cancelled_caught and len(locks) == 1
+        release.set()
+    assert len(locks) == 0
+
+
+@pytest.mark.parametrize(
+    "email",
+    [r"ops\u0000@example.com", r"\u0000", r"ops@exa\u001fmple.com", r"ops\ud800@example.com"],
+)
+async def test_an_email_with_a_control_character_is_answered_like_a_wrong_password(
+    site: WebSandbox, email: str
+) -> None:
+    address, _ = await site.add_user("admin")
+    wrong_password = await sign_in_api(site.client, address, WRONG_PASSWORD)
+
+    # Raw JSON: the escapes reach the server as they are (a lone surrogate included).
+    answer = await site.client.post(
+        "/api/auth/login",
+        content=f'{{"email": "{email}", "password": "{WRONG_PASSWORD}"}}'.encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    typed = email.encode().decode("unicode_escape").encode("utf-8", "surrogatepass")
+    form = await site.client.post(
+        "/login",
+        content=f"email={quote(typed)}&password=x".encode(),
+        headers={"Content-Type": "application/x-www-form-urlencoded"},
+    )
+
+    assert answer.status_code == 401, answer.text
+    assert answer.json() == wrong_password.json()
+    assert form.status_code == 401, form.text
+    assert 'data-code="invalid_credentials"' in form.text
+
+
+async def test_a_password_with_a_lone_surrogate_is_a_wrong_password_not_an_error(
+    site: WebSandbox,
+) -> None:
+    email, _ = await site.add_user("admin")
+
+    answer = await site.client.post(
+        "/api/auth/login",
+        content=f'{{"email": "{email}", "password": "pass\\ud800word-long-enough"}}'.encode(),
+        headers={"Content-Type": "application/json"},
+    )
+
+    assert answer.status_code == 401, answer.text
+    assert error_code(answer) == "invalid_credentials"
 
 
 async def test_replicas_sharing_redis_share_the_failure_count(
@@ -704,6 +849,8 @@ async def test_a_principal_repr_does_not_show_its_csrf_token(users: UserService)
         ("a@example.com", "short", "admin", None, "password_too_short"),
         ("a@example.com", "x" * 1025, "admin", None, "password_too_long"),
         ("not-an-address", DEFAULT_PASSWORD, "admin", None, "invalid_email"),
+        ("a\x00b@example.com", DEFAULT_PASSWORD, "admin", None, "invalid_email"),
+        ("a@example.com", DEFAULT_PASSWORD, "customer", "stu\x00-1", "invalid_student_id"),
         ("a@example.com", DEFAULT_PASSWORD, "owner", None, "invalid_role"),
         ("a@example.com", DEFAULT_PASSWORD, "customer", None, "student_id_required"),
         ("a@example.com", DEFAULT_PASSWORD, "admin", "stu-1", "student_id_not_allowed"),

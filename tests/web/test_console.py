@@ -84,7 +84,15 @@ async def test_a_console_form_without_the_csrf_token_is_refused(database_url: st
             f"/console/customers/{web.student_id}/sync", data={"commit": "false"}
         )
         assert answer.status_code == 403
-        assert answer.json()["error"]["code"] == "csrf_failed"
+        assert 'data-code="csrf_failed"' in answer.text  # a page, for a person
+        assert await web.web.sync_jobs.latest(web.student_id) is None
+        # htmx (a page older than its session's token): the page is reloaded.
+        stale = await client.post(
+            f"/console/customers/{web.student_id}/sync",
+            data={"commit": "false"},
+            headers={"HX-Request": "true", "X-CSRF-Token": "an-old-token"},
+        )
+        assert (stale.status_code, stale.headers.get("hx-refresh")) == (200, "true")
         assert await web.web.sync_jobs.latest(web.student_id) is None
 
 
@@ -193,3 +201,59 @@ async def test_a_sync_that_cannot_run_is_refused_on_the_page_without_a_job(
         assert answer.status_code == 409
         assert 'data-code="notes_not_connected"' in answer.text
         assert await web.web.sync_jobs.latest(web.student_id) is None
+
+
+@pytest.mark.parametrize("htmx", [False, True])
+async def test_a_customer_posting_to_another_customers_page_sees_nothing_of_it(
+    database_url: str, htmx: bool
+) -> None:
+    async with web_sandbox(database_url) as web:
+        other = await second_customer(web)
+        owner, owner_token = await web.signed_in("customer")
+        await owner.post(
+            f"/console/customers/{web.student_id}/sync",
+            data={"commit": "false", "csrf_token": owner_token},
+        )
+        job = await web.web.sync_jobs.latest(web.student_id)
+        assert job is not None
+        await web.web.sync_jobs.wait(job.id)
+
+        intruder, token = await web.signed_in("customer", student_id=other)
+        headers = {"HX-Request": "true"} if htmx else {}
+        for target in (web.student_id, "no-such-customer"):
+            answer = await intruder.post(
+                f"/console/customers/{target}/sync",
+                data={"commit": "false", "csrf_token": token},
+                headers=headers,
+            )
+            assert answer.status_code == 403
+            assert 'data-code="forbidden"' in answer.text
+            assert job.id not in answer.text and "sync-counters" not in answer.text
+        assert (await web.web.sync_jobs.latest(web.student_id)) == (
+            await web.web.sync_jobs.status(job.id)
+        )
+
+
+async def test_a_console_form_sent_after_the_session_ended_goes_to_the_login_page(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url) as web:
+        path = f"/console/customers/{web.student_id}/sync"
+        plain = await web.client.post(path, data={"commit": "false"})
+        assert plain.status_code == 303
+        assert plain.headers["location"] == f"/login?next={path}"
+        htmx = await web.client.get(path, headers={"HX-Request": "true"})
+        assert (htmx.status_code, htmx.headers["hx-redirect"]) == (200, f"/login?next={path}")
+
+
+async def test_an_unknown_console_page_is_a_page_and_an_unknown_api_route_is_json(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url) as web:
+        admin, _ = await web.signed_in("admin")
+        page = await admin.get("/console/nothing-here")
+        assert page.status_code == 404
+        assert 'data-code="not_found"' in page.text
+        api = await admin.get("/api/nothing/here/at/all")
+        assert api.status_code == 404
+        assert api.json()["error"]["code"] == "not_found"

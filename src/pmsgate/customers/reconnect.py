@@ -153,7 +153,9 @@ async def connect_kross(
             username=username,
             password=password,
             api_key=api_key,
-            verify=pms_verifier(gateway.pms),
+            # The token request spends the facility's budget: a signed-in customer cannot
+            # make the gateway hammer the booking system with attempts.
+            verify=pms_verifier(gateway.pms, gateway.gateway.token_permit),
         )
     except PmsgateError as error:
         if error.status == 422 and error.code in _REFUSALS:

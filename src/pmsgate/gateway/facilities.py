@@ -643,10 +643,19 @@ class FacilityService:
         self._forget_keys()
 
 
-def pms_verifier(client: PmsClient) -> Verifier:
-    """A verifier that accepts credentials when the booking system issues a token for them."""
+def pms_verifier(
+    client: PmsClient, permit: Callable[[str], Awaitable[None]] | None = None
+) -> Verifier:
+    """A verifier that accepts credentials when the booking system issues a token for them.
+
+    ``permit(hotel_id)`` runs before the token request (the gateway's ``token_permit``):
+    trying credentials spends the facility's upstream budget like any other call, and its
+    error (429 ``upstream_budget_exhausted``) passes through when the budget is spent.
+    """
 
     async def verify(credentials: Credentials) -> None:
+        if permit is not None:
+            await permit(credentials.hotel_id)
         await client.get_token(credentials)
 
     return verify

@@ -21,7 +21,7 @@ never wait for real.
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
@@ -370,7 +370,15 @@ def build_jobs(web: WebServices) -> list[Job]:
     ]
 
 
-def build_scheduler(web: WebServices, *, sleep: Sleep = anyio.sleep) -> Scheduler:
-    """The scheduler of the four jobs; enter it (``async with``) to run them in-process."""
+def build_scheduler(
+    web: WebServices, *, sleep: Sleep = anyio.sleep, only: Collection[str] | None = None
+) -> Scheduler:
+    """The scheduler of the four jobs (or of those named in ``only``); enter it to run them."""
     runs = JobRunRepository(web.customers.sessions, web.clock)
-    return Scheduler(build_jobs(web), web.clock, runs, sleep=sleep)
+    jobs = [job for job in build_jobs(web) if only is None or job.name in only]
+    return Scheduler(jobs, web.clock, runs, sleep=sleep)
+
+
+# Work only the process itself can do: its own in-memory counts. It runs in every server
+# process, whether the shared jobs run in-process or from an external scheduler.
+PER_PROCESS_JOBS = frozenset({FLUSH_GATEWAY_USAGE})

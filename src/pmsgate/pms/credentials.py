@@ -8,6 +8,7 @@ api key, and never repeat the username either (an e-mail there is personal data)
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
@@ -17,6 +18,8 @@ from pmsgate.errors import InvalidInput
 _HOTEL_ID_RE = re.compile(r"^[0-9]+$")
 _USERNAME_RE = re.compile(r"^api[0-9]+$")
 _API_KEY_RE = re.compile(r"^[0-9a-fA-F]{32}$")
+# Far above any real API password; bounds what one request can make us encrypt and send.
+MAX_PASSWORD = 256
 
 _API_USER_HINT = (
     "Use the API user of the facility (format apiNNNNN), shown in the booking-system panel "
@@ -45,6 +48,11 @@ def _text(value: Any) -> str:
         # Refuse other types without echoing them: they might be a secret in the wrong slot.
         raise TypeError("credential fields must be strings")
     return value
+
+
+def _has_control_characters(value: str) -> bool:
+    # Cc: C0/C1 controls, NUL included; Cs: a lone surrogate, which UTF-8 cannot encode.
+    return any(unicodedata.category(char) in ("Cc", "Cs") for char in value)
 
 
 def credential_problems(
@@ -81,13 +89,33 @@ def credential_problems(
                 _API_USER_HINT,
             )
         )
-    if not _text(password).strip():
+    secret = _text(password)
+    if not secret.strip():
         problems.append(
             InvalidCredentials(
                 "password",
                 "missing_password",
                 "password is required.",
                 "Give the password of the API user (not of the web-portal login).",
+            )
+        )
+    elif len(secret) > MAX_PASSWORD:
+        problems.append(
+            InvalidCredentials(
+                "password",
+                "password_too_long",
+                f"password is longer than {MAX_PASSWORD} characters.",
+                "Give the password of the API user exactly as set in the booking-system panel.",
+            )
+        )
+    elif _has_control_characters(secret):
+        # NUL and friends are no one's password; PostgreSQL and JSON tooling choke on them.
+        problems.append(
+            InvalidCredentials(
+                "password",
+                "invalid_password",
+                "password contains a control character.",
+                "Type the password again without control characters (copying may add some).",
             )
         )
     if not _API_KEY_RE.match(_text(api_key).strip()):

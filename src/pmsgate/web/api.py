@@ -36,7 +36,7 @@ from pmsgate.knowledge.jobs import job_summary
 from pmsgate.storage.knowledge import SyncJobView, job_not_found
 from pmsgate.web.auth import AdminWrite, SignedIn, SignedInWrite, ensure_can_act_on
 from pmsgate.web.context import WebServices
-from pmsgate.web.users import Principal
+from pmsgate.web.users import Principal, has_control_characters
 
 router = APIRouter(tags=["web"])
 
@@ -140,7 +140,8 @@ def _web(request: Request) -> WebServices:
 async def student_of(web: WebServices, assistant: str) -> str | None:
     """The student_id an ``{assistant}`` segment names: a workspace slug, else a student_id."""
     key = assistant.strip()
-    if not key:
+    # A control character (NUL from %00) names no assistant and PostgreSQL refuses it.
+    if not key or has_control_characters(key):
         return None
     config = await web.customers.workspaces.by_slug(key)
     if config is not None:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Request
+from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from pmsgate.errors import PmsgateError
@@ -32,3 +34,37 @@ def install_web(app: FastAPI) -> None:
     app.include_router(auth.router, dependencies=guard)
     app.include_router(api.router, dependencies=guard)
     app.include_router(console.router, dependencies=guard)
+
+
+# Paths whose errors a person reads in a browser: answered as pages, not JSON.
+PAGE_PATHS = ("/console", "/login", "/logout")
+
+
+def is_page(request: Request) -> bool:
+    """Whether the request is for a console page (or one of its htmx fragments)."""
+    path = request.url.path
+    return path == "/" or any(path == p or path.startswith(p + "/") for p in PAGE_PATHS)
+
+
+def login_redirect(request: Request) -> Response:
+    """To the login page, back here afterwards (htmx: the whole page goes, not a fragment)."""
+    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
+    location = f"/login?next={quote(target, safe='/')}"
+    if request.headers.get("HX-Request") == "true":
+        # htmx would swap the login page into a panel; it follows HX-Redirect instead.
+        return Response(status_code=200, headers={"HX-Redirect": location})
+    return RedirectResponse(location, status_code=303)
+
+
+def render_console_error(request: Request, error: PmsgateError) -> Response | None:
+    """A console page's error as a page: sign in again, reload, or the error page."""
+    if not is_page(request):
+        return None
+    if error.code == "not_authenticated":
+        return login_redirect(request)
+    if error.code == "csrf_failed" and request.headers.get("HX-Request") == "true":
+        # A page older than its session: reload it, which brings a fresh token.
+        return Response(status_code=200, headers={"HX-Refresh": "true"})
+    from pmsgate.web.console import error_page
+
+    return error_page(request, None, error)

@@ -22,6 +22,7 @@ from pydantic import SecretStr
 from pmsgate.customers.reconnect import connect_kross
 from pmsgate.errors import Forbidden, PmsgateError
 from pmsgate.web.api import ready_for_sync
+from pmsgate.web.app import login_redirect
 from pmsgate.web.auth import SignedInWrite, ensure_can_act_on, optional_principal
 from pmsgate.web.charts import Series, bar_chart, line_chart, time_label
 from pmsgate.web.context import WebServices
@@ -78,12 +79,8 @@ def _render(
     return response
 
 
-def _login_redirect(request: Request) -> RedirectResponse:
-    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    return RedirectResponse(f"/login?next={quote(target, safe='/')}", status_code=303)
-
-
-def _error_page(request: Request, principal: Principal | None, error: PmsgateError) -> HTMLResponse:
+def error_page(request: Request, principal: Principal | None, error: PmsgateError) -> HTMLResponse:
+    """The error as a page of the console (its status, code, message and hint)."""
     return _render(
         request,
         "error.html",
@@ -107,10 +104,10 @@ async def root() -> RedirectResponse:
 async def home(request: Request, principal: MaybePrincipal) -> Response:
     """Admins: every customer at a glance; a customer: its own page."""
     if principal is None:
-        return _login_redirect(request)
+        return login_redirect(request)
     if not principal.is_admin:
         if principal.student_id is None:  # a customer login always has one (CHECK constraint)
-            return _error_page(request, principal, Forbidden("This login has no customer."))
+            return error_page(request, principal, Forbidden("This login has no customer."))
         return RedirectResponse(customer_path(principal.student_id), status_code=303)
     rows = await customer_rows(_web(request))
     return _render(
@@ -171,12 +168,12 @@ async def _customer_view(
     request: Request, principal: Principal | None, student_id: str, template: str
 ) -> Response:
     if principal is None:
-        return _login_redirect(request)
+        return login_redirect(request)
     try:
         ensure_can_act_on(principal, student_id)
         context = await _customer_context(request, principal, student_id)
     except PmsgateError as error:
-        return _error_page(request, principal, error)
+        return error_page(request, principal, error)
     return _render(request, template, context)
 
 
@@ -202,12 +199,17 @@ async def start_sync(
     """Start a dry run or a commit in the background; show its live progress."""
     web = _web(request)
     try:
+        # Whose page it is comes first: a refusal must not render the other customer's panel.
         ensure_can_act_on(principal, student_id)
-        ready_for_sync(await web.customers.context(student_id))
+        ctx = await web.customers.context(student_id)
+    except PmsgateError as error:
+        return error_page(request, principal, error)
+    try:
+        ready_for_sync(ctx)
         await web.sync_jobs.start(student_id, commit=commit.strip().lower() == "true")
     except PmsgateError as error:
         if not _is_htmx(request):
-            return _error_page(request, principal, error)
+            return error_page(request, principal, error)
         context = await _customer_context(request, principal, student_id, sync_error=error)
         return _render(request, "_sync_panel.html", context)
     if not _is_htmx(request):
@@ -232,7 +234,7 @@ async def reconnect(
         ensure_can_act_on(principal, student_id)
         await web.customers.context(student_id)
     except PmsgateError as error:
-        return _error_page(request, principal, error)
+        return error_page(request, principal, error)
     try:
         result = await connect_kross(
             web.customers,

@@ -11,6 +11,9 @@ a leaked table cannot be replayed and deleting the row really ends the session.
 Failed sign-ins are counted per e-mail address and per client address with
 pyrate-limiter buckets (in memory, or one Redis sorted set per key so replicas share
 the count). Only failures are counted: a success neither spends nor resets anything.
+Within a process, sign-ins for one e-mail address, and from one client address, run one
+at a time (check → verify → record under per-key locks): parallel guesses cannot all
+pass the check before the first failure is recorded.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from collections.abc import Awaitable
+import unicodedata
+from collections.abc import AsyncIterator, Awaitable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from inspect import isawaitable
@@ -125,6 +130,11 @@ async def _resolve(value: T | Awaitable[T]) -> T:
     return value
 
 
+def _password_bytes(password: str) -> bytes:
+    """UTF-8, as argon2-cffi would encode it; a lone surrogate (from JSON) does not raise."""
+    return password.encode("utf-8", "surrogatepass")
+
+
 def session_id_hash(raw_session_id: str) -> str:
     """What the database stores of a session id: its SHA-256, hex."""
     return hashlib.sha256(raw_session_id.encode()).hexdigest()
@@ -144,6 +154,12 @@ def _view(record: UserRecord) -> UserView:
 def normalise_email(value: str) -> str:
     """An account's e-mail address as stored: stripped, lower-cased, validated."""
     cleaned = email_address(value)
+    if has_control_characters(cleaned):
+        raise InvalidInput(
+            "email contains a control character.",
+            code="invalid_email",
+            hint="Give an address of the form name@domain.tld, without control characters.",
+        )
     if len(cleaned) > MAX_EMAIL:
         raise InvalidInput(
             f"email is longer than {MAX_EMAIL} characters.",
@@ -151,6 +167,15 @@ def normalise_email(value: str) -> str:
             hint=f"Give an address of at most {MAX_EMAIL} characters.",
         )
     return cleaned
+
+
+def has_control_characters(value: str) -> bool:
+    """Whether the text holds a control character (NUL included) or a lone surrogate.
+
+    PostgreSQL refuses NUL in text and a lone surrogate cannot be encoded as UTF-8: such
+    input must be turned away before it reaches a query, or the request ends in a 500.
+    """
+    return any(unicodedata.category(char) in ("Cc", "Cs") for char in value)
 
 
 def check_password_policy(password: SecretStr) -> str:
@@ -222,12 +247,13 @@ class LoginThrottle:
                 )
         self._sweep(now_ms)
 
-    def _key(self, key: str) -> str:
-        # Hashed: e-mail and client addresses stay out of Redis key names and process memory.
-        return hashlib.sha256(key.encode()).hexdigest()[:32]
+    def key_name(self, key: str) -> str:
+        """The key as stored: hashed, so addresses stay out of Redis and process memory."""
+        # surrogatepass: a lone surrogate in an address must not make hashing raise.
+        return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
     async def _bucket(self, key: str, *, create: bool) -> AbstractBucket | None:
-        name = self._key(key)
+        name = self.key_name(key)
         if self._redis is None:
             bucket = self._memory.get(name)
             if bucket is None and create:
@@ -268,6 +294,38 @@ class LoginThrottle:
                 del self._memory[name]
 
 
+@dataclass
+class _KeyLock:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    users: int = 0  # tasks holding or waiting for the lock
+
+
+class KeyedLocks:
+    """One anyio lock per key, forgotten as soon as nobody holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._locks: dict[str, _KeyLock] = {}
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+    @asynccontextmanager
+    async def hold(self, key: str) -> AsyncIterator[None]:
+        """Hold the key's lock for the duration of the block."""
+        entry = self._locks.get(key)
+        if entry is None:
+            entry = self._locks[key] = _KeyLock()
+        entry.users += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            # Also when cancelled while waiting: the dict only holds keys in use.
+            entry.users -= 1
+            if entry.users == 0:
+                del self._locks[key]
+
+
 # OWASP Password Storage Cheat Sheet, argon2id: m=19 MiB, t=2, p=1.
 ARGON2_TIME_COST, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM = 2, 19 * 1024, 1
 
@@ -301,6 +359,9 @@ class UserService:
         )
         self._dummy_hash: str | None = None
         self._hashing: anyio.CapacityLimiter | None = None
+        # Sign-ins per e-mail key and per client key run one at a time (see sign_in).
+        self._email_locks = KeyedLocks()
+        self._client_locks = KeyedLocks()
 
     def __repr__(self) -> str:
         return "UserService()"
@@ -319,6 +380,12 @@ class UserService:
         address = normalise_email(email)
         checked_role = cast(UserRole, one_of(role.strip().lower(), get_args(UserRole), "role"))
         student = optional_text(student_id, "student_id", 64)
+        if student is not None and has_control_characters(student):
+            raise InvalidInput(
+                "student_id contains a control character.",
+                code="invalid_student_id",
+                hint="Give the customer's student_id as listed by `pmsgate customers list`.",
+            )
         if checked_role == "customer" and student is None:
             raise InvalidInput(
                 "A customer user needs the student_id of its customer.",
@@ -363,22 +430,33 @@ class UserService:
         """A new session for valid credentials: the principal and the raw session id."""
         address = email.strip().lower()
         email_key, client_key = f"email:{address}", f"client:{client}"
-        await self._throttle.check(email_key, client_key)
         value = password.get_secret_value()
-        user = await self._users.by_email(address) if 0 < len(address) <= MAX_EMAIL else None
-        if len(value) > MAX_PASSWORD:
-            ok = False  # never hash an oversized input; it cannot be anyone's password
-        elif user is None:
-            # Same work as for a known user, so the answer's timing does not tell who exists.
-            await self._verify(await self._dummy(), value)
-            ok = False
-        else:
-            ok = await self._verify(user.password_hash, value)
-        if not ok or user is None:
-            await self._throttle.record_failure(email_key, client_key)
-            # Neither the address nor the password: users type passwords into the wrong field.
-            log.info("web_sign_in_failed", client=client)
-            raise invalid_credentials()
+        # Check, verify and record under both keys' locks: otherwise parallel guesses all
+        # pass the check before the first failure is recorded. Always the e-mail lock
+        # first, then the client's, so two sign-ins never wait for each other in a cycle.
+        # Lock names are hashed like the throttle's keys: no address kept in memory.
+        async with (
+            self._email_locks.hold(self._throttle.key_name(email_key)),
+            self._client_locks.hold(self._throttle.key_name(client_key)),
+        ):
+            await self._throttle.check(email_key, client_key)
+            # An address with a control character (NUL included) names no account and must
+            # not reach PostgreSQL: it is answered like any unknown address.
+            lookup = 0 < len(address) <= MAX_EMAIL and not has_control_characters(address)
+            user = await self._users.by_email(address) if lookup else None
+            if len(value) > MAX_PASSWORD:
+                ok = False  # never hash an oversized input; it cannot be anyone's password
+            elif user is None:
+                # Same work as for a known user, so the answer's timing does not tell who exists.
+                await self._verify(await self._dummy(), value)
+                ok = False
+            else:
+                ok = await self._verify(user.password_hash, value)
+            if not ok or user is None:
+                await self._throttle.record_failure(email_key, client_key)
+                # Neither the address nor the password: users type passwords into the wrong field.
+                log.info("web_sign_in_failed", client=client)
+                raise invalid_credentials()
         if self._hasher.check_needs_rehash(user.password_hash):
             await self._users.rehash(
                 user.id, old_hash=user.password_hash, new_hash=await self._hash(value)
@@ -438,12 +516,14 @@ class UserService:
         return self._hashing
 
     async def _hash(self, password: str) -> str:
-        return await anyio.to_thread.run_sync(self._hasher.hash, password, limiter=self._limiter())
+        return await anyio.to_thread.run_sync(
+            self._hasher.hash, _password_bytes(password), limiter=self._limiter()
+        )
 
     async def _verify(self, password_hash: str, password: str) -> bool:
         def verify() -> bool:
             try:
-                return bool(self._hasher.verify(password_hash, password))
+                return bool(self._hasher.verify(password_hash, _password_bytes(password)))
             except (VerificationError, InvalidHashError):
                 return False
 
