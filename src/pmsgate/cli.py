@@ -173,13 +173,29 @@ def demo(
 def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
+    forwarded_allow_ips: Annotated[
+        str,
+        typer.Option(
+            help="Addresses of the reverse proxies whose X-Forwarded-For/-Proto are trusted "
+            "(comma-separated, or * behind a private load balancer): the client address the "
+            "login throttle counts, and HTTPS for the session cookie's Secure flag.",
+            envvar="FORWARDED_ALLOW_IPS",
+        ),
+    ] = "127.0.0.1",
 ) -> None:
     """Serve the gateway (tools, operations, MCP, admin API), the web app and console, the jobs."""
     import uvicorn
 
     from pmsgate.app import create_app
 
-    uvicorn.run(create_app(get_settings()), host=host, port=port, log_config=None)
+    uvicorn.run(
+        create_app(get_settings()),
+        host=host,
+        port=port,
+        log_config=None,
+        proxy_headers=True,
+        forwarded_allow_ips=forwarded_allow_ips,
+    )
 
 
 @app.command()
