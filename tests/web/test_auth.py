@@ -435,8 +435,12 @@ async def test_an_email_with_a_control_character_is_answered_like_a_wrong_passwo
 
     assert answer.status_code == 401, answer.text
     assert answer.json() == wrong_password.json()
-    assert form.status_code == 401, form.text
-    assert 'data-code="invalid_credentials"' in form.text
+    if "ud800" in email:
+        # Not UTF-8 once percent-encoded: the form parser refuses it before any sign-in.
+        assert (form.status_code, error_code(form)) == (422, "invalid_input")
+    else:
+        assert form.status_code == 401, form.text
+        assert 'data-code="invalid_credentials"' in form.text
 
 
 async def test_a_password_with_a_lone_surrogate_is_a_wrong_password_not_an_error(

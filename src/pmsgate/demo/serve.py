@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import secrets
+import socket
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +30,7 @@ from pmsgate.demo.onboarding import (
     prepare_route_a,
     sandbox_settings,
 )
+from pmsgate.errors import PmsgateError
 from pmsgate.jobs.scheduler import build_scheduler
 from pmsgate.onboarding.context import open_onboarding
 from pmsgate.onboarding.runner import OnboardingRunner
@@ -49,11 +51,27 @@ class DemoLogin:
     password: str
     role: str
     student_id: str | None = None
+    route: str = ""
+
+
+def _ensure_free(port: int, option: str) -> None:
+    """A clear error, before anything starts, when a port is taken."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            raise PmsgateError(
+                f"Port {port} on 127.0.0.1 is already in use.",
+                code="port_in_use",
+                status=409,
+                hint=f"Stop what listens there, or choose another port with {option}.",
+            ) from None
 
 
 async def _create_logins(web: WebServices, sandbox: Sandbox) -> list[DemoLogin]:
     logins = [DemoLogin(ADMIN_EMAIL, secrets.token_urlsafe(12), "admin")]
-    for facility in demo_facilities(sandbox):
+    for facility, route in zip(demo_facilities(sandbox), ("A", "B"), strict=True):
         notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
         document = customer_document(facility, notes)
         logins.append(
@@ -62,6 +80,7 @@ async def _create_logins(web: WebServices, sandbox: Sandbox) -> list[DemoLogin]:
                 secrets.token_urlsafe(12),
                 "customer",
                 str(document["student_id"]),
+                route=f"Route {route}",
             )
         )
     for login in logins:
@@ -100,7 +119,8 @@ def _print_welcome(
     for column in ("e-mail", "password", "role", "customer"):
         table.add_column(column)
     for login in logins:
-        table.add_row(login.email, login.password, login.role, login.student_id or "all")
+        customer = f"{login.student_id} ({login.route})" if login.student_id else "all"
+        table.add_row(login.email, login.password, login.role, customer)
     console.print(table)
     console.print(
         f"Gateway:   {app_url} (tools at /v1/tools, MCP at /mcp); a key of "
@@ -108,7 +128,8 @@ def _print_welcome(
     )
     console.print(f"Emulators: {sandbox_url}/kross, {sandbox_url}/platform, {sandbox_url}/notes")
     console.print(
-        "Try: sign in as the Route A customer, run a dry run and a commit; then change its "
+        "Try: sign in as the Route A customer, run a dry run and a commit (onboarding already "
+        "committed its knowledge, so the commit finds every node unchanged); then change its "
         "booking-system password in the emulator:"
     )
     # One line whatever the terminal's width, so that it can be copied.
@@ -129,6 +150,8 @@ def _print_welcome(
 
 async def serve_demo(console: Console, *, seed: int, sandbox_port: int, gateway_port: int) -> None:
     """Onboard two customers, then serve the emulators, the gateway and the console."""
+    _ensure_free(sandbox_port, "--sandbox-port")
+    _ensure_free(gateway_port, "--gateway-port")
     clock = FastForwardClock()
     sandbox = Sandbox(seed=seed, clock=clock)
     sandbox_app = sandbox.asgi_app()
