@@ -54,3 +54,8 @@ async def test_with_the_scheduler_disabled_only_the_per_process_flush_runs_in_th
         assert app.state.web is not None
     # The shared jobs are left to the external scheduler; this process's counts are not.
     assert await job_names_run(database_url) == {FLUSH_GATEWAY_USAGE}
+
+
+def test_the_sync_route_waits_800_seconds_by_default_as_the_specification_configures() -> None:
+    # Spec §7/§8: 300 s by default cut commits in half; the route is configured at 800 s.
+    assert Settings.model_fields["sync_max_duration_s"].default == 800.0
