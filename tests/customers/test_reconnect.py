@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from pmsgate.app import Services, open_services
 from pmsgate.customers.reconnect import KrossConnection, connect_kross
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.facilities import Limits
 from pmsgate.storage.integrations import IntegrationView
 from tests.customers.support import SANDBOX_URL, EnrolledSandbox, enrolled_sandbox
 
@@ -235,3 +236,66 @@ async def test_the_platform_client_reads_and_sets_the_workspace_connection_witho
         assert len(r.enrolled.sandbox.platform.listings(ctx.workspace_id)) == len(
             r.enrolled.facility["apartments"]
         )
+
+
+def token_requests(r: Reconnectable) -> int:
+    """auth/get-token requests the booking-system emulator has seen."""
+    return r.enrolled.sandbox.kross.stats.requests_by_operation["auth/get-token"]
+
+
+async def test_reconnect_attempts_spend_the_facilitys_budget_and_end_in_its_budget_error(
+    database_url: str,
+) -> None:
+    async with reconnectable(database_url) as r:
+        await r.gateway.facilities.set_limits(
+            r.hotel_id, Limits(per_minute=2, per_hour=2, per_day=2)
+        )
+        before_row = await r.row()
+        before_facility = await r.gateway.facilities.get(r.hotel_id)
+        requests = token_requests(r)
+        codes: list[str] = []
+        counts: list[int] = []
+
+        for _ in range(5):
+            with pytest.raises(PmsgateError) as refused:
+                await r.connect("definitely-the-wrong-password")
+            codes.append(refused.value.code)
+            counts.append(token_requests(r) - requests)
+        with pytest.raises(PmsgateError) as spent:
+            await r.connect(r.enrolled.facility["password"])
+
+        assert codes == ["pms_credentials_rejected"] * 2 + ["upstream_budget_exhausted"] * 3
+        assert counts == [1, 2, 2, 2, 2]  # the emulator saw no token request once spent
+        assert (spent.value.code, spent.value.status) == ("upstream_budget_exhausted", 429)
+        assert int(spent.value.headers["Retry-After"]) > 0
+        assert token_requests(r) - requests == 2
+        assert await r.row() == before_row
+        assert await r.gateway.facilities.get(r.hotel_id) == before_facility
+        credentials = await r.gateway.facilities.credentials(r.hotel_id)
+        assert credentials.password.get_secret_value() == r.enrolled.facility["password"]
+
+
+@pytest.mark.parametrize(
+    ("password", "options", "code"),
+    [
+        ("x" * 5000, {}, "password_too_long"),
+        ("a-password\x00with-a-nul", {}, "invalid_password"),
+        ("a-password\x7fwith-del", {}, "invalid_password"),
+        (NEW_PASSWORD, {"username": "api1\x00"}, "invalid_username"),
+        (NEW_PASSWORD, {"api_key": SecretStr("\x00" * 32)}, "invalid_api_key"),
+    ],
+)
+async def test_an_oversized_password_or_a_control_character_is_refused_before_any_request(
+    database_url: str, password: str, options: dict[str, Any], code: str
+) -> None:
+    async with reconnectable(database_url) as r:
+        before = await r.row()
+        requests = token_requests(r)
+
+        with pytest.raises(PmsgateError) as refused:
+            await r.connect(password, **options)
+
+        assert (refused.value.code, refused.value.status) == (code, 422)
+        assert password not in str(refused.value)
+        assert token_requests(r) == requests
+        assert await r.row() == before

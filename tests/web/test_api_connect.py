@@ -13,6 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from pmsgate.customers.service import register_customer
+from pmsgate.gateway.facilities import Limits
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.models import Facility, FacilityToken, PmsIntegration
 from tests.web.support import WebSandbox, csrf, web_sandbox
@@ -487,3 +488,138 @@ async def test_an_own_facility_keeps_its_stored_api_key_when_none_is_given(
             assert api_key not in answer.text
         stored = await web.gateway.facilities.credentials(web.hotel_id)
         assert stored.api_key.get_secret_value() == api_key
+
+
+# --- input PostgreSQL cannot take, and the upstream budget ---------------------------------------
+
+
+def token_requests(web: WebSandbox) -> int:
+    """auth/get-token requests the booking-system emulator has seen."""
+    return web.enrolled.sandbox.kross.stats.requests_by_operation["auth/get-token"]
+
+
+@pytest.mark.parametrize(
+    ("fields", "code"),
+    [
+        ({"username": "api1\u0000"}, "invalid_username"),
+        ({"username": "\u0000"}, "invalid_username"),
+        ({"password": "pass\u0000word"}, "invalid_password"),
+        ({"password": "pass\u001bword"}, "invalid_password"),
+        ({"password": "x" * 5000}, "password_too_long"),
+        ({"apiKey": "0123456789abcdef0123456789abcde\u0000"}, "invalid_api_key"),
+        ({"hotelId": "1\u0000"}, "invalid_hotel_id"),
+    ],
+)
+async def test_credentials_with_control_characters_or_an_oversized_password_are_a_422(
+    database_url: str, fields: dict[str, Any], code: str
+) -> None:
+    async with connect_web(database_url) as web:
+        before = await snapshot(web)
+        requests = token_requests(web)
+        customer, token = await web.signed_in("customer")
+        body = {"username": web.enrolled.facility["username"], "password": NEW_PASSWORD, **fields}
+
+        answer = await customer.put(
+            f"/api/{web.assistant}/kross/connect", json=body, headers=csrf(token)
+        )
+
+        assert answer.status_code == 422, answer.text
+        error = answer.json()["error"]
+        assert error["code"] == code and error["message"] and error["hint"]
+        assert token_requests(web) == requests  # nothing was sent upstream
+        assert await snapshot(web) == before
+
+
+async def test_an_assistant_segment_with_a_nul_is_unknown_not_a_server_error(
+    database_url: str,
+) -> None:
+    async with connect_web(database_url) as web:
+        customer, customer_token = await web.signed_in("customer")
+        admin, admin_token = await web.signed_in("admin")
+        body = {"username": web.enrolled.facility["username"], "password": NEW_PASSWORD}
+
+        answers = {
+            "customer status": await customer.get("/api/a%00b/status"),
+            "customer connect": await customer.put(
+                "/api/a%00b/kross/connect", json=body, headers=csrf(customer_token)
+            ),
+            "admin status": await admin.get("/api/a%00b/status"),
+            "admin connect": await admin.put(
+                ADMIN_CONNECT,
+                json={**body, "assistant": "a\u0000b"},
+                headers=csrf(admin_token),
+            ),
+            "admin connect by student id": await admin.put(
+                ADMIN_CONNECT,
+                json={**body, "studentId": "stu\u0000"},
+                headers=csrf(admin_token),
+            ),
+            "console page": await admin.get("/console/customers/stu%00"),
+        }
+
+        expected = {
+            "customer status": (403, "forbidden"),
+            "customer connect": (403, "forbidden"),
+            "admin status": (404, "customer_not_found"),
+            "admin connect": (404, "customer_not_found"),
+            "admin connect by student id": (404, "customer_not_found"),
+        }
+        page = answers.pop("console page")
+        assert page.status_code == 404 and 'data-code="customer_not_found"' in page.text
+        for name, answer in answers.items():
+            error = answer.json()["error"]
+            assert (answer.status_code, error["code"]) == expected[name], (name, answer.text)
+            assert error["message"] and error["hint"]
+
+
+async def test_trying_credentials_spends_the_facilitys_budget_and_stops_when_it_is_spent(
+    database_url: str,
+) -> None:
+    async with connect_web(database_url) as web:
+        await web.gateway.facilities.set_limits(
+            web.hotel_id, Limits(per_minute=2, per_hour=2, per_day=2)
+        )
+        before = await snapshot(web)
+        requests = token_requests(web)
+        customer, token = await web.signed_in("customer")
+        body = {"username": web.enrolled.facility["username"], "password": WRONG_PASSWORD}
+        url = f"/api/{web.assistant}/kross/connect"
+
+        tried = [await customer.put(url, json=body, headers=csrf(token)) for _ in range(2)]
+        spent = [await customer.put(url, json=body, headers=csrf(token)) for _ in range(3)]
+        right = await customer.put(
+            url, json={**body, "password": web.enrolled.facility["password"]}, headers=csrf(token)
+        )
+
+        for answer in tried:
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["error"]["code"] == "pms_credentials_rejected"
+        for answer in [*spent, right]:
+            assert answer.status_code == 429, answer.text
+            assert answer.json()["error"]["code"] == "upstream_budget_exhausted"
+            assert int(answer.headers["Retry-After"]) > 0
+        assert token_requests(web) == requests + 2
+        assert await snapshot(web) == before
+
+
+async def test_the_gateway_admin_reconnect_spends_the_facilitys_budget_too(
+    database_url: str,
+) -> None:
+    admin_token = "an-admin-token-for-this-test-0417"
+    async with connect_web(database_url, settings_overrides={"admin_token": admin_token}) as web:
+        await web.gateway.facilities.set_limits(
+            web.hotel_id, Limits(per_minute=1, per_hour=1, per_day=1)
+        )
+        requests = token_requests(web)
+        url = f"/admin/facilities/{web.hotel_id}/reconnect"
+        body = {"username": web.enrolled.facility["username"], "password": WRONG_PASSWORD}
+        headers = {"Authorization": f"Bearer {admin_token}"}
+
+        tried = await web.client.post(url, json=body, headers=headers)
+        spent = await web.client.post(url, json=body, headers=headers)
+
+        assert tried.status_code == 422, tried.text
+        assert spent.status_code == 429, spent.text
+        assert spent.json()["error"]["code"] == "upstream_budget_exhausted"
+        assert int(spent.headers["Retry-After"]) > 0
+        assert token_requests(web) == requests + 1

@@ -170,6 +170,9 @@ class CustomerRepository:
 
     async def find(self, student_id: str) -> CustomerView | None:
         """The customer with this student_id, if any."""
+        if "\x00" in student_id:
+            # No customer can have one, and PostgreSQL refuses NUL in a text parameter.
+            return None
         async with self._sessions() as session:
             row = await session.scalar(
                 select(Customer).where(Customer.student_id == student_id.strip())
