@@ -7,51 +7,30 @@ ManualClock and a sleep that moves it.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
-from typing import Any
 
-import anyio
 import pytest
 import structlog
-from typer.testing import CliRunner, Result
 
-from pmsgate.cli import app
 from pmsgate.config import get_settings
 from pmsgate.customers.service import register_customer
 from pmsgate.jobs import cli as jobs_cli
 from pmsgate.knowledge.cli import Upstreams
 from pmsgate.storage.customers import CustomerProfile
+from tests.cli_support import CliRecorder
 from tests.customers.support import ClockSleep, EnrolledSandbox, enrolled_sandbox
 from tests.customers.support import sandbox_http_factory as http_factory
 
 pytestmark = pytest.mark.anyio
 
 
-class Cli:
+class Cli(CliRecorder):
     """The enrolled sandbox and a way to run `pmsgate` on it."""
 
     def __init__(self, enrolled: EnrolledSandbox, monkeypatch: pytest.MonkeyPatch) -> None:
+        super().__init__()
         self.enrolled = enrolled
         self.monkeypatch = monkeypatch
-        self.printed: list[str] = []
-
-    async def run(self, *args: str) -> Result:
-        """Run `pmsgate <args>` in a worker thread (the CLI runs its own event loop)."""
-        get_settings.cache_clear()
-
-        def invoke() -> Result:
-            return CliRunner().invoke(app, list(args), env={"COLUMNS": "300"})
-
-        result = await anyio.to_thread.run_sync(invoke)
-        self.printed += [result.stdout, result.stderr]
-        return result
-
-    async def json(self, *args: str, exit_code: int = 0) -> dict[str, Any]:
-        result = await self.run(*args, "--json")
-        assert result.exit_code == exit_code, (result.stdout, result.stderr)
-        parsed: dict[str, Any] = json.loads(result.stdout)
-        return parsed
 
 
 @pytest.fixture

@@ -9,49 +9,28 @@ sandbox's ManualClock and a sleep that moves it. The customer file's secrets are
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
-import anyio
 import pytest
 import structlog
-from typer.testing import CliRunner, Result
 
-from pmsgate.cli import app
 from pmsgate.config import get_settings
 from pmsgate.knowledge import cli as knowledge_cli
+from tests.cli_support import CliRecorder
 from tests.customers.support import ClockSleep, sandbox_http_factory
 from tests.onboarding.sandbox_customer import OnboardingSandbox, onboarding_sandbox
 
 pytestmark = pytest.mark.anyio
 
 
-class Cli:
+class Cli(CliRecorder):
     """The sandbox and a way to run `pmsgate` on it, keeping everything printed."""
 
     def __init__(self, box: OnboardingSandbox, file: Path) -> None:
+        super().__init__()
         self.box = box
         self.file = file
-        self.printed: list[str] = []
-
-    async def run(self, *args: str) -> Result:
-        """Run `pmsgate <args>` in a worker thread (the CLI runs its own event loop)."""
-        get_settings.cache_clear()
-
-        def invoke() -> Result:
-            return CliRunner().invoke(app, list(args), env={"COLUMNS": "300"})
-
-        result = await anyio.to_thread.run_sync(invoke)
-        self.printed += [result.stdout, result.stderr]
-        return result
-
-    async def json(self, *args: str, code: int = 0) -> dict[str, Any]:
-        result = await self.run(*args, "--json")
-        assert result.exit_code == code, (result.stdout, result.stderr)
-        parsed: dict[str, Any] = json.loads(result.stdout)
-        return parsed
 
     def assert_no_secret_printed(self) -> None:
         printed = "\n".join(self.printed)
@@ -156,7 +135,7 @@ async def test_a_rejected_booking_system_password_exits_1_with_the_reason_and_th
     assert "rejected the credentials" in result.stdout
     assert f"check the API user {box.facility['username']}" in result.stdout
     assert "wrong-password-77" not in result.stdout + result.stderr
-    report = await cli.json("onboard", str(cli.file), code=1)
+    report = await cli.json("onboard", str(cli.file), exit_code=1)
     assert report["status"] == "stopped" and report["fix"]
     cli.assert_no_secret_printed()
 
