@@ -12,6 +12,7 @@ import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 import httpx
@@ -42,7 +43,7 @@ from pmsgate.gateway.service import Gateway, GatewayPolicy
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.usage import UsageCounter
-from pmsgate.pms.client import PmsClient
+from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.idempotency import IdempotencyRepository
@@ -247,14 +248,26 @@ def create_app(
     app.include_router(http.router)
     install_web(app)
 
+    # The token that proved a facility's new credentials, until the reconnect is stored.
+    verified: dict[str, tuple[Token, datetime]] = {}
+
     async def verify(credentials: Credentials) -> None:
         current: Services = app.state.services
+        hotel_id, now = credentials.hotel_id, current.clock.now()
         # Trying credentials spends the facility's upstream budget like any token request.
-        await pms_verifier(current.pms, current.gateway.token_permit)(credentials)
+        await pms_verifier(
+            current.pms,
+            current.gateway.token_permit,
+            keep=lambda token: verified.__setitem__(hotel_id, (token, now)),
+        )(credentials)
 
     async def on_reconnected(hotel_id: str) -> None:
         current: Services = app.state.services
-        await current.tokens.forget(hotel_id)
+        kept = verified.pop(hotel_id, None)
+        if kept is not None:
+            await current.tokens.adopt(hotel_id, *kept)  # one session upstream, not two
+        else:
+            await current.tokens.forget(hotel_id)
         await current.cache.invalidate(hotel_id)
 
     app.include_router(

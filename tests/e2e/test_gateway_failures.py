@@ -70,7 +70,10 @@ async def test_reconnecting_with_the_new_password_restores_calls(
     )
     assert fixed.status_code == 200, fixed.text
     assert (await gateway.services.facilities.get(hotel_id)).status == "connected"
+    issued = kross_store.stats.tokens_issued[hotel_id]
     assert (await gateway.tool("get-in-house-guests", key)).status_code == 200
+    # The token that proved the new password serves the call: no second session upstream.
+    assert kross_store.stats.tokens_issued[hotel_id] == issued
 
 
 async def test_transient_upstream_errors_on_reads_are_retried_within_the_budget(

@@ -156,7 +156,10 @@ async def test_an_admin_reconnect_after_a_password_change_brings_back_connected_
         assert platform_listings(web, workspace) == apartments
         assert web.enrolled.sandbox.platform.pms_connection(workspace)[1] is True
         assert sum(1 for a in ctx.apartments if a.assistant_listing_id) == apartments
+        issued = web.enrolled.sandbox.kross.stats.tokens_issued[web.hotel_id]
         assert (await gateway_call(web)).status_code == 200
+        # The token that proved the new password serves the call: no second session upstream.
+        assert web.enrolled.sandbox.kross.stats.tokens_issued[web.hotel_id] == issued
         assert (await snapshot(web)).row[4] is None  # no listings sync left due
         captured = capsys.readouterr()
         for secret in (NEW_PASSWORD,):

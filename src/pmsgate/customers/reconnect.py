@@ -35,6 +35,7 @@ from pmsgate.customers.service import RegistrySyncResult, pms_not_linked, sync_r
 from pmsgate.errors import Conflict, InvalidInput, PmsgateError
 from pmsgate.gateway.facilities import pms_verifier
 from pmsgate.platform.errors import PlatformError
+from pmsgate.pms.client import Token
 from pmsgate.pms.credentials import credential_problems
 
 if TYPE_CHECKING:
@@ -147,6 +148,9 @@ async def connect_kross(
             "to; moving a customer to another facility is not a reconnect.",
         )
 
+    # The token that proves the new credentials becomes the facility's token (one session).
+    issued: list[Token] = []
+    verified_at = gateway.clock.now()
     try:
         facility = await gateway.facilities.reconnect(
             linked,
@@ -155,7 +159,7 @@ async def connect_kross(
             api_key=api_key,
             # The token request spends the facility's budget: a signed-in customer cannot
             # make the gateway hammer the booking system with attempts.
-            verify=pms_verifier(gateway.pms, gateway.gateway.token_permit),
+            verify=pms_verifier(gateway.pms, gateway.gateway.token_permit, keep=issued.append),
         )
     except PmsgateError as error:
         if error.status == 422 and error.code in _REFUSALS:
@@ -168,7 +172,10 @@ async def connect_kross(
             ) from None
         raise
     # The old token and the answers read with it belong to the old credentials.
-    await gateway.tokens.forget(facility.hotel_id)
+    if issued:
+        await gateway.tokens.adopt(facility.hotel_id, issued[-1], verified_at)
+    else:
+        await gateway.tokens.forget(facility.hotel_id)
     await gateway.cache.invalidate(facility.hotel_id)
 
     listings_sync, registry = await _restart_listings_sync(

@@ -26,7 +26,7 @@ from pmsgate.errors import ConfigurationError, InvalidInput, NotFound, PmsgateEr
 from pmsgate.gateway.keys import hash_key, is_well_formed, mint_key
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.gateway.vault import Vault, facility_context
-from pmsgate.pms.client import PmsClient
+from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
 from pmsgate.pms.errors import AuthenticationFailed, InvalidRequest, PmsError
 from pmsgate.storage.db import open_database, session_factory
@@ -644,19 +644,25 @@ class FacilityService:
 
 
 def pms_verifier(
-    client: PmsClient, permit: Callable[[str], Awaitable[None]] | None = None
+    client: PmsClient,
+    permit: Callable[[str], Awaitable[None]] | None = None,
+    keep: Callable[[Token], None] | None = None,
 ) -> Verifier:
     """A verifier that accepts credentials when the booking system issues a token for them.
 
     ``permit(hotel_id)`` runs before the token request (the gateway's ``token_permit``):
     trying credentials spends the facility's upstream budget like any other call, and its
     error (429 ``upstream_budget_exhausted``) passes through when the budget is spent.
+    ``keep`` receives the token issued, so that it can serve as the facility's new token
+    (each token is a session upstream, 50 at most per facility) instead of being dropped.
     """
 
     async def verify(credentials: Credentials) -> None:
         if permit is not None:
             await permit(credentials.hotel_id)
-        await client.get_token(credentials)
+        token = await client.get_token(credentials)
+        if keep is not None:
+            keep(token)
 
     return verify
 

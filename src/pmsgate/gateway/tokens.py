@@ -118,6 +118,17 @@ class TokenManager:
             f"{hotel_id}:{digest}", lambda: self._delete_stored(hotel_id, value)
         )
 
+    async def adopt(self, hotel_id: str, token: Token, obtained_at: datetime) -> None:
+        """Make ``token`` — obtained elsewhere, e.g. verifying new credentials — the current one.
+
+        A token is a session upstream (at most 50 per facility): the one that proved new
+        credentials serves the calls that follow instead of a second one being requested.
+        """
+        self._rejected.pop(hotel_id, None)
+        self._retry_after.pop(hotel_id, None)
+        self._held[hotel_id] = _Held(token, obtained_at)
+        await self._store(hotel_id, token, obtained_at)
+
     async def forget(self, hotel_id: str) -> None:
         """Drop the facility's token everywhere (e.g. after its credentials changed)."""
         self._held.pop(hotel_id, None)
@@ -181,20 +192,23 @@ class TokenManager:
         self._held[hotel_id] = _Held(token, obtained_at)
         self._retry_after.pop(hotel_id, None)
         try:
-            await self._tokens.put(
-                hotel_id,
-                token_enc=self._vault.encrypt(
-                    token.value.get_secret_value(), context=facility_context(hotel_id, "token")
-                ),
-                expires_at=token.expires_at,
-                obtained_at=obtained_at,
-            )
+            await self._store(hotel_id, token, obtained_at)
         except Exception as error:
             # The upstream session is open and the token works: use it here even if other
             # replicas cannot see it (they will get their own, well under the 50-session cap).
             log.warning("pms_token_not_stored", hotel_id=hotel_id, error_type=type(error).__name__)
         log.info("pms_token_obtained", hotel_id=hotel_id, expires_at=token.expires_at.isoformat())
         return token
+
+    async def _store(self, hotel_id: str, token: Token, obtained_at: datetime) -> None:
+        await self._tokens.put(
+            hotel_id,
+            token_enc=self._vault.encrypt(
+                token.value.get_secret_value(), context=facility_context(hotel_id, "token")
+            ),
+            expires_at=token.expires_at,
+            obtained_at=obtained_at,
+        )
 
     async def _load(self, hotel_id: str) -> _Held | None:
         stored = await self._tokens.get(hotel_id)
