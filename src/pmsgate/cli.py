@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from typer.core import TyperCommand, TyperGroup
 
+from pmsgate.cli_support import fail
 from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
 from pmsgate.logs import configure_logging
@@ -124,15 +125,6 @@ db_app = typer.Typer(help="Database migrations.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
 console = Console()
-err_console = Console(stderr=True)
-
-
-def fail(error: PmsgateError) -> typer.Exit:
-    """Print a service error (code, message, hint) to stderr and return the exit to raise."""
-    err_console.print(f"[bold red]error[/] {error.code}: {error.message}")
-    if error.hint:
-        err_console.print(f"[dim]hint:[/] {error.hint}")
-    return typer.Exit(code=2)
 
 
 @app.callback()

@@ -25,6 +25,7 @@ from pmsgate.config import Settings
 from pmsgate.onboarding.context import OnboardingServices, open_onboarding
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.sandbox.app import Sandbox
+from pmsgate.sandbox.customers import customer_document as sandbox_customer_document
 from tests.customers.support import ClockSleep, sandbox_http_factory, sandbox_settings
 
 CONTRACT_PRICE = "price_sandbox_partner"
@@ -42,48 +43,26 @@ def customer_document(
 ) -> tuple[dict[str, Any], dict[str, str]]:
     """The customer file of a seeded facility (secrets as ${ENV}) and the env resolving them."""
     hotel_id = str(facility["hotel_id"])
+    document = sandbox_customer_document(facility, notes)
     env = {
         f"PMS_PASSWORD_{hotel_id}": str(facility["password"]),
         f"NOTES_TOKEN_{hotel_id}": str(notes["token"]),
     }
-    booking: dict[str, Any] = {
-        "hotel_id": hotel_id,
-        "username": facility["username"],
-        "password": f"${{PMS_PASSWORD_{hotel_id}}}",
-    }
+    booking = document["booking_system"]
+    booking.pop("name")
+    booking["password"] = f"${{PMS_PASSWORD_{hotel_id}}}"
     if facility["kind"] == "own":
         env[f"PMS_API_KEY_{hotel_id}"] = str(facility["api_key"])
         booking["api_key"] = f"${{PMS_API_KEY_{hotel_id}}}"
-    document: dict[str, Any] = {
-        "student_id": student_id_of(facility),
-        "name": facility["name"],
-        "email": f"owner-{hotel_id}@example.com",
-        "kind": facility["kind"],
-        "contract": {"ref": f"C-{hotel_id}", "price_id": CONTRACT_PRICE},
-        "subscription": {"id": f"sub_{hotel_id}", "status": "active", "price_id": CONTRACT_PRICE},
-        "workspace": {
-            "slug": f"sandbox-{hotel_id}",
-            "plan_limit_usd": 150,
-            "alert_threshold_pct": 80,
-        },
-        "booking_system": booking,
-        "notes": {
-            "token": f"${{NOTES_TOKEN_{hotel_id}}}",
-            "apartments_database_id": notes["database_id"],
-            "workspace_id": notes["workspace_id"],
-        },
-        "platform_admins": [PLATFORM_ADMIN],
-        "channels": {
-            "whatsapp_number": True,
-            "voice_agent": {
-                "language": "it",
-                "fixed_number": "+39 02 8734 1100",
-                "forwarding_from": "+39 031 555 0199",
-            },
-        },
-        "onboarding_message": {
-            "login_url": "https://app.assistant.example/login",
-            "demo_call_url": "https://cal.example/platform-team/15min",
+    document["notes"]["token"] = f"${{NOTES_TOKEN_{hotel_id}}}"
+    del document["wifi"]  # this customer's WiFi credentials are gathered from its pages
+    document["platform_admins"] = [PLATFORM_ADMIN]
+    document["channels"] = {
+        "whatsapp_number": True,
+        "voice_agent": {
+            "language": "it",
+            "fixed_number": "+39 02 8734 1100",
+            "forwarding_from": "+39 031 555 0199",
         },
     }
     for path, value in changes.items():

@@ -25,9 +25,9 @@ from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.onboarding.steps import OnboardingContext, StepResult
 from pmsgate.pms.client import PmsClient
+from pmsgate.sandbox.customers import customer_document as sandbox_customer_document
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import (
-    CONTRACT_PRICE,
     SANDBOX_URL,
     EnrolledSandbox,
     enrolled_sandbox,
@@ -48,49 +48,11 @@ def customer_document(
     **overrides: Any,
 ) -> dict[str, Any]:
     """A customer file (as parsed YAML) for a seeded facility and its notes workspace."""
-    hotel_id = str(facility["hotel_id"])
-    booking: dict[str, Any] = {
-        "hotel_id": hotel_id,
-        "username": facility["username"],
-        "password": facility["password"],
-        "name": facility["name"],
-    }
-    if facility["kind"] == "own":
-        booking["api_key"] = facility["api_key"]
-    document: dict[str, Any] = {
-        "student_id": student_id,
-        "name": facility["name"],
-        "email": f"owner-{hotel_id}@example.com",
-        "kind": facility["kind"],
-        "contract": {"ref": f"C-{hotel_id}", "price_id": CONTRACT_PRICE},
-        "subscription": {"id": f"sub_{hotel_id}", "status": "active", "price_id": CONTRACT_PRICE},
-        "workspace": {
-            "slug": f"sandbox-{hotel_id}",
-            "plan_limit_usd": 150,
-            "alert_threshold_pct": 80,
-        },
-        "booking_system": booking,
-        "notes": {
-            "token": notes["token"],
-            "apartments_database_id": notes["database_id"],
-            "workspace_id": notes["workspace_id"],
-        },
-        "wifi": [
-            {
-                "room_type_id": str(page["pms_room_type_id"]),
-                "network": page["wifi"]["network"],
-                "wifi_password": page["wifi"]["password"],
-            }
-            for page in notes["pages"]
-        ]
-        if wifi
-        else [],
-        "platform_admins": [PLATFORM_ADMIN],
-        "onboarding_message": {
-            "login_url": "https://app.assistant.example/login",
-            "demo_call_url": "https://cal.example/platform-team/15min",
-        },
-    }
+    document = sandbox_customer_document(facility, notes)
+    document["student_id"] = student_id
+    document["platform_admins"] = [PLATFORM_ADMIN]
+    if not wifi:
+        document["wifi"] = []
     document.update(overrides)
     return document
 

@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
+from pmsgate.cli_support import fail
 from pmsgate.config import get_settings
 from pmsgate.customers.context import CustomerContext, CustomerServices, open_customer_services
 from pmsgate.customers.service import (
@@ -56,14 +57,6 @@ Student = Annotated[str, typer.Argument(help="The customer's student_id.")]
 
 
 # --- plumbing ----------------------------------------------------------------------------------
-
-
-def fail(error: PmsgateError) -> typer.Exit:
-    """Print a service error (code, message, hint) on standard error; the exit to raise."""
-    err_console.print(f"[bold red]error[/] {escape(error.code)}: {escape(error.message)}")
-    if error.hint:
-        err_console.print(f"[dim]hint:[/] {escape(error.hint)}")
-    return typer.Exit(code=2)
 
 
 def _with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:

@@ -27,6 +27,7 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
+from pmsgate.cli_support import fail
 from pmsgate.config import get_settings
 from pmsgate.errors import InvalidInput, PmsgateError
 from pmsgate.gateway.facilities import (
@@ -86,15 +87,6 @@ HotelId = Annotated[str, typer.Argument(help="The facility's numeric hotel_id.")
 
 
 # --- plumbing ---------------------------------------------------------------------------
-
-
-def fail(error: PmsgateError) -> typer.Exit:
-    """Print a service error (code, message, hint) on standard error; the exit to raise."""
-    # Escaped: messages may hold brackets (e.g. an upstream ruid) that Rich reads as markup.
-    err_console.print(f"[bold red]error[/] {escape(error.code)}: {escape(error.message)}")
-    if error.hint:
-        err_console.print(f"[dim]hint:[/] {escape(error.hint)}")
-    return typer.Exit(code=2)
 
 
 def _run(work: Callable[[], Awaitable[T]]) -> T:

@@ -26,6 +26,7 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
+from pmsgate.cli_support import fail
 from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
 from pmsgate.jobs.scheduler import (
@@ -57,14 +58,6 @@ upstreams = Upstreams()
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object on standard output.")
 ]
-
-
-def fail(error: PmsgateError) -> typer.Exit:
-    """Print a service error (code, message, hint) on standard error; the exit to raise."""
-    err_console.print(f"[bold red]error[/] {escape(error.code)}: {escape(error.message)}")
-    if error.hint:
-        err_console.print(f"[dim]hint:[/] {escape(error.hint)}")
-    return typer.Exit(code=2)
 
 
 @asynccontextmanager

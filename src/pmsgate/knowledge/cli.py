@@ -31,6 +31,7 @@ from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue
+from pmsgate.cli_support import fail
 from pmsgate.clock import Clock
 from pmsgate.config import get_settings
 from pmsgate.customers.context import (
@@ -95,14 +96,6 @@ class NotesPageRef:
 
 
 # --- plumbing ----------------------------------------------------------------------------------
-
-
-def fail(error: PmsgateError) -> typer.Exit:
-    """Print a service error (code, message, hint) on standard error; the exit to raise."""
-    err_console.print(f"[bold red]error[/] {escape(error.code)}: {escape(error.message)}")
-    if error.hint:
-        err_console.print(f"[dim]hint:[/] {escape(error.hint)}")
-    return typer.Exit(code=2)
 
 
 @asynccontextmanager

@@ -38,6 +38,7 @@ from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 from typer.core import TyperGroup
 
+from pmsgate.cli_support import fail
 from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
 from pmsgate.knowledge import cli as knowledge_cli
@@ -81,11 +82,6 @@ onboard_app = typer.Typer(
 JsonOption = Annotated[
     bool, typer.Option("--json", help="Print one JSON object on standard output.")
 ]
-
-
-def fail(error: PmsgateError) -> typer.Exit:
-    """Print a service error (code, message, hint) on standard error; the exit to raise."""
-    return knowledge_cli.fail(error)
 
 
 @asynccontextmanager

@@ -21,6 +21,7 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
+from pmsgate.cli_support import fail
 from pmsgate.clock import SystemClock
 from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
@@ -35,7 +36,6 @@ users_app = typer.Typer(
 )
 
 console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 PasswordStdin = Annotated[
     bool,
@@ -46,14 +46,6 @@ PasswordStdin = Annotated[
     ),
 ]
 Email = Annotated[str, typer.Argument(help="The account's e-mail address.")]
-
-
-def fail(error: PmsgateError) -> typer.Exit:
-    """Print a service error (code, message, hint) on standard error; the exit to raise."""
-    err_console.print(f"[bold red]error[/] {escape(error.code)}: {escape(error.message)}")
-    if error.hint:
-        err_console.print(f"[dim]hint:[/] {escape(error.hint)}")
-    return typer.Exit(code=2)
 
 
 def _with_users(work: Callable[[UserService], Awaitable[T]]) -> T:
