@@ -9,6 +9,7 @@ from typing import Any
 
 import httpx
 import pytest
+import stamina
 import structlog
 
 from pmsgate.clock import ManualClock
@@ -32,6 +33,14 @@ def isolated_logging() -> Iterator[None]:
     # A CLI test configures structlog globally (level, output); never let that leak onward.
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture(autouse=True)
+def no_retry_waits() -> Iterator[None]:
+    # Every upstream client retries through stamina (pmsgate.upstream.retry); in tests the
+    # decisions and attempt counts stay real and only the wall-clock waits are skipped.
+    with stamina.set_testing(True, attempts=1_000, cap=True):
+        yield
 
 
 @pytest.fixture
