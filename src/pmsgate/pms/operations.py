@@ -13,7 +13,7 @@ from __future__ import annotations
 import fnmatch
 import re
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from importlib import resources
 from pathlib import Path
@@ -52,13 +52,33 @@ class OperationKind(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class Operation:
-    """One booking-system operation: canonical name, current path, kind."""
+    """One booking-system operation: canonical name, current path, kind, and its wire data.
+
+    ``alternate_paths`` are other places the same operation is seen in public
+    integrations (tried, in order, when the current path answers "not found");
+    ``request_fields`` maps our names for request fields to the names sent on the
+    wire; ``response_fields`` maps names seen in answers to our models' names;
+    ``page_size`` is the page length asked for on list reads.
+    """
 
     name: str
     path: str
     kind: OperationKind
     replay_safe: bool
     purpose: str = ""
+    alternate_paths: tuple[str, ...] = ()
+    request_fields: Mapping[str, str] = field(default_factory=dict)
+    response_fields: Mapping[str, str] = field(default_factory=dict)
+    page_size: int | None = None
+
+    @property
+    def paths(self) -> tuple[str, ...]:
+        """The current path first, then the alternates."""
+        return (self.path, *(p for p in self.alternate_paths if p != self.path))
+
+    def wire_name(self, field_name: str) -> str:
+        """The name a request field is sent under (itself unless the table renames it)."""
+        return self.request_fields.get(field_name, field_name)
 
     @property
     def is_write(self) -> bool:
@@ -140,6 +160,10 @@ class _OperationSpec(BaseModel):
     kind: OperationKind
     replay_safe: bool | None = None
     purpose: str = ""
+    alternate_paths: list[str] = Field(default_factory=list)
+    request_fields: dict[str, str] = Field(default_factory=dict)
+    response_fields: dict[str, str] = Field(default_factory=dict)
+    page_size: int | None = Field(default=None, ge=1, le=1000)
 
 
 class _OutOfScopeSpec(BaseModel):
@@ -222,8 +246,20 @@ def load_operations(
                 f"{origin}: {name!r} and {owner_of_path[path]!r} both map to path {path!r}."
             )
         owner_of_path[path] = name
+        for alternate in op.alternate_paths:
+            _check_path(name, alternate, where)
         kind = op.kind
         replay_safe = op.replay_safe if op.replay_safe is not None else kind is OperationKind.READ
-        operations[name] = Operation(name, path, kind, replay_safe, op.purpose)
+        operations[name] = Operation(
+            name,
+            path,
+            kind,
+            replay_safe,
+            op.purpose,
+            alternate_paths=tuple(a for a in op.alternate_paths if a != path),
+            request_fields=dict(op.request_fields),
+            response_fields=dict(op.response_fields),
+            page_size=op.page_size,
+        )
 
     return OperationTable(operations, nonexistent=nonexistent, out_of_scope=rules)
