@@ -895,6 +895,13 @@ async def test_reset_restores_the_seed_and_forgets_tokens_faults_and_changes(
     assert (await kross_http.get("/_sandbox/config")).json() == {
         "ignore_date_filters": True,
         "token_location": "data",
+        "guest_portal_shape": "block",
+        "ignore_offset": False,
+        "omit_total_count": False,
+        "max_page_size": None,
+        "login_refusal": "401",
+        "token_rejection": "401",
+        "grouped_paths": False,
     }
     assert (await kross_http.get("/_sandbox/stats")).json()["requests"]["total"] == 0
     assert kross_store.facilities() == build_facilities(7, kross_store.clock.now())

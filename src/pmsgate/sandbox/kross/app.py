@@ -5,7 +5,8 @@ server are assumed to apply them (docs/kross-api.md):
 
 1. User-Agent check (403, plain text ``error code: 1010``), before anything else;
 2. injected latency;
-3. operation lookup (404 ``OPERATION_NOT_FOUND``);
+3. operation lookup (404 ``OPERATION_NOT_FOUND``; with ``grouped_paths`` the spec's ungrouped
+   operations exist only under ``reservations/``);
 4. attribution to a facility (bearer token, or the ``hotel_id`` of ``auth/get-token``)
    and the facility's rate limits (429 ``RATE_LIMITED`` with ``Retry-After``);
 5. injected 503s;
@@ -16,6 +17,9 @@ server are assumed to apply them (docs/kross-api.md):
    wrap the call in ``anyio.fail_after``); ``disconnect`` raises
    ``httpx.RemoteProtocolError`` inside the app, which ``ASGITransport`` hands to
    the client as is (behind a real server such as uvicorn the client sees a 500 instead).
+
+How refusals and lists look depends on the variant switches of
+:class:`~pmsgate.sandbox.kross.store.SandboxConfig` (``PUT /_sandbox/config``).
 """
 
 from __future__ import annotations
@@ -25,19 +29,24 @@ import binascii
 import json
 import uuid
 from collections.abc import Callable
-from typing import Any, Literal, TypeVar
+from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import httpx
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pmsgate.sandbox.kross import errors, wire
 from pmsgate.sandbox.kross.errors import KrossError
-from pmsgate.sandbox.kross.store import WRITE_OPERATIONS, KrossStore, PictureUpload
+from pmsgate.sandbox.kross.store import (
+    MAX_HISTORY_PER_CALL,
+    WRITE_OPERATIONS,
+    KrossStore,
+    PictureUpload,
+)
 
 GET_TOKEN = "auth/get-token"
 BROWSER_USER_AGENT_PREFIX = "Mozilla/5.0"
@@ -52,20 +61,29 @@ _Model = TypeVar("_Model", bound=BaseModel)
 def _get_availability(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
     req = _parse(wire.AvailabilityBody, body)
     rows = store.availability(hotel_id, req.date_from, req.date_to, req.id_room_type)
-    return _list_envelope([wire.availability_row(r) for r in rows], len(rows), len(rows), 0)
+    data = [wire.availability_row(r) for r in rows]
+    return _list_envelope(store, data, len(rows), len(rows), 0)
 
 
 def _get_reservations(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> dict[str, Any]:
     req = _parse(wire.ReservationListBody, body)
-    page, total = store.list_reservations(hotel_id, req.to_filter())
+    if req.limit > wire.MAX_LIST_LIMIT and store.config.max_page_size is None:
+        raise KrossError(
+            errors.INVALID_REQUEST, f"limit: at most {wire.MAX_LIST_LIMIT} rows per page"
+        )
+    page = store.list_reservations(hotel_id, req.to_filter())
     facility = store.facility(hotel_id)
     rows = [
         wire.reservation_row(
-            r, facility, with_rooms=req.with_rooms, with_guest_portal=req.with_guest_portal
+            r,
+            facility,
+            with_rooms=req.with_rooms,
+            with_guest_portal=req.with_guest_portal,
+            portal_shape=store.config.guest_portal_shape,
         )
-        for r in page
+        for r in page.rows
     ]
-    return _list_envelope(rows, total, req.limit, req.offset)
+    return _list_envelope(store, rows, page.total, page.limit, page.offset)
 
 
 def _get_check_in_instructions(
@@ -110,7 +128,7 @@ def _check_in_guest(store: KrossStore, hotel_id: str, body: dict[str, Any]) -> d
         "data": {
             "id_guest": guest.id_guest,
             "id_reservation": req.id_reservation,
-            "guest_portal": wire.portal_block(res.portal()),
+            **wire.portal_fields(res.portal(), store.config.guest_portal_shape),
         }
     }
 
@@ -137,12 +155,26 @@ OPERATIONS: dict[str, Operation] = {
     "save-guest-pictures": _save_guest_pictures,
 }
 
-# Community clients call these reads under reservations/ (reference/upstreams.md §1).
-ALIASES = {
-    "reservations/get-check-in-instructions": "get-check-in-instructions",
-    "reservations/get-house-manual": "get-house-manual",
-    "reservations/get-contract": "get-contract",
-}
+# The spec writes these without a group; community clients call them under reservations/
+# (reference/upstreams.md §1). Both spellings answer, unless grouped_paths is switched on.
+UNGROUPED = (
+    "get-check-in-instructions",
+    "get-house-manual",
+    "get-contract",
+    "check-in-guest",
+    "save-guest-pictures",
+)
+ALIASES = {f"reservations/{name}": name for name in UNGROUPED}
+
+
+def resolve_operation(path: str, *, grouped_paths: bool) -> str | None:
+    """The operation a /v5 path names, or None when this server has no such path."""
+    path = path.strip("/")
+    if path in ALIASES:
+        return ALIASES[path]
+    if grouped_paths and path in UNGROUPED:
+        return None
+    return path if path == GET_TOKEN or path in OPERATIONS else None
 
 
 # --- control bodies -----------------------------------------------------------------------
@@ -178,11 +210,34 @@ class FaultsBody(BaseModel):
     hang_s: float | None = Field(default=None, gt=0)
 
 
+def _status_as_text(value: Any) -> Any:
+    # Statuses are named by strings ("401"); a caller writing the number means the same.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
 class ConfigBody(BaseModel):
-    """PUT /_sandbox/config."""
+    """PUT /_sandbox/config: the variant switches (absent or null = unchanged)."""
 
     ignore_date_filters: bool | None = None
     token_location: Literal["data", "top", "nested"] | None = None
+    guest_portal_shape: Literal["block", "link", "absent"] | None = None
+    ignore_offset: bool | None = None
+    omit_total_count: bool | None = None
+    # 0 removes the cap.
+    max_page_size: int | None = Field(default=None, ge=0)
+    login_refusal: Annotated[
+        Literal["401", "400", "403", "200"] | None, BeforeValidator(_status_as_text)
+    ] = None
+    token_rejection: Annotated[Literal["401", "200"] | None, BeforeValidator(_status_as_text)] = (
+        None
+    )
+    grouped_paths: bool | None = None
+
+
+class HistoryBody(BaseModel):
+    """POST /_sandbox/facilities/{hotel_id}/history."""
+
+    count: int = Field(ge=1, le=MAX_HISTORY_PER_CALL)
 
 
 # --- the app ------------------------------------------------------------------------------
@@ -207,14 +262,13 @@ def _api_router(store: KrossStore) -> APIRouter:
         if not request.headers.get("user-agent", "").startswith(BROWSER_USER_AGENT_PREFIX):
             store.record_user_agent_block()
             return PlainTextResponse("error code: 1010", status_code=403)
-        operation = ALIASES.get(path.strip("/"), path.strip("/"))
-        known = operation == GET_TOKEN or operation in OPERATIONS
-        store.record_request(operation if known else None)
+        operation = resolve_operation(path, grouped_paths=store.config.grouped_paths)
+        store.record_request(operation)
         if store.faults.latency_s > 0:
             await anyio.sleep(store.faults.latency_s)
         if request.method != "POST":
             raise KrossError(errors.METHOD_NOT_ALLOWED)
-        if not known:
+        if operation is None:
             raise KrossError(errors.OPERATION_NOT_FOUND, f"no operation {path!r}")
         if operation == GET_TOKEN:
             return _json(await _get_token(store, request))
@@ -312,7 +366,12 @@ def _control_router(store: KrossStore) -> APIRouter:
 
     @router.put("/config")
     async def set_config(body: ConfigBody) -> dict[str, Any]:
-        return dict(vars(store.configure(body.ignore_date_filters, body.token_location)))
+        return dict(vars(store.configure(**body.model_dump())))
+
+    @router.post("/facilities/{hotel_id}/history")
+    async def add_history(hotel_id: str, body: HistoryBody) -> dict[str, Any]:
+        total = store.add_history(hotel_id, body.count)
+        return {"hotel_id": hotel_id, "added": body.count, "reservations": total}
 
     return router
 
@@ -329,8 +388,10 @@ def _json(payload: dict[str, Any], status: int = 200) -> JSONResponse:
 
 
 def _list_envelope(
-    rows: list[dict[str, Any]], total: int, limit: int, offset: int
+    store: KrossStore, rows: list[dict[str, Any]], total: int, limit: int, offset: int
 ) -> dict[str, Any]:
+    if store.config.omit_total_count:
+        return {"data": rows, "limit": limit, "offset": offset}
     return {
         "data": rows,
         "count": len(rows),

@@ -13,7 +13,7 @@ from typing import Any
 class ErrorSpec:
     """One row of the table: a code, its HTTP status and a default message."""
 
-    code: str
+    code: str | int
     status: int
     message: str
 
@@ -35,6 +35,23 @@ TOO_MANY_SESSIONS = ErrorSpec(
 RATE_LIMITED = ErrorSpec("RATE_LIMITED", 429, "Rate limit exceeded for this facility.")
 SERVER_ERROR = ErrorSpec("SERVER_ERROR", 503, "Temporary server error; retry later.")
 INTERNAL_ERROR = ErrorSpec("SERVER_ERROR", 500, "Unexpected server error.")
+
+# How a refused login is answered, by SandboxConfig.login_refusal. Public sources show 401, 400
+# or 403 with an error_code, and 200 with an error_code; the other spellings differ from ours on
+# purpose, so that a client cannot depend on AUTH_FAILED. The 403 one is JSON, unlike the edge's
+# plain-text "error code: 1010".
+LOGIN_REFUSALS: dict[str, ErrorSpec] = {
+    "401": AUTH_FAILED,
+    "400": ErrorSpec(1001, 400, "Invalid credentials."),
+    "403": ErrorSpec("INVALID_CREDENTIALS", 403, "Access denied: invalid username or password."),
+    "200": ErrorSpec("LOGIN_FAILED", 200, "Login failed: check hotel, user and password."),
+}
+
+# How an unknown or expired bearer token is answered, by SandboxConfig.token_rejection.
+TOKEN_REJECTIONS: dict[str, ErrorSpec] = {
+    "401": INVALID_TOKEN,
+    "200": ErrorSpec("TOKEN_EXPIRED", 200, "The token is expired or unknown; request a new one."),
+}
 
 
 class KrossError(Exception):

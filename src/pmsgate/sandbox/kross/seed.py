@@ -288,10 +288,49 @@ def _add_check_in(rng: random.Random, ids: _Ids, res: Reservation, today: date) 
             )
 
 
+def build_history(
+    seed: str, facility: Facility, count: int, now: datetime, first_ids: dict[str, int]
+) -> tuple[list[Reservation], dict[str, int]]:
+    """``count`` past stays before the facility's earliest ones, and the next free ids after them.
+
+    Rooms take turns, each walking back from its earliest reservation, so the stays spread
+    over the past years without ever sharing a room night; every stay is checked out or
+    cancelled and was booked before its arrival. The same ``seed`` gives the same stays.
+    """
+    rng = random.Random(seed)
+    ids = _Ids(**first_ids)
+    today = now.date()
+    slots = [
+        (apartment, room)
+        for apartment in sorted(facility.apartments.values(), key=lambda a: a.id_room_type)
+        for room in apartment.rooms
+    ]
+    cursors = {
+        room.id_room: min(
+            (r.arrival for r in facility.reservations.values() if r.id_room == room.id_room),
+            default=today,
+        )
+        for _, room in slots
+    }
+    history: list[Reservation] = []
+    for index in range(count):
+        apartment, room = slots[index % len(slots)]
+        nights = rng.choice([1, 2, 2, 3, 3, 4, 5, 7])
+        departure = cursors[room.id_room] - timedelta(days=rng.choice([0, 0, 1, 2, 3, 4]))
+        arrival = departure - timedelta(days=nights)
+        status: ReservationStatus = "CANC" if rng.random() < 0.08 else "CHOUT"
+        history.append(
+            _reservation(rng, ids, facility, apartment, room, arrival, nights, status, now)
+        )
+        cursors[room.id_room] = arrival
+    return history, {kind: getattr(ids, kind) for kind in first_ids}
+
+
 def next_ids(facilities: list[Facility]) -> dict[str, int]:
-    """The first free id of each kind, so new payments, guests and pictures do not collide."""
+    """The first free id of each kind, so that records added later never collide."""
     reservations = [r for f in facilities for r in f.reservations.values()]
     return {
+        "reservation": 1 + max((r.id_reservation for r in reservations), default=1000),
         "payment": 1 + max((p.id_payment for r in reservations for p in r.payments), default=0),
         "guest": 1 + max((g.id_guest for r in reservations for g in r.guests), default=0),
         "picture": 1 + max((p.id_picture for r in reservations for p in r.pictures), default=0),

@@ -32,6 +32,7 @@ from pmsgate.sandbox.kross.seed import (
     FACILITY_COUNT,
     SANDBOX_PARTNER_API_KEY,
     build_facilities,
+    build_history,
     next_ids,
 )
 
@@ -40,12 +41,16 @@ MAX_SESSIONS = 50
 MAX_AVAILABILITY_DAYS = 366
 MAX_PICTURES = 10
 MAX_PICTURE_BYTES = 5 * 1024 * 1024
+MAX_HISTORY_PER_CALL = 20_000
 PICTURE_TYPES = frozenset({"image/jpeg", "image/png", "application/pdf"})
 WRITE_OPERATIONS = frozenset(
     {"reservations/save", "reservations/add-payment", "check-in-guest", "save-guest-pictures"}
 )
 
 TokenLocation = Literal["data", "top", "nested"]
+GuestPortalShape = Literal["block", "link", "absent"]
+LoginRefusal = Literal["401", "400", "403", "200"]
+TokenRejection = Literal["401", "200"]
 TimeoutMode = Literal["hang", "disconnect"]
 
 
@@ -107,12 +112,35 @@ class Faults:
 
 @dataclass
 class SandboxConfig:
-    """Switches for the disputed or quirky behaviours."""
+    """Switches for every point on which public sources disagree (docs/kross-api.md, "Variants").
 
-    # Spec §7: the real server ignores date filters on reservations/get-list.
+    The defaults are the emulator's historical behaviour; each switch makes it answer as one
+    other public source sees the real system, so a client can be tested against all of them.
+    """
+
+    # Spec §7: the server ignores every date filter of reservations/get-list (stay and booking
+    # dates alike) and answers all reservations.
     ignore_date_filters: bool = True
-    # reference/upstreams.md §1: three places of the token are seen in the wild.
+    # upstreams.md §1: the spec says data.auth_token, most clients read a top-level auth_token,
+    # one older client reads data.data.auth_token.
     token_location: TokenLocation = "data"
+    # upstreams.md §1: no public source shows the guest_portal block; an older scraper saw a
+    # plain guest_portal_link ("link"); a server may have neither ("absent").
+    guest_portal_shape: GuestPortalShape = "block"
+    # upstreams.md §1: some servers ignore offset and always answer from the first row.
+    ignore_offset: bool = False
+    # upstreams.md §1: some list answers carry no total_count (and then no count either).
+    omit_total_count: bool = False
+    # Public servers cap pages silently: limit above this is lowered, the answer's limit says so.
+    max_page_size: int | None = None
+    # upstreams.md §1: a refused login is seen as 401, as 400/403 with an error_code, and as 200
+    # with an error_code; the non-401 ones use other codes than AUTH_FAILED (errors.LOGIN_REFUSALS).
+    login_refusal: LoginRefusal = "401"
+    # upstreams.md §1: an expired token is seen as 401 and as 200 with an error_code.
+    token_rejection: TokenRejection = "401"
+    # upstreams.md §1: community clients call the spec's ungrouped operations under
+    # reservations/; True answers only that spelling, False answers both.
+    grouped_paths: bool = False
 
 
 @dataclass
@@ -174,6 +202,16 @@ class AvailabilityNight:
     rooms_total: int
     rooms_available: int
     price: float
+
+
+@dataclass(frozen=True)
+class ReservationPage:
+    """One page of reservations/get-list, with the paging the server actually applied."""
+
+    rows: list[Reservation]
+    total: int
+    limit: int
+    offset: int
 
 
 @dataclass
@@ -334,7 +372,7 @@ class KrossStore:
             tenant.facility.password,
             self.api_key_of(tenant.facility),
         ):
-            raise KrossError(errors.AUTH_FAILED)
+            raise KrossError(errors.LOGIN_REFUSALS[self.config.login_refusal])
         now = self.clock.now()
         self._drop_expired(tenant, now)
         if len(tenant.tokens) >= MAX_SESSIONS:
@@ -354,7 +392,7 @@ class KrossStore:
                 expires_at = tenant.tokens.get(token)
                 if expires_at is not None and now < expires_at:
                     return hotel_id
-        raise KrossError(errors.INVALID_TOKEN)
+        raise KrossError(errors.TOKEN_REJECTIONS[self.config.token_rejection])
 
     def active_tokens(self, hotel_id: str) -> int:
         """How many unexpired tokens a facility holds."""
@@ -403,10 +441,8 @@ class KrossStore:
                 )
         return rows
 
-    def list_reservations(
-        self, hotel_id: str, query: ReservationFilter
-    ) -> tuple[list[Reservation], int]:
-        """reservations/get-list: one page of matching reservations and the total count."""
+    def list_reservations(self, hotel_id: str, query: ReservationFilter) -> ReservationPage:
+        """reservations/get-list: one page of matching reservations, as the variants shape it."""
         facility = self.facility(hotel_id)
         on_date = query.on_date or self.clock.now().date()
         matches = [
@@ -415,7 +451,11 @@ class KrossStore:
             if self._matches(facility, res, query, on_date)
         ]
         matches.sort(key=lambda r: (r.arrival, r.id_reservation))
-        return matches[query.offset : query.offset + query.limit], len(matches)
+        cap = self.config.max_page_size
+        limit = query.limit if cap is None else min(query.limit, cap)
+        # A server that ignores offset reports the offset it used, which is always 0.
+        offset = 0 if self.config.ignore_offset else query.offset
+        return ReservationPage(matches[offset : offset + limit], len(matches), limit, offset)
 
     def apartment_for(
         self, hotel_id: str, id_room_type: int | None = None, id_reservation: int | None = None
@@ -600,13 +640,47 @@ class KrossStore:
         self,
         ignore_date_filters: bool | None = None,
         token_location: TokenLocation | None = None,
+        guest_portal_shape: GuestPortalShape | None = None,
+        ignore_offset: bool | None = None,
+        omit_total_count: bool | None = None,
+        max_page_size: int | None = None,
+        login_refusal: LoginRefusal | None = None,
+        token_rejection: TokenRejection | None = None,
+        grouped_paths: bool | None = None,
     ) -> SandboxConfig:
-        """Flip the quirk switches (the ones not given stay as they are)."""
-        if ignore_date_filters is not None:
-            self.config.ignore_date_filters = ignore_date_filters
-        if token_location is not None:
-            self.config.token_location = token_location
+        """Flip the variant switches (None = unchanged; max_page_size=0 removes the cap)."""
+        if max_page_size is not None and max_page_size < 0:
+            raise KrossError(errors.INVALID_REQUEST, "max_page_size must be 0 (no cap) or more")
+        changes: dict[str, Any] = {
+            "ignore_date_filters": ignore_date_filters,
+            "token_location": token_location,
+            "guest_portal_shape": guest_portal_shape,
+            "ignore_offset": ignore_offset,
+            "omit_total_count": omit_total_count,
+            "max_page_size": max_page_size,
+            "login_refusal": login_refusal,
+            "token_rejection": token_rejection,
+            "grouped_paths": grouped_paths,
+        }
+        for name, value in changes.items():
+            if value is not None:
+                setattr(self.config, name, value)
+        # None already means "unchanged", so "no cap" needs a value of its own.
+        if self.config.max_page_size == 0:
+            self.config.max_page_size = None
         return self.config
+
+    def add_history(self, hotel_id: str, count: int) -> int:
+        """Add ``count`` past stays (deterministic, spread over past years); the new total."""
+        if not 1 <= count <= MAX_HISTORY_PER_CALL:
+            raise KrossError(errors.INVALID_REQUEST, f"count must be 1 to {MAX_HISTORY_PER_CALL}")
+        facility = self.facility(hotel_id)
+        # Seeded by what is already there, so the same calls in the same order give the same data.
+        seed = f"{self.seed}:{hotel_id}:{len(facility.reservations)}"
+        stays, self._next_id = build_history(seed, facility, count, self.clock.now(), self._next_id)
+        for res in stays:
+            facility.reservations[res.id_reservation] = res
+        return len(facility.reservations)
 
     # --- helpers ---------------------------------------------------------------------------
 

@@ -7,9 +7,10 @@ usual lax JSON (``"1001"`` for ``1001``); anything they refuse becomes ``400 INV
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from pmsgate.sandbox.kross.records import (
     Apartment,
@@ -22,6 +23,7 @@ from pmsgate.sandbox.kross.records import (
 )
 from pmsgate.sandbox.kross.store import (
     AvailabilityNight,
+    GuestPortalShape,
     IssuedToken,
     NewGuest,
     ReservationFilter,
@@ -38,7 +40,18 @@ def _naive_utc(value: dt.datetime) -> dt.datetime:
     return value.astimezone(dt.UTC).replace(tzinfo=None)
 
 
+def _end_of_a_bare_day(value: Any) -> Any:
+    # "date_reservation_to": "2026-09-01" means the whole day, not its first minute.
+    if isinstance(value, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", value.strip()):
+        return f"{value.strip()} 23:59:59"
+    return value
+
+
 NaiveUtc = Annotated[dt.datetime, AfterValidator(_naive_utc)]
+NaiveUtcUpTo = Annotated[
+    dt.datetime, BeforeValidator(_end_of_a_bare_day), AfterValidator(_naive_utc)
+]
+MAX_LIST_LIMIT = 500
 
 
 class Body(BaseModel):
@@ -68,24 +81,29 @@ class AvailabilityBody(Body):
 
 
 class ReservationListBody(Body):
-    """reservations/get-list."""
+    """reservations/get-list: the filters public integrations send, then our assumed ones."""
 
     id_reservation: int | None = None
     id_room: int | None = None
     id_property: int | None = None
-    # Include flags; absent means included, so a row always looks like the documented one.
+    # Include flags. Public clients send with_rooms: true, so the real server may leave rooms
+    # out by default; ours includes them when the flag is absent, so that callers written
+    # before the flag existed keep their rows (docs/kross-api.md). false leaves them out.
     with_rooms: bool = True
     with_guest_portal: bool = True
+    # "CONF", ["CONF", "PEND"] or "CONF,PEND".
     cod_reservation_status: str | list[str] | None = None
+    # The booking's creation date, "YYYY-MM-DD HH:MM" (a bare date covers its whole day).
     date_reservation_from: NaiveUtc | None = None
-    date_reservation_to: NaiveUtc | None = None
+    date_reservation_to: NaiveUtcUpTo | None = None
     arrival_from: dt.date | None = None
     arrival_to: dt.date | None = None
     departure_from: dt.date | None = None
     departure_to: dt.date | None = None
     in_house: bool = False
     date: dt.date | None = None
-    limit: int = Field(default=100, ge=1, le=500)
+    # At most MAX_LIST_LIMIT unless max_page_size is set: a capping server lowers, not refuses.
+    limit: int = Field(default=100, ge=1)
     offset: int = Field(default=0, ge=0)
 
     def to_filter(self) -> ReservationFilter:
@@ -210,7 +228,12 @@ def availability_row(row: AvailabilityNight) -> dict[str, Any]:
 
 
 def reservation_row(
-    res: Reservation, facility: Facility, *, with_rooms: bool, with_guest_portal: bool
+    res: Reservation,
+    facility: Facility,
+    *,
+    with_rooms: bool,
+    with_guest_portal: bool,
+    portal_shape: GuestPortalShape = "block",
 ) -> dict[str, Any]:
     """One row of reservations/get-list."""
     row: dict[str, Any] = {
@@ -239,10 +262,19 @@ def reservation_row(
             }
         ]
     if with_guest_portal:
-        row["guest_portal"] = portal_block(res.portal())
+        row.update(portal_fields(res.portal(), portal_shape))
     row["payments"] = [payment_row(p) for p in res.payments]
     row["guests"] = [guest_row(g) for g in res.guests]
     return row
+
+
+def portal_fields(portal: GuestPortal, shape: GuestPortalShape) -> dict[str, Any]:
+    """The guest-portal fields of a row, in the configured shape (none when "absent")."""
+    if shape == "link":
+        return {"guest_portal_link": portal.link}
+    if shape == "absent":
+        return {}
+    return {"guest_portal": portal_block(portal)}
 
 
 def portal_block(portal: GuestPortal) -> dict[str, Any]:
@@ -333,4 +365,5 @@ def saved_pictures(res: Reservation, pictures: list[Picture]) -> dict[str, Any]:
 
 
 def _as_list(value: str | list[str]) -> list[str]:
-    return [value] if isinstance(value, str) else value
+    values = value.split(",") if isinstance(value, str) else value
+    return [v.strip() for v in values if v.strip()]
