@@ -32,6 +32,7 @@ SANDBOX_PARTNER_API_KEY = "5a4d0c1e9b7f4e2a8c6d3b1f0e9a7c55"
 FACILITY_COUNT = 4
 DAYS_BEFORE_TODAY = 30
 DAYS_AFTER_TODAY = 90
+HISTORY_YEARS = 3
 
 _FLOWERS = [
     "Rosa", "Giglio", "Lavanda", "Ulivo", "Girasole", "Orchidea", "Mimosa", "Gelsomino",
@@ -293,9 +294,10 @@ def build_history(
 ) -> tuple[list[Reservation], dict[str, int]]:
     """``count`` past stays before the facility's earliest ones, and the next free ids after them.
 
-    Rooms take turns, each walking back from its earliest reservation, so the stays spread
-    over the past years without ever sharing a room night; every stay is checked out or
-    cancelled and was booked before its arrival. The same ``seed`` gives the same stays.
+    Rooms take turns, each walking back from its earliest reservation with gaps wide enough
+    that the stays cover about HISTORY_YEARS (more when they do not fit), never sharing a room
+    night; every stay is checked out or cancelled and was booked before its arrival. The same
+    ``seed`` gives the same stays.
     """
     rng = random.Random(seed)
     ids = _Ids(**first_ids)
@@ -312,11 +314,16 @@ def build_history(
         )
         for _, room in slots
     }
+    # A stay plus its gap takes about 5.5 days when rooms are busy; few stays per room get
+    # wider gaps, so a small history is spread out as well instead of filling the last month.
+    per_room = -(-count // len(slots))
+    mean_gap = max(0, HISTORY_YEARS * 365 // per_room - 4)
     history: list[Reservation] = []
     for index in range(count):
         apartment, room = slots[index % len(slots)]
         nights = rng.choice([1, 2, 2, 3, 3, 4, 5, 7])
-        departure = cursors[room.id_room] - timedelta(days=rng.choice([0, 0, 1, 2, 3, 4]))
+        gap = rng.randint(0, 2 * mean_gap) if mean_gap else rng.choice([0, 0, 1, 2, 3, 4])
+        departure = cursors[room.id_room] - timedelta(days=gap)
         arrival = departure - timedelta(days=nights)
         status: ReservationStatus = "CANC" if rng.random() < 0.08 else "CHOUT"
         history.append(
