@@ -21,6 +21,7 @@ properties and is queried at ``POST /v1/databases/{id}/query``.
 from __future__ import annotations
 
 import json
+import re
 import uuid
 from typing import Any
 
@@ -36,15 +37,31 @@ from pmsgate.sandbox.notes.errors import NotesApiError, validation
 from pmsgate.sandbox.notes.seed import ADDRESS_PROPERTY, ROOM_TYPE_PROPERTY, TITLE_PROPERTY
 from pmsgate.sandbox.notes.store import (
     DATA_SOURCES_VERSION,
+    POSITION_VERSION,
     Block,
     Database,
     NotesStore,
     Page,
+    SearchHit,
+    User,
     Workspace,
 )
 
 # Query-body fields the emulator accepts; filters and sorts are refused, not silently ignored.
-_QUERY_FIELDS = frozenset({"start_cursor", "page_size", "filter", "sorts", "archived", "in_trash"})
+_QUERY_FIELDS = frozenset(
+    {"start_cursor", "page_size", "filter", "sorts", "archived", "in_trash", "result_type"}
+)
+# Endpoints of the official SDK the emulator knows but does not serve (pmsgate never calls
+# them): answered 400 invalid_request naming the endpoint, not as an unknown URL.
+_NOT_EMULATED = re.compile(
+    r"(POST pages|PATCH pages/[^/]+|GET pages/[^/]+/properties/[^/]+|GET pages/[^/]+/markdown"
+    r"|PATCH pages/[^/]+/markdown|POST pages/[^/]+/move|POST databases|PATCH databases/[^/]+"
+    r"|POST data_sources|PATCH data_sources/[^/]+|GET data_sources/[^/]+/templates"
+    r"|(GET|POST) comments|(GET|PATCH|DELETE) comments/[^/]+|(GET|POST) file_uploads"
+    r"|GET file_uploads/[^/]+|POST file_uploads/[^/]+/(send|complete)|GET custom_emojis"
+    r"|POST blocks/meeting_notes/query|(GET|POST) views|(GET|PATCH|DELETE) views/[^/]+"
+    r"|POST views/[^/]+/queries|(GET|DELETE) views/[^/]+/queries/[^/]+)"
+)
 
 
 # --- control bodies ----------------------------------------------------------------------------
@@ -87,11 +104,38 @@ def create_notes_app(store: NotesStore) -> FastAPI:
 def _api_router(store: NotesStore) -> APIRouter:
     router = APIRouter()
 
+    @router.post("/v1/search")
+    async def search(request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        hits, cursor = store.search(workspace, await _json_body(request), version)
+        kind = "page_or_data_source" if version >= DATA_SOURCES_VERSION else "page_or_database"
+        return _json(list_json([hit_json(store, h, version) for h in hits], cursor, kind))
+
+    @router.get("/v1/users/me")
+    async def me(request: Request) -> JSONResponse:
+        workspace, _ = await _enter(store, request)
+        return _json(user_json(workspace, store.bot(workspace)))
+
+    @router.get("/v1/users")
+    async def list_users(request: Request) -> JSONResponse:
+        workspace, _ = await _enter(store, request)
+        params = request.query_params
+        users, cursor = store.users(workspace, params.get("start_cursor"), params.get("page_size"))
+        return _json(list_json([user_json(workspace, u) for u in users], cursor, "user"))
+
+    @router.get("/v1/users/{user_id}")
+    async def get_user(user_id: str, request: Request) -> JSONResponse:
+        workspace, _ = await _enter(store, request)
+        return _json(user_json(workspace, store.user(workspace, user_id)))
+
     @router.post("/v1/databases/{database_id}/query")
     async def query_database(database_id: str, request: Request) -> JSONResponse:
         workspace, version = await _enter(store, request)
+        if version >= DATA_SOURCES_VERSION:
+            # 2025-09-03 moved database queries to the data sources (upgrade guide).
+            raise NotesApiError(errors.INVALID_REQUEST_URL)
         database = store.database(workspace, database_id)
-        return _query(store, database, version, await _json_body(request))
+        return _query(store, database, version, await _json_body(request), "page_or_database")
 
     @router.get("/v1/databases/{database_id}")
     async def get_database(database_id: str, request: Request) -> JSONResponse:
@@ -100,9 +144,15 @@ def _api_router(store: NotesStore) -> APIRouter:
 
     @router.post("/v1/data_sources/{data_source_id}/query")
     async def query_data_source(data_source_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
+        workspace, version = await _enter(store, request, since=DATA_SOURCES_VERSION)
         database = store.data_source(workspace, data_source_id)
-        return _query(store, database, version, await _json_body(request))
+        body = await _json_body(request)
+        return _query(store, database, version, body, "page_or_data_source")
+
+    @router.get("/v1/data_sources/{data_source_id}")
+    async def get_data_source(data_source_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request, since=DATA_SOURCES_VERSION)
+        return _json(data_source_json(store.data_source(workspace, data_source_id), version))
 
     @router.get("/v1/pages/{page_id}")
     async def get_page(page_id: str, request: Request) -> JSONResponse:
@@ -111,41 +161,57 @@ def _api_router(store: NotesStore) -> APIRouter:
 
     @router.get("/v1/blocks/{block_id}/children")
     async def list_children(block_id: str, request: Request) -> JSONResponse:
-        workspace, _ = await _enter(store, request)
+        workspace, version = await _enter(store, request)
         params = request.query_params
         blocks, cursor = store.children(
             workspace, block_id, params.get("start_cursor"), params.get("page_size")
         )
-        return _json(list_json([block_json(store, b) for b in blocks], cursor, "block"))
+        return _json(list_json([block_json(store, b, version) for b in blocks], cursor, "block"))
 
     @router.patch("/v1/blocks/{block_id}/children")
     async def append_children(block_id: str, request: Request) -> JSONResponse:
-        workspace, _ = await _enter(store, request)
+        workspace, version = await _enter(store, request)
         raw = await request.body()
-        created = store.append_children(workspace, block_id, _parse_json(raw), len(raw))
-        return _json(list_json([block_json(store, b) for b in created], None, "block"))
+        created = store.append_children(workspace, block_id, _parse_json(raw), len(raw), version)
+        return _json(list_json([block_json(store, b, version) for b in created], None, "block"))
 
     @router.get("/v1/blocks/{block_id}")
     async def get_block(block_id: str, request: Request) -> JSONResponse:
-        workspace, _ = await _enter(store, request)
-        return _json(node_json(store, store.node(workspace, block_id)))
+        workspace, version = await _enter(store, request)
+        return _json(node_json(store, store.node(workspace, block_id), version))
 
     @router.patch("/v1/blocks/{block_id}")
     async def update_block(block_id: str, request: Request) -> JSONResponse:
-        workspace, _ = await _enter(store, request)
-        block = store.update_block(workspace, block_id, await _json_body(request))
-        return _json(block_json(store, block))
+        workspace, version = await _enter(store, request)
+        block = store.update_block(workspace, block_id, await _json_body(request), version)
+        return _json(block_json(store, block, version))
 
     @router.delete("/v1/blocks/{block_id}")
     async def delete_block(block_id: str, request: Request) -> JSONResponse:
-        workspace, _ = await _enter(store, request)
-        return _json(block_json(store, store.archive_block(workspace, block_id)))
+        workspace, version = await _enter(store, request)
+        return _json(block_json(store, store.archive_block(workspace, block_id), version))
+
+    @router.api_route("/v1/{rest:path}", methods=["GET", "POST", "PATCH", "PUT", "DELETE"])
+    async def not_served(rest: str, request: Request) -> JSONResponse:
+        await _enter(store, request)
+        if _NOT_EMULATED.fullmatch(f"{request.method} {rest}"):
+            raise NotesApiError(
+                errors.INVALID_REQUEST,
+                f"The emulator does not implement {request.method} /v1/{rest}.",
+            )
+        raise NotesApiError(errors.INVALID_REQUEST_URL)
 
     return router
 
 
-async def _enter(store: NotesStore, request: Request) -> tuple[Workspace, str]:
-    """The common preamble of every /v1 route: count, version, token, bucket, faults."""
+async def _enter(
+    store: NotesStore, request: Request, *, since: str | None = None
+) -> tuple[Workspace, str]:
+    """The common preamble of every /v1 route: count, version, token, bucket, faults.
+
+    ``since`` is the first Notion-Version that has the route; older versions get
+    ``invalid_request_url``, as for a path that does not exist.
+    """
     route = request.scope.get("route")
     template = getattr(route, "path", request.url.path)
     store.record_request(f"{request.method} {template}")
@@ -157,11 +223,13 @@ async def _enter(store: NotesStore, request: Request) -> tuple[Workspace, str]:
     fault = store.draw_fault(request.url.path)
     if fault is not None:
         raise fault
+    if since is not None and version < since:
+        raise NotesApiError(errors.INVALID_REQUEST_URL)
     return workspace, version
 
 
 def _query(
-    store: NotesStore, database: Database, version: str, body: dict[str, Any]
+    store: NotesStore, database: Database, version: str, body: dict[str, Any], kind: str
 ) -> JSONResponse:
     unknown = set(body) - _QUERY_FIELDS
     if unknown:
@@ -170,7 +238,7 @@ def _query(
         raise validation("The emulator does not support filter or sorts; query without them.")
     pages, cursor = store.query(database, body.get("start_cursor"), body.get("page_size"))
     results = [page_json(store, p, version) for p in pages]
-    return _json(list_json(results, cursor, "page_or_database"))
+    return _json(list_json(results, cursor, kind))
 
 
 def _control_router(store: NotesStore) -> APIRouter:
@@ -263,7 +331,16 @@ def _url(title: str, object_id: str) -> str:
     return f"https://www.notion.so/{slug}-{object_id.replace('-', '')}"
 
 
-def block_json(store: NotesStore, block: Block) -> dict[str, Any]:
+def _trash(archived: bool, version: str) -> dict[str, bool]:
+    # 2026-03-11 dropped ``archived`` (deprecated since 2024) for ``in_trash``.
+    if version >= POSITION_VERSION:
+        return {"in_trash": archived}
+    return {"archived": archived, "in_trash": archived}
+
+
+def block_json(
+    store: NotesStore, block: Block, version: str = DATA_SOURCES_VERSION
+) -> dict[str, Any]:
     """A block object."""
     bot = store.workspace_of(block).bot_id
     content = json.loads(json.dumps(block.content))  # callers must never alias the store
@@ -276,47 +353,47 @@ def block_json(store: NotesStore, block: Block) -> dict[str, Any]:
         "created_by": _user(bot),
         "last_edited_by": _user(bot),
         "has_children": store.has_children(block),
-        "archived": block.archived,
-        "in_trash": block.archived,
+        **_trash(block.archived, version),
         "type": block.type,
         block.type: content,
     }
 
 
-def node_json(store: NotesStore, node: Page | Block) -> dict[str, Any]:
+def node_json(
+    store: NotesStore, node: Page | Block, version: str = DATA_SOURCES_VERSION
+) -> dict[str, Any]:
     """A block object; a page is seen as a ``child_page`` block."""
     if isinstance(node, Block):
-        return block_json(store, node)
+        return block_json(store, node, version)
     bot = store.workspace_of(node).bot_id
     return {
         "object": "block",
         "id": node.id,
-        "parent": {"type": "database_id", "database_id": node.database_id},
+        "parent": _page_parent(store.database_of(node), version),
         "created_time": _iso(node.created_time),
         "last_edited_time": _iso(node.last_edited_time),
         "created_by": _user(bot),
         "last_edited_by": _user(bot),
         "has_children": store.has_children(node),
-        "archived": node.archived,
-        "in_trash": node.archived,
+        **_trash(node.archived, version),
         "type": "child_page",
         "child_page": {"title": node.title},
     }
 
 
-def page_json(store: NotesStore, page: Page, version: str) -> dict[str, Any]:
-    """A page object (a row of the apartments database)."""
-    database = store.database_of(page)
-    bot = store.workspace_of(page).bot_id
-    parent: dict[str, Any]
+def _page_parent(database: Database, version: str) -> dict[str, Any]:
     if version >= DATA_SOURCES_VERSION:
-        parent = {
+        return {
             "type": "data_source_id",
             "data_source_id": database.data_source_id,
             "database_id": database.id,
         }
-    else:
-        parent = {"type": "database_id", "database_id": database.id}
+    return {"type": "database_id", "database_id": database.id}
+
+
+def page_json(store: NotesStore, page: Page, version: str) -> dict[str, Any]:
+    """A page object (a row of the apartments database)."""
+    bot = store.workspace_of(page).bot_id
     return {
         "object": "page",
         "id": page.id,
@@ -326,9 +403,8 @@ def page_json(store: NotesStore, page: Page, version: str) -> dict[str, Any]:
         "last_edited_by": _user(bot),
         "cover": None,
         "icon": None,
-        "parent": parent,
-        "archived": page.archived,
-        "in_trash": page.archived,
+        "parent": _page_parent(store.database_of(page), version),
+        **_trash(page.archived, version),
         "properties": {
             TITLE_PROPERTY: {"id": "title", "type": "title", "title": _rich(page.title)},
             ROOM_TYPE_PROPERTY: {"id": "pmsR", "type": "number", "number": page.room_type_id},
@@ -339,42 +415,92 @@ def page_json(store: NotesStore, page: Page, version: str) -> dict[str, Any]:
     }
 
 
-def database_json(database: Database, version: str) -> dict[str, Any]:
-    """A database object, shaped by the requested Notion-Version."""
-    body: dict[str, Any] = {
-        "object": "database",
-        "id": database.id,
+def _schema() -> dict[str, Any]:
+    """The apartments database's properties (a database's before 2025-09-03, then its source's)."""
+    return {
+        TITLE_PROPERTY: {"id": "title", "name": TITLE_PROPERTY, "type": "title", "title": {}},
+        ROOM_TYPE_PROPERTY: {
+            "id": "pmsR",
+            "name": ROOM_TYPE_PROPERTY,
+            "type": "number",
+            "number": {"format": "number"},
+        },
+        ADDRESS_PROPERTY: {
+            "id": "addr",
+            "name": ADDRESS_PROPERTY,
+            "type": "rich_text",
+            "rich_text": {},
+        },
+    }
+
+
+def _container(database: Database, object_id: str, version: str) -> dict[str, Any]:
+    """What a database and its data source share."""
+    return {
+        "id": object_id,
         "created_time": _iso(database.created_time),
         "last_edited_time": _iso(database.last_edited_time),
         "title": _rich(database.title),
         "description": [],
         "icon": None,
         "cover": None,
-        "parent": {"type": "workspace", "workspace": True},
-        "url": _url(database.title, database.id),
+        "url": _url(database.title, object_id),
         "public_url": None,
-        "archived": False,
-        "in_trash": False,
+        **_trash(False, version),
         "is_inline": False,
+    }
+
+
+def database_json(database: Database, version: str) -> dict[str, Any]:
+    """A database object, shaped by the requested Notion-Version."""
+    body: dict[str, Any] = {
+        "object": "database",
+        **_container(database, database.id, version),
+        "parent": {"type": "workspace", "workspace": True},
     }
     if version >= DATA_SOURCES_VERSION:
         body["data_sources"] = [{"id": database.data_source_id, "name": database.title}]
     else:
-        body["properties"] = {
-            TITLE_PROPERTY: {"id": "title", "name": TITLE_PROPERTY, "type": "title", "title": {}},
-            ROOM_TYPE_PROPERTY: {
-                "id": "pmsR",
-                "name": ROOM_TYPE_PROPERTY,
-                "type": "number",
-                "number": {"format": "number"},
-            },
-            ADDRESS_PROPERTY: {
-                "id": "addr",
-                "name": ADDRESS_PROPERTY,
-                "type": "rich_text",
-                "rich_text": {},
-            },
+        body["properties"] = _schema()
+    return body
+
+
+def data_source_json(database: Database, version: str) -> dict[str, Any]:
+    """The database's (single) data source object (2025-09-03 on)."""
+    return {
+        "object": "data_source",
+        **_container(database, database.data_source_id, version),
+        "parent": {"type": "database_id", "database_id": database.id},
+        "database_parent": {"type": "workspace", "workspace": True},
+        "properties": _schema(),
+    }
+
+
+def hit_json(store: NotesStore, hit: SearchHit, version: str) -> dict[str, Any]:
+    """A search result: a page, a database (before 2025-09-03) or a data source."""
+    if isinstance(hit.target, Page):
+        return page_json(store, hit.target, version)
+    if version >= DATA_SOURCES_VERSION:
+        return data_source_json(hit.target, version)
+    return database_json(hit.target, version)
+
+
+def user_json(workspace: Workspace, user: User) -> dict[str, Any]:
+    """A user object: the integration's bot (owned by the workspace) or a person."""
+    body: dict[str, Any] = {
+        "object": "user",
+        "id": user.id,
+        "name": user.name,
+        "avatar_url": None,
+        "type": user.type,
+    }
+    if user.type == "bot":
+        body["bot"] = {
+            "owner": {"type": "workspace", "workspace": True},
+            "workspace_name": workspace.name,
         }
+    else:
+        body["person"] = {"email": user.email}
     return body
 
 

@@ -39,6 +39,7 @@ OBJECT_NOT_FOUND = ErrorSpec(
 VALIDATION_ERROR = ErrorSpec("validation_error", 400, "body failed validation.")
 INVALID_JSON = ErrorSpec("invalid_json", 400, "Error parsing JSON body.")
 INVALID_REQUEST_URL = ErrorSpec("invalid_request_url", 400, "Invalid request URL.")
+INVALID_REQUEST = ErrorSpec("invalid_request", 400, "This request is not supported.")
 RATE_LIMITED = ErrorSpec(
     "rate_limited", 429, "You have been rate limited. Please try again in a few minutes."
 )

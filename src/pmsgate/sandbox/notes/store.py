@@ -31,11 +31,15 @@ from pmsgate.sandbox.notes.seed import (
     build_workspaces,
 )
 
-# Versions the emulator answers; from DATA_SOURCES_VERSION on, databases expose data sources.
+# Versions the emulator answers (developers.notion.com/reference/changes-by-version).
+# From DATA_SOURCES_VERSION on, a database is a container of data sources, queried at
+# /v1/data_sources/{id}/query; from POSITION_VERSION on, appends take ``position``
+# instead of ``after`` and objects report ``in_trash`` only (no ``archived``).
 SUPPORTED_VERSIONS = frozenset(
-    {"2021-05-13", "2021-08-16", "2022-02-22", "2022-06-28", "2025-09-03"}
+    {"2021-05-13", "2021-08-16", "2022-02-22", "2022-06-28", "2025-09-03", "2026-03-11"}
 )
 DATA_SOURCES_VERSION = "2025-09-03"
+POSITION_VERSION = "2026-03-11"
 MAX_PAGE_SIZE = 100
 MAX_CHILDREN = 100
 MAX_NESTING = 2
@@ -129,6 +133,25 @@ class Workspace:
     created_time: datetime
     bucket: TokenBucket
     truth: list[PageTruth]
+    users: list[User] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class User:
+    """A user of a workspace: the integration's bot or a person."""
+
+    id: str
+    type: Literal["bot", "person"]
+    name: str
+    email: str | None = None
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    """One search result: a page, or a database seen as itself or as its data source."""
+
+    id: str
+    target: Page | Database
 
 
 @dataclass
@@ -295,6 +318,7 @@ class NotesStore:
                 created_time=ws.created_time,
                 bucket=self._new_bucket(now.timestamp()),
                 truth=[p.truth for p in ws.pages],
+                users=_users(self.seed, ws.id, ws.bot_id),
             )
             self._workspaces[ws.id] = workspace
             self._by_token[ws.token] = ws.id
@@ -445,12 +469,76 @@ class NotesStore:
         """The database a page is a row of."""
         return self._databases[page.database_id]
 
+    def bot(self, workspace: Workspace) -> User:
+        """The integration's bot user (the token's own user)."""
+        return workspace.users[0]
+
+    def users(
+        self, workspace: Workspace, start_cursor: Any, page_size: Any
+    ) -> tuple[list[User], str | None]:
+        """One page of the workspace's users (people and the bot), and the next cursor."""
+        return _paginate(workspace.users, start_cursor, page_size, "query")
+
+    def user(self, workspace: Workspace, user_id: str) -> User:
+        """One user of the workspace, or object_not_found."""
+        key = normalise_id(user_id, "path.user_id")
+        found = next((u for u in workspace.users if u.id == key), None)
+        if found is None:
+            raise not_found("user", user_id)
+        return found
+
+    def search(
+        self, workspace: Workspace, body: dict[str, Any], version: str
+    ) -> tuple[list[SearchHit], str | None]:
+        """POST /v1/search: pages and databases (data sources from 2025-09-03) by title.
+
+        ``query`` matches titles case-insensitively as a substring (Notion's ranking is
+        not emulated); without ``sort`` the most recently edited come first.
+        """
+        unknown = set(body) - {"query", "filter", "sort", "start_cursor", "page_size"}
+        if unknown:
+            raise validation(f"body.{sorted(unknown)[0]} should be not present.")
+        query = body.get("query") or ""
+        if not isinstance(query, str):
+            raise validation(f"body.query should be a string, instead was `{_short(query)}`.")
+        containers = "data_source" if version >= DATA_SOURCES_VERSION else "database"
+        wanted = _search_filter(body.get("filter"), containers)
+        descending = _search_sort(body.get("sort"))
+        hits: list[tuple[datetime, SearchHit]] = []
+        for database in self._databases.values():
+            if database.workspace_id != workspace.id:
+                continue
+            if wanted in (None, containers):
+                hit_id = database.data_source_id if containers == "data_source" else database.id
+                hits.append((database.last_edited_time, SearchHit(hit_id, database)))
+            if wanted in (None, "page"):
+                for page_id in database.page_ids:
+                    page = self._pages[page_id]
+                    if not page.archived:
+                        hits.append((page.last_edited_time, SearchHit(page.id, page)))
+        needle = query.casefold().strip()
+        matching = [(t, h) for t, h in hits if needle in h.target.title.casefold()]
+        # A stable sort keeps the workspace order among equal times (cursors stay valid).
+        matching.sort(key=lambda pair: pair[0], reverse=descending)
+        return _paginate(
+            [h for _, h in matching], body.get("start_cursor"), body.get("page_size"), "body"
+        )
+
     # --- writes ------------------------------------------------------------------------------
 
     def append_children(
-        self, workspace: Workspace, block_id: str, body: dict[str, Any], payload_bytes: int
+        self,
+        workspace: Workspace,
+        block_id: str,
+        body: dict[str, Any],
+        payload_bytes: int,
+        version: str = DATA_SOURCES_VERSION,
     ) -> list[Block]:
-        """PATCH /v1/blocks/{id}/children: validate the whole request, then create its blocks."""
+        """PATCH /v1/blocks/{id}/children: validate the whole request, then create its blocks.
+
+        Where they go: ``after`` (a child's id) up to 2025-09-03, ``position``
+        (``after_block``, ``start`` or ``end``) from 2026-03-11 on; the end by default.
+        """
         if payload_bytes > MAX_PAYLOAD_BYTES:
             raise validation(
                 f"Request body too large: {payload_bytes} bytes, at most {MAX_PAYLOAD_BYTES}."
@@ -462,7 +550,8 @@ class NotesStore:
             )
         if isinstance(parent, Block) and not _can_have_children(parent.type, parent.content):
             raise validation(f"Block type {parent.type} does not support children.")
-        unknown = set(body) - {"children", "after"}
+        placement = "position" if version >= POSITION_VERSION else "after"
+        unknown = set(body) - {"children", placement}
         if unknown:
             raise validation(f"body.{sorted(unknown)[0]} should be not present.")
         if "children" not in body:
@@ -474,13 +563,7 @@ class NotesStore:
                 f"body.children should contain at most {MAX_BLOCK_ELEMENTS} block elements, "
                 f"instead was `{elements}`."
             )
-        position = len(parent.children)
-        after = body.get("after")
-        if after is not None:
-            key = normalise_id(after, "body.after") if isinstance(after, str) else None
-            if key is None or key not in parent.children or self._blocks[key].archived:
-                raise validation(f"body.after should be a child of block {parent.id}.")
-            position = parent.children.index(key) + 1
+        position = self._insertion_point(parent, body, placement)
         now = self.clock.now()
         page = parent if isinstance(parent, Page) else self._pages[parent.page_id]
         created = [self._create(workspace, page, parent, spec, now, attach=False) for spec in tree]
@@ -494,16 +577,24 @@ class NotesStore:
         self.stats.append_max_depth = max(self.stats.append_max_depth, depth)
         return created
 
-    def update_block(self, workspace: Workspace, block_id: str, body: dict[str, Any]) -> Block:
-        """PATCH /v1/blocks/{id}: change a block's text and attributes, or (un)archive it."""
+    def update_block(
+        self,
+        workspace: Workspace,
+        block_id: str,
+        body: dict[str, Any],
+        version: str = DATA_SOURCES_VERSION,
+    ) -> Block:
+        """PATCH /v1/blocks/{id}: change a block's text and attributes, or (un)trash it."""
         node = self.node(workspace, block_id)
         if isinstance(node, Page):
             raise validation(
                 "A child_page block is updated through PATCH /v1/pages/{id}, which the emulator "
                 "does not implement."
             )
+        # 2026-03-11 renamed ``archived`` to ``in_trash`` in requests too.
+        trash_keys = ("in_trash",) if version >= POSITION_VERSION else ("archived", "in_trash")
         for key in body:
-            if key in ("archived", "in_trash", node.type):
+            if key in (*trash_keys, node.type):
                 continue
             if key in CREATABLE_TYPES:
                 raise validation(f"body.{key}: a {node.type} block cannot become a {key} block.")
@@ -541,6 +632,32 @@ class NotesStore:
         self._touch(node, self.clock.now())
         self.stats.blocks_archived += 1
         return node
+
+    def _insertion_point(self, parent: Page | Block, body: dict[str, Any], placement: str) -> int:
+        """Where an append's blocks go among the parent's children (an index)."""
+        end = len(parent.children)
+        raw = body.get(placement)
+        if raw is None:
+            return end
+        after: Any = raw
+        if placement == "position":
+            kind = raw.get("type") if isinstance(raw, dict) else None
+            if kind == "start":
+                return 0
+            if kind == "end":
+                return end
+            if kind != "after_block":
+                raise validation(
+                    "body.position.type should be `after_block`, `start` or `end`, instead was "
+                    f"`{_short(kind)}`."
+                )
+            target = raw.get("after_block")
+            after = target.get("id") if isinstance(target, dict) else None
+        where = f"body.{placement}"
+        key = normalise_id(after, where) if isinstance(after, str) else None
+        if key is None or key not in parent.children or self._blocks[key].archived:
+            raise validation(f"{where} should name a child of block {parent.id}.")
+        return parent.children.index(key) + 1
 
     # --- test controls -----------------------------------------------------------------------
 
@@ -710,6 +827,55 @@ class NotesStore:
 
 
 # --- parsing helpers ---------------------------------------------------------------------------
+
+
+_PEOPLE = (("Giulia Esempio", "giulia"), ("Marco Prova", "marco"))
+
+
+def _users(seed: int, workspace_id: str, bot_id: str) -> list[User]:
+    """The bot and two fictitious people; drawn from their own generator, not the seed's."""
+    rng = random.Random(f"notes-users-{seed}-{workspace_id}")
+    people = [
+        User(
+            id=str(uuid.UUID(int=rng.getrandbits(128), version=4)),
+            type="person",
+            name=name,
+            email=f"{handle}@example.invalid",
+        )
+        for name, handle in _PEOPLE
+    ]
+    return [User(id=bot_id, type="bot", name="pmsgate"), *people]
+
+
+def _search_filter(raw: Any, containers: str) -> str | None:
+    """The object type a search is limited to (``page`` or the version's container type)."""
+    if raw is None:
+        return None
+    allowed = ("page", containers)
+    if not isinstance(raw, dict) or raw.get("property") != "object":
+        raise validation("body.filter.property should be `object`.")
+    value = raw.get("value")
+    if value not in allowed:
+        raise validation(
+            f"body.filter.value should be `{allowed[0]}` or `{allowed[1]}`, instead was "
+            f"`{_short(value)}`."
+        )
+    return str(value)
+
+
+def _search_sort(raw: Any) -> bool:
+    """Whether a search sorts by descending last_edited_time (the default)."""
+    if raw is None:
+        return True
+    if not isinstance(raw, dict) or raw.get("timestamp") != "last_edited_time":
+        raise validation("body.sort.timestamp should be `last_edited_time`.")
+    direction = raw.get("direction")
+    if direction not in ("ascending", "descending"):
+        raise validation(
+            "body.sort.direction should be `ascending` or `descending`, instead was "
+            f"`{_short(direction)}`."
+        )
+    return direction == "descending"
 
 
 def normalise_id(value: Any, where: str) -> str:
