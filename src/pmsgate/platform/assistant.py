@@ -1,35 +1,45 @@
 """The assistant platform's ``/v1`` API client: typed resources, its own throttle, safe retries.
 
 Wire contract: ``docs/platform-api.md`` (the public reference's shapes, plus this
-project's written-down assumptions for workspace creation, listings, members,
-roles, secrets and the tool-run endpoint).
+project's written-down assumptions, all listed in its section "Assumed endpoints").
 
+- **Envelopes.** The reference wraps every single object as ``{"data": {...}}`` and
+  every list as ``{"data": [...], "next_cursor", "has_more"}``. The client reads
+  both, and also a bare object (:func:`_unwrap`): tolerance that costs nothing, so a
+  variant can never break a call.
 - **Throttle.** The platform allows 120 requests/minute per workspace, shared with
   the agent's own tool calls. The client keeps itself below that on its own side
   (default 100/minute, a sliding window per workspace from pyrate-limiter, timed
-  by the injected clock), so a sync never *causes* a 429. Requests that name no
-  workspace (listing or creating workspaces) share one account-level window. A
-  request on an object id is counted for the workspace the object was last seen
-  in (answers carry ``workspace_id``), or for the one the caller passes.
-- **Retries.** Reads, and writes sent with an ``Idempotency-Key``, are retried on
-  429 (after ``Retry-After``, via the injected ``sleep``) and on 5xx/transport
-  failures (short exponential backoff). A write without a key is never sent twice:
-  the platform's docs advise against it, and a lost answer becomes
-  :class:`~pmsgate.platform.errors.PlatformWriteOutcomeUnknown`. The loop is ours
-  rather than stamina's because the waits must go through the injected ``sleep``.
+  by the injected clock and waited through the injected ``sleep``), so a sync never
+  *causes* a 429. Requests that name no workspace (listing or creating workspaces)
+  share one account-level window. A request on an object id is counted for the
+  workspace the object was last seen in (answers carry ``workspace_id``), or for
+  the one the caller passes. A 429's ``Retry-After`` is handed to the throttle
+  (stamina's ``on_wait`` hook answers 0), so that wait is done once, by the throttle.
+- **Retries.** One :class:`~pmsgate.upstream.RetryPolicy` (stamina) per client.
+  Reads, and writes sent with an ``Idempotency-Key``, are replay-safe: they are
+  retried on 429 and on 5xx/transport failures. A write without a key is never sent
+  twice (the platform's docs advise against it), and a lost answer becomes
+  :class:`~pmsgate.platform.errors.PlatformWriteOutcomeUnknown`. **Worst case:** a
+  replay-safe request is attempted ``max_attempts`` times (default 4) within the
+  policy's deadline; a write without a key exactly once; a ``list_*`` call makes
+  that many attempts *per page*. A ``Retry-After`` longer than ``max_retry_after_s``
+  (60 s) is not waited: the failure goes back to the caller at once.
+- **Assumed endpoints.** When an endpoint the public reference does not document
+  answers 403/404/405/501, the client raises
+  :class:`~pmsgate.platform.errors.PlatformEndpointUnavailable`, which onboarding
+  turns into a person's task.
 - **Secrets.** The bearer token and secret values are never logged, never in a
-  ``repr`` and are scrubbed from every error message.
+  ``repr`` and are scrubbed from every error message (:class:`~pmsgate.upstream.Scrubber`).
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
-import math
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from decimal import Decimal
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
@@ -37,13 +47,24 @@ from urllib.parse import quote
 import anyio
 import httpx
 import structlog
-from pydantic import AliasChoices, BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import (
+    AliasChoices,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
 from pyrate_limiter import Duration, InMemoryBucket, Rate, RateItem
 
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
 from pmsgate.platform.errors import (
+    CLASSIFICATION,
+    ENDPOINT_REFUSED_STATUSES,
     PlatformConflict,
+    PlatformEndpointUnavailable,
     PlatformError,
     PlatformForbidden,
     PlatformNotFound,
@@ -54,6 +75,14 @@ from pmsgate.platform.errors import (
     PlatformValidationError,
     PlatformWriteOutcomeUnknown,
 )
+from pmsgate.upstream import (
+    NOT_SENT,
+    ErrorKind,
+    RetryPolicy,
+    Scrubber,
+    deadline,
+    parse_retry_after,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -63,15 +92,22 @@ ACCOUNT_SCOPE = "account"
 PAGE_SIZE_MAX = 100
 _UPSTREAM_MESSAGE_MAX = 300
 _KNOWN_OWNERS_MAX = 50_000
+_REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-conduit-request-id")
 
-# Failures that happen before a byte of the request reaches the server.
-_NOT_SENT = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-    httpx.LocalProtocolError,
-    httpx.ProxyError,
-)
+_KIND_CLASSES: dict[ErrorKind, type[PlatformError]] = {
+    ErrorKind.AUTH_FAILED: PlatformUnauthorized,
+    ErrorKind.TOKEN_REJECTED: PlatformUnauthorized,
+    ErrorKind.FORBIDDEN: PlatformForbidden,
+    ErrorKind.NOT_FOUND: PlatformNotFound,
+    ErrorKind.UNKNOWN_OPERATION: PlatformNotFound,
+    ErrorKind.CONFLICT: PlatformConflict,
+    ErrorKind.INVALID_REQUEST: PlatformValidationError,
+    ErrorKind.RATE_LIMITED: PlatformRateLimited,
+    ErrorKind.TOO_MANY_SESSIONS: PlatformRateLimited,
+    ErrorKind.UNAVAILABLE: PlatformUnavailable,
+    ErrorKind.EDGE_BLOCKED: PlatformForbidden,
+    ErrorKind.UNEXPECTED: PlatformUnexpectedResponse,
+}
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -161,16 +197,70 @@ class CustomTool(_Answer):
     parameters: dict[str, ToolParameter] = Field(default_factory=dict)
     execution_message_description: str | None = None
     enable_globally: bool = False
+    # Documented: the platform statically validates the code and versions every change.
+    validated: bool | None = None
+    version: int | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
 
 
+class ToolOutput(_Answer):
+    """What the tool's ``main`` returned: ``{"message", "rawData"}`` (the code contract)."""
+
+    message: str = ""
+    raw_data: Any = Field(default=None, alias="rawData")
+
+
 class ToolRunResult(_Answer):
-    """The answer of a tool run: ``{success, message, rawData}``."""
+    """The documented run result: ``{success, message, result: {message, rawData}, error,
+    logs, run_time_ms}`` (``POST /v1/custom-tools/{id}/run``; a failing tool is ``success=False``).
+    """
 
     success: bool
     message: str = ""
-    raw_data: Any = Field(default=None, alias="rawData")
+    result: ToolOutput | None = None
+    error: Any = None
+    logs: Any = None
+    run_time_ms: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _flat_variant(cls, value: Any) -> Any:
+        # Tolerance: an older flat ``{success, message, rawData}`` reads as the documented shape.
+        if isinstance(value, dict) and "result" not in value and "rawData" in value:
+            value = dict(value)
+            value["result"] = {"message": value.get("message", ""), "rawData": value.pop("rawData")}
+        return value
+
+    @property
+    def raw_data(self) -> Any:
+        """The tool's structured data (``result.rawData``), None when it failed or gave none."""
+        return self.result.raw_data if self.result is not None else None
+
+    @property
+    def output_message(self) -> str:
+        """The message the tool's ``main`` returned (what the agent reads)."""
+        return self.result.message if self.result is not None else ""
+
+
+class CustomToolRuntime(_Answer):
+    """One language's runtime: entrypoint, return contract, template, importable packages.
+
+    ``GET /v1/custom-tools/runtimes`` is documented; its field names are not public in
+    full, so every field but ``language`` is optional and unknown ones are kept.
+    """
+
+    language: str
+    entrypoint: str | None = None
+    return_contract: Any = None
+    template: str | None = None
+    builtin_modules: list[str] = Field(default_factory=list)
+    packages: list[str] = Field(default_factory=list)
+
+    def allows_import(self, module: str) -> bool:
+        """True when ``module`` (its top-level name) is built in or an installable package."""
+        top = module.split(".", 1)[0]
+        return top in self.builtin_modules or top in self.packages
 
 
 class NewSkill(_Request):
@@ -192,7 +282,7 @@ class Skill(_Answer):
     id: str
     workspace_id: str
     name: str
-    display_name: str = ""
+    display_name: str | None = ""  # nullable in the reference
     description: str = ""
     body: str = ""
     allowed_tools: list[str] = Field(default_factory=list)
@@ -416,9 +506,15 @@ class WorkspaceThrottle:
         self._clock = clock
         self._sleep = sleep
         self._buckets: dict[str, InMemoryBucket] = {}
+        self._held_until: dict[str, float] = {}  # scope -> epoch seconds (an upstream's wait)
 
     def __repr__(self) -> str:
         return f"WorkspaceThrottle(per_minute={self.per_minute})"
+
+    def hold(self, scope: str, seconds: float) -> None:
+        """Let no request of ``scope`` start for ``seconds`` (the upstream's ``Retry-After``)."""
+        until = self._clock.now().timestamp() + max(0.0, seconds)
+        self._held_until[scope] = max(until, self._held_until.get(scope, 0.0))
 
     async def acquire(self, scope: str) -> float:
         """Take one permit for ``scope``, waiting until one frees; returns the seconds waited."""
@@ -426,6 +522,12 @@ class WorkspaceThrottle:
         if bucket is None:
             bucket = self._buckets[scope] = InMemoryBucket([self._rate])
         waited = 0.0
+        held = self._held_until.pop(scope, None)
+        if held is not None:
+            pause = held - self._clock.now().timestamp()
+            if pause > 0:
+                await self._sleep(pause)
+                waited += pause
         while True:
             now_ms = self._now_ms()
             if bucket.put(RateItem(scope, now_ms)):
@@ -463,6 +565,7 @@ class AssistantClient:
         max_retry_after_s: float = 60.0,
         timeout_s: float = 30.0,
         page_size: int = PAGE_SIZE_MAX,
+        retry: RetryPolicy | None = None,
     ) -> None:
         if not token.get_secret_value():
             raise ValueError("the platform token is empty")
@@ -474,9 +577,14 @@ class AssistantClient:
         self.clock = clock or SystemClock()
         self._sleep = sleep
         self.throttle = WorkspaceThrottle(requests_per_minute, clock=self.clock, sleep=sleep)
-        self.max_attempts = max(1, max_attempts)
-        self.max_retry_after_s = max_retry_after_s
+        # One policy for every request; its deadline bounds a request's retries, not a list.
+        self.retry = retry or RetryPolicy(
+            attempts=max(1, max_attempts),
+            deadline_s=None,
+            max_retry_after_s=max_retry_after_s,
+        )
         self.timeout_s = timeout_s
+        self._scrubber = Scrubber(limit=_UPSTREAM_MESSAGE_MAX)
         self.page_size = page_size
         self._owners: dict[str, str] = {}  # object id -> workspace id, learnt from answers
 
@@ -514,13 +622,21 @@ class AssistantClient:
 
     async def get_workspace(self, workspace_id: str) -> Workspace:
         """One workspace."""
-        answer = await self._call("GET", f"/v1/workspaces/{_seg(workspace_id)}", workspace_id)
+        answer = await self._call(
+            "GET",
+            f"/v1/workspaces/{_seg(workspace_id)}",
+            workspace_id,
+            assumed="GET /v1/workspaces/{id}",
+        )
         return self._one(Workspace, answer)
 
     async def workspace_usage(self, workspace_id: str) -> WorkspaceUsage:
         """The workspace's cumulative usage (``GET /v1/workspaces/{id}/usage``; assumed shape)."""
         path = f"/v1/workspaces/{_seg(workspace_id)}/usage"
-        return self._one(WorkspaceUsage, await self._call("GET", path, workspace_id))
+        answer = await self._call(
+            "GET", path, workspace_id, assumed="GET /v1/workspaces/{id}/usage"
+        )
+        return self._one(WorkspaceUsage, answer)
 
     async def create_workspace(
         self, name: str, slug: str, *, idempotency_key: str | None = None
@@ -532,6 +648,7 @@ class AssistantClient:
             None,
             body={"name": name, "slug": slug},
             idempotency_key=idempotency_key,
+            assumed="POST /v1/workspaces",
         )
         return self._one(Workspace, answer)
 
@@ -633,6 +750,26 @@ class AssistantClient:
         )
         return self._one(ToolRunResult, answer)
 
+    async def custom_tool_runtimes(self) -> list[CustomToolRuntime]:
+        """The runtimes tool code may target (``GET /v1/custom-tools/runtimes``): the contract."""
+        answer = await self._call("GET", "/v1/custom-tools/runtimes", None)
+        data = answer.get("data", answer) if isinstance(answer, dict) else answer
+        if isinstance(data, dict):
+            # Tolerance: a mapping keyed by language reads like the list.
+            data = [
+                {"language": lang, **(v if isinstance(v, dict) else {})} for lang, v in data.items()
+            ]
+        try:
+            return [CustomToolRuntime.model_validate(item) for item in data or []]
+        except (ValidationError, TypeError) as exc:
+            if isinstance(exc, ValidationError):
+                raise _shape_error(
+                    CustomToolRuntime, exc, "GET", "/v1/custom-tools/runtimes"
+                ) from None
+            raise PlatformUnexpectedResponse(
+                "The runtimes answer is not a list.", method="GET", path="/v1/custom-tools/runtimes"
+            ) from None
+
     # --- skills --------------------------------------------------------------------------------
 
     async def list_skills(self, workspace_id: str) -> list[Skill]:
@@ -711,6 +848,7 @@ class AssistantClient:
             self._scope_of(agent_id, workspace_id),
             body={"message": message},
             idempotency_key=idempotency_key,
+            assumed="POST /v1/agents/{id}/test-conversations",
         )
         return self._one(AgentConversation, answer)
 
@@ -720,13 +858,21 @@ class AssistantClient:
         """Every recorded test conversation of an agent, oldest first (emulator-only)."""
         path = f"/v1/agents/{_seg(agent_id)}/test-conversations"
         scope = self._scope_of(agent_id, workspace_id)
-        return [c async for c in self._iterate(path, AgentConversation, workspace_id=scope)]
+        endpoint = "GET /v1/agents/{id}/test-conversations"
+        return [
+            c
+            async for c in self._iterate(
+                path, AgentConversation, workspace_id=scope, assumed=endpoint
+            )
+        ]
 
     # --- listings ------------------------------------------------------------------------------
 
     async def list_listings(self, workspace_id: str) -> list[Listing]:
         """Every listing of a workspace (all pages); none while its PMS connection fails."""
-        return await self._collect("/v1/listings", Listing, workspace_id)
+        return await self._collect(
+            "/v1/listings", Listing, workspace_id, assumed="GET /v1/listings"
+        )
 
     async def get_pms_connection(self, workspace_id: str) -> PmsConnection | None:
         """The workspace's booking-system connection; None when it has none (assumed endpoint)."""
@@ -735,6 +881,7 @@ class AssistantClient:
                 "GET", f"/v1/workspaces/{_seg(workspace_id)}/pms-connection", workspace_id
             )
         except PlatformNotFound:
+            # 404 = this workspace has no connection (the assumed shape), or no such endpoint.
             return None
         return self._one(PmsConnection, answer)
 
@@ -768,6 +915,7 @@ class AssistantClient:
             # A fresh key per call: this call's retries are safe, a later call is a new write.
             idempotency_key=idempotency_key or f"pms-connection:{uuid.uuid4().hex}",
             secrets=secrets,
+            assumed="PUT /v1/workspaces/{id}/pms-connection",
         )
         return self._one(PmsConnection, answer)
 
@@ -916,20 +1064,31 @@ class AssistantClient:
             body={"value": plain},
             idempotency_key=idempotency_key,
             secrets=(plain,),
+            assumed="PUT /v1/workspaces/{id}/secrets/{name}",
         )
         return self._one(SecretInfo, answer)
 
     async def list_secrets(self, workspace_id: str) -> list[SecretInfo]:
         """The names of a workspace's secrets (values are never readable)."""
         path = f"/v1/workspaces/{_seg(workspace_id)}/secrets"
-        return [s async for s in self._iterate(path, SecretInfo, workspace_id=workspace_id)]
+        endpoint = "GET /v1/workspaces/{id}/secrets"
+        return [
+            s
+            async for s in self._iterate(
+                path, SecretInfo, workspace_id=workspace_id, assumed=endpoint
+            )
+        ]
 
     # --- members and roles ---------------------------------------------------------------------
 
     async def list_members(self, workspace_id: str) -> list[Member]:
         """Every member of a workspace with their role (all pages)."""
         path = f"/v1/workspaces/{_seg(workspace_id)}/members"
-        return [m async for m in self._iterate(path, Member, workspace_id=workspace_id)]
+        endpoint = "GET /v1/workspaces/{id}/members"
+        return [
+            m
+            async for m in self._iterate(path, Member, workspace_id=workspace_id, assumed=endpoint)
+        ]
 
     async def add_member(
         self,
@@ -947,6 +1106,7 @@ class AssistantClient:
             workspace_id,
             body={"email": email, "role": role, "name": name},
             idempotency_key=idempotency_key,
+            assumed="POST /v1/workspaces/{id}/members",
         )
         return self._one(Member, answer)
 
@@ -965,13 +1125,17 @@ class AssistantClient:
             workspace_id,
             body={"role": role},
             idempotency_key=idempotency_key,
+            assumed="PATCH /v1/workspaces/{id}/members/{member_id}",
         )
         return self._one(Member, answer)
 
     async def list_roles(self, workspace_id: str) -> list[Role]:
         """The roles a workspace member can have."""
         path = f"/v1/workspaces/{_seg(workspace_id)}/roles"
-        return [r async for r in self._iterate(path, Role, workspace_id=workspace_id)]
+        endpoint = "GET /v1/workspaces/{id}/roles"
+        return [
+            r async for r in self._iterate(path, Role, workspace_id=workspace_id, assumed=endpoint)
+        ]
 
     # --- pagination ----------------------------------------------------------------------------
 
@@ -984,12 +1148,16 @@ class AssistantClient:
         params: Mapping[str, str] | None = None,
         cursor: str | None = None,
         limit: int | None = None,
+        assumed: str | None = None,
     ) -> Page[M]:
         query = dict(params or {})
         query["limit"] = str(limit or self.page_size)
         if cursor:
             query["cursor"] = cursor
-        answer = await self._call("GET", path, workspace_id, params=query)
+        answer = await self._call("GET", path, workspace_id, params=query, assumed=assumed)
+        if isinstance(answer, list):
+            # Tolerance: a bare array is one complete page.
+            answer = {"data": answer, "next_cursor": None, "has_more": False}
         try:
             page = Page[model].model_validate(answer)  # type: ignore[valid-type]
         except ValidationError as exc:
@@ -998,11 +1166,16 @@ class AssistantClient:
             self._learn(item)
         return page
 
-    async def _collect(self, path: str, model: type[M], workspace_id: str) -> list[M]:
+    async def _collect(
+        self, path: str, model: type[M], workspace_id: str, *, assumed: str | None = None
+    ) -> list[M]:
         """Every item of a list filtered by ``?workspace_id=``, all pages."""
         params = {"workspace_id": workspace_id}
         return [
-            i async for i in self._iterate(path, model, workspace_id=workspace_id, params=params)
+            i
+            async for i in self._iterate(
+                path, model, workspace_id=workspace_id, params=params, assumed=assumed
+            )
         ]
 
     async def _iterate(
@@ -1012,12 +1185,18 @@ class AssistantClient:
         *,
         workspace_id: str | None,
         params: Mapping[str, str] | None = None,
+        assumed: str | None = None,
     ) -> AsyncIterator[M]:
         cursor: str | None = None
         seen: set[str] = set()
         while True:
             page = await self._page(
-                path, model, workspace_id=workspace_id, params=params, cursor=cursor
+                path,
+                model,
+                workspace_id=workspace_id,
+                params=params,
+                cursor=cursor,
+                assumed=assumed,
             )
             for item in page.data:
                 yield item
@@ -1045,7 +1224,7 @@ class AssistantClient:
 
     def _one(self, model: type[M], answer: Any) -> M:
         try:
-            item = model.model_validate(answer)
+            item = model.model_validate(_unwrap(answer))
         except ValidationError as exc:
             raise _shape_error(model, exc, None, None) from None
         self._learn(item)
@@ -1061,34 +1240,42 @@ class AssistantClient:
         body: Mapping[str, Any] | None = None,
         idempotency_key: str | None = None,
         secrets: tuple[str, ...] = (),
+        assumed: str | None = None,
     ) -> Any:
-        """Send one request; retry only reads and writes that carry an idempotency key."""
+        """Send one request; retry (stamina) only reads and writes that carry an idempotency key.
+
+        ``assumed`` names the route template of an endpoint the public reference does not
+        document: its refusal (403/404/405/501) becomes ``PlatformEndpointUnavailable``.
+        """
         token = self._token.get_secret_value()
-        secrets = (token, *secrets)
+        scrub = self._scrubber.with_secrets(token, *secrets)
         headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        retry_allowed = method == "GET" or bool(idempotency_key)
+        replay_safe = method == "GET" or bool(idempotency_key)
         scope = workspace_id or ACCOUNT_SCOPE
+
+        def on_wait(error: Exception, wait: float) -> float:
+            # The throttle holds the workspace back for the upstream's wait (through the
+            # injected sleep); stamina waits nothing more, so the wait is done once.
+            self.throttle.hold(scope, wait)
+            return 0.0
+
         attempt = 0
-        while True:
-            attempt += 1
-            await self.throttle.acquire(scope)
-            started = time.perf_counter()
-            try:
-                response = await self._send(method, path, params, body, headers, retry_allowed)
-                answer = self._interpret(method, path, response, secrets, retry_allowed)
-            except PlatformError as error:
-                self._log(method, path, started, attempt, error=error)
-                if not (retry_allowed and error.retryable and attempt < self.max_attempts):
+        async for trying in self.retry.retrying(replay_safe=replay_safe, on_wait=on_wait):
+            with trying:
+                attempt += 1
+                await self.throttle.acquire(scope)
+                started = time.perf_counter()
+                try:
+                    response = await self._send(method, path, params, body, headers, replay_safe)
+                    answer = self._interpret(method, path, response, scrub, replay_safe, assumed)
+                except PlatformError as error:
+                    self._log(method, path, started, attempt, error=error)
                     raise
-                wait = self._wait_before_retry(error, attempt)
-                if wait is None:
-                    raise
-                await self._sleep(wait)
-                continue
-            self._log(method, path, started, attempt, status=response.status_code)
-            return answer
+                self._log(method, path, started, attempt, status=response.status_code)
+                return answer
+        raise AssertionError("stamina ended without an attempt")  # pragma: no cover
 
     async def _send(
         self,
@@ -1097,13 +1284,10 @@ class AssistantClient:
         params: Mapping[str, str] | None,
         body: Mapping[str, Any] | None,
         headers: dict[str, str],
-        retry_allowed: bool,
+        replay_safe: bool,
     ) -> httpx.Response:
-        # httpx's own timeouts are per phase and do not apply to in-process transports;
-        # the outer deadline bounds the whole request either way.
-        deadline = self.timeout_s + min(1.0, self.timeout_s * 0.1)
         try:
-            with anyio.fail_after(deadline):
+            with deadline(self.timeout_s):
                 return await self._http.request(
                     method,
                     self.base_url + path,
@@ -1112,15 +1296,16 @@ class AssistantClient:
                     headers=headers,
                     timeout=httpx.Timeout(self.timeout_s),
                 )
-        except _NOT_SENT as exc:
+        except NOT_SENT as exc:
             raise PlatformUnavailable(
                 f"Could not reach the assistant platform ({type(exc).__name__}).",
                 method=method,
                 path=path,
+                may_have_been_sent=False,
             ) from None
         except (httpx.TransportError, TimeoutError) as exc:
             reason = type(exc).__name__
-            if retry_allowed:
+            if replay_safe:
                 raise PlatformUnavailable(
                     f"The assistant platform did not answer ({reason}).", method=method, path=path
                 ) from None
@@ -1135,89 +1320,73 @@ class AssistantClient:
         method: str,
         path: str,
         response: httpx.Response,
-        secrets: tuple[str, ...],
-        retry_allowed: bool,
+        scrub: Scrubber,
+        replay_safe: bool,
+        assumed: str | None,
     ) -> Any:
         status = response.status_code
         try:
             answer = json.loads(response.content) if response.content else None
         except ValueError:
             answer = None
+        request_id = next(
+            (response.headers[h] for h in _REQUEST_ID_HEADERS if h in response.headers), None
+        )
         if 200 <= status < 300:
-            if answer is None and status != 204:
+            if answer is None and status != 204 and method != "DELETE":
                 raise PlatformUnexpectedResponse(
-                    f"HTTP {status} without a JSON body.", method=method, path=path, status=status
+                    f"HTTP {status} without a JSON body.",
+                    method=method,
+                    path=path,
+                    status=status,
+                    request_id=request_id,
                 )
             return answer
-        upstream = _scrub(answer.get("error") if isinstance(answer, dict) else None, secrets)
-        error = self._error(method, path, status, upstream, response.headers)
-        if status == 504 and not retry_allowed:
-            # A proxy gave up waiting: the origin may still have applied the write.
-            error = PlatformWriteOutcomeUnknown(
-                "A proxy timed out waiting for the write; it may have been applied.",
-                method=method,
-                path=path,
-                status=status,
-                upstream_message=upstream,
-            )
-        raise error
-
-    def _error(
-        self, method: str, path: str, status: int, upstream: str | None, headers: httpx.Headers
-    ) -> PlatformError:
+        upstream = scrub(answer.get("error") if isinstance(answer, dict) else None)
         context: dict[str, Any] = {
             "method": method,
             "path": path,
             "status": status,
             "upstream_message": upstream,
+            "request_id": request_id,
         }
-        if status == 401:
-            return PlatformUnauthorized("The platform refused the token.", **context)
-        if status == 403:
-            return PlatformForbidden("The token may not do this.", **context)
-        if status == 404:
-            return PlatformNotFound(upstream or "Not found.", **context)
-        if status == 409:
-            return PlatformConflict(upstream or "Already exists.", **context)
-        if status in (400, 422):
-            return PlatformValidationError(upstream or "The request was refused.", **context)
-        if status == 429:
-            return PlatformRateLimited(
-                "The workspace's request budget is spent.",
-                retry_after=self._retry_after(headers),
+        if assumed is not None and status in ENDPOINT_REFUSED_STATUSES:
+            raise PlatformEndpointUnavailable(
+                f"The platform refused {assumed} (HTTP {status}): an endpoint this project "
+                "assumes and the public reference does not document.",
+                endpoint=assumed,
                 **context,
             )
-        if status >= 500 or status == 408:
-            return PlatformUnavailable(f"The platform failed (HTTP {status}).", **context)
-        return PlatformUnexpectedResponse(f"Unexpected HTTP status {status}.", **context)
+        if status == 504 and not replay_safe:
+            # A proxy gave up waiting: the origin may still have applied the write.
+            raise PlatformWriteOutcomeUnknown(
+                "A proxy timed out waiting for the write; it may have been applied.", **context
+            )
+        raise self._error(CLASSIFICATION.classify(status), upstream, response.headers, context)
 
-    def _wait_before_retry(self, error: PlatformError, attempt: int) -> float | None:
-        """Seconds to wait before the next attempt, or None to give up now."""
-        if isinstance(error, PlatformRateLimited) and error.retry_after is not None:
-            # A very long Retry-After would pile up work: better to fail and let the caller plan.
-            if error.retry_after > self.max_retry_after_s:
-                return None
-            return error.retry_after
-        return min(8.0, 0.5 * 2 ** (attempt - 1))
-
-    def _retry_after(self, headers: httpx.Headers) -> float | None:
-        raw = headers.get("retry-after")
-        if raw is None:
-            return None
-        raw = raw.strip()
-        try:
-            seconds = float(raw)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(raw)
-            except (TypeError, ValueError):
-                return None
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=UTC)
-            seconds = (when - self.clock.now()).total_seconds()
-        if not math.isfinite(seconds):
-            return None
-        return max(0.0, seconds)
+    def _error(
+        self,
+        kind: ErrorKind,
+        upstream: str | None,
+        headers: httpx.Headers,
+        context: dict[str, Any],
+    ) -> PlatformError:
+        cls = _KIND_CLASSES.get(kind, PlatformUnexpectedResponse)
+        status = context["status"]
+        if cls is PlatformRateLimited:
+            wait = parse_retry_after(headers.get("retry-after"), self.clock.now())
+            return PlatformRateLimited(
+                "The workspace's request budget is spent.", retry_after=wait, **context
+            )
+        messages: dict[type[PlatformError], str] = {
+            PlatformUnauthorized: "The platform refused the token.",
+            PlatformForbidden: "The token may not do this.",
+            PlatformNotFound: upstream or "Not found.",
+            PlatformConflict: upstream or "Already exists.",
+            PlatformValidationError: upstream or "The request was refused.",
+            PlatformUnavailable: f"The platform failed (HTTP {status}).",
+        }
+        return cls(messages.get(cls, f"Unexpected HTTP status {status}."), **context)
 
     def _log(
         self,
@@ -1238,6 +1407,7 @@ class AssistantClient:
             attempt=attempt,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
             error=error.code if error is not None else None,
+            request_id=error.request_id if error is not None else None,
         )
 
 
@@ -1286,11 +1456,13 @@ def _shape_error(
     )
 
 
-def _scrub(message: Any, secrets: tuple[str, ...]) -> str | None:
-    """The platform's error text, without our token or secret values, cut short."""
-    if not isinstance(message, str) or not message:
-        return None
-    for secret in secrets:
-        if secret:
-            message = message.replace(secret, "***")
-    return message[:_UPSTREAM_MESSAGE_MAX]
+def _unwrap(answer: Any) -> Any:
+    """The object of a single-object answer: documented ``{"data": {...}}``, or a bare object."""
+    if (
+        isinstance(answer, dict)
+        and isinstance(answer.get("data"), dict)
+        and "id" not in answer
+        and "success" not in answer
+    ):
+        return answer["data"]
+    return answer
