@@ -291,7 +291,8 @@ def _api_router(store: KrossStore) -> APIRouter:
 async def _get_token(store: KrossStore, request: Request) -> dict[str, Any]:
     body = await _json_body(request)
     hotel_id = str(body.get("hotel_id", ""))
-    # Only a hotel_id that exists can be charged; unknown ones fail AUTH_FAILED uncounted.
+    # Only a hotel_id that exists can be charged; unknown ones are refused as a wrong login,
+    # uncounted.
     if store.has_facility(hotel_id):
         store.admit(hotel_id)
     _maybe_fail(store)

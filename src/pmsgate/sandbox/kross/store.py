@@ -365,7 +365,7 @@ class KrossStore:
     # --- tokens ----------------------------------------------------------------------------
 
     def issue_token(self, hotel_id: str, username: str, password: str, api_key: str) -> IssuedToken:
-        """auth/get-token: a new 7-day token, unless credentials are wrong or 50 are active."""
+        """auth/get-token: a 7-day token; wrong credentials are refused as login_refusal says."""
         tenant = self._tenants.get(hotel_id)
         if tenant is None or (username, password, api_key) != (
             tenant.facility.username,
@@ -385,7 +385,7 @@ class KrossStore:
         return IssuedToken(value, hotel_id, expires_at, int(TOKEN_TTL.total_seconds()))
 
     def authenticate(self, token: str | None) -> str:
-        """The hotel_id a bearer token belongs to, or INVALID_TOKEN."""
+        """The hotel_id a bearer token belongs to, or a refusal shaped by token_rejection."""
         if token:
             now = self.clock.now()
             for hotel_id, tenant in self._tenants.items():
