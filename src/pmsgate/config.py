@@ -183,9 +183,10 @@ class Settings(BaseSettings):
         "the sandbox serves it at <sandbox>/notes.",
     )
     notes_version: str = Field(
-        default="2022-06-28",
-        description="Notion-Version header sent on every notes request; from 2025-09-03 on the "
-        "apartments database is queried through its data source.",
+        default="2025-09-03",
+        description="Notion-Version header sent on every notes request (2022-06-28, 2025-09-03 "
+        "or 2026-03-11); from 2025-09-03 on the apartments database is queried through its "
+        "data source.",
     )
     notes_requests_per_second: float = Field(
         default=3.0,

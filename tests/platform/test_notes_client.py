@@ -17,6 +17,8 @@ from pydantic import SecretStr
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.platform.notes import (
+    DEFAULT_NOTION_VERSION,
+    ERROR_TABLE,
     Block,
     NotesClient,
     NotesInvalidRequest,
@@ -36,6 +38,7 @@ from pmsgate.sandbox.notes.app import create_notes_app
 from pmsgate.sandbox.notes.store import Block as StoredBlock
 from pmsgate.sandbox.notes.store import NotesStore
 from pmsgate.sandbox.notes.store import Page as StoredPage
+from pmsgate.upstream import ErrorKind, UpstreamError
 
 pytestmark = pytest.mark.anyio
 
@@ -373,7 +376,7 @@ async def test_a_retry_after_beyond_the_limit_fails_at_once_with_notes_rate_limi
 
 
 async def test_server_errors_are_retried_for_reads_and_never_for_writes(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], sleeper: Sleeper
+    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any]
 ):
     client = make_client(max_attempts=4)
     page_id = workspace["pages"][0]["page_id"]
@@ -381,10 +384,11 @@ async def test_server_errors_are_retried_for_reads_and_never_for_writes(
     with pytest.raises(NotesUnavailable) as read_failure:
         await client.list_children(page_id)
     assert read_failure.value.upstream_code == "internal_server_error"
+    assert read_failure.value.operation == "BlocksChildrenEndpoint.list"
     assert store.stats.requests_by_endpoint["GET /v1/blocks/{block_id}/children"] == 4
-    assert sleeper.calls == [0.5, 1.0, 2.0]
-    with pytest.raises(NotesUnavailable):
+    with pytest.raises(NotesUnavailable) as write_failure:
         await client.append_blocks(page_id, [paragraph("una volta sola")])
+    assert write_failure.value.may_have_been_sent is True
     assert store.stats.requests_by_endpoint["PATCH /v1/blocks/{block_id}/children"] == 1
 
     store.clear_faults()
@@ -474,3 +478,126 @@ async def test_an_id_that_would_change_the_request_path_is_refused_without_sendi
     with pytest.raises(NotesInvalidRequest):
         await make_client().get_block("../users")
     assert store.stats.requests_total == 0
+
+
+# --- the upstream kit ----------------------------------------------------------------------------
+
+
+class FailingFirst(httpx.AsyncBaseTransport):
+    """A transport that fails the first ``count`` requests with ``error``, then passes them on."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, error: Exception, count: int) -> None:
+        self.inner, self.error, self.count = inner, error, count
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.count > 0:
+            self.count -= 1
+            raise self.error
+        return await self.inner.handle_async_request(request)
+
+
+async def test_notes_errors_are_upstream_errors_with_notions_request_id(
+    make_client: MakeClient, store: NotesStore
+):
+    with pytest.raises(NotesNotFound) as caught:
+        await make_client().get_page("00000000-0000-4000-8000-000000000000")
+    error = caught.value
+    assert isinstance(error, UpstreamError)
+    assert (error.upstream, error.code, error.status) == ("notes", "notes_not_found", 404)
+    assert error.request_id and error.request_id in caught.value.as_dict().values()
+    assert store.stats.requests_total == 1
+
+
+async def test_a_read_that_keeps_failing_makes_the_documented_worst_case_of_5_attempts(
+    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any]
+):
+    page_id = workspace["pages"][0]["page_id"]
+    store.set_faults(fail_ids=[page_id])
+    client = make_client()
+    with pytest.raises(NotesUnavailable):
+        await client.get_page(page_id)
+    assert client.requests_sent == store.stats.requests_total == 5
+
+
+async def test_a_429_on_a_write_is_retried_because_notion_did_not_process_it(
+    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], sleeper: Sleeper
+):
+    page_id = workspace["pages"][0]["page_id"]
+    store.set_rate_limit(requests_per_second=0.5, burst=1)
+    client = make_client(requests_per_second=100)
+    created = await client.append_blocks(page_id, [paragraph("uno")])
+    again = await client.append_blocks(page_id, [paragraph("due")])
+    assert store.stats.rate_limited.total() == 1
+    assert store.stats.requests_by_endpoint["PATCH /v1/blocks/{block_id}/children"] == 3
+    assert sleeper.calls == [pytest.approx(2.0)]  # Retry-After, waited once by the throttle
+    children = [b.id for b in await client.list_children(page_id)]
+    assert children[-2:] == [created[0].id, again[0].id]
+
+
+@pytest.mark.parametrize(
+    ("error", "attempts"),
+    [(httpx.ConnectError("refused"), 2), (httpx.ReadError("connection reset"), 1)],
+    ids=["not-sent", "maybe-sent"],
+)
+async def test_a_write_is_resent_only_after_a_failure_that_proves_nothing_was_sent(
+    store: NotesStore,
+    clock: ManualClock,
+    sleeper: Sleeper,
+    workspace: dict[str, Any],
+    error: Exception,
+    attempts: int,
+):
+    transport = FailingFirst(httpx.ASGITransport(app=create_notes_app(store)), error, 1)
+    async with httpx.AsyncClient(transport=transport) as http:
+        client = NotesClient(
+            http,
+            token=SecretStr(workspace["token"]),
+            base_url=BASE_URL,
+            clock=clock,
+            sleep=sleeper,
+        )
+        page_id = workspace["pages"][0]["page_id"]
+        if attempts == 1:
+            with pytest.raises(NotesUnavailable) as caught:
+                await client.append_blocks(page_id, [paragraph("una volta sola")])
+            assert caught.value.may_have_been_sent is True
+        else:
+            await client.append_blocks(page_id, [paragraph("una volta sola")])
+    assert client.requests_sent == attempts
+    assert store.stats.blocks_created == (1 if attempts == 2 else 0)
+
+
+async def test_the_error_table_maps_notion_codes_before_statuses():
+    assert ERROR_TABLE.classify(429, "rate_limited") is ErrorKind.RATE_LIMITED
+    assert ERROR_TABLE.classify(529, "service_overload") is ErrorKind.UNAVAILABLE
+    assert ERROR_TABLE.classify(502, None) is ErrorKind.UNAVAILABLE
+    assert ERROR_TABLE.classify(400, "missing_version") is ErrorKind.INVALID_REQUEST
+    assert ERROR_TABLE.classify(403, "restricted_resource") is ErrorKind.FORBIDDEN
+    assert ERROR_TABLE.classify(418, None) is ErrorKind.UNEXPECTED
+
+
+# --- Notion versions -----------------------------------------------------------------------------
+
+
+async def test_the_default_notion_version_is_2025_09_03(make_client: MakeClient):
+    assert DEFAULT_NOTION_VERSION == Settings().notes_version == "2025-09-03"
+    assert make_client().notion_version == "2025-09-03"
+
+
+@pytest.mark.parametrize("version", ["2022-06-28", "2025-09-03", "2026-03-11"])
+async def test_reads_and_writes_work_at_every_supported_version(
+    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], version: str
+):
+    client = make_client(notion_version=version)
+    pages = await client.query_database(workspace["database_id"])
+    assert [p.id for p in pages] == [t["page_id"] for t in workspace["pages"]]
+    page_id = pages[0].id
+    before = await client.list_children(page_id)
+    created = await client.append_blocks(
+        page_id, [paragraph(f"inserito {i}") for i in range(120)], after=before[0].id
+    )
+    after = [b.id for b in await client.list_children(page_id)]
+    assert after == [before[0].id, *[b.id for b in created], *[b.id for b in before[1:]]]
+    deleted = await client.delete_block(created[0].id)
+    assert deleted.archived is True
+    assert (await client.get_page(page_id)).title == pages[0].title

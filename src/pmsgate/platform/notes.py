@@ -17,25 +17,39 @@ whole-tree reads, appends split to the API's limits, a throttle and one retry po
   ``requests_per_second`` (a pyrate-limiter sliding window timed by the injected
   clock, waits through the injected ``sleep``), so a sync does not *cause* 429s.
   Clients sharing one token in a process should share one throttle.
-- **Retries are ours, defined once.** The SDK's own retries are switched off
-  (``retry=False``): they sleep with ``asyncio.sleep`` and read ``time.time()``
-  (not injectable, so not testable without real sleeping) and would bypass the
-  throttle. Here every attempt passes the throttle; a 429 is retried for any
-  method (Notion did not process it) after ``Retry-After`` — during which the
-  whole client holds back — up to ``max_attempts``, unless the wait exceeds
-  ``max_retry_after_s``; 5xx, 529, timeouts and transport failures are retried
-  with exponential backoff for reads only. Writes are not re-sent after those,
-  because the first attempt may have been applied (an append sent twice
-  duplicates blocks).
-- **Database queries** use ``POST /v1/databases/{id}/query`` up to Notion-Version
-  2022-06-28 (through the SDK's generic ``request``: SDK 3.x has no
-  ``databases.query`` any more) and the database's data sources
-  (``data_sources.query``) from 2025-09-03 on.
+- **Retries are the upstream kit's** (:class:`pmsgate.upstream.RetryPolicy` on
+  stamina). The SDK's own retries are switched off (``retry=False``): they sleep
+  with ``asyncio.sleep`` and read ``time.time()`` (not injectable) and would bypass
+  the throttle. Every attempt passes the throttle. What is retried:
+
+  - a **429** for any method (Notion did not process it: ``may_have_been_sent`` is
+    False), after ``Retry-After``; the wait is done once, by the throttle (the whole
+    client holds back through the injected ``sleep``), and stamina waits 0. A
+    ``Retry-After`` beyond ``max_retry_after_s`` is not waited for: the caller gets
+    :class:`NotesRateLimited` at once;
+  - **5xx, 529, 409, timeouts and transport failures for reads**, with stamina's
+    jittered exponential backoff (``backoff_initial_s`` doubling up to
+    ``backoff_max_s``);
+  - for **writes**, only failures that prove nothing was sent (a connection that
+    could not be opened). A write that failed after it may have reached Notion is
+    never re-sent: an append sent twice duplicates blocks.
+
+  **Worst case:** one call (one HTTP request of the SDK) makes at most
+  ``max_attempts`` attempts (default 5): 4 retries of a read that keeps failing
+  with 5xx, or of any call that keeps answering 429 with a short ``Retry-After``.
+  A write that fails with a 5xx or a timeout makes exactly one attempt. Paginated
+  reads and split appends repeat this per request. Error classification is data:
+  ``notes_errors.yaml`` (status and Notion code → kind → class).
+- **Notion-Version** is ``2025-09-03`` by default (``PMSGATE_NOTES_VERSION``);
+  2022-06-28 and 2026-03-11 work too. **Database queries** use
+  ``POST /v1/databases/{id}/query`` before 2025-09-03 (through the SDK's generic
+  ``request``: SDK 3.x has no ``databases.query``) and the database's data sources
+  (``data_sources.query``) from 2025-09-03 on. **Appends after a block** send
+  ``after`` before 2026-03-11 and ``position: {type: "after_block", …}`` from then on.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
@@ -61,12 +75,24 @@ from pyrate_limiter import InMemoryBucket, Rate, RateItem
 
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
+from pmsgate.upstream import (
+    NOT_SENT,
+    ClassificationTable,
+    ErrorKind,
+    RetryPolicy,
+    Scrubber,
+    UpstreamError,
+    deadline,
+    parse_retry_after,
+)
 
 log = structlog.get_logger(__name__)
 
 DEFAULT_BASE_URL = "https://api.notion.com"
-DEFAULT_NOTION_VERSION = "2022-06-28"
+DEFAULT_NOTION_VERSION = "2025-09-03"
 DATA_SOURCES_VERSION = "2025-09-03"
+# From this version on, appends are placed with ``position`` instead of ``after``.
+POSITION_VERSION = "2026-03-11"
 DEFAULT_REQUESTS_PER_SECOND = 3.0
 MAX_PAGE_SIZE = 100
 MAX_CHILDREN_PER_REQUEST = 100
@@ -100,37 +126,12 @@ CallKind = Literal["read", "write"]
 # --- errors ------------------------------------------------------------------------------------
 
 
-class NotesError(Exception):
-    """Base of every failure talking to the notes workspace."""
+class NotesError(UpstreamError):
+    """Base of every failure talking to the notes workspace (fields: see ``UpstreamError``)."""
 
+    upstream = "notes"
     code = "notes_error"
-    retryable = False
     hint = "See reference/upstreams.md §3 for the Notion API's contract and limits."
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        status: int | None = None,
-        upstream_code: str | None = None,
-        upstream_message: str | None = None,
-        request_id: str | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.upstream_code = upstream_code
-        self.upstream_message = upstream_message
-        self.request_id = request_id
-
-    def __str__(self) -> str:
-        return f"{self.code}: {self.message}"
-
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(code={self.code!r}, status={self.status!r}, "
-            f"upstream_code={self.upstream_code!r}, request_id={self.request_id!r})"
-        )
 
 
 class NotesUnauthorized(NotesError):
@@ -173,10 +174,6 @@ class NotesRateLimited(NotesError):
     code = "notes_rate_limited"
     retryable = True
 
-    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.retry_after = retry_after
-
 
 class NotesUnavailable(NotesError):
     """The API failed (5xx, 529 overload), timed out or could not be reached."""
@@ -189,6 +186,23 @@ class NotesUnexpectedResponse(NotesError):
     """An answer in a shape the client does not understand."""
 
     code = "notes_unexpected_response"
+
+
+ERROR_TABLE = ClassificationTable.load("pmsgate.platform", "notes_errors.yaml")
+_ERROR_CLASSES: dict[ErrorKind, type[NotesError]] = {
+    ErrorKind.AUTH_FAILED: NotesUnauthorized,
+    ErrorKind.TOKEN_REJECTED: NotesUnauthorized,
+    ErrorKind.FORBIDDEN: NotesForbidden,
+    ErrorKind.EDGE_BLOCKED: NotesForbidden,
+    ErrorKind.NOT_FOUND: NotesNotFound,
+    ErrorKind.INVALID_REQUEST: NotesInvalidRequest,
+    ErrorKind.UNKNOWN_OPERATION: NotesInvalidRequest,
+    ErrorKind.CONFLICT: NotesConflict,
+    ErrorKind.RATE_LIMITED: NotesRateLimited,
+    ErrorKind.TOO_MANY_SESSIONS: NotesRateLimited,
+    ErrorKind.UNAVAILABLE: NotesUnavailable,
+    ErrorKind.UNEXPECTED: NotesUnexpectedResponse,
+}
 
 
 # --- typed models --------------------------------------------------------------------------------
@@ -561,10 +575,17 @@ class NotesClient:
         self.throttle = throttle or NotesThrottle(
             requests_per_second, clock=self._clock, sleep=sleep
         )
-        self._max_attempts = max_attempts
-        self._max_retry_after_s = max_retry_after_s
-        self._backoff_initial_s = backoff_initial_s
-        self._backoff_max_s = backoff_max_s
+        # No overall deadline: the throttle's waits (long when many requests queue) would
+        # use it up; the attempts and the per-request timeout bound a call instead.
+        self.retry_policy = RetryPolicy(
+            attempts=max_attempts,
+            deadline_s=None,
+            wait_initial_s=backoff_initial_s,
+            wait_max_s=backoff_max_s,
+            max_retry_after_s=max_retry_after_s,
+        )
+        self._timeout_s = timeout_s
+        self._scrub = Scrubber([token.get_secret_value()])
         self._read_concurrency = read_concurrency
         self.requests_sent = 0
         self._sdk = AsyncClient(
@@ -709,7 +730,7 @@ class NotesClient:
         for chunk in _chunks(planned):
             arguments: dict[str, Any] = {"children": [p.block for p in chunk]}
             if anchor is not None:
-                arguments["after"] = anchor
+                arguments.update(self._placement(anchor))
             answer = await self._call(
                 "write", self._sdk.blocks.children.append, block_id=parent_id, **arguments
             )
@@ -776,99 +797,97 @@ class NotesClient:
             # Callers catch NotesError, not the task group's wrapper.
             raise _first_error(failures) from None
 
-    async def _call(self, kind: CallKind, function: Callable[..., Any], /, **kwargs: Any) -> Any:
-        """One SDK call through the throttle, retried by this module's single policy."""
-        attempt = 0
-        while True:
-            attempt += 1
-            await self.throttle.acquire()
-            self.requests_sent += 1
-            try:
-                answer = await function(**kwargs, auth=self._token.get_secret_value())
-            except ValueError:
-                # The SDK decodes a 2xx body as JSON; a proxy's HTML page ends up here.
-                raise NotesUnexpectedResponse("the answer is not JSON") from None
-            except (
-                HTTPResponseError,
-                RequestTimeoutError,
-                InvalidPathParameterError,
-                httpx.TransportError,
-            ) as exc:
-                error = self._translate(exc)
-                delay = self._retry_delay(error, kind, attempt)
-                if delay is None:
-                    raise error from None
-                log.info(
-                    "notes_retry",
-                    call=getattr(getattr(function, "func", function), "__qualname__", "call"),
-                    code=error.code,
-                    status=error.status,
-                    attempt=attempt,
-                    delay_s=round(delay, 3),
-                )
-                if isinstance(error, NotesRateLimited):
-                    self.throttle.hold(delay)
-                else:
-                    await self._sleep(delay)
-                continue
-            if not isinstance(answer, dict):
-                raise NotesUnexpectedResponse("the answer is not a JSON object")
-            return answer
+    def _placement(self, anchor: str) -> dict[str, Any]:
+        """The append argument that puts new blocks after ``anchor``, as this version spells it."""
+        if self.notion_version >= POSITION_VERSION:
+            return {"position": {"type": "after_block", "after_block": {"id": anchor}}}
+        return {"after": anchor}
 
-    def _retry_delay(self, error: NotesError, kind: CallKind, attempt: int) -> float | None:
-        """Seconds to wait before the next attempt, or None when the error is final."""
-        if attempt >= self._max_attempts:
-            return None
-        backoff = min(self._backoff_max_s, self._backoff_initial_s * 2 ** (attempt - 1))
-        if isinstance(error, NotesRateLimited):
-            wait = error.retry_after if error.retry_after is not None else backoff
-            return None if wait > self._max_retry_after_s else wait
-        if error.retryable and kind == "read":
-            return backoff
-        return None
+    async def _call(self, kind: CallKind, function: Callable[..., Any], /, **kwargs: Any) -> Any:
+        """One SDK call through the throttle, retried by the upstream kit's policy."""
+        name = getattr(getattr(function, "func", function), "__qualname__", "call")
+        replay_safe = kind == "read"
+        async for attempt in self.retry_policy.retrying(
+            replay_safe=replay_safe, on_wait=self._hold_for
+        ):
+            with attempt:
+                try:
+                    answer = await self._attempt(function, kwargs)
+                except NotesError as error:
+                    error.operation = name
+                    if (
+                        self.retry_policy.verdict(error, replay_safe=replay_safe) is not False
+                        and attempt.num < self.retry_policy.attempts
+                    ):
+                        log.info(
+                            "notes_retry",
+                            call=name,
+                            code=error.code,
+                            status=error.status,
+                            attempt=attempt.num,
+                            retry_after_s=error.retry_after,
+                        )
+                    raise
+                if not isinstance(answer, dict):
+                    raise NotesUnexpectedResponse("the answer is not a JSON object", operation=name)
+                return answer
+        raise AssertionError("stamina ends with an answer or the last error")  # pragma: no cover
+
+    def _hold_for(self, error: UpstreamError, wait: float) -> float:
+        """A 429's ``Retry-After``: the throttle holds the whole client back; stamina waits 0."""
+        self.throttle.hold(wait)
+        return 0.0
+
+    async def _attempt(self, function: Callable[..., Any], kwargs: Mapping[str, Any]) -> Any:
+        """One attempt: the throttle, then the SDK's request within the deadline."""
+        await self.throttle.acquire()
+        self.requests_sent += 1
+        try:
+            with deadline(self._timeout_s):
+                return await function(**kwargs, auth=self._token.get_secret_value())
+        except ValueError:
+            # The SDK decodes a 2xx body as JSON; a proxy's HTML page ends up here.
+            raise NotesUnexpectedResponse("the answer is not JSON") from None
+        except (
+            HTTPResponseError,
+            RequestTimeoutError,
+            InvalidPathParameterError,
+            httpx.TransportError,
+            TimeoutError,
+        ) as exc:
+            raise self._translate(exc) from None
 
     def _translate(self, exc: Exception) -> NotesError:
         """The SDK's or httpx's exception as this module's error family."""
-        if isinstance(exc, RequestTimeoutError):
+        if isinstance(exc, RequestTimeoutError | TimeoutError):
             return NotesUnavailable("the notes API did not answer in time")
         if isinstance(exc, InvalidPathParameterError):
-            return NotesInvalidRequest("an id would change the request path; it was not sent")
+            return NotesInvalidRequest(
+                "an id would change the request path; it was not sent", may_have_been_sent=False
+            )
         if isinstance(exc, httpx.TransportError):
-            return NotesUnavailable(f"the notes API could not be reached ({type(exc).__name__})")
+            return NotesUnavailable(
+                f"the notes API could not be reached ({type(exc).__name__})",
+                may_have_been_sent=not isinstance(exc, NOT_SENT),
+            )
         assert isinstance(exc, HTTPResponseError)
         status = exc.status
-        upstream_code, upstream_message = _error_body(exc.body)
-        upstream_code = upstream_code or _code_value(exc.code)
-        upstream_message = self._scrub(upstream_message or str(exc))
-        details: dict[str, Any] = {
-            "status": status,
-            "upstream_code": upstream_code,
-            "upstream_message": upstream_message,
-            "request_id": exc.request_id,
-        }
-        if status == 429:
-            retry_after = _retry_after(exc.headers.get("retry-after"), self._clock)
-            return NotesRateLimited(
-                "the notes API rate-limited the integration", retry_after=retry_after, **details
-            )
-        kinds: dict[int, type[NotesError]] = {
-            400: NotesInvalidRequest,
-            401: NotesUnauthorized,
-            403: NotesForbidden,
-            404: NotesNotFound,
-            409: NotesConflict,
-            413: NotesInvalidRequest,
-            422: NotesInvalidRequest,
-        }
-        error_class = kinds.get(status)
-        if error_class is None:
-            error_class = NotesUnavailable if status >= 500 else NotesUnexpectedResponse
-        return error_class(f"the notes API answered {status} {upstream_code}", **details)
-
-    def _scrub(self, text: str) -> str:
-        secret = self._token.get_secret_value()
-        text = text.replace(secret, "[redacted]") if secret else text
-        return text if len(text) <= 300 else text[:297] + "..."
+        body = _error_body(exc.body)
+        upstream_code = body.code or _code_value(exc.code)
+        kind = ERROR_TABLE.classify(status, upstream_code)
+        error_class = _ERROR_CLASSES[kind]
+        return error_class(
+            f"the notes API answered {status} {upstream_code}",
+            status=status,
+            upstream_code=upstream_code,
+            upstream_message=self._scrub(body.message or str(exc)),
+            request_id=body.request_id or exc.request_id,
+            retry_after=parse_retry_after(exc.headers.get("retry-after"), self._clock.now())
+            if error_class is NotesRateLimited
+            else None,
+            # Notion refuses a 429 before doing anything: even a write may be sent again.
+            may_have_been_sent=error_class is not NotesRateLimited,
+        )
 
 
 # --- append planning -----------------------------------------------------------------------------
@@ -982,37 +1001,32 @@ def _chunks(planned: list[_Planned]) -> list[list[_Planned]]:
 # --- error helpers -------------------------------------------------------------------------------
 
 
-def _error_body(body: str) -> tuple[str | None, str | None]:
+@dataclass(frozen=True)
+class _ErrorBody:
+    """What a Notion error object says: ``{object: "error", status, code, message, request_id}``."""
+
+    code: str | None = None
+    message: str | None = None
+    request_id: str | None = None
+
+
+def _error_body(body: str) -> _ErrorBody:
     try:
         parsed = json.loads(body)
     except (TypeError, ValueError):
-        return None, None
+        return _ErrorBody()
     if not isinstance(parsed, dict):
-        return None, None
-    code, message = parsed.get("code"), parsed.get("message")
-    return (
-        code if isinstance(code, str) else None,
-        message if isinstance(message, str) else None,
-    )
+        return _ErrorBody()
+
+    def text(key: str) -> str | None:
+        value = parsed.get(key)
+        return value if isinstance(value, str) and value else None
+
+    return _ErrorBody(text("code"), text("message"), text("request_id"))
 
 
 def _code_value(code: Any) -> str:
     return str(getattr(code, "value", code))
-
-
-def _retry_after(value: str | None, clock: Clock) -> float | None:
-    """Seconds from a Retry-After header (delta seconds or an HTTP date), None if absent."""
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, (when - clock.now()).total_seconds())
 
 
 def _first_error(group: BaseExceptionGroup[Any]) -> BaseException:
