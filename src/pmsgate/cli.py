@@ -13,6 +13,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from pmsgate.cli_support import fail
 from pmsgate.config import get_settings
+from pmsgate.doctor.cli import doctor as doctor_command
 from pmsgate.errors import PmsgateError
 from pmsgate.logs import configure_logging
 
@@ -220,6 +221,9 @@ def sandbox(
     console.print(f"Notes workspace (Notion API): http://{host}:{port}/notes")
     console.print(f"Controls: http://{host}:{port}/<kross|platform|notes>/_sandbox/…")
     uvicorn.run(box.asgi_app(), host=host, port=port, log_config=None)
+
+
+app.command("doctor")(doctor_command)
 
 
 @db_app.command("upgrade")
