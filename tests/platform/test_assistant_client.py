@@ -160,7 +160,7 @@ async def test_ensure_workspace_creates_it_once_and_finds_it_afterwards(
     second = await client.ensure_workspace("Rossi Apartments", "rossi-apartments")
 
     assert first.id == second.id
-    assert len(first.id) == 24
+    assert len(first.id) == 32  # the reference's id format
     assert [w.slug for w in await client.list_workspaces()].count("rossi-apartments") == 1
     assert EXISTING_WORKSPACE_SLUG in {w.slug for w in platform_store.workspaces()}
 

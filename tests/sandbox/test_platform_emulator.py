@@ -18,7 +18,8 @@ from pmsgate.sandbox.platform.store import PlatformStore
 pytestmark = pytest.mark.anyio
 
 AUTH = {"Authorization": f"Bearer {SANDBOX_PLATFORM_TOKEN}"}
-HEX24 = re.compile(r"^[0-9a-f]{24}$")
+# Ids as in the public reference's examples: 32 lowercase letters and digits.
+ID32 = re.compile(r"^[0-9a-z]{32}$")
 
 ECHO_CODE = "def main(**params):\n    return {'message': 'ok', 'rawData': params}\n"
 
@@ -41,7 +42,7 @@ async def http(store: PlatformStore) -> AsyncIterator[httpx.AsyncClient]:
 async def workspace(http: httpx.AsyncClient) -> str:
     answer = await http.post("/v1/workspaces", json={"name": "Rossi", "slug": "rossi"})
     assert answer.status_code == 201, answer.text
-    workspace_id: str = answer.json()["id"]
+    workspace_id: str = answer.json()["data"]["id"]
     return workspace_id
 
 
@@ -65,7 +66,7 @@ def tool_body(workspace_id: str, **overrides: Any) -> dict[str, Any]:
 async def create_tool(http: httpx.AsyncClient, workspace_id: str, **overrides: Any) -> str:
     answer = await http.post("/v1/custom-tools", json=tool_body(workspace_id, **overrides))
     assert answer.status_code == 201, answer.text
-    tool_id: str = answer.json()["id"]
+    tool_id: str = answer.json()["data"]["id"]
     return tool_id
 
 
@@ -92,7 +93,7 @@ async def test_lists_answer_data_next_cursor_and_has_more(http: httpx.AsyncClien
     assert body["has_more"] is False
     assert body["next_cursor"] is None
     assert [w["slug"] for w in body["data"]] == [EXISTING_WORKSPACE_SLUG]
-    assert HEX24.match(body["data"][0]["id"])
+    assert ID32.match(body["data"][0]["id"])
 
 
 async def test_pages_default_to_20_and_follow_the_cursor(
@@ -217,7 +218,9 @@ async def test_window_slides_so_requests_fit_again_after_retry_after(
 
 
 async def test_each_workspace_has_its_own_budget(http: httpx.AsyncClient, workspace: str) -> None:
-    other = (await http.post("/v1/workspaces", json={"name": "B", "slug": "b"})).json()["id"]
+    other = (await http.post("/v1/workspaces", json={"name": "B", "slug": "b"})).json()["data"][
+        "id"
+    ]
     await http.put("/_sandbox/config", json={"requests_per_minute": 1})
     await http.get(f"/v1/workspaces/{workspace}")
 
@@ -335,15 +338,17 @@ async def test_run_executes_the_code_with_secrets_as_environment_and_records_the
     answer = await http.post(f"/v1/custom-tools/{tool_id}/run", json={"parameters": {"word": "hi"}})
 
     assert answer.status_code == 200
-    body = answer.json()
-    assert set(body) == {"success", "message", "rawData"}
+    body = answer.json()["data"]
+    assert set(body) == {"success", "message", "result", "error", "logs", "run_time_ms"}
     assert body["success"] is True
-    assert body["message"] == "hi"
-    assert body["rawData"]["key"] == "gk-1"
-    assert body["rawData"]["isolated"] == 1
+    assert body["error"] is None
+    assert body["result"]["message"] == "hi"
+    raw = body["result"]["rawData"]
+    assert raw["key"] == "gk-1"
+    assert raw["isolated"] == 1
     # Only the workspace secrets: nothing of the emulator's own environment leaks in.
-    assert "PATH" not in body["rawData"]["names"]
-    assert not [n for n in body["rawData"]["names"] if n.startswith("PMSGATE")]
+    assert "PATH" not in raw["names"]
+    assert not [n for n in raw["names"] if n.startswith("PMSGATE")]
     runs = (await http.get(f"/_sandbox/workspaces/{workspace}/tool-runs")).json()
     assert [(r["tool_name"], r["parameters"]) for r in runs] == [("echo", {"word": "hi"})]
 
@@ -366,8 +371,9 @@ async def test_failing_tool_answers_200_with_success_false(
     answer = await http.post(f"/v1/custom-tools/{tool_id}/run", json={"parameters": {}})
 
     assert answer.status_code == 200
-    assert answer.json()["success"] is False
-    assert fragment in answer.json()["message"]
+    assert answer.json()["data"]["success"] is False
+    assert answer.json()["data"]["result"] is None
+    assert fragment in answer.json()["data"]["error"]
 
 
 async def test_tool_error_message_never_shows_a_secret_value(
@@ -379,7 +385,7 @@ async def test_tool_error_message_never_shows_a_secret_value(
 
     answer = await http.post(f"/v1/custom-tools/{tool_id}/run", json={})
 
-    assert answer.json()["success"] is False
+    assert answer.json()["data"]["success"] is False
     assert "s3cr3t-v4lue" not in answer.text
 
 
@@ -393,8 +399,8 @@ async def test_tool_past_the_timeout_answers_success_false(
     answer = await http.post(f"/v1/custom-tools/{tool_id}/run", json={})
 
     assert answer.status_code == 200
-    assert answer.json()["success"] is False
-    assert "0.3 s" in answer.json()["message"]
+    assert answer.json()["data"]["success"] is False
+    assert "0.3 s" in answer.json()["data"]["message"]
 
 
 @pytest.mark.parametrize(
@@ -454,7 +460,7 @@ async def test_agent_keeps_guardrails_skills_mode_language_and_triggers(
         "description": "Answers guests.",
         "instructions": "Be brief.",
         "guardrails": [{"title": "Escalations", "knowledge": "Write escalations in Italian."}],
-        "skill_ids": [skill.json()["id"]],
+        "skill_ids": [skill.json()["data"]["id"]],
         "operation_mode": "copilot",
         "response_language": "Original",
         "triggers": [
@@ -469,11 +475,18 @@ async def test_agent_keeps_guardrails_skills_mode_language_and_triggers(
     }
 
     created = await http.post("/v1/agents", json=agent)
-    read = await http.get(f"/v1/agents/{created.json()['id']}")
+    read = (await http.get(f"/v1/agents/{created.json()['data']['id']}")).json()["data"]
 
     assert created.status_code == 201
-    for key in ("guardrails", "skill_ids", "operation_mode", "response_language", "triggers"):
-        assert read.json()[key] == agent[key]
+    for key in ("skill_ids", "operation_mode", "response_language"):
+        assert read[key] == agent[key]
+    # The platform adds an id to every guardrail and trigger (documented examples).
+    assert [{k: g[k] for k in ("title", "knowledge")} for g in read["guardrails"]] == agent[
+        "guardrails"
+    ]
+    trigger = read["triggers"][0]
+    assert ID32.match(trigger["id"])
+    assert {k: trigger[k] for k in ("name", "type", "config", "enabled")} == agent["triggers"][0]
 
 
 @pytest.mark.parametrize(
@@ -517,12 +530,12 @@ async def test_listings_mirror_apartments_while_the_connection_is_healthy(
 ) -> None:
     facility = kross_store.facilities()[1]
     connected = await connect(http, workspace, facility)
-    assert connected.json()["healthy"] is True
+    assert connected.json()["healthy"] is True  # the control's own (bare) answer
     assert facility.password not in connected.text
 
     listings = (await http.get("/v1/listings", params={"workspace_id": workspace})).json()["data"]
     assert len(listings) == len(facility.apartments)
-    assert all(HEX24.match(li["id"]) for li in listings)
+    assert all(ID32.match(li["id"]) for li in listings)
 
     kross_store.change_password(facility.hotel_id, "a-new-password")
     after = (await http.get("/v1/listings", params={"workspace_id": workspace})).json()
@@ -556,7 +569,7 @@ async def test_nodes_are_filtered_by_listing_and_parent(
     params = {"workspace_id": workspace}
     folder = (
         await http.post(base, params=params, json={"title": "Sync", "is_directory": True})
-    ).json()
+    ).json()["data"]
     for title, entity in (("WiFi", "listing-1"), ("Rules", "listing-2")):
         created = await http.post(
             base,
@@ -564,7 +577,7 @@ async def test_nodes_are_filtered_by_listing_and_parent(
             json={"title": title, "body": "...", "parent_id": folder["id"], "entity_ids": [entity]},
         )
         assert created.status_code == 201
-        assert HEX24.match(created.json()["id"])
+        assert ID32.match(created.json()["data"]["id"])
 
     of_listing = await http.get(
         base, params={**params, "listing_id": "listing-1", "parent_id": folder["id"]}
@@ -578,22 +591,24 @@ async def test_patching_a_node_body_reindexes_it(http: httpx.AsyncClient, worksp
     params = {"workspace_id": workspace}
     node = (
         await http.post("/v1/kb/nodes", params=params, json={"title": "WiFi", "body": "a"})
-    ).json()
+    ).json()["data"]
     await http.post("/_sandbox/clock/advance", json={"seconds": 5})
 
-    retitled = (await http.patch(f"/v1/kb/nodes/{node['id']}", json={"title": "WiFi!"})).json()
+    retitled = (await http.patch(f"/v1/kb/nodes/{node['id']}", json={"title": "WiFi!"})).json()[
+        "data"
+    ]
     assert retitled["indexed_at"] == node["indexed_at"]
-    rebodied = (await http.patch(f"/v1/kb/nodes/{node['id']}", json={"body": "b"})).json()
+    rebodied = (await http.patch(f"/v1/kb/nodes/{node['id']}", json={"body": "b"})).json()["data"]
     assert rebodied["indexed_at"] > node["indexed_at"]
     assert rebodied["body"] == "b"
 
 
-@pytest.mark.parametrize("change", [{"is_directory": True}, {"parent_id": "f" * 24}, {"title": ""}])
+@pytest.mark.parametrize("change", [{"is_directory": True}, {"parent_id": "f" * 32}, {"title": ""}])
 async def test_invalid_node_patch_is_422(
     http: httpx.AsyncClient, workspace: str, change: dict[str, Any]
 ) -> None:
     params = {"workspace_id": workspace}
-    node = (await http.post("/v1/kb/nodes", params=params, json={"title": "T"})).json()
+    node = (await http.post("/v1/kb/nodes", params=params, json={"title": "T"})).json()["data"]
     answer = await http.patch(f"/v1/kb/nodes/{node['id']}", json=change)
     assert answer.status_code == 422
 
@@ -604,14 +619,14 @@ async def test_directory_cannot_be_moved_inside_itself(
     params = {"workspace_id": workspace}
     outer = (
         await http.post("/v1/kb/nodes", params=params, json={"title": "A", "is_directory": True})
-    ).json()
+    ).json()["data"]
     inner = (
         await http.post(
             "/v1/kb/nodes",
             params=params,
             json={"title": "B", "is_directory": True, "parent_id": outer["id"]},
         )
-    ).json()
+    ).json()["data"]
     answer = await http.patch(f"/v1/kb/nodes/{outer['id']}", json={"parent_id": inner["id"]})
     assert answer.status_code == 422
 
@@ -687,7 +702,7 @@ async def create_agent(
     body = {"workspace_id": workspace, "name": "guest-agent", "skill_ids": skill_ids or []}
     answer = await http.post("/v1/agents", json={**body, **fields})
     assert answer.status_code == 201, answer.text
-    agent_id: str = answer.json()["id"]
+    agent_id: str = answer.json()["data"]["id"]
     return agent_id
 
 
@@ -705,7 +720,7 @@ async def test_conversation_runs_check_availability_with_the_asked_dates_and_rec
     )
 
     assert answer.status_code == 201, answer.text
-    body = answer.json()
+    body = answer.json()["data"]
     assert body["agent_id"] == agent
     assert body["tool_calls"] == [
         {
@@ -744,8 +759,8 @@ async def test_conversation_without_an_availability_question_calls_no_tool(
         json={"message": "What is the WiFi password, 2030-05-10 to 2030-05-12?"},
     )
 
-    assert one_date.json()["tool_calls"] == []
-    assert no_intent.json()["tool_calls"] == []
+    assert one_date.json()["data"]["tool_calls"] == []
+    assert no_intent.json()["data"]["tool_calls"] == []
     assert (await http.get(f"/_sandbox/workspaces/{workspace}/tool-runs")).json() == []
 
 
@@ -773,16 +788,16 @@ async def test_conversation_uses_a_tool_only_if_global_or_allowed_by_a_skill(
         },
     )
     skilled = await create_agent(
-        http, workspace, skill_ids=[skill.json()["id"]], name="skilled-agent"
+        http, workspace, skill_ids=[skill.json()["data"]["id"]], name="skilled-agent"
     )
     message = {"message": "availability 2030-05-10 2030-05-12"}
 
     without = await http.post(f"/v1/agents/{bare}/test-conversations", json=message)
     with_skill = await http.post(f"/v1/agents/{skilled}/test-conversations", json=message)
 
-    assert without.json()["tool_calls"] == []
-    assert "no check-availability tool" in without.json()["reply"]
-    assert [c["name"] for c in with_skill.json()["tool_calls"]] == ["check-availability"]
+    assert without.json()["data"]["tool_calls"] == []
+    assert "no check-availability tool" in without.json()["data"]["reply"]
+    assert [c["name"] for c in with_skill.json()["data"]["tool_calls"]] == ["check-availability"]
 
 
 async def test_conversation_with_a_disabled_agent_is_409_and_an_empty_message_422(

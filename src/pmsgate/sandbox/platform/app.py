@@ -10,6 +10,11 @@ Every ``/v1`` request goes through the same steps (docs/platform-api.md):
 4. injected failures (``/_sandbox/faults``);
 5. for writes carrying ``Idempotency-Key``, the replay of an earlier answer;
 6. body parsing (422), the store's operation, serialisation.
+
+Answers follow the public reference's envelopes: a single object is ``{"data": {...}}``,
+a list ``{"data": [...], "next_cursor", "has_more"}``, an error ``{"error": "..."}``.
+With ``undocumented_endpoints = "absent"`` (``PUT /_sandbox/config``) every endpoint the
+reference does not document answers 404 first, like a platform that lacks it.
 """
 
 from __future__ import annotations
@@ -121,8 +126,9 @@ class ToolPatch(_Body):
 
 
 class RunBody(_Body):
-    """POST /v1/custom-tools/{id}/run."""
+    """POST /v1/custom-tools/{id}/run (``workspace_id`` is an optional override)."""
 
+    workspace_id: str | None = None
     parameters: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -131,12 +137,14 @@ class SkillBody(_Body):
 
     workspace_id: str
     name: str
-    display_name: str
+    display_name: str | None = None
     description: str
     body: str
     allowed_tools: list[str] = Field(default_factory=list)
     tags: list[str] = Field(default_factory=list)
     enabled: bool = True
+    # Documented; the emulator has no other agents to assign the skill to.
+    auto_assign_to_existing_v2_agents: bool = False
 
 
 class AgentBody(_Body):
@@ -152,6 +160,21 @@ class AgentBody(_Body):
     response_language: str = "Original"
     triggers: list[dict[str, Any]] = Field(default_factory=list)
     enabled: bool = True
+    # Documented agent settings the emulator accepts and does not model (not stored).
+    responseflow: bool | None = None
+    custom_response_delay_ms: int | None = None
+    auto_mark_as_done: bool | None = None
+    output_schema: list[dict[str, Any]] | None = None
+    autopilot_schedule: dict[str, Any] | None = None
+
+
+_AGENT_UNMODELLED = {
+    "responseflow",
+    "custom_response_delay_ms",
+    "auto_mark_as_done",
+    "output_schema",
+    "autopilot_schedule",
+}
 
 
 class AgentPatch(_Body):
@@ -238,6 +261,8 @@ class ConfigControl(BaseModel):
 
     requests_per_minute: int | None = Field(default=None, ge=1)
     tool_timeout_s: float | None = Field(default=None, gt=0)
+    undocumented_endpoints: str | None = None  # "present" | "absent"
+    kb_node_id_format: str | None = None  # "convex32" | "hex24"
 
 
 class FaultsControl(BaseModel):
@@ -302,13 +327,13 @@ def _api_router(store: PlatformStore) -> APIRouter:
     @router.get("/workspaces/{workspace_id}")
     async def get_workspace(workspace_id: str, request: Request) -> JSONResponse:
         _enter(store, request, workspace_id=workspace_id)
-        return JSONResponse(_workspace(store.workspace(workspace_id)))
+        return JSONResponse({"data": _workspace(store.workspace(workspace_id))})
 
     @router.get("/workspaces/{workspace_id}/usage")
     async def workspace_usage(workspace_id: str, request: Request) -> JSONResponse:
         # Assumed API (docs/platform-api.md): the platform's usage read is not public.
         _enter(store, request, workspace_id=workspace_id)
-        return JSONResponse(_usage(store.usage(workspace_id)))
+        return JSONResponse({"data": _usage(store.usage(workspace_id))})
 
     # --- members and roles ---
 
@@ -384,7 +409,7 @@ def _api_router(store: PlatformStore) -> APIRouter:
             raise PlatformApiError(
                 errors.NOT_FOUND, "the workspace has no booking-system connection"
             )
-        return JSONResponse(_api_connection(connection, healthy))
+        return JSONResponse({"data": _api_connection(connection, healthy)})
 
     @router.put("/workspaces/{workspace_id}/pms-connection")
     async def set_pms_connection(workspace_id: str, request: Request) -> JSONResponse:
@@ -421,10 +446,15 @@ def _api_router(store: PlatformStore) -> APIRouter:
 
         return await _write(store, request, call, body, act)
 
+    @router.get("/custom-tools/runtimes")
+    async def runtimes(request: Request) -> JSONResponse:
+        _enter(store, request)
+        return JSONResponse({"data": store.runtimes()})
+
     @router.get("/custom-tools/{tool_id}")
     async def get_tool(tool_id: str, request: Request) -> JSONResponse:
         _enter(store, request, resource_id=tool_id)
-        return JSONResponse(_tool(store.tool(tool_id)))
+        return JSONResponse({"data": _tool(store.tool(tool_id))})
 
     @router.patch("/custom-tools/{tool_id}")
     async def update_tool(tool_id: str, request: Request) -> JSONResponse:
@@ -455,9 +485,7 @@ def _api_router(store: PlatformStore) -> APIRouter:
         async def act() -> tuple[int, Any]:
             req = _parse(RunBody, body)
             run = await store.run_tool(tool_id, req.parameters)
-            answer: dict[str, Any] = {"success": run.success, "message": run.message}
-            answer["rawData"] = run.raw_data
-            return 200, answer
+            return 200, _run_result(run)
 
         return await _write(store, request, call, body, act)
 
@@ -476,7 +504,8 @@ def _api_router(store: PlatformStore) -> APIRouter:
 
         async def act() -> tuple[int, Any]:
             req = _parse(SkillBody, body)
-            fields = req.model_dump(exclude={"workspace_id"})
+            fields = req.model_dump(exclude={"workspace_id", "auto_assign_to_existing_v2_agents"})
+            fields["display_name"] = fields["display_name"] or req.name
             return 201, _skill(store.create_skill(req.workspace_id, **fields))
 
         return await _write(store, request, call, body, act)
@@ -484,7 +513,7 @@ def _api_router(store: PlatformStore) -> APIRouter:
     @router.get("/skills/{skill_id}")
     async def get_skill(skill_id: str, request: Request) -> JSONResponse:
         _enter(store, request, resource_id=skill_id)
-        return JSONResponse(_skill(store.skill(skill_id)))
+        return JSONResponse({"data": _skill(store.skill(skill_id))})
 
     # --- agents ---
 
@@ -501,7 +530,7 @@ def _api_router(store: PlatformStore) -> APIRouter:
 
         async def act() -> tuple[int, Any]:
             req = _parse(AgentBody, body)
-            fields = req.model_dump(exclude={"workspace_id"})
+            fields = req.model_dump(exclude={"workspace_id", *_AGENT_UNMODELLED})
             return 201, _agent(store.create_agent(req.workspace_id, **fields))
 
         return await _write(store, request, call, body, act)
@@ -509,7 +538,7 @@ def _api_router(store: PlatformStore) -> APIRouter:
     @router.get("/agents/{agent_id}")
     async def get_agent(agent_id: str, request: Request) -> JSONResponse:
         _enter(store, request, resource_id=agent_id)
-        return JSONResponse(_agent(store.agent(agent_id)))
+        return JSONResponse({"data": _agent(store.agent(agent_id))})
 
     @router.patch("/agents/{agent_id}")
     async def update_agent(agent_id: str, request: Request) -> JSONResponse:
@@ -582,7 +611,7 @@ def _api_router(store: PlatformStore) -> APIRouter:
     @router.get("/kb/nodes/{node_id}")
     async def get_node(node_id: str, request: Request) -> JSONResponse:
         _enter(store, request, resource_id=node_id)
-        return JSONResponse(_node(store.node(node_id)))
+        return JSONResponse({"data": _node(store.node(node_id))})
 
     @router.patch("/kb/nodes/{node_id}")
     async def update_node(node_id: str, request: Request) -> JSONResponse:
@@ -677,7 +706,13 @@ def _control_router(store: PlatformStore) -> APIRouter:
 
     @router.put("/config")
     async def set_config(body: ConfigControl) -> dict[str, Any]:
-        return dict(vars(store.configure(body.requests_per_minute, body.tool_timeout_s)))
+        config = store.configure(
+            body.requests_per_minute,
+            body.tool_timeout_s,
+            undocumented_endpoints=body.undocumented_endpoints,
+            kb_node_id_format=body.kb_node_id_format,
+        )
+        return dict(vars(config))
 
     @router.get("/faults")
     async def faults() -> dict[str, Any]:
@@ -715,6 +750,12 @@ def _enter(
     body: dict[str, Any] | None = None,
 ) -> _Call:
     """Authenticate, attribute to a workspace (or the token), count, and apply faults."""
+    if (
+        store.config.undocumented_endpoints == "absent"
+        and _route_name(request) in UNDOCUMENTED_ROUTES
+    ):
+        # Like a platform without this endpoint: nothing is counted, nothing is checked.
+        raise PlatformApiError(errors.NOT_FOUND, "no such endpoint")
     token = store.authenticate(_bearer_token(request))
     if body is not None:
         workspace_id = _body_workspace(body)
@@ -750,6 +791,7 @@ async def _write(
                 stored.body, status_code=stored.status, headers={"Idempotent-Replayed": "true"}
             )
     status, answer = await act()
+    answer = {"data": answer}  # documented: a single object always comes wrapped
     if key:
         store.remember(call.scope, key, fingerprint, status, answer)
     return JSONResponse(answer, status_code=status)
@@ -771,6 +813,29 @@ def _page(
             "has_more": page.has_more,
         }
     )
+
+
+# Endpoints this project assumes (docs/platform-api.md "Assumed endpoints"): not in the
+# public reference. GET /v1/workspaces (the list) is documented and not among them.
+UNDOCUMENTED_ROUTES = frozenset(
+    {
+        "POST /v1/workspaces",
+        "GET /v1/workspaces/{workspace_id}",
+        "GET /v1/workspaces/{workspace_id}/usage",
+        "GET /v1/workspaces/{workspace_id}/members",
+        "POST /v1/workspaces/{workspace_id}/members",
+        "PATCH /v1/workspaces/{workspace_id}/members/{member_id}",
+        "GET /v1/workspaces/{workspace_id}/roles",
+        "GET /v1/workspaces/{workspace_id}/secrets",
+        "PUT /v1/workspaces/{workspace_id}/secrets/{name}",
+        "DELETE /v1/workspaces/{workspace_id}/secrets/{name}",
+        "GET /v1/workspaces/{workspace_id}/pms-connection",
+        "PUT /v1/workspaces/{workspace_id}/pms-connection",
+        "GET /v1/listings",
+        "POST /v1/agents/{agent_id}/test-conversations",
+        "GET /v1/agents/{agent_id}/test-conversations",
+    }
+)
 
 
 def _route_name(request: Request) -> str:
@@ -869,8 +934,10 @@ def _tool(t: CustomTool) -> dict[str, Any]:
         "parameters": t.parameters,
         "execution_message_description": t.execution_message_description,
         "enable_globally": t.enable_globally,
+        # The emulator refuses code it cannot store, so what it holds is validated.
+        "validated": True,
+        "version": t.version,
         "created_at": t.created_at.isoformat(),
-        "updated_at": t.updated_at.isoformat(),
     }
 
 
@@ -896,13 +963,32 @@ def _agent(a: Agent) -> dict[str, Any]:
         "workspace_id": a.workspace_id,
         "name": a.name,
         "description": a.description,
+        "version": "v2",
         "instructions": a.instructions,
-        "guardrails": a.guardrails,
-        "skill_ids": a.skill_ids,
+        "guardrails": [{"id": f"guardrail_{n}", **g} for n, g in enumerate(a.guardrails, start=1)],
         "operation_mode": a.operation_mode,
+        "autopilot_schedule": None,
+        "custom_response_delay_ms": None,
+        "auto_mark_as_done": False,
         "response_language": a.response_language,
-        "triggers": a.triggers,
+        "responseflow": False,
+        "output_schema": [],
+        "skill_ids": a.skill_ids,
         "enabled": a.enabled,
+        "triggers": [_trigger(a, n, t) for n, t in enumerate(a.triggers)],
+        "created_at": a.created_at.isoformat(),
+        "updated_at": a.updated_at.isoformat(),
+    }
+
+
+def _trigger(a: Agent, index: int, t: dict[str, Any]) -> dict[str, Any]:
+    # A stable 32-character id per agent and position (the store keeps triggers as given).
+    trigger_id = "tr" + hashlib.sha256(f"{a.id}:{index}".encode()).hexdigest()[:30]
+    return {
+        "id": trigger_id,
+        "workspace_id": a.workspace_id,
+        "description": "",
+        **t,
         "created_at": a.created_at.isoformat(),
         "updated_at": a.updated_at.isoformat(),
     }
@@ -919,20 +1005,45 @@ def _listing(li: Listing) -> dict[str, Any]:
     }
 
 
-def _node(n: KbNode) -> dict[str, Any]:
+def _node(n: KbNode, ancestors: list[str] | None = None) -> dict[str, Any]:
+    chain = ancestors or []
     return {
         "id": n.id,
         "workspace_id": n.workspace_id,
         "title": n.title,
         "body": n.body,
-        "parent_id": n.parent_id,
+        "chunk_body": not n.is_directory,
         "entity_ids": n.entity_ids,
+        "parent_id": n.parent_id,
+        "ancestors": chain,
+        "depth": len(chain),
+        "source": "api",
+        "source_type": None,
+        "source_id": None,
         "is_directory": n.is_directory,
         "metadata": n.metadata,
         "enabled": n.enabled,
+        "created_by": None,
+        "embed_status": "embedded",
+        "chunk_count": 0 if n.is_directory else 1,
+        "version": n.index_version,
+        "tags": [],
         "created_at": n.created_at.isoformat(),
         "updated_at": n.updated_at.isoformat(),
+        # Not in the reference: the emulator's own proof of re-indexing (docs/platform-api.md).
         "indexed_at": n.indexed_at.isoformat(),
+    }
+
+
+def _run_result(r: ToolRun) -> dict[str, Any]:
+    # The documented run result; a failing tool is success false with the reason in error.
+    return {
+        "success": r.success,
+        "message": r.message,
+        "result": {"message": r.output_message, "rawData": r.raw_data} if r.success else None,
+        "error": None if r.success else r.message,
+        "logs": [],
+        "run_time_ms": r.duration_ms,
     }
 
 

@@ -3,8 +3,12 @@
 The store knows nothing about HTTP: it takes typed arguments, changes state and
 raises :class:`~pmsgate.sandbox.platform.errors.PlatformApiError` for every refusal.
 All time comes from the injected clock, so the 120/min window moves only when a
-test advances a :class:`~pmsgate.clock.ManualClock`. Ids are 24 hex characters
-drawn from a generator seeded with the seed number, so a run is reproducible.
+test advances a :class:`~pmsgate.clock.ManualClock`. Ids are 32 lowercase letters and
+digits, like the public reference's examples, drawn from a generator seeded with the
+seed number, so a run is reproducible. Where public sources disagree (knowledge-node
+ids: 32 characters in most examples, 24 hex in the node-search example) the store has
+a switch (:class:`SandboxConfig`), and so do the endpoints the reference does not
+document at all (``undocumented_endpoints``: "present", or "absent" = 404).
 
 Listings are not stored: they are derived, on every read, from the booking-system
 emulator (:class:`~pmsgate.sandbox.kross.store.KrossStore`) through the
@@ -41,6 +45,57 @@ DEFAULT_TOOL_TIMEOUT_S = 10.0
 PAGE_DEFAULT = 20
 PAGE_MAX = 100
 WINDOW_S = 60.0
+
+ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
+ID_LENGTH = 32
+ID_FORMATS = ("convex32", "hex24")
+UNDOCUMENTED_MODES = ("present", "absent")
+
+# GET /v1/custom-tools/runtimes: the documented contract; field names are this project's.
+PYTHON_BUILTIN_MODULES = (
+    "asyncio",
+    "base64",
+    "collections",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "enum",
+    "functools",
+    "hashlib",
+    "hmac",
+    "itertools",
+    "json",
+    "math",
+    "os",
+    "re",
+    "statistics",
+    "string",
+    "time",
+    "typing",
+    "urllib",
+    "uuid",
+    "zoneinfo",
+    "__future__",
+)
+RUNTIMES: tuple[dict[str, Any], ...] = (
+    {
+        "language": "python",
+        "entrypoint": "def main(**params):",
+        "return_contract": {"message": "string, required", "rawData": "any JSON, optional"},
+        "template": 'def main(**params):\n    return {"message": "ok", "rawData": params}\n',
+        "builtin_modules": list(PYTHON_BUILTIN_MODULES),
+        # The emulator runs tools in its own interpreter: these are importable there.
+        "packages": ["httpx"],
+    },
+    {
+        "language": "javascript",
+        "entrypoint": "async function main(params) {",
+        "return_contract": {"message": "string, required", "rawData": "any JSON, optional"},
+        "template": "async function main(params) {\n  return { message: 'ok' }\n}\n",
+        "builtin_modules": ["crypto", "url", "util"],
+        "packages": [],
+    },
+)
 
 MAX_NAME = 64
 KEBAB_CASE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -137,6 +192,7 @@ class CustomTool:
     enable_globally: bool
     created_at: datetime
     updated_at: datetime
+    version: int = 1  # documented: changing the code bumps it
 
 
 @dataclass
@@ -234,6 +290,7 @@ class ToolRun:
     message: str
     raw_data: Any
     duration_ms: int
+    output_message: str = ""  # what main() returned as its message (success only)
 
 
 @dataclass(frozen=True)
@@ -324,6 +381,10 @@ class SandboxConfig:
 
     requests_per_minute: int = DEFAULT_REQUESTS_PER_MINUTE
     tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S
+    # "absent": every endpoint the public reference does not document answers 404.
+    undocumented_endpoints: str = "present"
+    # Knowledge-node ids: "convex32" (most examples) or "hex24" (the node-search example).
+    kb_node_id_format: str = "convex32"
 
 
 @dataclass
@@ -425,11 +486,18 @@ class PlatformStore:
         *,
         requests_per_minute: int = DEFAULT_REQUESTS_PER_MINUTE,
         tool_timeout_s: float = DEFAULT_TOOL_TIMEOUT_S,
+        undocumented_endpoints: str = "present",
+        kb_node_id_format: str = "convex32",
     ) -> None:
         self.seed = seed
         self.clock: Clock = clock or SystemClock()
         self.kross = kross
-        self._defaults = SandboxConfig(requests_per_minute, tool_timeout_s)
+        self._defaults = SandboxConfig(
+            requests_per_minute,
+            tool_timeout_s,
+            _choice("undocumented_endpoints", undocumented_endpoints, UNDOCUMENTED_MODES),
+            _choice("kb_node_id_format", kb_node_id_format, ID_FORMATS),
+        )
         self.reset()
 
     def reset(self) -> None:
@@ -441,9 +509,7 @@ class PlatformStore:
         self._owners: dict[str, str] = {}  # resource id -> workspace id
         self._windows: dict[str, SlidingWindow] = {}
         self._answers: dict[tuple[str, str], StoredAnswer] = {}
-        self.config = SandboxConfig(
-            self._defaults.requests_per_minute, self._defaults.tool_timeout_s
-        )
+        self.config = copy.copy(self._defaults)
         self.faults = Faults()
         self.stats = Stats()
         seed.populate(self)
@@ -705,6 +771,8 @@ class PlatformStore:
                 checked[key] = _check_language(value)
             elif key == "code":
                 checked[key] = _required_text("code", value, 200_000)
+                if value != tool.code:
+                    tool.version += 1
             elif key == "parameters":
                 checked[key] = _check_parameters(value)
             elif key in ("execution_message_description", "enable_globally"):
@@ -747,7 +815,9 @@ class PlatformStore:
                 outcome.raw_data,
                 outcome.duration_ms,
             )
+        output_message = message if success else ""
         run = ToolRun(
+            output_message=output_message,
             seq=self._next_seq(),
             id=self._new_id(),
             workspace_id=tool.workspace_id,
@@ -1039,7 +1109,7 @@ class PlatformStore:
                 # Stable across connection failures, so registry rows stay valid.
                 id=hashlib.sha256(
                     f"{workspace_id}:{facility.hotel_id}:{a.id_room_type}".encode()
-                ).hexdigest()[:24],
+                ).hexdigest()[:ID_LENGTH],
                 workspace_id=workspace_id,
                 name=a.name,
                 external_id=str(a.id_room_type),
@@ -1070,7 +1140,7 @@ class PlatformStore:
         now = self.now()
         node = KbNode(
             seq=self._next_seq(),
-            id=self._new_id(),
+            id=self._new_id(self.config.kb_node_id_format),
             workspace_id=workspace_id,
             title=_required_text("title", title, MAX_TITLE),
             body=_check_body(body),
@@ -1156,14 +1226,31 @@ class PlatformStore:
     # --- test controls ---------------------------------------------------------------------
 
     def configure(
-        self, requests_per_minute: int | None = None, tool_timeout_s: float | None = None
+        self,
+        requests_per_minute: int | None = None,
+        tool_timeout_s: float | None = None,
+        *,
+        undocumented_endpoints: str | None = None,
+        kb_node_id_format: str | None = None,
     ) -> SandboxConfig:
-        """Change the limit or the tool timeout (the ones not given stay as they are)."""
+        """Change the switches given (the others stay as they are)."""
         if requests_per_minute is not None:
             self.config.requests_per_minute = requests_per_minute
         if tool_timeout_s is not None:
             self.config.tool_timeout_s = tool_timeout_s
+        if undocumented_endpoints is not None:
+            self.config.undocumented_endpoints = _choice(
+                "undocumented_endpoints", undocumented_endpoints, UNDOCUMENTED_MODES
+            )
+        if kb_node_id_format is not None:
+            self.config.kb_node_id_format = _choice(
+                "kb_node_id_format", kb_node_id_format, ID_FORMATS
+            )
         return self.config
+
+    def runtimes(self) -> list[dict[str, Any]]:
+        """The custom-tool runtimes: entrypoint, return contract, importable modules."""
+        return copy.deepcopy(list(RUNTIMES))
 
     def set_faults(self, fail_next: int | None = None, fail_status: int | None = None) -> Faults:
         """Arm faults (the ones not given stay as they are)."""
@@ -1195,8 +1282,10 @@ class PlatformStore:
         self._seq += 1
         return self._seq
 
-    def _new_id(self) -> str:
-        return f"{self._rng.getrandbits(96):024x}"
+    def _new_id(self, id_format: str = "convex32") -> str:
+        if id_format == "hex24":
+            return f"{self._rng.getrandbits(96):024x}"
+        return "".join(self._rng.choice(ID_ALPHABET) for _ in range(ID_LENGTH))
 
     def _healthy(self, connection: PmsConnection | None) -> bool:
         if connection is None or self.kross is None:
@@ -1242,6 +1331,12 @@ class PlatformStore:
                         errors.VALIDATION, "parent_id would put the node inside itself"
                     )
                 cursor = tenant.nodes.get(cursor.parent_id) if cursor.parent_id else None
+
+
+def _choice(name: str, value: str, allowed: Sequence[str]) -> str:
+    if value not in allowed:
+        raise PlatformApiError(errors.VALIDATION, f"{name} must be one of {', '.join(allowed)}")
+    return value
 
 
 # --- the test conversation's "agent" -----------------------------------------------------------
