@@ -170,8 +170,12 @@ async def test_a_second_dry_run_of_unchanged_pages_reads_only_the_apartments_dat
         second = await sync.dry_run(enrolled.student_id)
         assert second.counters() == first.counters()
         assert not any(d.page_read for d in second.details)
+        # Notion-Version 2025-09-03: the database names its data source, which is queried.
         assert notes_requests(enrolled) - before == Counter(
-            {"POST /v1/databases/{database_id}/query": 1}
+            {
+                "GET /v1/databases/{database_id}": 1,
+                "POST /v1/data_sources/{data_source_id}/query": 1,
+            }
         )
 
 
@@ -282,7 +286,10 @@ async def test_a_second_commit_of_unchanged_pages_writes_nothing(database_url: s
             {"GET /v1/listings": 1, "GET /v1/kb/nodes": math.ceil(in_workspace / 100)}
         )
         assert notes_requests(enrolled) - notes_before == Counter(
-            {"POST /v1/databases/{database_id}/query": 1}
+            {
+                "GET /v1/databases/{database_id}": 1,
+                "POST /v1/data_sources/{data_source_id}/query": 1,
+            }
         )
         assert len(await managed_nodes(enrolled)) == first.created
 
