@@ -354,10 +354,13 @@ async def test_a_path_override_reaches_the_operation_under_its_other_spelling(
 async def test_an_override_to_a_path_the_server_lacks_is_an_unknown_operation(
     kross_http: httpx.AsyncClient, clock: ManualClock, credentials: Credentials
 ) -> None:
-    client = make_client(kross_http, clock, overrides={"get-contract": "reservations/get-kontract"})
+    # calendar/get-availability has no alternate path to fall back to.
+    client = make_client(
+        kross_http, clock, overrides={"calendar/get-availability": "calendar/get-availabilty"}
+    )
     token = await client.get_token(credentials)
     with pytest.raises(UnknownOperation) as caught:
-        await client.call("get-contract", {"id_room_type": 10}, token)
+        await client.call("calendar/get-availability", {}, token)
     assert caught.value.status == 404
     assert caught.value.upstream_code == "OPERATION_NOT_FOUND"
 

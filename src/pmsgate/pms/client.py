@@ -3,22 +3,26 @@
 Wire contract: ``docs/kross-api.md``. The client resolves every operation
 through the :class:`~pmsgate.pms.operations.OperationTable` first, so an
 operation that does not exist or is out of scope is refused before any I/O.
-It never retries (the gateway owns retries, limits and token rotation) and
-never writes a token, password or api key into a log line or an exception.
+Failed answers are classified by ``errors.yaml`` (data) into the classes of
+``pms.errors``. It never retries (the gateway owns retries, limits and token
+rotation), with one exception that is not a retry: an answer "no such
+operation" sends the same request once to each next path of the operation
+(``Operation.paths``), since nothing was applied; the path that answers is used
+from then on. It never writes a token, password or api key into a log line or
+an exception.
 """
 
 from __future__ import annotations
 
-import email.utils
 import json
 import math
+import re
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
-import anyio
 import httpx
 import structlog
 from pydantic import BaseModel, ConfigDict, SecretStr, ValidationError
@@ -27,6 +31,9 @@ from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
 from pmsgate.pms.credentials import Credentials
 from pmsgate.pms.errors import (
+    CALL,
+    CLASSIFICATION,
+    TOKEN_REQUEST,
     AccessDenied,
     AuthenticationFailed,
     EdgeBlocked,
@@ -43,22 +50,46 @@ from pmsgate.pms.errors import (
 )
 from pmsgate.pms.models import WirePayload
 from pmsgate.pms.operations import Operation, OperationTable, load_operations
+from pmsgate.upstream import NOT_SENT, ErrorKind, Scrubber, deadline, parse_retry_after
 
 log = structlog.get_logger(__name__)
 
 TOKEN_OPERATION = "auth/get-token"
 DEFAULT_TOKEN_TTL = timedelta(days=7)
 BROWSER_UA_PREFIX = "Mozilla/5.0"
-_EDGE_BLOCK_MARKER = "error code: 1010"
-_UPSTREAM_MESSAGE_MAX = 200
+_MESSAGE_MAX = 200
+# The edge protection's plain-text answer, e.g. "error code: 1010".
+_EDGE_CODE = re.compile(r"^error code:\s*(\d+)\b", re.IGNORECASE)
 
-# Failures that happen before a byte of the request reaches the server: always safe to repeat.
-_NOT_SENT = (
-    httpx.ConnectError,
-    httpx.ConnectTimeout,
-    httpx.PoolTimeout,
-    httpx.LocalProtocolError,
-    httpx.ProxyError,
+BeforeAttempt = Callable[[], Awaitable[None]]
+
+# What each kind of errors.yaml becomes, with our message (never the upstream's text).
+_KINDS: dict[ErrorKind, tuple[type[PmsError], str]] = {
+    ErrorKind.AUTH_FAILED: (AuthenticationFailed, "The booking system refused the credentials."),
+    ErrorKind.TOKEN_REJECTED: (TokenRejected, "The booking system rejected the bearer token."),
+    ErrorKind.FORBIDDEN: (AccessDenied, "The booking system refused access."),
+    ErrorKind.EDGE_BLOCKED: (
+        EdgeBlocked,
+        "The edge protection blocked the request (error 1010).",
+    ),
+    ErrorKind.UNKNOWN_OPERATION: (
+        UnknownOperation,
+        "The booking system has no such operation at this path.",
+    ),
+    ErrorKind.NOT_FOUND: (InvalidRequest, "The booking system has no such object."),
+    ErrorKind.INVALID_REQUEST: (InvalidRequest, "The booking system refused the request."),
+    ErrorKind.CONFLICT: (InvalidRequest, "The booking system refused a conflicting request."),
+    ErrorKind.RATE_LIMITED: (RateLimited, "The booking system is rate limiting this facility."),
+    ErrorKind.TOO_MANY_SESSIONS: (
+        TooManySessions,
+        "The facility has too many active tokens for a new one.",
+    ),
+    ErrorKind.UNAVAILABLE: (UpstreamUnavailable, "The booking system failed"),
+    ErrorKind.UNEXPECTED: (UnexpectedResponse, "The booking system answered unexpectedly."),
+}
+# Kinds that, on an HTML page, mean the page did not come from the API itself.
+_NOT_FROM_THE_API = frozenset(
+    {ErrorKind.INVALID_REQUEST, ErrorKind.NOT_FOUND, ErrorKind.CONFLICT, ErrorKind.UNEXPECTED}
 )
 
 M = TypeVar("M", bound=BaseModel)
@@ -142,6 +173,11 @@ class PmsClient:
         self.user_agent = user_agent
         self.clock = clock
         self.timeout_s = timeout_s
+        # Which path each operation goes to, for this base URL, for every facility: the
+        # upstream's layout is the same for everyone. One client per process (the
+        # composition root's) remembers it from the first "no such operation" answer on.
+        self._in_use: dict[str, str] = {}
+        self._answered_on: dict[str, str] = {}
         if not user_agent.startswith(BROWSER_UA_PREFIX):
             # Sent anyway so the fault is visible as pms_edge_blocked, but say why up front.
             log.warning("pms_user_agent_not_browser_style", expected_prefix=BROWSER_UA_PREFIX)
@@ -168,7 +204,12 @@ class PmsClient:
             credentials.api_key.get_secret_value(),
         )
         body = await self._exchange(
-            operation, credentials.token_request_body(), bearer=None, secrets=secrets
+            operation,
+            credentials.token_request_body(),
+            path=operation.path,
+            bearer=None,
+            secrets=secrets,
+            context=TOKEN_REQUEST,
         )
         value, holder = _find_token(body)
         if value is None:
@@ -184,14 +225,21 @@ class PmsClient:
         operation: str,
         payload: Mapping[str, Any] | WirePayload,
         token: Token | str,
+        *,
+        before_attempt: BeforeAttempt | None = None,
     ) -> PmsResult:
-        """Send one operation with a bearer token and return its data envelope."""
+        """Send one operation with a bearer token and return its data envelope.
+
+        ``before_attempt`` runs before every HTTP request this call makes (the gateway
+        takes a limiter permit there): normally one, one more per alternate path tried
+        after a "no such operation" answer.
+        """
         op = self.operations.resolve(operation)
         if op.name == TOKEN_OPERATION:
             raise ValueError("auth/get-token is sent by get_token(), never by call().")
         body = payload.to_wire() if isinstance(payload, WirePayload) else dict(payload)
         bearer = self._bearer(op, token)
-        answer = await self._exchange(op, body, bearer=bearer, secrets=(bearer,))
+        answer = await self._on_paths(op, body, bearer, before_attempt)
         if "data" not in answer:
             raise UnexpectedResponse(
                 "The answer has no data field.", operation=op.name, ruid=_ruid(answer)
@@ -206,9 +254,65 @@ class PmsClient:
             offset=_int_or_none(answer.get("offset")),
         )
 
-    def url_for(self, operation: Operation) -> str:
-        """The absolute URL an operation is POSTed to."""
-        return f"{self.base_url}/v5/{operation.path}"
+    def url_for(self, operation: Operation, path: str | None = None) -> str:
+        """The absolute URL an operation is POSTed to (its current path unless ``path``)."""
+        return f"{self.base_url}/v5/{path or self.path_in_use(operation)}"
+
+    def path_in_use(self, operation: Operation) -> str:
+        """The path the next request of ``operation`` goes to first."""
+        return self._in_use.get(operation.name, operation.path)
+
+    def resolved_paths(self) -> dict[str, str]:
+        """Operation name → the path it answered on in this process (a fallback shows here)."""
+        return dict(self._answered_on)
+
+    # --- paths --------------------------------------------------------------------------
+
+    async def _on_paths(
+        self,
+        op: Operation,
+        body: dict[str, Any],
+        bearer: str,
+        before_attempt: BeforeAttempt | None,
+    ) -> dict[str, Any]:
+        """Send on the path in use; after "no such operation", once on each next path."""
+        paths = op.paths
+        start = self.path_in_use(op)
+        first = paths.index(start) if start in paths else 0
+        order = [*paths[first:], *paths[:first]]
+        not_found: UnknownOperation | None = None
+        for index, path in enumerate(order):
+            if index:
+                log.warning(
+                    "pms_path_fallback", operation=op.name, path=path, after=order[index - 1]
+                )
+            if before_attempt is not None:
+                await before_attempt()
+            try:
+                answer = await self._exchange(
+                    op, body, path=path, bearer=bearer, secrets=(bearer,), context=CALL
+                )
+            except UnknownOperation as error:
+                # "No such operation": nothing was applied here, so even a write may go to the
+                # next path. The next request starts there too (no retry pays for this twice).
+                not_found = not_found or error
+                self._in_use[op.name] = order[(index + 1) % len(order)]
+                continue
+            except InvalidRequest:
+                # Refused for its content: the operation exists at this path.
+                self._remember(op, path)
+                raise
+            self._remember(op, path)
+            return answer
+        assert not_found is not None
+        raise not_found
+
+    def _remember(self, op: Operation, path: str) -> None:
+        self._in_use[op.name] = path
+        if self._answered_on.get(op.name) != path:
+            self._answered_on[op.name] = path
+            if path != op.path:
+                log.warning("pms_path_resolved", operation=op.name, path=path, default=op.path)
 
     def _bearer(self, op: Operation, token: Token | str) -> str:
         if isinstance(token, Token):
@@ -220,46 +324,49 @@ class PmsClient:
             raise TokenRejected("No token was given.", operation=op.name)
         return token
 
+    # --- one request --------------------------------------------------------------------
+
     async def _exchange(
         self,
         op: Operation,
         body: dict[str, Any],
         *,
+        path: str,
         bearer: str | None,
         secrets: tuple[str, ...],
+        context: str,
     ) -> dict[str, Any]:
         headers = {"User-Agent": self.user_agent, "Accept": "application/json"}
         if bearer is not None:
             headers["Authorization"] = f"Bearer {bearer}"
         started = time.perf_counter()
         try:
-            response = await self._post(op, body, headers)
+            response = await self._post(op, path, body, headers)
         except PmsError as exc:
-            self._log(op, started, status=None, ruid=None, error=exc)
+            self._log(op, path, started, status=None, ruid=None, error=exc)
             raise
         try:
-            answer = self._interpret(op, response, secrets)
+            answer = self._interpret(op, response, Scrubber(secrets, limit=_MESSAGE_MAX), context)
         except PmsError as exc:
-            self._log(op, started, status=response.status_code, ruid=exc.ruid, error=exc)
+            self._log(op, path, started, status=response.status_code, ruid=exc.ruid, error=exc)
             raise
-        self._log(op, started, status=response.status_code, ruid=_ruid(answer), error=None)
+        self._log(op, path, started, status=response.status_code, ruid=_ruid(answer), error=None)
         return answer
 
     async def _post(
-        self, op: Operation, body: dict[str, Any], headers: dict[str, str]
+        self, op: Operation, path: str, body: dict[str, Any], headers: dict[str, str]
     ) -> httpx.Response:
-        url = self.url_for(op)
-        # httpx's own timeouts are per phase and do not apply to in-process transports;
-        # the outer deadline bounds the whole request either way.
-        deadline = self.timeout_s + min(1.0, self.timeout_s * 0.1)
+        url = self.url_for(op, path)
         try:
-            with anyio.fail_after(deadline):
+            with deadline(self.timeout_s):
                 return await self._http.post(
                     url, json=body, headers=headers, timeout=httpx.Timeout(self.timeout_s)
                 )
-        except _NOT_SENT as exc:
+        except NOT_SENT as exc:
             raise UpstreamUnavailable(
-                f"Could not reach the booking system ({type(exc).__name__}).", operation=op.name
+                f"Could not reach the booking system ({type(exc).__name__}).",
+                operation=op.name,
+                may_have_been_sent=False,
             ) from None
         except (httpx.TransportError, TimeoutError) as exc:
             reason = type(exc).__name__
@@ -273,150 +380,97 @@ class PmsClient:
             ) from None
 
     def _interpret(
-        self, op: Operation, response: httpx.Response, secrets: tuple[str, ...]
+        self, op: Operation, response: httpx.Response, scrub: Scrubber, context: str
     ) -> dict[str, Any]:
         status = response.status_code
-        text = response.text
-        if status == 403 and _EDGE_BLOCK_MARKER in text.lower():
-            raise EdgeBlocked(
-                "The edge protection blocked the request (error 1010).",
-                operation=op.name,
-                status=status,
-            )
         answer = _json_object(response)
         if answer is None:
-            raise self._non_json_error(op, response)
+            raise self._non_json_error(op, response, context)
+        code = _error_code(answer.get("error_code"))
+        if code is None and 200 <= status < 300:
+            return answer
+        # An error code makes any answer an error, a 200 included: never data.
+        raise self._error(
+            op,
+            context,
+            status=status,
+            upstream_code=code,
+            upstream_message=scrub(answer.get("error_message")),
+            ruid=_ruid(answer),
+            headers=response.headers,
+        )
 
-        upstream_code = answer.get("error_code")
-        if status >= 400 or upstream_code:
-            raise self._error(
-                op,
-                status,
-                str(upstream_code) if upstream_code else None,
-                _scrub(answer.get("error_message"), secrets),
-                _ruid(answer),
-                response.headers,
-            )
-        if not 200 <= status < 300:
-            raise UnexpectedResponse(
-                f"Unexpected HTTP status {status}.", operation=op.name, status=status
-            )
-        return answer
-
-    def _non_json_error(self, op: Operation, response: httpx.Response) -> PmsError:
+    def _non_json_error(self, op: Operation, response: httpx.Response, context: str) -> PmsError:
         status = response.status_code
+        text = response.text
         content_type = response.headers.get("content-type", "").lower()
-        looks_html = "html" in content_type or response.text.lstrip()[:15].lower().startswith(
+        looks_html = "html" in content_type or text.lstrip()[:15].lower().startswith(
             ("<!doctype", "<html")
         )
-        if status >= 500 or status == 408:
-            return self._unavailable(op, status, None, None, None)
-        if status == 429:
-            return RateLimited(
-                "The booking system is rate limiting this facility.",
+        if 200 <= status < 300:
+            if looks_html:
+                return HtmlInsteadOfJson(
+                    f"The booking system answered HTML (HTTP {status}) instead of JSON.",
+                    operation=op.name,
+                    status=status,
+                )
+            return UnexpectedResponse(
+                f"The booking system answered a non-JSON body (HTTP {status}).",
                 operation=op.name,
                 status=status,
-                retry_after=self._retry_after(response.headers),
             )
-        if looks_html:
+        # The edge's plain-text "error code: 1010" is the one code a non-JSON answer carries.
+        edge = None if looks_html else _EDGE_CODE.match(text.strip()[:100])
+        error = self._error(
+            op,
+            context,
+            status=status,
+            upstream_code=edge.group(1) if edge else None,
+            upstream_message=None,
+            ruid=None,
+            headers=response.headers,
+        )
+        if looks_html and error.kind in _NOT_FROM_THE_API:
+            # An HTML page refusing the request's content comes from something in front of the
+            # API (a proxy, the reference site), not from the operation.
             return HtmlInsteadOfJson(
                 f"The booking system answered HTML (HTTP {status}) instead of JSON.",
                 operation=op.name,
                 status=status,
+                kind=error.kind,
             )
-        if status == 404:
-            return UnknownOperation(
-                "The booking system has no such path.", operation=op.name, status=status
-            )
-        return UnexpectedResponse(
-            f"The booking system answered a non-JSON body (HTTP {status}).",
-            operation=op.name,
-            status=status,
-        )
+        return error
 
     def _error(
         self,
         op: Operation,
+        context: str,
+        *,
         status: int,
         upstream_code: str | None,
         upstream_message: str | None,
         ruid: str | None,
         headers: httpx.Headers,
     ) -> PmsError:
-        context: dict[str, Any] = {
-            "operation": op.name,
-            "status": status,
-            "ruid": ruid,
-            "upstream_code": upstream_code,
-            "upstream_message": upstream_message,
-        }
-        is_token_request = op.name == TOKEN_OPERATION
-        if upstream_code == "AUTH_FAILED" or (status == 401 and is_token_request):
-            return AuthenticationFailed("The booking system refused the credentials.", **context)
-        if upstream_code == "INVALID_TOKEN" or status == 401:
-            return TokenRejected("The booking system rejected the bearer token.", **context)
-        if upstream_code == "TOO_MANY_SESSIONS":
-            return TooManySessions(
-                "The facility has too many active tokens for a new one.", **context
-            )
-        if upstream_code == "RATE_LIMITED" or status == 429:
-            return RateLimited(
-                "The booking system is rate limiting this facility.",
-                retry_after=self._retry_after(headers),
-                **context,
-            )
-        if upstream_code == "OPERATION_NOT_FOUND":
-            return UnknownOperation(
-                f"The booking system has no operation at path {op.path!r}.", **context
-            )
-        if upstream_code == "SERVER_ERROR" or status >= 500 or status == 408:
-            return self._unavailable(op, status, upstream_code, upstream_message, ruid)
-        if status == 403:
-            return AccessDenied("The booking system refused access.", **context)
-        if 400 <= status < 500 or upstream_code:
-            return InvalidRequest("The booking system refused the request.", **context)
-        return UnexpectedResponse(f"Unexpected HTTP status {status}.", **context)
-
-    def _unavailable(
-        self,
-        op: Operation,
-        status: int,
-        upstream_code: str | None,
-        upstream_message: str | None,
-        ruid: str | None,
-    ) -> PmsError:
-        context: dict[str, Any] = {
-            "operation": op.name,
-            "status": status,
-            "ruid": ruid,
-            "upstream_code": upstream_code,
-            "upstream_message": upstream_message,
-        }
-        if status == 504 and not op.replay_safe:
-            # A gateway timeout means the origin may still have applied the write.
-            return WriteOutcomeUnknown(
-                "A proxy timed out waiting for the write; it may have been applied.", **context
-            )
-        return UpstreamUnavailable(f"The booking system failed (HTTP {status}).", **context)
-
-    def _retry_after(self, headers: httpx.Headers) -> float | None:
-        raw = headers.get("retry-after")
-        if raw is None:
-            return None
-        raw = raw.strip()
-        try:
-            seconds = float(raw)
-        except ValueError:
-            try:
-                when = email.utils.parsedate_to_datetime(raw)
-            except (TypeError, ValueError):
-                return None
-            if when.tzinfo is None:
-                when = when.replace(tzinfo=UTC)
-            seconds = (when - self.clock.now()).total_seconds()
-        if not math.isfinite(seconds):
-            return None
-        return max(0.0, seconds)
+        """The error class of a failed answer, as ``errors.yaml`` classifies it."""
+        kind = CLASSIFICATION.classify(status, upstream_code, context=context)
+        error_class, message = _KINDS[kind]
+        if kind is ErrorKind.UNAVAILABLE:
+            message = f"{message} (HTTP {status})."
+            if status == 504 and not op.replay_safe:
+                # A gateway timeout means the origin may still have applied the write.
+                error_class = WriteOutcomeUnknown
+                message = "A proxy timed out waiting for the write; it may have been applied."
+        return error_class(
+            message,
+            operation=op.name,
+            status=status,
+            ruid=ruid,
+            upstream_code=upstream_code,
+            upstream_message=upstream_message,
+            retry_after=parse_retry_after(headers.get("retry-after"), self.clock.now()),
+            kind=kind,
+        )
 
     def _expiry(self, holder: Mapping[str, Any], envelope: Mapping[str, Any]) -> datetime:
         now = self.clock.now()
@@ -443,6 +497,7 @@ class PmsClient:
     def _log(
         self,
         op: Operation,
+        path: str,
         started: float,
         *,
         status: int | None,
@@ -452,7 +507,7 @@ class PmsClient:
         log.debug(
             "pms_request",
             operation=op.name,
-            path=op.path,
+            path=path,
             status=status,
             ruid=ruid,
             elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
@@ -499,11 +554,17 @@ def _int_or_none(value: Any) -> int | None:
     return None
 
 
-def _scrub(message: Any, secrets: tuple[str, ...]) -> str | None:
-    """The upstream's error text, without our secrets and cut short."""
-    if not isinstance(message, str) or not message:
+def _error_code(value: Any) -> str | None:
+    """The answer's error code as text; None when there is none (null, "", 0, "0", false)."""
+    if value is None or isinstance(value, bool):
         return None
-    for secret in secrets:
-        if secret:
-            message = message.replace(secret, "***")
-    return message[:_UPSTREAM_MESSAGE_MAX]
+    if isinstance(value, int | float):
+        if value == 0:
+            return None
+        # 1001 and 1001.0 are the same code.
+        return str(int(value)) if float(value).is_integer() else str(value)
+    if isinstance(value, str):
+        text = value.strip()
+        return None if text in ("", "0") else text
+    # A structured code (list, object) is still a code: the answer is an error.
+    return json.dumps(value, sort_keys=True, default=str)[:_MESSAGE_MAX]

@@ -1,9 +1,15 @@
 """What went wrong upstream, described for the gateway (DESIGN §2: translate at one boundary).
 
 These errors describe the booking system; they are deliberately *not*
-:class:`pmsgate.errors.PmsgateError` subclasses. The gateway turns them into its
-own codes and HTTP statuses. Each class has a stable ``code`` and says whether
-sending the same request again may succeed (``retryable``).
+:class:`pmsgate.errors.PmsgateError` subclasses. They derive from the upstream kit's
+:class:`~pmsgate.upstream.UpstreamError`; the gateway turns them into its own codes and
+HTTP statuses. Each class has a stable ``code``, says whether sending the same request
+again may succeed (``retryable``) and whether the request may have been applied
+(``may_have_been_sent``: False when nothing was sent, or the server refused it unprocessed).
+
+Which answer is which class is data: ``errors.yaml`` next to this module maps an HTTP
+status, the upstream's ``error_code`` and the context (a token request or a call) to an
+:class:`~pmsgate.upstream.ErrorKind`; the client maps the kind to a class here.
 
 Messages are written by us and never contain a token, password or api key; the
 upstream's own ``error_message`` is kept separately (scrubbed, shortened) in
@@ -12,39 +18,52 @@ upstream's own ``error_message`` is kept separately (scrubbed, shortened) in
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
+
+from pmsgate.upstream import ClassificationTable, ErrorKind, UpstreamError
+
+CLASSIFICATION = ClassificationTable.load("pmsgate.pms", "errors.yaml")
+
+# Contexts of the classification table: a login, or any other operation with a bearer token.
+TOKEN_REQUEST = "token_request"
+CALL = "call"
 
 
-class PmsError(Exception):
+class PmsError(UpstreamError):
     """Base of every failure talking to the booking system."""
 
-    code = "pms_error"
-    retryable = False
+    upstream: ClassVar[str] = "pms"
+    code: ClassVar[str] = "pms_error"
+    # Whether a failure of this class may have changed something upstream, unless the
+    # client knows better (e.g. a connection that was never opened).
+    sent_by_default: ClassVar[bool] = True
     hint = "See docs/kross-api.md for the booking-system contract."
 
     def __init__(
         self,
         message: str,
         *,
-        operation: str | None = None,
-        status: int | None = None,
         ruid: str | None = None,
-        upstream_code: str | None = None,
-        upstream_message: str | None = None,
-        hint: str | None = None,
+        request_id: str | None = None,
+        may_have_been_sent: bool | None = None,
+        kind: ErrorKind | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(message)
-        self.message = message
-        self.operation = operation
-        self.status = status
-        self.ruid = ruid
-        self.upstream_code = upstream_code
-        self.upstream_message = upstream_message
-        if hint is not None:
-            self.hint = hint
+        super().__init__(
+            message,
+            request_id=request_id if request_id is not None else ruid,
+            may_have_been_sent=(
+                self.sent_by_default if may_have_been_sent is None else may_have_been_sent
+            ),
+            **kwargs,
+        )
+        # The classification that produced this error (None when raised locally).
+        self.kind = kind
 
-    def __str__(self) -> str:
-        return f"{self.code}: {self.message}"
+    @property
+    def ruid(self) -> str | None:
+        """The booking system's request id (``ruid``), for support."""
+        return self.request_id
 
     def __repr__(self) -> str:
         return (
@@ -56,7 +75,8 @@ class PmsError(Exception):
 class EdgeBlocked(PmsError):
     """The edge protection refused the request (error 1010): a configuration fault."""
 
-    code = "pms_edge_blocked"
+    code: ClassVar[str] = "pms_edge_blocked"
+    sent_by_default: ClassVar[bool] = False
     hint = (
         "Every booking-system request needs a browser-style User-Agent starting with "
         "'Mozilla/5.0'; check PMSGATE_USER_AGENT."
@@ -66,7 +86,7 @@ class EdgeBlocked(PmsError):
 class HtmlInsteadOfJson(PmsError):
     """An HTML page came back where JSON was expected (e.g. the /apiv5 reference page)."""
 
-    code = "pms_html_instead_of_json"
+    code: ClassVar[str] = "pms_html_instead_of_json"
     hint = (
         "Operations live under {base_url}/v5/<path>; /apiv5 is the human reference page. "
         "Check PMSGATE_KROSS_BASE_URL."
@@ -76,14 +96,15 @@ class HtmlInsteadOfJson(PmsError):
 class UnexpectedResponse(PmsError):
     """The answer is neither the documented success envelope nor an error envelope."""
 
-    code = "pms_unexpected_response"
+    code: ClassVar[str] = "pms_unexpected_response"
     hint = "The booking system answered in an undocumented shape; compare with docs/kross-api.md."
 
 
 class AuthenticationFailed(PmsError):
-    """The booking system refused the credentials (hotel_id, username, password, api_key)."""
+    """The booking system refused a login (any non-transient refusal of auth/get-token)."""
 
-    code = "pms_auth_failed"
+    code: ClassVar[str] = "pms_auth_failed"
+    sent_by_default: ClassVar[bool] = False
     hint = (
         "The booking-system credentials are not accepted (was the API password changed?). "
         "Reconnect the facility with the API user (apiNNNNN) and its password."
@@ -93,64 +114,65 @@ class AuthenticationFailed(PmsError):
 class TokenRejected(PmsError):
     """The bearer token is missing, unknown, revoked or expired: get a new one, once."""
 
-    code = "pms_token_rejected"
+    code: ClassVar[str] = "pms_token_rejected"
+    sent_by_default: ClassVar[bool] = False
     hint = "Fetch a new token with auth/get-token and send the request again once."
 
 
 class TooManySessions(PmsError):
     """The facility already has the maximum number of active tokens (50)."""
 
-    code = "pms_too_many_sessions"
+    code: ClassVar[str] = "pms_too_many_sessions"
+    sent_by_default: ClassVar[bool] = False
     hint = "Reuse the facility's cached token; new sessions are refused until older ones expire."
 
 
 class RateLimited(PmsError):
     """A facility rate limit is spent; ``retry_after`` seconds says when one will fit."""
 
-    code = "pms_rate_limited"
-    retryable = True
+    code: ClassVar[str] = "pms_rate_limited"
+    retryable: ClassVar[bool] = True
+    sent_by_default: ClassVar[bool] = False
     hint = "Wait for the time in retry_after before sending again."
-
-    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
-        super().__init__(message, **kwargs)
-        self.retry_after = retry_after
 
 
 class UpstreamUnavailable(PmsError):
     """The booking system could not be reached or failed transiently; safe to retry."""
 
-    code = "pms_unavailable"
-    retryable = True
+    code: ClassVar[str] = "pms_unavailable"
+    retryable: ClassVar[bool] = True
     hint = "The booking system is temporarily unavailable; retry with backoff."
 
 
 class WriteOutcomeUnknown(PmsError):
     """A write was sent and no answer came: it may or may not have been applied."""
 
-    code = "pms_write_outcome_unknown"
+    code: ClassVar[str] = "pms_write_outcome_unknown"
     hint = (
         "Do not send the write again blindly: read the reservation to see whether it was applied."
     )
 
 
 class InvalidRequest(PmsError):
-    """The booking system refused the request itself (400/404/409/413/415/422)."""
+    """The booking system refused the request itself (400/404/409/413/415/422, or a code)."""
 
-    code = "pms_invalid_request"
+    code: ClassVar[str] = "pms_invalid_request"
     hint = "Correct the request; see upstream_code for the booking system's reason."
 
 
 class AccessDenied(PmsError):
     """A 403 other than the edge block, e.g. the gateway's IP is not whitelisted."""
 
-    code = "pms_access_denied"
+    code: ClassVar[str] = "pms_access_denied"
     hint = "Check the IP whitelisting and that the facility is linked to the partner."
 
 
 class UnknownOperation(PmsError):
-    """The operation does not exist (locally known, or answered OPERATION_NOT_FOUND)."""
+    """The operation does not exist (locally known, or answered "not found" on every path)."""
 
-    code = "pms_unknown_operation"
+    code: ClassVar[str] = "pms_unknown_operation"
+    # A "no such operation" answer means nothing was applied (so another path may be tried).
+    sent_by_default: ClassVar[bool] = False
     hint = (
         "Use one of the operations in pmsgate/pms/operations.yaml; a path override lives in "
         "PMSGATE_KROSS_PATHS."
@@ -160,5 +182,6 @@ class UnknownOperation(PmsError):
 class OutOfScopeOperation(PmsError):
     """The operation exists upstream but this integration never calls it."""
 
-    code = "pms_out_of_scope_operation"
+    code: ClassVar[str] = "pms_out_of_scope_operation"
+    sent_by_default: ClassVar[bool] = False
     hint = "This integration does not call it; see spec §4.1 for what is out of scope."
