@@ -645,3 +645,80 @@ async def test_the_official_sdk_runs_against_the_emulator_unchanged(store: Notes
         updated = await sdk.blocks.update(block_id=block_id, paragraph={"rich_text": text("hi")})
         assert updated["paragraph"]["rich_text"][0]["plain_text"] == "hi"
         assert (await sdk.blocks.retrieve(block_id=block_id))["id"] == block_id
+
+
+# --- Notion-Version 2026-03-11 and search validation ---------------------------------------------
+
+
+async def test_from_2026_03_11_appends_take_position_and_objects_report_only_in_trash(
+    http: httpx.AsyncClient, store: NotesStore
+):
+    ws = workspace_with_most_pages(store)
+    page_id = ws["pages"][0]["page_id"]
+    sent = headers(ws["token"], "2026-03-11")
+    url = f"/v1/blocks/{page_id}/children"
+    first = store.live_children(page_of(store, ws["pages"][0], ws["token"]))[0]
+    old_style = await http.patch(
+        url, headers=sent, json={"children": [para("x")], "after": first.id}
+    )
+    assert old_style.status_code == 400 and await error_code(old_style) == "validation_error"
+
+    at_start = await http.patch(
+        url, headers=sent, json={"children": [para("primo")], "position": {"type": "start"}}
+    )
+    after_first = await http.patch(
+        url,
+        headers=sent,
+        json={
+            "children": [para("secondo")],
+            "position": {
+                "type": "after_block",
+                "after_block": {"id": at_start.json()["results"][0]["id"]},
+            },
+        },
+    )
+    assert at_start.status_code == after_first.status_code == 200
+    children = store.live_children(page_of(store, ws["pages"][0], ws["token"]))
+    assert [plain(b) for b in children[:3]] == ["primo", "secondo", plain(first)]
+    created = after_first.json()["results"][0]
+    assert created["in_trash"] is False and "archived" not in created
+
+    block_url = f"/v1/blocks/{created['id']}"
+    refused = await http.patch(block_url, headers=sent, json={"archived": True})
+    assert refused.status_code == 400 and await error_code(refused) == "validation_error"
+    trashed = await http.patch(block_url, headers=sent, json={"in_trash": True})
+    assert trashed.json()["in_trash"] is True
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"filter": {"property": "title", "value": "page"}},
+        {"sort": {"timestamp": "created_time", "direction": "ascending"}},
+        {"sort": {"timestamp": "last_edited_time", "direction": "up"}},
+        {"query": 7},
+        {"page_size": 101},
+        {"unknown": True},
+    ],
+    ids=["filter-property", "sort-timestamp", "sort-direction", "query-type", "page-size", "extra"],
+)
+async def test_a_malformed_search_is_a_validation_error(
+    http: httpx.AsyncClient, store: NotesStore, body: dict[str, Any]
+):
+    ws = workspace_with_most_pages(store)
+    answer = await http.post("/v1/search", headers=headers(ws["token"], "2025-09-03"), json=body)
+    assert answer.status_code == 400
+    assert await error_code(answer) == "validation_error"
+
+
+async def test_search_is_counted_and_rate_limited_like_every_other_request(
+    http: httpx.AsyncClient, store: NotesStore
+):
+    ws = workspace_with_most_pages(store)
+    store.set_rate_limit(requests_per_second=1, burst=1)
+    sent = headers(ws["token"], "2025-09-03")
+    assert (await http.post("/v1/search", headers=sent, json={})).status_code == 200
+    limited = await http.get("/v1/users/me", headers=sent)
+    assert limited.status_code == 429 and limited.headers["Retry-After"] == "1"
+    assert store.stats.requests_by_endpoint["POST /v1/search"] == 1
+    assert store.stats.requests_by_endpoint["GET /v1/users/me"] == 1
