@@ -1,11 +1,31 @@
 """The gateway's core: every upstream call a tool or operation makes goes through here.
 
 Per call: the facility's state is checked (an integration in ``error`` is not
-called again, except one re-authentication attempt per interval) → a permit is
-taken from the facility's limiter (every attempt, retries included) → a token
-comes from the token manager → one request is sent through ``pms/``. Reads are
-retried with jittered exponential backoff honouring ``Retry-After`` (stamina),
-inside a deadline; writes are never retried after they may have been sent.
+called again, except one re-authentication attempt per interval) → a token comes
+from the token manager → a permit is taken from the facility's limiter (before
+every request, retries and alternate paths included) → one request is sent
+through ``pms/``. Reads are retried by the upstream kit's
+:class:`~pmsgate.upstream.RetryPolicy` (stamina: jittered exponential backoff,
+``Retry-After`` honoured unless it outlasts the deadline); writes are never
+retried after they may have been sent.
+
+Retries are not stacked on retries. The worst case of one tool call (one
+:meth:`Gateway.read`), every request taking a permit:
+
+- at most ``read_attempts`` attempts (4 by default), each at most one
+  ``auth/get-token`` (only when no valid token is held; a refused login ends the
+  call and puts the facility in ``error``) and one request of the operation;
+- once per tool call, not per attempt: a token rejected (401, or an error code
+  meaning "invalid/expired token") gets one new token and one retry; rejected
+  again, the call fails;
+- until the process has found an operation's path: one request per alternate
+  path after a "no such operation" answer (the next attempt starts on the path
+  tried last, so this is not multiplied by the attempts).
+
+So at most ``read_attempts * 2 + 2 + alternates`` upstream requests: 11 with the
+defaults and one alternate path. A write (:meth:`Gateway.write_once`) is one
+attempt: at most 1 + 2 + alternates = 5 (a get-token, the write, the one token
+refresh and retry, one alternate path on "no such operation").
 """
 
 from __future__ import annotations
@@ -19,7 +39,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import anyio
-import stamina
 import structlog
 
 from pmsgate.clock import Clock
@@ -33,6 +52,7 @@ from pmsgate.gateway.usage import UsageCounter
 from pmsgate.pms import errors as pms
 from pmsgate.pms.client import PmsClient, PmsResult
 from pmsgate.pms.operations import Operation
+from pmsgate.upstream import RetryPolicy
 
 log = structlog.get_logger(__name__)
 
@@ -57,6 +77,26 @@ class GatewayPolicy:
     reauth_interval_s: float = 900.0
     limit_by_account: bool = False
     refresh_ahead_ratio: float = 0.75
+
+    @property
+    def read_retry(self) -> RetryPolicy:
+        """The retry policy of reads: a Retry-After longer than the deadline is not waited."""
+        return RetryPolicy(
+            attempts=self.read_attempts,
+            deadline_s=self.read_deadline_s,
+            wait_initial_s=self.retry_wait_initial_s,
+            wait_max_s=self.retry_wait_max_s,
+            max_retry_after_s=self.read_deadline_s,
+        )
+
+
+class _TokenRetry:
+    """The one token refresh-and-retry a tool call may make, shared by all its attempts."""
+
+    __slots__ = ("used",)
+
+    def __init__(self) -> None:
+        self.used = False
 
 
 def body_hash(payload: Mapping[str, Any]) -> str:
@@ -185,23 +225,10 @@ class Gateway:
         if op.kind != "read":
             raise ValueError(f"{operation} is not a read")
 
-        def backoff(error: Exception) -> bool | float:
-            if isinstance(error, pms.RateLimited) and error.retry_after is not None:
-                # Honour the upstream's own wait, unless it outlasts our deadline.
-                if error.retry_after > self.policy.read_deadline_s:
-                    return False
-                return error.retry_after
-            return isinstance(error, pms.UpstreamUnavailable)
-
-        async for attempt in stamina.retry_context(
-            on=backoff,
-            attempts=self.policy.read_attempts,
-            timeout=self.policy.read_deadline_s,
-            wait_initial=self.policy.retry_wait_initial_s,
-            wait_max=self.policy.retry_wait_max_s,
-        ):
+        token_retry = _TokenRetry()
+        async for attempt in self.policy.read_retry.retrying(replay_safe=op.replay_safe):
             with attempt:
-                return await self._send(facility, op, payload, priority)
+                return await self._send(facility, op, payload, priority, token_retry)
         raise AssertionError("unreachable: stamina re-raises the last failure")
 
     # --- the single path every upstream request takes -------------------------------------
@@ -212,29 +239,44 @@ class Gateway:
         op: Operation,
         payload: Mapping[str, Any],
         priority: Priority,
+        token_retry: _TokenRetry,
     ) -> PmsResult:
-        """One upstream attempt (plus one token refresh if the token was rejected)."""
+        """One upstream attempt (plus, once per tool call, one token refresh and retry)."""
         # The caller's view may come from the key cache: the state that decides whether the
         # booking system is called at all (status, limits) is read fresh.
         facility = await self.facilities.get(facility.hotel_id)
         await self._guard_integration(facility)
-        token = await self._token(facility, priority)
-        await self._permit(facility, priority)
-        try:
-            return await self._observe(facility, op, self.pms.call(op.name, payload, token))
-        except pms.TokenRejected:
-            # Nothing is applied on a 401: a new token and one more try is safe, even for writes.
-            await self.tokens.invalidate(facility.hotel_id, token)
-            token = await self._token(facility, priority)
+
+        async def before_attempt() -> None:
+            # Every request takes a permit: a retry, an alternate path, the retry after a
+            # new token.
             await self._permit(facility, priority)
-            return await self._observe(facility, op, self.pms.call(op.name, payload, token))
+            self.usage.upstream_call(facility.hotel_id)
+
+        token = await self._token(facility, priority)
+        try:
+            return await self._observe(facility, op, token, payload, before_attempt)
+        except pms.TokenRejected:
+            # A rejected token was refused unprocessed: a new token and one more try is safe,
+            # even for writes. The old token is dropped either way.
+            await self.tokens.invalidate(facility.hotel_id, token)
+            if token_retry.used:
+                raise
+            token_retry.used = True
+            log.info("pms_token_rejected", hotel_id=facility.hotel_id, operation=op.name)
+        token = await self._token(facility, priority)
+        return await self._observe(facility, op, token, payload, before_attempt)
 
     async def _observe(
-        self, facility: FacilityView, op: Operation, call: Awaitable[PmsResult]
+        self,
+        facility: FacilityView,
+        op: Operation,
+        token: Any,
+        payload: Mapping[str, Any],
+        before_attempt: Callable[[], Awaitable[None]],
     ) -> PmsResult:
-        self.usage.upstream_call(facility.hotel_id)
         try:
-            result = await call
+            result = await self.pms.call(op.name, payload, token, before_attempt=before_attempt)
         except pms.PmsError as error:
             self.metrics.upstream_calls.labels(facility.hotel_id, op.name, error.code).inc()
             if isinstance(error, pms.RateLimited):
@@ -266,7 +308,13 @@ class Gateway:
             # The failed request was an authentication attempt: the next one waits an interval.
             await self.facilities.record_auth_attempt(facility.hotel_id)
             await self.facilities.mark_error(facility.hotel_id, error.message)
-            log.warning("pms_auth_failed", hotel_id=facility.hotel_id, ruid=error.ruid)
+            log.warning(
+                "pms_auth_failed",
+                hotel_id=facility.hotel_id,
+                status=error.status,
+                upstream_code=error.upstream_code,
+                ruid=error.ruid,
+            )
             raise auth_failed(error.message) from None
         if facility.status == "error":
             await self.facilities.mark_connected(facility.hotel_id)
@@ -299,4 +347,4 @@ class Gateway:
         """Send a write exactly once; failures are raised as upstream errors, not retried."""
         if op.kind != "write":
             raise ValueError(f"{op.name} is not a write")
-        return await self._send(facility, op, payload, Priority.INTERACTIVE)
+        return await self._send(facility, op, payload, Priority.INTERACTIVE, _TokenRetry())

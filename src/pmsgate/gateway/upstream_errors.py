@@ -11,6 +11,7 @@ import math
 
 from pmsgate.errors import PmsgateError
 from pmsgate.pms import errors as pms
+from pmsgate.upstream import ErrorKind
 
 RECONNECT_HINT = (
     "The booking system refused this facility's credentials (was the API password "
@@ -34,7 +35,12 @@ _STATUS: dict[type[pms.PmsError], tuple[str, int]] = {
     pms.WriteOutcomeUnknown: ("write_outcome_unknown", 504),
 }
 
-# Upstream refusals of the request itself keep a 4xx the caller can act on.
+# Upstream refusals of the request itself keep a 4xx the caller can act on, whether the
+# booking system said so with a status or with an error code on a 200.
+_INVALID_KIND = {
+    ErrorKind.NOT_FOUND: ("pms_not_found", 404),
+    ErrorKind.CONFLICT: ("pms_conflict", 409),
+}
 _INVALID_STATUS = {404: ("pms_not_found", 404), 409: ("pms_conflict", 409)}
 
 
@@ -42,7 +48,10 @@ def translate(error: pms.PmsError) -> PmsgateError:
     """The caller-facing error for an upstream failure."""
     headers: dict[str, str] = {}
     if isinstance(error, pms.InvalidRequest):
-        code, status = _INVALID_STATUS.get(error.status or 0, ("pms_rejected_request", 422))
+        by_kind = _INVALID_KIND.get(error.kind) if error.kind is not None else None
+        code, status = by_kind or _INVALID_STATUS.get(
+            error.status or 0, ("pms_rejected_request", 422)
+        )
     else:
         code, status = next(
             (value for kind, value in _STATUS.items() if isinstance(error, kind)),
