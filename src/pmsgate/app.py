@@ -43,6 +43,7 @@ from pmsgate.gateway.service import Gateway, GatewayPolicy
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.usage import UsageCounter
+from pmsgate.gateway.window import WindowPolicy
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
 from pmsgate.storage.db import open_database, session_factory
@@ -190,7 +191,12 @@ async def open_services(
             cache=cache,
             tokens=tokens,
             gateway=gateway,
-            tools=Tools(gateway, settings.cache_max_age_s, settings.cache_default_max_age_s),
+            tools=Tools(
+                gateway,
+                settings.cache_max_age_s,
+                settings.cache_default_max_age_s,
+                window=WindowPolicy.from_settings(settings),
+            ),
             operations=Operations(gateway, IdempotencyRepository(sessions)),
             metrics=metrics,
             usage=usage,

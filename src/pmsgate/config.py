@@ -152,6 +152,29 @@ class Settings(BaseSettings):
         description="A cached answer older than this share of its freshness bound is refreshed "
         "in the background (at background priority) when it is served; 1 turns it off.",
     )
+    window_booked_days: int = Field(
+        default=400,
+        ge=1,
+        description="The reservation window asks the booking system for reservations booked "
+        "(created) in the last this many days: the only date filter public clients send "
+        "(date_reservation_from). 400 covers a stay up to a year ahead booked today and a "
+        "guest of the last month who booked up to a year before; stay dates are always "
+        "checked by the gateway (spec §7).",
+    )
+    window_max_pages: int = Field(
+        default=20,
+        ge=1,
+        description="At most this many reservations/get-list pages per refresh of a facility's "
+        "reservation window (the budget share below usually binds first).",
+    )
+    window_budget_share: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="Share of the facility's per-minute limit one reservation-window refresh may "
+        "spend (token and retries included; at least one page): with 10/min and 0.5, at most 5 "
+        "requests. A window cut short is served with meta.truncated.",
+    )
     gateway_key_cache_s: float = Field(
         default=5.0,
         ge=0,

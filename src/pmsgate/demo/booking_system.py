@@ -18,7 +18,8 @@ from pmsgate.pms.client import PmsClient
 from pmsgate.pms.credentials import Credentials
 from pmsgate.pms.dates import filter_by_stay
 from pmsgate.pms.errors import PmsError
-from pmsgate.pms.models import AvailabilityNight, Reservation
+from pmsgate.pms.models import AvailabilityNight
+from pmsgate.pms.reservation_rows import BOOKING_DATE_FORMAT, parse_rows
 
 
 async def booking_system_chapter(
@@ -66,12 +67,21 @@ async def booking_system_chapter(
         table.add_row(name, *(str(free.get(day, "-")) for day in days))
     console.print(table)
 
+    # The filters public clients send: the booking (creation) date, not the stay dates; the
+    # stay dates are checked on our side (spec §7). Rows are read one by one.
+    booked_from = client.clock.now() - dt.timedelta(days=400)
     listed = await client.call(
         "reservations/get-list",
-        {"arrival_from": today.isoformat(), "arrival_to": week_end.isoformat(), "limit": 500},
+        {
+            "date_reservation_from": booked_from.strftime(BOOKING_DATE_FORMAT),
+            "with_rooms": True,
+            "limit": 100,
+        },
         token,
     )
-    reservations = listed.many(Reservation)
+    response_fields = client.operations.resolve("reservations/get-list").response_fields
+    parsed = parse_rows(listed.data if isinstance(listed.data, list) else [], response_fields)
+    reservations = parsed.items
     kept = filter_by_stay(reservations, today, week_end)
     console.print(
         Panel(
@@ -93,7 +103,7 @@ async def booking_system_chapter(
             reservation.departure.isoformat(),
             ", ".join(r.name_room_type or "" for r in reservation.rooms),
             reservation.cod_reservation_status or "",
-            reservation.guest_portal.status if reservation.guest_portal else "",
+            reservation.portal_status or "unknown",
         )
     console.print(table)
 

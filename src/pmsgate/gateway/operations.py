@@ -14,10 +14,21 @@ are enforced here. Writes are exactly-once from the caller's point of view:
   ``write_outcome_unknown`` and the same key resolves it later;
 - a write the booking system certainly did not apply (refused before sending, no
   budget, 401, 429, 503) releases its key, so the caller may send it again.
+
+``reservations/save`` sends the whole record, as public clients do: the reservation is
+read first (``reservations/get-list`` by id, through the gateway's read path and
+limiter, never from the cache) and mapped to the save body with the new dates
+(``pms.reservation_rows.save_body``). When that read fails nothing is sent, the key
+is released and the caller gets a clear error.
+
+Reads of ``reservations/get-list`` send upstream only the filters public integrations
+use; our stay filters are applied here. Guest e-mail addresses and phone numbers are
+removed from every row before the answer is cached or returned.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -28,7 +39,7 @@ import anyio
 import structlog
 from pydantic import BaseModel, ValidationError
 
-from pmsgate.errors import Conflict, Forbidden, InvalidInput, PmsgateError
+from pmsgate.errors import Conflict, Forbidden, InvalidInput, NotFound, PmsgateError
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.service import Gateway, body_hash
@@ -37,6 +48,7 @@ from pmsgate.pms import errors as pms
 from pmsgate.pms.client import TOKEN_OPERATION, PmsResult
 from pmsgate.pms.dates import enforce_reservation_filters
 from pmsgate.pms.models import (
+    UPSTREAM_LIST_FILTERS,
     AddPayment,
     AvailabilityQuery,
     ChangeDates,
@@ -45,6 +57,15 @@ from pmsgate.pms.models import (
     Reservation,
     ReservationQuery,
     RoomTypeQuery,
+    WirePayload,
+)
+from pmsgate.pms.operations import Operation
+from pmsgate.pms.reservation_rows import (
+    LIST_REQUEST_FIELDS,
+    RecordIncomplete,
+    RowUnreadable,
+    parse_row,
+    save_body,
 )
 from pmsgate.storage.idempotency import IdempotencyRepository, WriteRecord
 
@@ -63,6 +84,19 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
 }
 READ_FRESHNESS_S = 60.0
 MAX_KEY_LENGTH = 200
+LIST_OPERATION = "reservations/get-list"
+SAVE_OPERATION = "reservations/save"
+# Guest contact data never leaves the gateway in an answer (docs/gateway.md).
+CONTACT_FIELDS = frozenset({"email", "phone", "mobile", "telephone", "phone_number"})
+# Public filter names (ours) → our names in LIST_REQUEST_FIELDS, renamed by the table.
+_LIST_FILTER_NAMES = {
+    "id_reservation": "reservation_id",
+    "date_reservation_from": "booked_from",
+    "date_reservation_to": "booked_to",
+    "with_rooms": "with_rooms",
+    "limit": "limit",
+    "offset": "offset",
+}
 
 
 @dataclass(frozen=True)
@@ -114,16 +148,24 @@ class Operations:
     async def _read(
         self, facility: FacilityView, name: str, payload: dict[str, Any]
     ) -> OperationAnswer:
+        upstream = payload
+        if name == LIST_OPERATION:
+            upstream = _upstream_list_body(self.gateway.operation(name), payload)
+
         async def fetch(priority: Priority) -> dict[str, Any]:
-            result = await self.gateway.read(facility, name, payload, priority=priority)
-            return {"data": result.data, "ruid": result.ruid, "total_count": result.total_count}
+            result = await self.gateway.read(facility, name, upstream, priority=priority)
+            data = result.data
+            if name == LIST_OPERATION:
+                # Removed before caching: the cache never holds what no answer may show.
+                data = _without_contacts(data)
+            return {"data": data, "ruid": result.ruid, "total_count": result.total_count}
 
         cached = await self.gateway.cached_read(
-            facility, f"op:{name}:{body_hash(payload)}", max_age_s=READ_FRESHNESS_S, fetch=fetch
+            facility, f"op:{name}:{body_hash(upstream)}", max_age_s=READ_FRESHNESS_S, fetch=fetch
         )
         data = cached.value["data"]
         dropped = 0
-        if name == "reservations/get-list" and isinstance(data, list):
+        if name == LIST_OPERATION and isinstance(data, list):
             kept = enforce_reservation_filters(data, payload)
             data, dropped = kept.items, kept.dropped_out_of_range
         meta = {
@@ -198,6 +240,14 @@ class Operations:
     ) -> OperationAnswer:
         op = self.gateway.operation(name)
         wire = _with_reference(name, payload, record.key)
+        if name == SAVE_OPERATION:
+            try:
+                wire = await self._full_record(facility, op, payload)
+            except BaseException:
+                # Nothing was sent: the key is free for the same request again.
+                with anyio.CancelScope(shield=True):
+                    await self.records.release(record.id)
+                raise
         try:
             result = await self.gateway.write_once(facility, op, wire)
         except pms.WriteOutcomeUnknown:
@@ -270,14 +320,72 @@ class Operations:
             "with the same Idempotency-Key later: pmsgate resolves it without sending it twice.",
         )
 
-    async def _read_reservation(self, facility: FacilityView, reservation_id: int) -> Reservation:
+    async def _read_reservation(
+        self, facility: FacilityView, reservation_id: int, *, strict: bool = False
+    ) -> Reservation:
+        """The reservation as the booking system has it now (never from the cache).
+
+        ``strict``: every field must read (a record sent back must not lose one).
+        """
+        op = self.gateway.operation(LIST_OPERATION)
+        names = {**LIST_REQUEST_FIELDS, **op.request_fields}
         result = await self.gateway.read(
-            facility, "reservations/get-list", {"id_reservation": reservation_id}
+            facility, op.name, {names["reservation_id"]: reservation_id, names["with_rooms"]: True}
         )
-        for row in result.data or []:
-            if row.get("id_reservation") == reservation_id:
-                return Reservation.model_validate(row)
+        rows = result.data if isinstance(result.data, list) else []
+        # The server may ignore the filter: only the asked reservation counts.
+        for row in rows:
+            if isinstance(row, dict) and _same_id(row, op, reservation_id):
+                reservation, _ = parse_row(row, op.response_fields, lenient=not strict)
+                return reservation
         raise pms.InvalidRequest("Reservation not found on read-back.", status=404)
+
+    async def _full_record(
+        self, facility: FacilityView, op: Operation, payload: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """The whole reservations/save body: the record read now, with the new dates."""
+        reservation_id = payload["id_reservation"]
+        try:
+            reservation = await self._read_reservation(facility, reservation_id, strict=True)
+        except pms.InvalidRequest as error:
+            if error.status == 404:
+                raise NotFound(
+                    f"Reservation {reservation_id} does not exist in this facility.",
+                    code="reservation_not_found",
+                    hint="Nothing was sent. Check the reservation number.",
+                ) from None
+            raise _read_first_failed(error) from None
+        except RowUnreadable as unreadable:
+            log.warning(
+                "save_record_unreadable", hotel_id=facility.hotel_id, fields=list(unreadable.fields)
+            )
+            raise PmsgateError(
+                "The reservation could not be read completely, so its dates were not changed.",
+                code="reservation_record_unreadable",
+                status=502,
+                hint="Nothing was sent. Change the dates in the booking system itself.",
+            ) from None
+        except pms.PmsError as error:
+            raise _read_first_failed(error) from None
+        try:
+            body = save_body(
+                reservation,
+                dt.date.fromisoformat(payload["arrival"]),
+                dt.date.fromisoformat(payload["departure"]),
+                op.request_fields,
+            )
+        except RecordIncomplete as incomplete:
+            log.warning(
+                "save_record_incomplete", hotel_id=facility.hotel_id, fields=list(incomplete.fields)
+            )
+            raise PmsgateError(
+                "The reservation read from the booking system lacks its rooms, so a save "
+                "could not send the whole record; its dates were not changed.",
+                code="reservation_record_incomplete",
+                status=502,
+                hint="Nothing was sent. Change the dates in the booking system itself.",
+            ) from None
+        return body
 
     async def _store(
         self, record: WriteRecord, status: int, body: dict[str, Any]
@@ -307,7 +415,51 @@ def _validate(name: str, payload: dict[str, Any]) -> dict[str, Any]:
             code="invalid_payload",
             hint="See docs/kross-api.md for the fields of each operation.",
         ) from None
+    if isinstance(parsed, WirePayload):
+        return parsed.to_wire()
     return parsed.model_dump(mode="json", exclude_none=True)
+
+
+def _upstream_list_body(op: Operation, payload: Mapping[str, Any]) -> dict[str, Any]:
+    """What a get-list read sends: the public filters only, under the table's names."""
+    names = {**LIST_REQUEST_FIELDS, **op.request_fields}
+    body: dict[str, Any] = {}
+    for key, value in payload.items():
+        if key not in UPSTREAM_LIST_FILTERS:
+            continue  # our own stay filters: applied by enforce_reservation_filters
+        ours = _LIST_FILTER_NAMES.get(key)
+        body[names[ours] if ours else key] = value
+    return body
+
+
+def _without_contacts(data: Any) -> Any:
+    """``data`` with guests' e-mail and phone fields removed, at any depth."""
+    if isinstance(data, list):
+        return [_without_contacts(item) for item in data]
+    if isinstance(data, dict):
+        return {k: _without_contacts(v) for k, v in data.items() if k not in CONTACT_FIELDS}
+    return data
+
+
+def _same_id(row: Mapping[str, Any], op: Operation, reservation_id: int) -> bool:
+    try:
+        reservation, _ = parse_row(row, op.response_fields)
+    except RowUnreadable:
+        return False
+    return reservation.id_reservation == reservation_id
+
+
+def _read_first_failed(error: pms.PmsError) -> PmsgateError:
+    """The caller's error when the read before a save failed: nothing was sent."""
+    translated = translate(error)
+    return PmsgateError(
+        "The reservation could not be read before changing its dates, so nothing was sent "
+        f"({translated.code}).",
+        code="save_read_failed",
+        status=503 if error.retryable else 502,
+        hint="Nothing was sent; send the same request again (the same Idempotency-Key works).",
+        headers=translated.headers,
+    )
 
 
 def _check_key(key: str | None) -> str:
@@ -348,7 +500,7 @@ def _payment_applied(
     reservation: Reservation, payload: Mapping[str, Any], key: str
 ) -> dict[str, Any] | None:
     marker = payment_reference(key)
-    for payment in reservation.payments:
+    for payment in reservation.payments or []:
         if payment.note and marker in payment.note:
             return payment.model_dump(mode="json")
     return None

@@ -6,6 +6,11 @@ per range and instructions per apartment. Dates are always filtered here, never
 trusted to the server (spec §7): ``meta.dropped_out_of_range`` counts the rows
 the server returned outside what the tool asked for. Answers are made for a
 language model: short, counted, ISO dates, no guest e-mail or phone.
+
+Rows are read one by one (``pms.reservation_rows``): a malformed row is skipped and
+counted (``meta.skipped_rows``), never a failed tool; what a row does not say is
+answered as *unknown*, never as zero. The window is read in bounded pages
+(``gateway.window``); a window cut short is served with ``meta.truncated``.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ import datetime as dt
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
+import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
@@ -22,12 +28,21 @@ from pmsgate.gateway.cache import Cached
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.service import Gateway
+from pmsgate.gateway.window import DEFAULT_PAGE_SIZE, Pages, WindowPolicy, read_pages
 from pmsgate.pms.dates import filter_availability, filter_by_stay
 from pmsgate.pms.models import AvailabilityNight, CheckInInstructions, Reservation
+from pmsgate.pms.reservation_rows import (
+    BOOKING_DATE_FORMAT,
+    LIST_REQUEST_FIELDS,
+    parse_rows,
+    wire_field,
+)
 
-WINDOW_DAYS_BACK = 30
-WINDOW_DAYS_AHEAD = 365
-PAGE_SIZE = 500
+log = structlog.get_logger(__name__)
+
+LIST_OPERATION = "reservations/get-list"
+# Guest contact data is never cached by the tools: no answer uses it.
+CONTACT_FIELDS = frozenset({"email", "phone"})
 MAX_RANGE_DAYS = 60
 # Availability is read for today … +90 days in one request (the booking system allows 366).
 AVAILABILITY_WINDOW_DAYS = 90
@@ -71,8 +86,10 @@ class Tools:
         gateway: Gateway,
         max_age_s: Mapping[str, float] | None = None,
         default_max_age_s: float = 120.0,
+        window: WindowPolicy | None = None,
     ) -> None:
         self.gateway = gateway
+        self.window = window or WindowPolicy()
         self._max_age_s = dict(max_age_s or {})
         self._default_max_age_s = default_max_age_s
         # (facility, what) → (the cached value, its parsed models): parsed once per version.
@@ -137,51 +154,85 @@ class Tools:
 
     async def _window(self, facility: FacilityView, tool: str) -> Cached:
         """The facility's reservations around today, one upstream read for four tools."""
-        today = self._today()
-        low = today - dt.timedelta(days=WINDOW_DAYS_BACK)
-        high = today + dt.timedelta(days=WINDOW_DAYS_AHEAD)
+        now = self.gateway.clock.now()
+        today = now.date()
+        policy = self.window
+        low = today - dt.timedelta(days=policy.days_back)
+        high = today + dt.timedelta(days=policy.days_ahead)
 
         async def fetch(priority: Priority) -> dict[str, Any]:
-            rows: list[dict[str, Any]] = []
-            offset = 0
-            while True:
-                result = await self.gateway.read(
-                    facility,
-                    "reservations/get-list",
-                    {
-                        "departure_from": low.isoformat(),
-                        "arrival_to": high.isoformat(),
-                        "with_rooms": True,
-                        "with_guest_portal": True,
-                        "limit": PAGE_SIZE,
-                        "offset": offset,
-                    },
-                    priority=priority,
+            op = self.gateway.operation(LIST_OPERATION)
+
+            def wire(ours: str) -> str:
+                return wire_field(op.request_fields, ours, LIST_REQUEST_FIELDS)
+
+            # The only date filter public clients send is the booking (creation) date; the
+            # stay dates are checked here whatever the server does with it (spec §7).
+            booked_from = now - dt.timedelta(days=policy.booked_days)
+            # A day ahead: the booking system may keep local time, and no booking is lost.
+            booked_to = now + dt.timedelta(days=1)
+            base = {
+                wire("booked_from"): booked_from.strftime(BOOKING_DATE_FORMAT),
+                wire("booked_to"): booked_to.strftime(BOOKING_DATE_FORMAT),
+                wire("with_rooms"): True,
+            }
+
+            async def read_page(offset: int, limit: int) -> Any:
+                body = {**base, wire("limit"): limit, wire("offset"): offset}
+                return await self.gateway.read(facility, op.name, body, priority=priority)
+
+            start = await self._minute_left(facility)
+
+            async def spent() -> int:
+                return start - await self._minute_left(facility)
+
+            pages = await read_pages(
+                read_page,
+                page_size=op.page_size or DEFAULT_PAGE_SIZE,
+                max_pages=policy.max_pages,
+                permit_cap=policy.page_cap(facility.limits.per_minute),
+                spent=spent,
+            )
+            reservations, skipped = _read_rows(facility, pages, op.response_fields)
+            kept = filter_by_stay(reservations, low, high)
+            if pages.truncated:
+                log.warning(
+                    "reservation_window_truncated",
+                    hotel_id=facility.hotel_id,
+                    reason=pages.reason,
+                    pages=pages.pages,
+                    rows=len(pages.rows),
+                    total_count=pages.total_count,
                 )
-                page = result.data or []
-                rows.extend(page)
-                offset += len(page)
-                if not page or offset >= (result.total_count or 0):
-                    break
-            kept = filter_by_stay(_parse(rows), low, high)
             return {
                 "from": low.isoformat(),
                 "to": high.isoformat(),
-                "rows": [r.model_dump(mode="json") for r in kept.items],
+                "booked_from": base[wire("booked_from")],
+                "rows": [_cacheable(r) for r in kept.items],
                 "server_returned": kept.returned,
                 "dropped_out_of_range": kept.dropped_out_of_range,
+                "skipped_rows": skipped,
+                "pages": pages.pages,
+                "truncated": pages.truncated,
+                "truncated_reason": pages.reason,
             }
 
         return await self.gateway.cached_read(
             facility, "reservations", max_age_s=self.max_age_s(tool), fetch=fetch
         )
 
+    async def _minute_left(self, facility: FacilityView) -> int:
+        left = await self.gateway.limiter.remaining(
+            self.gateway.limit_key(facility), facility.limits
+        )
+        return left["minute"]
+
     async def _reservations(
         self, facility: FacilityView, tool: str
     ) -> tuple[list[Reservation], Cached]:
         cached = await self._window(facility, tool)
         reservations: list[Reservation] = self._decode(
-            facility, "reservations", cached.value, lambda value: _parse(value["rows"])
+            facility, "reservations", cached.value, lambda value: parse_rows(value["rows"]).items
         )
         return reservations, cached
 
@@ -207,14 +258,18 @@ class Tools:
                 return reservation, cached
 
         async def fetch(priority: Priority) -> dict[str, Any]:
-            result = await self.gateway.read(
-                facility,
-                "reservations/get-list",
-                {"id_reservation": reservation_id},
-                priority=priority,
-            )
-            matches = [r for r in (result.data or []) if r.get("id_reservation") == reservation_id]
-            return {"rows": matches}
+            op = self.gateway.operation(LIST_OPERATION)
+            names = op.request_fields
+            body = {
+                wire_field(names, "reservation_id", LIST_REQUEST_FIELDS): reservation_id,
+                wire_field(names, "with_rooms", LIST_REQUEST_FIELDS): True,
+            }
+            result = await self.gateway.read(facility, op.name, body, priority=priority)
+            pages = Pages(rows=[(result.ruid, row) for row in _rows_of(result)], pages=1)
+            reservations, skipped = _read_rows(facility, pages, op.response_fields)
+            # The server may ignore the filter: only the asked reservation is kept.
+            matches = [r for r in reservations if r.id_reservation == reservation_id]
+            return {"rows": [_cacheable(r) for r in matches[:1]], "skipped_rows": skipped}
 
         single = await self.gateway.cached_read(
             facility,
@@ -222,7 +277,7 @@ class Tools:
             max_age_s=self.max_age_s(tool),
             fetch=fetch,
         )
-        rows = _parse(single.value["rows"])
+        rows = parse_rows(single.value["rows"]).items
         if not rows:
             raise NotFound(
                 f"Reservation {reservation_id} does not exist in this facility.",
@@ -322,7 +377,8 @@ class Tools:
             facility, args.reservation_id, "get-reservation-status"
         )
         return ToolAnswer(
-            data={"reservation": _describe(reservation)}, meta=_meta(cached, count=1, dropped=0)
+            data={"reservation": _describe(reservation)},
+            meta=_meta(cached, count=1, dropped=0),
         )
 
     async def _in_house_guests(self, facility: FacilityView, args: Any) -> ToolAnswer:
@@ -330,12 +386,13 @@ class Tools:
         reservations, cached = await self._reservations(facility, "get-in-house-guests")
         staying = [r for r in reservations if r.arrival <= night < r.departure]
         rows = [r for r in staying if r.cod_reservation_status != "CANC"]
+        data: dict[str, Any] = {
+            "date": night.isoformat(),
+            "count": len(rows),
+            "reservations": [_brief(r) for r in rows],
+        }
         return ToolAnswer(
-            data={
-                "date": night.isoformat(),
-                "count": len(rows),
-                "reservations": [_brief(r) for r in rows],
-            },
+            data=_with_window_note(data, cached),
             meta=_meta(cached, count=len(rows), dropped=len(reservations) - len(staying)),
         )
 
@@ -346,21 +403,27 @@ class Tools:
         reservations, cached = await self._reservations(facility, "get-incomplete-portals")
         in_range = [r for r in reservations if first <= r.arrival <= last]
         dropped = len(reservations) - len(in_range)
-        rows = [
-            r
-            for r in in_range
-            if r.cod_reservation_status != "CANC"
-            and r.guest_portal is not None
-            and r.guest_portal.status != "complete"
-        ]
+        live = [r for r in in_range if r.cod_reservation_status != "CANC"]
+        # A row without a portal status is not "complete": it is unknown, and counted apart.
+        unknown = [r for r in live if r.portal_status is None]
+        rows = [r for r in live if r.portal_status is not None and r.portal_status != "complete"]
+        data: dict[str, Any] = {
+            "date_from": first.isoformat(),
+            "date_to": last.isoformat(),
+            "count": len(rows),
+            "unknown": len(unknown),
+            "reservations": [{**_brief(r), "portal": _portal(r)} for r in rows],
+            "unknown_reservations": [{**_brief(r), "portal": _portal(r)} for r in unknown],
+        }
+        if unknown:
+            data["note"] = (
+                f"The booking system gave no check-in portal status for {len(unknown)} of "
+                f"these arrivals: whether their portal is complete is unknown (count covers "
+                "only the arrivals whose status is known)."
+            )
         return ToolAnswer(
-            data={
-                "date_from": first.isoformat(),
-                "date_to": last.isoformat(),
-                "count": len(rows),
-                "reservations": [{**_brief(r), "portal": _portal(r)} for r in rows],
-            },
-            meta=_meta(cached, count=len(rows), dropped=dropped),
+            data=_with_window_note(data, cached),
+            meta={**_meta(cached, count=len(rows), dropped=dropped), "unknown": len(unknown)},
         )
 
     async def _portal_status(self, facility: FacilityView, args: Any) -> ToolAnswer:
@@ -368,13 +431,21 @@ class Tools:
             facility, args.reservation_id, "check-portal-status"
         )
         portal = _portal(reservation)
+        known = portal["status"] != "unknown"
+        data: dict[str, Any] = {
+            "reservation_id": reservation.id_reservation,
+            # None, not False: without a status nobody knows whether it is complete.
+            "complete": portal["status"] == "complete" if known else None,
+            "portal": portal,
+        }
+        if not known:
+            data["note"] = (
+                "The booking system gave no check-in portal status for this reservation: "
+                "whether it is complete is unknown."
+                + (" The portal link is given." if portal.get("link") else "")
+            )
         return ToolAnswer(
-            data={
-                "reservation_id": reservation.id_reservation,
-                "complete": portal["status"] == "complete",
-                "portal": portal,
-            },
-            meta=_meta(cached, count=1, dropped=0),
+            data=data, meta={**_meta(cached, count=1, dropped=0), "unknown": int(not known)}
         )
 
     async def _checkin_instructions(self, facility: FacilityView, args: Any) -> ToolAnswer:
@@ -427,8 +498,42 @@ class Tools:
         )
 
 
-def _parse(rows: list[dict[str, Any]]) -> list[Reservation]:
-    return [Reservation.model_validate(row) for row in rows]
+def _rows_of(result: Any) -> list[Any]:
+    data = result.data if result.data is not None else []
+    return data if isinstance(data, list) else [data]
+
+
+def _read_rows(
+    facility: FacilityView, pages: Pages, response_fields: Mapping[str, str]
+) -> tuple[list[Reservation], int]:
+    """The readable rows of what paging collected, each skipped row logged; and how many."""
+    reservations: list[Reservation] = []
+    skipped = 0
+    for ruid, row in pages.rows:
+        parsed = parse_rows([row], response_fields)
+        reservations.extend(parsed.items)
+        for problem in parsed.problems:
+            # Field locations only, never values: the rows hold guests' personal data.
+            if problem.skipped:
+                skipped += 1
+                log.warning(
+                    "reservation_row_skipped",
+                    hotel_id=facility.hotel_id,
+                    ruid=ruid,
+                    fields=list(problem.fields),
+                )
+            else:
+                log.info(
+                    "reservation_fields_ignored",
+                    hotel_id=facility.hotel_id,
+                    ruid=ruid,
+                    fields=list(problem.fields),
+                )
+    return reservations, skipped
+
+
+def _cacheable(reservation: Reservation) -> dict[str, Any]:
+    return reservation.model_dump(mode="json", exclude=set(CONTACT_FIELDS))
 
 
 def _check_range(
@@ -449,13 +554,30 @@ def _check_range(
 
 
 def _meta(cached: Cached, *, count: int, dropped: int) -> dict[str, Any]:
-    return {
+    value = cached.value if isinstance(cached.value, dict) else {}
+    meta: dict[str, Any] = {
         "source": cached.source,
         "age_s": round(cached.age_s, 1),
         "stale": cached.stale,
         "count": count,
         "dropped_out_of_range": dropped,
+        "skipped_rows": int(value.get("skipped_rows") or 0),
+        "truncated": bool(value.get("truncated")),
     }
+    if meta["truncated"]:
+        meta["truncated_reason"] = value.get("truncated_reason")
+    return meta
+
+
+def _with_window_note(data: dict[str, Any], cached: Cached) -> dict[str, Any]:
+    """``data`` with a plain note when the window was read only in part."""
+    if isinstance(cached.value, dict) and cached.value.get("truncated"):
+        data["complete"] = False
+        data["window_note"] = (
+            "The booking system's reservation list could only be read in part "
+            f"({cached.value.get('truncated_reason')}); reservations may be missing here."
+        )
+    return data
 
 
 def _apartment(reservation: Reservation) -> str | None:
@@ -477,27 +599,31 @@ def _brief(reservation: Reservation) -> dict[str, Any]:
 
 def _portal(reservation: Reservation) -> dict[str, Any]:
     portal = reservation.guest_portal
-    if portal is None:
-        return {"status": "unknown", "missing": []}
+    status = reservation.portal_status
+    if portal is None or status is None:
+        # Unknown: nothing about guests or missing items may be claimed, only the link.
+        return {"status": "unknown", "link": reservation.link}
     return {
-        "status": portal.status or "unknown",
+        "status": status,
         "guests_registered": portal.guests_registered,
         "guests_expected": portal.guests_expected,
         "missing": portal.missing,
-        "link": portal.link,
+        "link": reservation.link,
     }
 
 
 def _describe(reservation: Reservation) -> dict[str, Any]:
-    paid = round(sum(p.amount for p in reservation.payments), 2)
+    paid = reservation.paid
     total = reservation.total_amount
     return {
         **_brief(reservation),
         "nights": (reservation.departure - reservation.arrival).days,
         "channel": reservation.channel,
         "total_amount": total,
+        # None when the booking system lists no payments: unknown, not "nothing paid".
         "paid": paid,
-        "balance": round(total - paid, 2) if total is not None else None,
+        "balance": round(total - paid, 2) if total is not None and paid is not None else None,
         "currency": reservation.currency,
         "portal_status": _portal(reservation)["status"],
+        "portal_link": reservation.link,
     }

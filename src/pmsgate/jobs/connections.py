@@ -6,7 +6,7 @@ state (§3) would wait for a guest. Every ``pms_check_interval_s`` each facility
 ``connected`` state gets one read through the gateway's normal path (state guard,
 token, permit from the facility's budget at **background** priority, so it never
 takes a permit an interactive call needs). The read is the smallest the booking
-system has: one reservation row without rooms or portal (``limit: 1``). When the
+system has: one reservation row without rooms (``limit: 1``). When the
 password changed, the booking system rejects the token, the gateway asks for a
 new one, that fails, and the gateway itself marks the facility (and its customer's
 kross integration row) ``error`` — the check adds no state logic of its own.
@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 CHECK_OPERATION = "reservations/get-list"
-CHECK_PAYLOAD: dict[str, Any] = {"limit": 1, "with_rooms": False, "with_guest_portal": False}
+# Public filter names only (docs/kross-api.md): one row, without its rooms.
+CHECK_PAYLOAD: dict[str, Any] = {"limit": 1, "with_rooms": False}
 AUTH_FAILED = "pms_auth_failed"
 
 CheckOutcome = Literal["ok", "now_in_error", "skipped", "deferred", "failed"]

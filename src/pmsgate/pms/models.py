@@ -91,6 +91,13 @@ class ReservationRoom(WireAnswer):
     id_room_type: int | None = None
     name_room_type: str | None = None
     qt_guests: int | None = None
+    # Carried into a reservations/save body when the row has them (docs/kross-api.md).
+    id_rate: int | str | None = None
+    accommodation_total_amount: float | None = None
+
+
+def _none_as_empty(value: Any) -> Any:
+    return [] if value is None else value
 
 
 class GuestPortal(WireAnswer):
@@ -101,7 +108,7 @@ class GuestPortal(WireAnswer):
     status: str | None = None
     guests_registered: int | None = None
     guests_expected: int | None = None
-    missing: list[str] = Field(default_factory=list)
+    missing: Annotated[list[str], BeforeValidator(_none_as_empty)] = Field(default_factory=list)
 
     @property
     def is_complete(self) -> bool:
@@ -129,16 +136,30 @@ class Guest(WireAnswer):
     last_name: str | None = None
 
 
+def _portal_block(value: Any) -> Any:
+    # An older public client saw the portal as a bare link: keep the link, the status is unknown.
+    if isinstance(value, str):
+        return {"link": value} if value.strip() else None
+    return value
+
+
 class Reservation(WireAnswer):
-    """A row of ``reservations/get-list``."""
+    """A row of ``reservations/get-list``.
+
+    Only ``id_reservation``, ``arrival`` and ``departure`` are required; every other field
+    may be absent, and absent means *unknown* (``None``), never zero: ``payments`` is None
+    when the row carries no payments list, ``guest_portal`` None when it carries no block.
+    """
 
     id_reservation: int
     label: str | None = None
     arrival: dt.date
     departure: dt.date
+    id_property: int | None = None
     lang: str | None = None
     note: str | None = None
     channel: str | None = None
+    cod_channel: str | None = None
     cod_reservation_status: str | None = None
     reservation_confirmation_code: str | None = None
     email: str | None = None
@@ -146,15 +167,39 @@ class Reservation(WireAnswer):
     date_reservation: dt.datetime | None = None
     total_amount: float | None = None
     currency: str | None = None
-    rooms: list[ReservationRoom] = Field(default_factory=list)
-    guest_portal: GuestPortal | None = None
-    payments: list[Payment] = Field(default_factory=list)
-    guests: list[Guest] = Field(default_factory=list)
+    rooms: Annotated[list[ReservationRoom], BeforeValidator(_none_as_empty)] = Field(
+        default_factory=list
+    )
+    guest_portal: Annotated[GuestPortal | None, BeforeValidator(_portal_block)] = None
+    # The portal link when the row carries it outside a block (``guest_portal_link`` is
+    # mapped here by the operation table's response_fields).
+    portal_link: str | None = None
+    payments: list[Payment] | None = None
+    guests: Annotated[list[Guest], BeforeValidator(_none_as_empty)] = Field(default_factory=list)
 
     @property
     def nights(self) -> int:
         """Number of nights (departure is the check-out day)."""
         return (self.departure - self.arrival).days
+
+    @property
+    def link(self) -> str | None:
+        """The guest's portal link, wherever the row carried it."""
+        if self.guest_portal is not None and self.guest_portal.link:
+            return self.guest_portal.link
+        return self.portal_link or None
+
+    @property
+    def portal_status(self) -> str | None:
+        """The portal's status, or None when the booking system did not say."""
+        return self.guest_portal.status if self.guest_portal is not None else None
+
+    @property
+    def paid(self) -> float | None:
+        """What has been paid so far, or None when the row lists no payments."""
+        if self.payments is None:
+            return None
+        return round(sum(p.amount for p in self.payments), 2)
 
 
 class CheckInInstructions(WireAnswer):
@@ -247,7 +292,14 @@ class AvailabilityQuery(WirePayload):
 
 
 class ReservationQuery(WirePayload):
-    """Body of ``reservations/get-list``; the server ignores the date filters (spec §7)."""
+    """Body of ``reservations/get-list`` as our operations API takes it.
+
+    The filters public integrations use (:data:`UPSTREAM_LIST_FILTERS`) are sent upstream;
+    the stay filters (``arrival_*``, ``departure_*``, ``in_house``/``date``) are ours: they
+    are applied by the gateway and never sent (no public client uses those names, and the
+    server may ignore filters anyway, spec §7). ``with_guest_portal`` is accepted for
+    compatibility and ignored.
+    """
 
     id_reservation: PositiveInt | None = None
     id_room: PositiveInt | None = None
@@ -274,6 +326,22 @@ class ReservationQuery(WirePayload):
             if value is not None:
                 body[key] = value.strftime("%Y-%m-%d %H:%M")
         return body
+
+
+# reservations/get-list filters seen in public integrations (reference/upstreams.md §1).
+UPSTREAM_LIST_FILTERS = frozenset(
+    {
+        "id_reservation",
+        "id_room",
+        "id_property",
+        "with_rooms",
+        "cod_reservation_status",
+        "date_reservation_from",
+        "date_reservation_to",
+        "limit",
+        "offset",
+    }
+)
 
 
 class RoomTypeQuery(WirePayload):
