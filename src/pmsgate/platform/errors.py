@@ -119,14 +119,16 @@ class PlatformUnexpectedResponse(PlatformError):
     hint = "The platform answered in an undocumented shape; compare with docs/platform-api.md."
 
 
-class PlatformEndpointUnavailable(PlatformError):
+class PlatformEndpointUnavailable(PlatformNotFound):
     """An endpoint this project only ASSUMES (not in the public reference) was refused.
 
     Raised instead of the status's own class when an assumed endpoint (workspace
     creation, secrets, members, usage, listings, the PMS connection, test
     conversations) answers 403, 404, 405 or 501: the real platform does not offer it
     to us, so what it would do is a person's task (docs/platform-api.md "Assumed
-    endpoints"). ``endpoint`` is the route template, e.g.
+    endpoints"). A subclass of :class:`PlatformNotFound`: on an assumed endpoint a 404
+    cannot tell "no such endpoint" from "no such workspace". ``endpoint`` is the route
+    template, e.g.
     ``PUT /v1/workspaces/{id}/secrets/{name}``.
     """
 
