@@ -18,10 +18,14 @@ from pmsgate.pms.client import PmsClient
 from pmsgate.pms.credentials import Credentials
 from pmsgate.pms.errors import (
     AccessDenied,
+    AuthenticationFailed,
+    EdgeBlocked,
     HtmlInsteadOfJson,
     InvalidRequest,
     PmsError,
     RateLimited,
+    TokenRejected,
+    TooManySessions,
     UnexpectedResponse,
     UnknownOperation,
     UpstreamUnavailable,
@@ -271,3 +275,94 @@ async def test_a_success_answer_without_data_is_unexpected(clock: ManualClock) -
     client = _client(_answer(200, {"ruid": "r", "count": 0}), clock)
     with pytest.raises(UnexpectedResponse):
         await client.call("reservations/get-list", {}, "tok")
+
+
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (401, {"error_code": "AUTH_FAILED"}),
+        (400, {"error_code": 1001, "error_message": "Invalid credentials."}),
+        (403, {"error_code": "INVALID_CREDENTIALS"}),
+        (422, {"error_message": "username must be apiNNNNN"}),
+        (200, {"error_code": "LOGIN_FAILED", "error_message": "Login failed."}),
+        (200, {"error_code": "ANYTHING_ELSE"}),
+    ],
+)
+async def test_every_non_transient_refusal_of_a_login_is_an_authentication_failure(
+    clock: ManualClock, status: int, body: dict[str, object]
+) -> None:
+    client = _client(_answer(status, body), clock)
+    with pytest.raises(AuthenticationFailed) as caught:
+        await client.get_token(CREDS)
+    assert caught.value.code == "pms_auth_failed"
+    assert caught.value.may_have_been_sent is False
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "error_class"),
+    [
+        (429, {"error_code": "TOO_MANY_SESSIONS"}, TooManySessions),
+        (429, {"error_code": "RATE_LIMITED"}, RateLimited),
+        (503, {"error_code": "SERVER_ERROR"}, UpstreamUnavailable),
+        (408, None, UpstreamUnavailable),
+    ],
+)
+async def test_a_transient_refusal_of_a_login_is_not_a_verdict_on_the_credentials(
+    clock: ManualClock, status: int, body: dict[str, object] | None, error_class: type[PmsError]
+) -> None:
+    client = _client(_answer(status, body), clock)
+    with pytest.raises(error_class):
+        await client.get_token(CREDS)
+
+
+async def test_the_edge_block_on_a_login_stays_a_configuration_fault(clock: ManualClock) -> None:
+    client = _client(_answer(403, text="error code: 1010"), clock)
+    with pytest.raises(EdgeBlocked) as caught:
+        await client.get_token(CREDS)
+    assert caught.value.upstream_code == "1010"
+
+
+@pytest.mark.parametrize("code", ["TOKEN_EXPIRED", "EXPIRED_TOKEN", "invalid_auth_token"])
+async def test_a_token_refused_in_a_200_answer_is_a_rejected_token(
+    clock: ManualClock, code: str
+) -> None:
+    client = _client(_answer(200, {"error_code": code, "ruid": "r-7"}), clock)
+    with pytest.raises(TokenRejected) as caught:
+        await client.call("reservations/get-list", {}, "tok")
+    assert caught.value.ruid == "r-7"
+    assert caught.value.may_have_been_sent is False
+
+
+async def test_an_unknown_error_code_in_a_200_answer_is_an_error_not_data(
+    clock: ManualClock,
+) -> None:
+    body = {"data": [], "error_code": "QUOTA_RULE_42", "ruid": "r"}
+    client = _client(_answer(200, body), clock)
+    with pytest.raises(InvalidRequest) as caught:
+        await client.call("reservations/get-list", {}, "tok")
+    assert caught.value.upstream_code == "QUOTA_RULE_42"
+
+
+@pytest.mark.parametrize("no_code", [None, "", 0, "0", False])
+async def test_an_empty_error_code_on_a_success_is_data(
+    clock: ManualClock, no_code: object
+) -> None:
+    body = {"data": [], "count": 0, "error_code": no_code, "ruid": "r"}
+    result = await _client(_answer(200, body), clock).call("reservations/get-list", {}, "tok")
+    assert result.data == []
+
+
+async def test_a_request_that_never_left_was_not_sent(clock: ManualClock) -> None:
+    client = _client(_raise(httpx.ConnectError), clock)
+    with pytest.raises(UpstreamUnavailable) as caught:
+        await client.call("reservations/save", {}, "tok")
+    assert caught.value.may_have_been_sent is False
+
+
+async def test_a_service_unavailable_answer_carries_its_retry_after(clock: ManualClock) -> None:
+    client = _client(
+        _answer(503, {"error_code": "SERVER_ERROR"}, headers={"Retry-After": "5"}), clock
+    )
+    with pytest.raises(UpstreamUnavailable) as caught:
+        await client.call("reservations/get-list", {}, "tok")
+    assert caught.value.retry_after == 5
