@@ -29,7 +29,8 @@ whole-tree reads, appends split to the API's limits, a throttle and one retry po
     :class:`NotesRateLimited` at once;
   - **5xx, 529, 409, timeouts and transport failures for reads**, with stamina's
     jittered exponential backoff (``backoff_initial_s`` doubling up to
-    ``backoff_max_s``);
+    ``backoff_max_s``; stamina's own sleep, which its testing mode skips — the
+    injected ``sleep`` serves the throttle only);
   - for **writes**, only failures that prove nothing was sent (a connection that
     could not be opened). A write that failed after it may have reached Notion is
     never re-sent: an append sent twice duplicates blocks.
@@ -569,7 +570,6 @@ class NotesClient:
         self._page_size = page_size
         self._token = token
         self._clock = clock or SystemClock()
-        self._sleep = sleep
         self.base_url = base_url.rstrip("/")
         self.notion_version = notion_version
         self.throttle = throttle or NotesThrottle(
