@@ -1,0 +1,168 @@
+"""The gateway on the emulator's variants of the booking system (reference/upstreams.md §1):
+a login refused in every public shape, a token rejected as a 200 with an error code, and
+the read operations living under ``reservations/`` only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import structlog
+
+from tests.e2e.conftest import Gateway
+
+pytestmark = pytest.mark.anyio
+
+GET_TOKEN = "auth/get-token"
+INSTRUCTIONS = "get-check-in-instructions"
+
+
+async def budget_left(gateway: Gateway, hotel_id: str) -> int:
+    facility = await gateway.services.facilities.get(hotel_id)
+    remaining = await gateway.services.limiter.remaining(
+        gateway.services.gateway.limit_key(facility), facility.limits
+    )
+    return remaining["minute"]
+
+
+@pytest.mark.parametrize("refusal", ["401", "400", "403", "200"])
+async def test_a_refused_login_in_any_shape_puts_the_facility_in_error_with_one_login_upstream(
+    gateway: Gateway,
+    facility: tuple[dict[str, Any], str],
+    kross_store: Any,
+    clock: Any,
+    refusal: str,
+) -> None:
+    record, key = facility
+    hotel_id = record["hotel_id"]
+    kross_store.configure(login_refusal=refusal)
+    kross_store.change_password(hotel_id, "changed-by-the-customer")
+
+    for _ in range(20):
+        answer = await gateway.tool("get-in-house-guests", key)
+        assert answer.status_code == 502
+        assert answer.json()["error"]["code"] == "pms_auth_failed"
+    assert (await gateway.services.facilities.get(hotel_id)).status == "error"
+    assert kross_store.stats.requests_by_operation[GET_TOKEN] == 1
+
+    # Not a second before the re-authentication interval is over.
+    clock.advance(gateway.services.settings.reauth_interval_s - 1)
+    await gateway.tool("get-in-house-guests", key)
+    assert kross_store.stats.requests_by_operation[GET_TOKEN] == 1
+
+    clock.advance(1)
+    for _ in range(5):
+        await gateway.tool("get-in-house-guests", key)
+    assert kross_store.stats.requests_by_operation[GET_TOKEN] == 2
+    assert (await gateway.services.facilities.get(hotel_id)).status == "error"
+
+
+async def test_a_token_rejected_as_a_200_with_a_code_gets_one_new_token_and_one_retry(
+    gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any
+) -> None:
+    record, key = facility
+    hotel_id = record["hotel_id"]
+    apartments = [a["id_room_type"] for a in record["apartments"]]
+    kross_store.configure(token_rejection="200")
+    assert (
+        await gateway.tool("get-checkin-instructions", key, apartment_id=apartments[0])
+    ).is_success
+    # Same password: every token the facility holds stops working, the credentials still do.
+    kross_store.change_password(hotel_id, record["password"])
+
+    answer = await gateway.tool("get-checkin-instructions", key, apartment_id=apartments[1])
+    assert answer.status_code == 200, answer.text
+    assert kross_store.stats.tokens_issued[hotel_id] == 2
+    assert kross_store.stats.requests_by_operation[GET_TOKEN] == 2
+    # the first call, the rejected one, the retry with the new token
+    assert kross_store.stats.requests_by_operation[INSTRUCTIONS] == 3
+    assert (await gateway.services.facilities.get(hotel_id)).status == "connected"
+
+
+async def test_operations_found_only_under_their_group_are_found_once_and_remembered(
+    gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any
+) -> None:
+    record, key = facility
+    hotel_id = record["hotel_id"]
+    apartments = [a["id_room_type"] for a in record["apartments"]]
+    kross_store.configure(grouped_paths=True)
+    before = await budget_left(gateway, hotel_id)
+
+    with structlog.testing.capture_logs() as logs:
+        first = await gateway.tool("get-checkin-instructions", key, apartment_id=apartments[0])
+    assert first.status_code == 200, first.text
+    # the login, the spec path ("no such operation"), the grouped path: three permits
+    assert kross_store.stats.requests_total == 3
+    assert await budget_left(gateway, hotel_id) == before - 3
+    fallbacks = [e for e in logs if e["event"] == "pms_path_fallback"]
+    assert [(e["operation"], e["path"]) for e in fallbacks] == [
+        (INSTRUCTIONS, "reservations/get-check-in-instructions")
+    ]
+
+    second = await gateway.tool("get-checkin-instructions", key, apartment_id=apartments[1])
+    assert second.status_code == 200, second.text
+    assert kross_store.stats.requests_total == 4
+    assert await budget_left(gateway, hotel_id) == before - 4
+    assert gateway.services.pms.resolved_paths()[INSTRUCTIONS] == (
+        "reservations/get-check-in-instructions"
+    )
+
+
+def guest_body(kross_store: Any, hotel_id: str, clock: Any) -> dict[str, Any]:
+    today = clock.now().date()
+    reservation = next(
+        r.id_reservation
+        for r in kross_store.facility(hotel_id).reservations.values()
+        if r.arrival > today and r.status == "CONF"
+    )
+    return {
+        "id_reservation": reservation,
+        "guest": {
+            "first_name": "Test",
+            "last_name": "Guest",
+            "birth_date": "1990-01-01",
+            "nationality": "IT",
+            "document_type": "passport",
+            "document_number": "X0000000",
+        },
+    }
+
+
+async def write(gateway: Gateway, key: str, path: str, body: dict[str, Any], idem: str) -> Any:
+    headers = {"Authorization": f"Bearer {key}", "Idempotency-Key": idem}
+    return await gateway.http.post(f"/v1/operations/{path}", json=body, headers=headers)
+
+
+async def test_a_write_answered_no_such_operation_is_applied_once_on_the_grouped_path(
+    gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any, clock: Any
+) -> None:
+    record, key = facility
+    hotel_id = record["hotel_id"]
+    kross_store.configure(grouped_paths=True)
+    body = guest_body(kross_store, hotel_id, clock)
+    guests_before = len(kross_store.facility(hotel_id).reservations[body["id_reservation"]].guests)
+
+    answer = await write(gateway, key, "check-in-guest", body, idem="guest-grouped")
+    assert answer.status_code == 200, answer.text
+    reservation = kross_store.facility(hotel_id).reservations[body["id_reservation"]]
+    assert len(reservation.guests) == guests_before + 1
+    # the login, the spec path (nothing applied), the grouped path (applied)
+    assert kross_store.stats.requests_total == 3
+    assert kross_store.stats.requests_by_operation["check-in-guest"] == 1
+
+
+async def test_a_write_lost_on_the_grouped_path_is_never_sent_again(
+    gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any, clock: Any
+) -> None:
+    record, key = facility
+    hotel_id = record["hotel_id"]
+    kross_store.configure(grouped_paths=True)
+    kross_store.set_faults(commit_then_timeout=1, timeout_mode="disconnect")
+
+    answer = await write(
+        gateway, key, "check-in-guest", guest_body(kross_store, hotel_id, clock), "g"
+    )
+    assert answer.status_code == 504
+    assert answer.json()["error"]["code"] == "write_outcome_unknown"
+    assert kross_store.stats.requests_total == 3
+    assert kross_store.stats.requests_by_operation["check-in-guest"] == 1
