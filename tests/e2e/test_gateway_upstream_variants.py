@@ -1,15 +1,20 @@
 """The gateway on the emulator's variants of the booking system (reference/upstreams.md §1):
 a login refused in every public shape, a token rejected as a 200 with an error code, and
-the read operations living under ``reservations/`` only."""
+the operations living under ``reservations/`` only. The last tests use
+``httpx.MockTransport`` for upstream answers the emulator does not give (a token rejected
+again right after a refresh, a Retry-After of an hour)."""
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 import structlog
+from pydantic import SecretStr
 
-from tests.e2e.conftest import Gateway
+from pmsgate.gateway.facilities import NewFacility
+from tests.e2e.conftest import Gateway, gateway_settings, running_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -166,3 +171,75 @@ async def test_a_write_lost_on_the_grouped_path_is_never_sent_again(
     assert answer.json()["error"]["code"] == "write_outcome_unknown"
     assert kross_store.stats.requests_total == 3
     assert kross_store.stats.requests_by_operation["check-in-guest"] == 1
+
+
+# --- answer shapes the emulator does not produce: httpx.MockTransport as the upstream ---------
+
+
+class FakeKross:
+    """Answers every login with a new token and every operation with ``answer``; counts both."""
+
+    def __init__(self, answer: httpx.Response) -> None:
+        self.answer = answer
+        self.logins = 0
+        self.calls = 0
+
+    def handler(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith(GET_TOKEN):
+            self.logins += 1
+            return httpx.Response(200, json={"data": {"auth_token": f"token-{self.logins}"}})
+        self.calls += 1
+        return self.answer
+
+
+async def fake_gateway_call(
+    database_url: str, clock: Any, fake: FakeKross
+) -> tuple[httpx.Response, Gateway]:
+    settings = gateway_settings(database_url)
+    kross = httpx.AsyncClient(transport=httpx.MockTransport(fake.handler))
+    async with kross, running_gateway(settings, kross, clock) as gateway:
+        _, key = await gateway.services.facilities.add(
+            NewFacility(
+                hotel_id="123456",
+                username="api12345",
+                password=SecretStr("pw-not-shown"),
+                kind="partner",
+                integration_id="int-fake",
+            )
+        )
+        answer = await gateway.tool("get-checkin-instructions", key, apartment_id=1)
+    return answer, gateway
+
+
+async def test_a_token_rejected_again_after_the_refresh_fails_the_call_without_a_third_login(
+    database_url: str, clock: Any
+) -> None:
+    fake = FakeKross(httpx.Response(200, json={"error_code": "AUTH_TOKEN_EXPIRED", "ruid": "r"}))
+    answer, _ = await fake_gateway_call(database_url, clock, fake)
+    assert answer.status_code == 502
+    assert answer.json()["error"]["code"] == "pms_token_rejected"
+    assert (fake.logins, fake.calls) == (2, 2)
+
+
+async def test_a_retry_after_longer_than_the_read_deadline_is_not_waited(
+    database_url: str, clock: Any
+) -> None:
+    fake = FakeKross(
+        httpx.Response(429, json={"error_code": "RATE_LIMITED"}, headers={"Retry-After": "3600"})
+    )
+    answer, _ = await fake_gateway_call(database_url, clock, fake)
+    assert answer.status_code == 429
+    assert answer.json()["error"]["code"] == "pms_rate_limited"
+    assert fake.calls == 1
+
+
+async def test_a_short_retry_after_is_honoured_within_the_attempts(
+    database_url: str, clock: Any
+) -> None:
+    fake = FakeKross(
+        httpx.Response(429, json={"error_code": "RATE_LIMITED"}, headers={"Retry-After": "1"})
+    )
+    answer, _ = await fake_gateway_call(database_url, clock, fake)
+    assert answer.status_code == 429
+    # stamina's testing mode in tests/e2e fixes the attempts at 3
+    assert fake.calls == 3
