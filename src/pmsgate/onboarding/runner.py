@@ -16,7 +16,13 @@ it, every step runs):
    ``describe``, nothing applied), then ``check`` again; still not done → the run
    FAILS at this step.
 
-An exception from a step is caught, recorded (its code and message: the service's
+A step that needs an endpoint the public platform reference does not document (error
+code ``platform_endpoint_unavailable``: the real platform answered 403/404/405/501) is
+recorded as **a person's task** (status ``waiting``) with the instructions of
+:data:`pmsgate.onboarding.person_tasks.PERSON_TASKS` and the run continues; once a person
+recorded evidence with ``pmsgate onboard confirm``, the same refusal counts as done.
+
+Any other exception from a step is caught, recorded (its code and message: the service's
 errors never carry a secret) and fails the run at that step; in a dry run it is
 recorded as "cannot check yet" and the run goes on (a later step often depends on
 an earlier one that a dry run does not apply). Steps of the other route are
@@ -35,6 +41,7 @@ import structlog
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import CustomerFile
+from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, person_task
 from pmsgate.onboarding.report import RunReport, StepOutcome
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
@@ -197,14 +204,24 @@ class OnboardingRunner:
             log.warning(
                 "onboarding_step_error", step=step.id, code=error_code, error=type(error).__name__
             )
-            if ctx.dry_run:
+            if error_code == ENDPOINT_UNAVAILABLE:
+                # Not a failure: the platform offers no API for it, so a person does it.
+                result = person_task(ctx, step, message)
+                status = "done" if result.done else "waiting"
+                error_code = None
+            elif ctx.dry_run:
                 status = "not_done"
-                message = f"cannot check yet: {message}"
+                result = StepResult(
+                    done=False,
+                    evidence={"error": error_code},
+                    message=f"cannot check yet: {message}",
+                    fix=hint,
+                )
             else:
                 status = "failed"
-            result = StepResult(
-                done=False, evidence={"error": error_code}, message=message, fix=hint
-            )
+                result = StepResult(
+                    done=False, evidence={"error": error_code}, message=message, fix=hint
+                )
 
         waiting_for = result.waiting_for
         if status == "waiting" and waiting_for is None:
