@@ -52,6 +52,9 @@ def test_demo_runs_every_chapter_and_shows_what_it_promises(env, monkeypatch):
         "route A, run succeeded",
         "route B, run succeeded",
         "second onboarding run of the Route A customer: succeeded, 0 platform writes",
+        "First contact: `pmsgate doctor --live`",
+        "path form: get-check-in-instructions answers at /v5/reservations/",
+        "The server ignores offset",
     ):
         assert expected in result.output
 

@@ -18,6 +18,7 @@ from rich.console import Console
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.demo.booking_system import booking_system_chapter
+from pmsgate.demo.first_contact import first_contact_chapter
 from pmsgate.demo.gateway import GatewayTour, gateway_chapter
 from pmsgate.demo.onboarding import onboarding_chapter
 from pmsgate.demo.platform import platform_chapter
@@ -58,3 +59,4 @@ async def run_demo(console: Console, *, seed: int = 1) -> None:
         with tempfile.TemporaryDirectory(prefix="pmsgate-onboarding-") as data_dir:
             onboarded = await onboarding_chapter(console, Path(data_dir), seed=seed)
             await web_chapter(console, onboarded)
+        await first_contact_chapter(console, seed=seed, start=clock.now())

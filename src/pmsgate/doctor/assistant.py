@@ -149,7 +149,7 @@ async def probe_workspace(client: AssistantClient, workspace_id: str, report: Re
     }
     for name, call in probes.items():
         try:
-            await call()
+            answer = await call()
         except (PlatformEndpointUnavailable, PlatformNotFound, PlatformForbidden) as error:
             report.add(
                 AREA,
@@ -163,15 +163,33 @@ async def probe_workspace(client: AssistantClient, workspace_id: str, report: Re
         except PlatformError as error:
             report.add(AREA, name, Status.FAIL, f"{error.code}: {error.message}", error.hint)
         else:
+            if answer is _NOTHING_TO_ASK:
+                report.add(AREA, name, Status.SKIP, "No agent in the workspace to ask about.")
+                continue
+            if answer is None:
+                # The assumed contract answers 404 for "no connection yet": indistinguishable.
+                report.add(
+                    AREA,
+                    name,
+                    Status.WARN,
+                    "Answered 404: the workspace has no connection yet, or the endpoint does "
+                    "not exist; cannot tell which.",
+                    f"If onboarding {ASSUMED[name]} stays a person's task, connect the booking "
+                    "system in the platform dashboard.",
+                )
+                continue
             report.add(
                 AREA, name, Status.OK, "Assumed endpoint answers as docs/platform-api.md says."
             )
 
 
+_NOTHING_TO_ASK = object()
+
+
 async def _test_conversations(client: AssistantClient, workspace_id: str) -> Any:
     agents = await client.list_agents(workspace_id)
     if not agents:
-        return []
+        return _NOTHING_TO_ASK
     return await client.list_test_conversations(agents[0].id, workspace_id=workspace_id)
 
 

@@ -9,7 +9,6 @@ from typing import Annotated
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
 
 from pmsgate.config import get_settings
 from pmsgate.doctor.findings import Report, Status
@@ -56,21 +55,20 @@ def doctor(
 
 
 def render(report: Report, console: Console) -> None:
-    """The report as a checklist table, then a one-line summary."""
-    table = Table(title="pmsgate doctor", show_lines=False)
-    for column in ("area", "check", "status", "found", "what to do"):
-        table.add_column(column, overflow="fold")
+    """The report as a checklist grouped by area (readable at any terminal width)."""
+    area = None
     for finding in report.findings:
+        if finding.area != area:
+            area = finding.area
+            console.print(f"\n[bold]{escape(area)}[/]")
         style = _STYLE[finding.status]
-        table.add_row(
-            finding.area,
-            finding.check,
-            f"[{style}]{finding.status.value}[/]",
-            escape(finding.found),
-            escape(finding.advice or ""),
+        console.print(
+            f"  [{style}]{finding.status.value:<4}[/] {escape(finding.check)}: "
+            f"{escape(finding.found)}"
         )
-    console.print(table)
+        if finding.advice:
+            console.print(f"       [dim]→ {escape(finding.advice)}[/]")
     counts = report.counts()
     summary = ", ".join(f"{n} {status}" for status, n in counts.items() if n)
     verdict = "[bold red]not ready[/]" if report.failed else "[green]ready[/]"
-    console.print(f"{verdict}: {summary}")
+    console.print(f"\n{verdict}: {summary}")

@@ -1,0 +1,290 @@
+"""`pmsgate doctor` against the sandbox: what it finds in each variant the emulators can show."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from pydantic import SecretStr
+
+from pmsgate.app import open_services
+from pmsgate.clock import ManualClock
+from pmsgate.config import Settings
+from pmsgate.doctor.findings import Report, Status
+from pmsgate.doctor.kross import PROBE_REQUESTS
+from pmsgate.doctor.notes import probe_notes
+from pmsgate.doctor.runner import Target, run_doctor
+from pmsgate.gateway.facilities import NewFacility
+from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.sandbox.app import Sandbox
+from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
+from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
+
+pytestmark = pytest.mark.anyio
+
+HOST = "http://sandbox.test"
+
+
+@pytest.fixture
+def sandbox(clock: ManualClock) -> Sandbox:
+    return Sandbox(seed=3, clock=clock)
+
+
+@pytest.fixture
+def http_factory(sandbox: Sandbox) -> Callable[[], httpx.AsyncClient]:
+    app = sandbox.asgi_app()
+    return lambda: httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return Settings(
+        data_dir=tmp_path,
+        database_url=f"sqlite+aiosqlite:///{tmp_path / 'doctor.db'}",
+        redis_url=None,
+        kross_base_url=f"{HOST}/kross",
+        platform_api_url=f"{HOST}/platform",
+        platform_api_token=SecretStr(SANDBOX_PLATFORM_TOKEN),
+        notes_api_url=f"{HOST}/notes",
+        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
+        secret_keys=SecretStr(generate_key_spec("doc")),
+        limiter_wait_s=0.0,
+    )
+
+
+@pytest.fixture
+async def facility(
+    settings: Settings,
+    sandbox: Sandbox,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+) -> AsyncIterator[dict[str, Any]]:
+    """A partner facility of the sandbox, registered (migrates the database too)."""
+    record = next(f for f in sandbox.kross.facility_summaries() if f["kind"] == "partner")
+    async with (
+        http_factory() as http,
+        open_services(settings, kross_http=http, clock=clock) as services,
+    ):
+        await services.facilities.add(
+            NewFacility(
+                hotel_id=record["hotel_id"],
+                username=record["username"],
+                password=SecretStr(record["password"]),
+                kind="partner",
+                integration_id="int-doctor",
+                name=record["name"],
+            )
+        )
+    yield record
+
+
+async def live(
+    settings: Settings,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+    **target: Any,
+) -> Report:
+    return await run_doctor(
+        settings, live=True, target=Target(**target), http_factory=http_factory, clock=clock
+    )
+
+
+def status_of(report: Report, area: str, check: str) -> Status:
+    finding = report.of(area, check)
+    assert finding is not None, f"{area}/{check} did not run"
+    return finding.status
+
+
+async def test_offline_doctor_finds_a_ready_deployment_on_the_sandbox(
+    settings: Settings,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+    facility: dict[str, Any],
+) -> None:
+    report = await run_doctor(settings, http_factory=http_factory, clock=clock)
+
+    assert not report.failed, [f for f in report.findings if f.status is Status.FAIL]
+    assert status_of(report, "local", "database") is Status.OK
+    assert status_of(report, "local", "redis") is Status.WARN  # one process only
+    assert status_of(report, "booking system", "reachable") is Status.OK
+    assert status_of(report, "assistant platform", "account") is Status.OK
+    assert status_of(report, "assistant platform", "runtimes") is Status.OK
+    assert report.of("booking system", "login") is None  # nothing live without --live
+
+
+async def test_an_unmigrated_database_fails_and_the_live_probe_is_skipped(
+    settings: Settings, http_factory: Callable[[], httpx.AsyncClient], clock: ManualClock
+) -> None:
+    report = await live(settings, http_factory, clock, hotel_id="1")
+
+    assert status_of(report, "local", "database") is Status.FAIL
+    assert status_of(report, "live probe", "prerequisites") is Status.SKIP
+    assert report.failed
+
+
+async def test_the_live_probe_reports_the_documented_shapes_within_its_request_budget(
+    settings: Settings,
+    sandbox: Sandbox,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+    facility: dict[str, Any],
+) -> None:
+    sandbox.kross.configure(ignore_date_filters=False)
+    before = sandbox.kross.stats.requests_by_hotel[facility["hotel_id"]]
+
+    report = await live(settings, http_factory, clock, hotel_id=facility["hotel_id"])
+
+    spent = sandbox.kross.stats.requests_by_hotel[facility["hotel_id"]] - before
+    assert 0 < spent <= PROBE_REQUESTS
+    for check in ("login", "list envelope", "guest_portal", "offset", "date filters"):
+        assert status_of(report, "booking system", check) is Status.OK, check
+    assert status_of(report, "booking system", "path form") is Status.OK
+    assert not report.failed
+
+
+@pytest.mark.parametrize(
+    ("variant", "check", "detail"),
+    [
+        ({"guest_portal_shape": "link"}, "guest_portal", {"shapes": {"link": 5}}),
+        ({"guest_portal_shape": "absent"}, "guest_portal", {"shapes": {"absent": 5}}),
+        ({"ignore_offset": True}, "offset", {}),
+        ({"omit_total_count": True}, "list envelope", {}),
+        ({"ignore_date_filters": True}, "date filters", {}),
+        ({"max_page_size": 3}, "page size", {}),
+    ],
+)
+async def test_each_booking_system_variant_is_reported_with_what_to_do(
+    settings: Settings,
+    sandbox: Sandbox,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+    facility: dict[str, Any],
+    variant: dict[str, Any],
+    check: str,
+    detail: dict[str, Any],
+) -> None:
+    sandbox.kross.configure(**variant)
+
+    report = await live(settings, http_factory, clock, hotel_id=facility["hotel_id"])
+
+    finding = report.of("booking system", check)
+    assert finding is not None and finding.status is Status.WARN
+    assert finding.advice
+    for key, value in detail.items():
+        assert finding.details[key] == value
+    assert not report.failed
+
+
+async def test_a_refused_login_fails_the_probe_after_a_single_token_request(
+    settings: Settings,
+    sandbox: Sandbox,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+    facility: dict[str, Any],
+) -> None:
+    sandbox.kross.change_password(facility["hotel_id"], "a-new-password-nobody-told-us")
+    sandbox.kross.configure(login_refusal="400")
+
+    report = await live(settings, http_factory, clock, hotel_id=facility["hotel_id"])
+
+    assert status_of(report, "booking system", "login") is Status.FAIL
+    assert sandbox.kross.stats.tokens_issued[facility["hotel_id"]] == 0
+    assert sandbox.kross.stats.requests_by_operation["auth/get-token"] == 1
+    assert report.failed
+
+
+async def test_assumed_platform_endpoints_that_are_missing_become_warnings_naming_the_step(
+    settings: Settings,
+    sandbox: Sandbox,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+    facility: dict[str, Any],
+) -> None:
+    workspace = sandbox.platform.workspaces()[0]
+    sandbox.platform.configure(undocumented_endpoints="absent")
+
+    report = await live(settings, http_factory, clock, workspace_id=workspace.id)
+
+    listings = report.of("assistant platform", "listings")
+    assert listings is not None and listings.status is Status.WARN
+    assert listings.details["assumption_holds"] is False
+    assert "step" in (listings.advice or "")
+    assert not report.failed
+
+
+async def test_present_platform_endpoints_hold(
+    settings: Settings,
+    sandbox: Sandbox,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+    facility: dict[str, Any],
+) -> None:
+    workspace = sandbox.platform.workspaces()[0]
+
+    report = await live(settings, http_factory, clock, workspace_id=workspace.id)
+
+    for check in ("listings", "workspace secrets", "members", "usage"):
+        assert status_of(report, "assistant platform", check) is Status.OK, check
+
+
+@pytest.mark.parametrize("version", ["2022-06-28", "2025-09-03"])
+async def test_the_notes_probe_names_the_workspace_and_finds_the_database(
+    settings: Settings,
+    sandbox: Sandbox,
+    http_factory: Callable[[], httpx.AsyncClient],
+    version: str,
+) -> None:
+    workspace = next(iter(sandbox.notes._workspaces.values()))
+    report = Report()
+
+    async with http_factory() as http:
+        await probe_notes(
+            settings.model_copy(update={"notes_version": version}),
+            http,
+            SecretStr(workspace.token),
+            workspace.database_id,
+            report,
+        )
+
+    assert status_of(report, "notes workspace", "integration") is Status.OK
+    assert status_of(report, "notes workspace", "search") is Status.OK
+    database = report.of("notes workspace", "apartments database")
+    assert database is not None and database.status is Status.OK
+    assert ("data source" in database.found) is (version >= "2025-09-03")
+
+
+async def test_a_wrong_notes_token_is_a_failure_with_a_reconnect_hint(
+    settings: Settings, http_factory: Callable[[], httpx.AsyncClient]
+) -> None:
+    report = Report()
+    async with http_factory() as http:
+        await probe_notes(settings, http, SecretStr("secret_not-a-token"), None, report)
+
+    assert status_of(report, "notes workspace", "integration") is Status.FAIL
+
+
+async def test_the_report_holds_no_secret(
+    settings: Settings,
+    sandbox: Sandbox,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+    facility: dict[str, Any],
+) -> None:
+    workspace = sandbox.platform.workspaces()[0]
+    report = await live(
+        settings, http_factory, clock, hotel_id=facility["hotel_id"], workspace_id=workspace.id
+    )
+
+    text = json.dumps(report.as_dict())
+    assert settings.secret_keys is not None
+    for secret in (
+        facility["password"],
+        SANDBOX_PARTNER_API_KEY,
+        SANDBOX_PLATFORM_TOKEN,
+        settings.secret_keys.get_secret_value(),
+    ):
+        assert secret not in text
