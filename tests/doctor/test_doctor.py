@@ -155,6 +155,11 @@ async def test_the_live_probe_reports_the_documented_shapes_within_its_request_b
         ({"omit_total_count": True}, "list envelope", {}),
         ({"ignore_date_filters": True}, "date filters", {}),
         ({"max_page_size": 3}, "page size", {}),
+        (
+            {"grouped_paths": True},
+            "path form",
+            {"path": "reservations/get-check-in-instructions"},
+        ),
     ],
 )
 async def test_each_booking_system_variant_is_reported_with_what_to_do(
