@@ -46,6 +46,27 @@ def test_rendered_code_compiles_defines_main_and_holds_no_key(name):
     assert imported <= {"__future__", "json", "os", "urllib", "typing"}
 
 
+@pytest.mark.parametrize("name", SPEC_TOOL_NAMES)
+def test_rendered_code_imports_only_what_the_python_runtime_lists(name):
+    # GET /v1/custom-tools/runtimes is the documented code contract (standard library
+    # always importable, a curated package list); the emulator answers it the same way.
+    from pmsgate.platform.assistant import CustomToolRuntime
+    from pmsgate.sandbox.platform.store import RUNTIMES
+
+    python = next(
+        CustomToolRuntime.model_validate(r) for r in RUNTIMES if r["language"] == "python"
+    )
+    tree = ast.parse(load_catalogue().tools[name].custom_tool_code())
+    modules = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module)])
+    }
+    assert all(python.allows_import(module) for module in modules), modules
+    assert python.entrypoint == "def main(**params):"
+
+
 def test_every_tool_shares_one_template_differing_only_by_name():
     catalogue = load_catalogue()
     codes = {

@@ -5,9 +5,13 @@ once per tool, replacing the values of the four constants below (see
 ``custom_tool`` in ``tools.yaml``), and the platform runs the result as the
 tool's ``main(**params)``.
 
-It uses the standard library only (the platform's Python may have nothing
-else). The gateway's address and key are workspace secrets, which the platform
-exposes to the code as environment variables: no key is ever written here.
+It follows the documented code contract (``GET /v1/custom-tools/runtimes``):
+``main(**params)`` returns ``{"message": str, "rawData": any}``, and it imports the
+standard library only (always importable; the curated package list may change). The
+gateway's address and key are workspace secrets that the code reads as environment
+variables: no key is ever written here. How secrets reach tool code is NOT in the
+public reference; this is the project's assumption (docs/platform-api.md "Assumed
+endpoints"), and without a secrets API a person sets them in the dashboard.
 ``main`` never raises: a failure is an answer whose message carries the error
 code and hint, so the assistant can tell the operator what to fix.
 """
