@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from pmsgate.pms.models import (
     MAX_PICTURE_BYTES,
+    UPSTREAM_LIST_FILTERS,
     AddPayment,
     AvailabilityNight,
     AvailabilityQuery,
@@ -79,6 +80,31 @@ def test_a_documented_reservation_row_parses_and_keeps_unknown_fields() -> None:
 def test_an_unknown_portal_status_does_not_break_reading() -> None:
     row = {**RESERVATION_ROW, "guest_portal": {"status": "archived"}}
     assert Reservation.model_validate(row).guest_portal.status == "archived"
+
+
+def test_a_portal_given_as_a_bare_link_keeps_the_link_and_an_unknown_status() -> None:
+    reservation = Reservation.model_validate(
+        {**RESERVATION_ROW, "guest_portal": "https://portal.example/xyz"}
+    )
+    assert reservation.link == "https://portal.example/xyz"
+    assert reservation.portal_status is None
+
+
+def test_a_row_with_only_the_required_fields_reads_as_unknown_not_zero() -> None:
+    reservation = Reservation.model_validate(
+        {"id_reservation": 1, "arrival": "2026-11-20", "departure": "2026-11-21"}
+    )
+    assert reservation.paid is None
+    assert reservation.guest_portal is None
+    assert reservation.link is None
+    assert reservation.rooms == []
+
+
+def test_empty_lists_given_as_null_read_as_empty() -> None:
+    row = {**RESERVATION_ROW, "rooms": None, "guests": None}
+    reservation = Reservation.model_validate(row)
+    assert reservation.rooms == []
+    assert reservation.guests == []
 
 
 def test_an_availability_row_parses() -> None:
@@ -233,6 +259,13 @@ def test_a_reservation_query_sends_booking_dates_in_the_upstream_format() -> Non
         "arrival_from": "2026-11-20",
         "with_rooms": True,
     }
+
+
+def test_only_public_filters_are_named_for_the_upstream() -> None:
+    ours = {"arrival_from", "arrival_to", "departure_from", "departure_to", "in_house", "date"}
+    assert not ours & UPSTREAM_LIST_FILTERS
+    assert "with_guest_portal" not in UPSTREAM_LIST_FILTERS
+    assert {"date_reservation_from", "date_reservation_to", "with_rooms"} <= UPSTREAM_LIST_FILTERS
 
 
 def test_a_room_type_query_takes_exactly_one_key() -> None:
