@@ -36,7 +36,7 @@ def test_packaged_catalogue_loads_and_the_lint_finds_nothing(catalogue):
 def test_check_command_prints_the_counts_and_exits_zero():
     result = check()
     assert result.exit_code == 0, result.output
-    assert "catalogue v1 OK: 6 tools, 4 skills, 24 guardrails, 5 sections, 23 blocks" in (
+    assert "catalogue v2 OK: 6 tools, 4 skills, 24 guardrails, 5 sections, 23 blocks" in (
         result.output
     )
 
