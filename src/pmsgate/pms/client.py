@@ -312,7 +312,7 @@ class PmsClient:
         if self._answered_on.get(op.name) != path:
             self._answered_on[op.name] = path
             if path != op.path:
-                log.warning("pms_path_resolved", operation=op.name, path=path, default=op.path)
+                log.info("pms_path_resolved", operation=op.name, path=path, default=op.path)
 
     def _bearer(self, op: Operation, token: Token | str) -> str:
         if isinstance(token, Token):
