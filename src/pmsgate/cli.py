@@ -13,7 +13,7 @@ from typer.core import TyperCommand, TyperGroup
 
 from pmsgate.cli_support import fail
 from pmsgate.config import get_settings
-from pmsgate.doctor.cli import doctor as doctor_command
+from pmsgate.doctor.command import doctor as doctor_command
 from pmsgate.errors import PmsgateError
 from pmsgate.logs import configure_logging
 

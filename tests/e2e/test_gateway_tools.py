@@ -277,3 +277,26 @@ async def test_a_refetched_availability_window_answers_with_the_new_rooms(
     after = answered(await gateway.tool("check-availability", key, **stay))
     assert after == nights_free(kross_store, hotel_id, *window) != before_truth
     assert kross_store.stats.requests_by_operation["calendar/get-availability"] == 2
+
+
+async def test_an_unreadable_availability_night_is_skipped_and_counted_never_a_500(
+    gateway, facility, kross_store, clock
+):
+    record, key = facility
+    today = clock.now().date()
+    broken, *others = kross_store.facility(record["hotel_id"]).apartments.values()
+    broken.name = 5  # type: ignore[assignment]  # a night row nobody can read (test setup)
+
+    answer = await gateway.tool(
+        "check-availability",
+        key,
+        arrival=(today + dt.timedelta(days=3)).isoformat(),
+        departure=(today + dt.timedelta(days=5)).isoformat(),
+    )
+
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert body["meta"]["skipped_rows"] > 0
+    listed = {a["apartment_id"] for a in body["data"]["apartments"]}
+    assert broken.id_room_type not in listed
+    assert listed == {a.id_room_type for a in others}

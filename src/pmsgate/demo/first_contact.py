@@ -21,7 +21,7 @@ from rich.console import Console
 from pmsgate.app import open_services
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
-from pmsgate.doctor.cli import render
+from pmsgate.doctor.command import render
 from pmsgate.doctor.findings import Report
 from pmsgate.doctor.runner import Target, run_doctor
 from pmsgate.gateway.facilities import NewFacility

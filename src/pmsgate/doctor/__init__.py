@@ -12,5 +12,6 @@ with what to set when one does not. It stores nothing and prints nothing secret.
 - :mod:`.findings` — a finding (area, check, status, what was found, what to do) and the report;
 - :mod:`.local` — configuration, database, Redis;
 - :mod:`.kross`, :mod:`.assistant`, :mod:`.notes` — one probe per upstream;
-- :mod:`.runner` — runs them in order; :mod:`.cli` — the command.
+- :mod:`.runner` — runs them in order; :mod:`.command` — the `pmsgate doctor` command (light:
+  it imports the runner only when run).
 """

@@ -29,6 +29,7 @@ from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.service import Gateway
 from pmsgate.gateway.window import DEFAULT_PAGE_SIZE, Pages, WindowPolicy, read_pages
+from pmsgate.pms import errors as pms_errors
 from pmsgate.pms.dates import filter_availability, filter_by_stay
 from pmsgate.pms.models import AvailabilityNight, CheckInInstructions, Reservation
 from pmsgate.pms.reservation_rows import (
@@ -313,7 +314,8 @@ class Tools:
             result = await self.gateway.read(
                 facility, "calendar/get-availability", payload, priority=priority
             )
-            return {"rows": result.data or []}
+            rows, skipped = _availability_rows(facility, result.data, result.ruid)
+            return {"rows": rows, "skipped_rows": skipped}
 
         cached = await self.gateway.cached_read(
             facility, key, max_age_s=self.max_age_s("check-availability"), fetch=fetch
@@ -501,6 +503,40 @@ class Tools:
 def _rows_of(result: Any) -> list[Any]:
     data = result.data if result.data is not None else []
     return data if isinstance(data, list) else [data]
+
+
+def _availability_rows(
+    facility: FacilityView, data: Any, ruid: str | None
+) -> tuple[list[dict[str, Any]], int]:
+    """The readable nights of an availability answer, and how many rows were skipped.
+
+    Like reservation rows, one unreadable night never fails the tool: it is skipped,
+    counted in ``meta.skipped_rows`` and logged by field location (no values).
+    """
+    if data is None:
+        return [], 0
+    if not isinstance(data, list):
+        raise pms_errors.UnexpectedResponse(
+            f"calendar/get-availability answered {type(data).__name__} data, not a list.",
+            operation="calendar/get-availability",
+            ruid=ruid,
+        )
+    rows: list[dict[str, Any]] = []
+    skipped = 0
+    for row in data:
+        try:
+            night = AvailabilityNight.model_validate(row)
+        except ValidationError as error:
+            skipped += 1
+            log.warning(
+                "availability_row_skipped",
+                hotel_id=facility.hotel_id,
+                ruid=ruid,
+                fields=sorted({".".join(str(p) for p in e["loc"]) for e in error.errors()})[:5],
+            )
+            continue
+        rows.append(night.model_dump(mode="json"))
+    return rows, skipped
 
 
 def _read_rows(
