@@ -293,3 +293,21 @@ async def test_the_report_holds_no_secret(
         settings.secret_keys.get_secret_value(),
     ):
         assert secret not in text
+
+
+@pytest.mark.parametrize("place", ["data", "top", "nested"])
+async def test_the_login_finding_names_where_the_token_came(
+    settings: Settings,
+    sandbox: Sandbox,
+    http_factory: Callable[[], httpx.AsyncClient],
+    clock: ManualClock,
+    facility: dict[str, Any],
+    place: str,
+) -> None:
+    sandbox.kross.configure(token_location=place)
+
+    report = await live(settings, http_factory, clock, hotel_id=facility["hotel_id"])
+
+    login = report.of("booking system", "login")
+    assert login is not None and login.status is Status.OK
+    assert login.details["token_location"] == place

@@ -34,6 +34,7 @@ AREA = "booking system"
 PROBE_REQUESTS = 5
 PROBE_PAGE = 5
 LIST = "reservations/get-list"
+_PLACES = {"data": "data.auth_token", "top": "a top-level auth_token", "nested": "data.data"}
 INSTRUCTIONS = "get-check-in-instructions"
 
 
@@ -107,8 +108,12 @@ async def _token(services: Services, facility: FacilityView, report: Report) -> 
     except (PmsError, PmsgateError) as error:
         report.add(AREA, "login", Status.FAIL, _describe(error), _hint(error))
         return False
-    where = getattr(token, "source", None)
-    found = "A token was obtained" + (f"; it came in {where}." if where else ".")
+    where = token.source
+    found = (
+        f"A token was obtained; the login answer carried it in {_PLACES.get(where, where)}."
+        if where
+        else "A stored token is valid (the place is named on a fresh login)."
+    )
     report.add(
         AREA,
         "login",

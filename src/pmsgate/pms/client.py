@@ -102,6 +102,8 @@ class Token(BaseModel):
 
     value: SecretStr
     expires_at: datetime
+    # Where the login answer carried it ("data", "top", "nested"); None for a stored token.
+    source: str | None = None
 
     def is_expired(self, now: datetime) -> bool:
         """True when the token is no longer valid at ``now``."""
@@ -211,14 +213,14 @@ class PmsClient:
             secrets=secrets,
             context=TOKEN_REQUEST,
         )
-        value, holder = _find_token(body)
+        value, holder, source = _find_token(body)
         if value is None:
             raise UnexpectedResponse(
                 "The token answer carries no auth_token (looked in data, top level, data.data).",
                 operation=operation.name,
                 ruid=_ruid(body),
             )
-        return Token(value=SecretStr(value), expires_at=self._expiry(holder, body))
+        return Token(value=SecretStr(value), expires_at=self._expiry(holder, body), source=source)
 
     async def call(
         self,
@@ -523,20 +525,20 @@ def _json_object(response: httpx.Response) -> dict[str, Any] | None:
     return answer if isinstance(answer, dict) else None
 
 
-def _find_token(body: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any]]:
-    """The token and the object that holds it: data, top level, or data.data (in that order)."""
+def _find_token(body: Mapping[str, Any]) -> tuple[str | None, Mapping[str, Any], str | None]:
+    """The token, the object that holds it and its place: data, top level, or data.data."""
     data = body.get("data")
-    candidates: list[Mapping[str, Any]] = []
+    candidates: list[tuple[str, Mapping[str, Any]]] = []
     if isinstance(data, Mapping):
-        candidates.append(data)
-    candidates.append(body)
+        candidates.append(("data", data))
+    candidates.append(("top", body))
     if isinstance(data, Mapping) and isinstance(data.get("data"), Mapping):
-        candidates.append(data["data"])
-    for holder in candidates:
+        candidates.append(("nested", data["data"]))
+    for place, holder in candidates:
         value = holder.get("auth_token")
         if isinstance(value, str) and value:
-            return value, holder
-    return None, body
+            return value, holder, place
+    return None, body, None
 
 
 def _ruid(answer: Mapping[str, Any]) -> str | None:
