@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -82,15 +83,43 @@ async def facility(
     yield record
 
 
-async def live(
+@dataclass
+class Probe:
+    """The doctor on the sandbox, with one registered partner facility."""
+
+    settings: Settings
+    sandbox: Sandbox
+    http_factory: Callable[[], httpx.AsyncClient]
+    clock: ManualClock
+    facility: dict[str, Any]
+
+    @property
+    def hotel_id(self) -> str:
+        return str(self.facility["hotel_id"])
+
+    @property
+    def workspace_id(self) -> str:
+        return self.sandbox.platform.workspaces()[0].id
+
+    async def run(self, *, live: bool = True, **target: Any) -> Report:
+        return await run_doctor(
+            self.settings,
+            live=live,
+            target=Target(**target),
+            http_factory=self.http_factory,
+            clock=self.clock,
+        )
+
+
+@pytest.fixture
+def probe(
     settings: Settings,
+    sandbox: Sandbox,
     http_factory: Callable[[], httpx.AsyncClient],
     clock: ManualClock,
-    **target: Any,
-) -> Report:
-    return await run_doctor(
-        settings, live=True, target=Target(**target), http_factory=http_factory, clock=clock
-    )
+    facility: dict[str, Any],
+) -> Probe:
+    return Probe(settings, sandbox, http_factory, clock, facility)
 
 
 def status_of(report: Report, area: str, check: str) -> Status:
@@ -100,12 +129,9 @@ def status_of(report: Report, area: str, check: str) -> Status:
 
 
 async def test_offline_doctor_finds_a_ready_deployment_on_the_sandbox(
-    settings: Settings,
-    http_factory: Callable[[], httpx.AsyncClient],
-    clock: ManualClock,
-    facility: dict[str, Any],
+    probe: Probe,
 ) -> None:
-    report = await run_doctor(settings, http_factory=http_factory, clock=clock)
+    report = await probe.run(live=False)
 
     assert not report.failed, [f for f in report.findings if f.status is Status.FAIL]
     assert status_of(report, "local", "database") is Status.OK
@@ -119,7 +145,9 @@ async def test_offline_doctor_finds_a_ready_deployment_on_the_sandbox(
 async def test_an_unmigrated_database_fails_and_the_live_probe_is_skipped(
     settings: Settings, http_factory: Callable[[], httpx.AsyncClient], clock: ManualClock
 ) -> None:
-    report = await live(settings, http_factory, clock, hotel_id="1")
+    report = await run_doctor(
+        settings, live=True, target=Target(hotel_id="1"), http_factory=http_factory, clock=clock
+    )
 
     assert status_of(report, "local", "database") is Status.FAIL
     assert status_of(report, "live probe", "prerequisites") is Status.SKIP
@@ -127,18 +155,14 @@ async def test_an_unmigrated_database_fails_and_the_live_probe_is_skipped(
 
 
 async def test_the_live_probe_reports_the_documented_shapes_within_its_request_budget(
-    settings: Settings,
-    sandbox: Sandbox,
-    http_factory: Callable[[], httpx.AsyncClient],
-    clock: ManualClock,
-    facility: dict[str, Any],
+    probe: Probe,
 ) -> None:
-    sandbox.kross.configure(ignore_date_filters=False)
-    before = sandbox.kross.stats.requests_by_hotel[facility["hotel_id"]]
+    probe.sandbox.kross.configure(ignore_date_filters=False)
+    before = probe.sandbox.kross.stats.requests_by_hotel[probe.hotel_id]
 
-    report = await live(settings, http_factory, clock, hotel_id=facility["hotel_id"])
+    report = await probe.run(hotel_id=probe.hotel_id)
 
-    spent = sandbox.kross.stats.requests_by_hotel[facility["hotel_id"]] - before
+    spent = probe.sandbox.kross.stats.requests_by_hotel[probe.hotel_id] - before
     assert 0 < spent <= PROBE_REQUESTS
     for check in ("login", "list envelope", "guest_portal", "offset", "date filters"):
         assert status_of(report, "booking system", check) is Status.OK, check
@@ -163,18 +187,14 @@ async def test_the_live_probe_reports_the_documented_shapes_within_its_request_b
     ],
 )
 async def test_each_booking_system_variant_is_reported_with_what_to_do(
-    settings: Settings,
-    sandbox: Sandbox,
-    http_factory: Callable[[], httpx.AsyncClient],
-    clock: ManualClock,
-    facility: dict[str, Any],
+    probe: Probe,
     variant: dict[str, Any],
     check: str,
     detail: dict[str, Any],
 ) -> None:
-    sandbox.kross.configure(**variant)
+    probe.sandbox.kross.configure(**variant)
 
-    report = await live(settings, http_factory, clock, hotel_id=facility["hotel_id"])
+    report = await probe.run(hotel_id=probe.hotel_id)
 
     finding = report.of("booking system", check)
     assert finding is not None and finding.status is Status.WARN
@@ -185,34 +205,25 @@ async def test_each_booking_system_variant_is_reported_with_what_to_do(
 
 
 async def test_a_refused_login_fails_the_probe_after_a_single_token_request(
-    settings: Settings,
-    sandbox: Sandbox,
-    http_factory: Callable[[], httpx.AsyncClient],
-    clock: ManualClock,
-    facility: dict[str, Any],
+    probe: Probe,
 ) -> None:
-    sandbox.kross.change_password(facility["hotel_id"], "a-new-password-nobody-told-us")
-    sandbox.kross.configure(login_refusal="400")
+    probe.sandbox.kross.change_password(probe.hotel_id, "a-new-password-nobody-told-us")
+    probe.sandbox.kross.configure(login_refusal="400")
 
-    report = await live(settings, http_factory, clock, hotel_id=facility["hotel_id"])
+    report = await probe.run(hotel_id=probe.hotel_id)
 
     assert status_of(report, "booking system", "login") is Status.FAIL
-    assert sandbox.kross.stats.tokens_issued[facility["hotel_id"]] == 0
-    assert sandbox.kross.stats.requests_by_operation["auth/get-token"] == 1
+    assert probe.sandbox.kross.stats.tokens_issued[probe.hotel_id] == 0
+    assert probe.sandbox.kross.stats.requests_by_operation["auth/get-token"] == 1
     assert report.failed
 
 
 async def test_assumed_platform_endpoints_that_are_missing_become_warnings_naming_the_step(
-    settings: Settings,
-    sandbox: Sandbox,
-    http_factory: Callable[[], httpx.AsyncClient],
-    clock: ManualClock,
-    facility: dict[str, Any],
+    probe: Probe,
 ) -> None:
-    workspace = sandbox.platform.workspaces()[0]
-    sandbox.platform.configure(undocumented_endpoints="absent")
+    probe.sandbox.platform.configure(undocumented_endpoints="absent")
 
-    report = await live(settings, http_factory, clock, workspace_id=workspace.id)
+    report = await probe.run(workspace_id=probe.workspace_id)
 
     listings = report.of("assistant platform", "listings")
     assert listings is not None and listings.status is Status.WARN
@@ -222,15 +233,10 @@ async def test_assumed_platform_endpoints_that_are_missing_become_warnings_namin
 
 
 async def test_present_platform_endpoints_hold(
-    settings: Settings,
-    sandbox: Sandbox,
-    http_factory: Callable[[], httpx.AsyncClient],
-    clock: ManualClock,
-    facility: dict[str, Any],
+    probe: Probe,
 ) -> None:
-    workspace = sandbox.platform.workspaces()[0]
 
-    report = await live(settings, http_factory, clock, workspace_id=workspace.id)
+    report = await probe.run(workspace_id=probe.workspace_id)
 
     for check in ("listings", "workspace secrets", "members", "usage"):
         assert status_of(report, "assistant platform", check) is Status.OK, check
@@ -273,40 +279,29 @@ async def test_a_wrong_notes_token_is_a_failure_with_a_reconnect_hint(
 
 
 async def test_the_report_holds_no_secret(
-    settings: Settings,
-    sandbox: Sandbox,
-    http_factory: Callable[[], httpx.AsyncClient],
-    clock: ManualClock,
-    facility: dict[str, Any],
+    probe: Probe,
 ) -> None:
-    workspace = sandbox.platform.workspaces()[0]
-    report = await live(
-        settings, http_factory, clock, hotel_id=facility["hotel_id"], workspace_id=workspace.id
-    )
+    report = await probe.run(hotel_id=probe.hotel_id, workspace_id=probe.workspace_id)
 
     text = json.dumps(report.as_dict())
-    assert settings.secret_keys is not None
+    assert probe.settings.secret_keys is not None
     for secret in (
-        facility["password"],
+        probe.facility["password"],
         SANDBOX_PARTNER_API_KEY,
         SANDBOX_PLATFORM_TOKEN,
-        settings.secret_keys.get_secret_value(),
+        probe.settings.secret_keys.get_secret_value(),
     ):
         assert secret not in text
 
 
 @pytest.mark.parametrize("place", ["data", "top", "nested"])
 async def test_the_login_finding_names_where_the_token_came(
-    settings: Settings,
-    sandbox: Sandbox,
-    http_factory: Callable[[], httpx.AsyncClient],
-    clock: ManualClock,
-    facility: dict[str, Any],
+    probe: Probe,
     place: str,
 ) -> None:
-    sandbox.kross.configure(token_location=place)
+    probe.sandbox.kross.configure(token_location=place)
 
-    report = await live(settings, http_factory, clock, hotel_id=facility["hotel_id"])
+    report = await probe.run(hotel_id=probe.hotel_id)
 
     login = report.of("booking system", "login")
     assert login is not None and login.status is Status.OK
