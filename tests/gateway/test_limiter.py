@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
+from bisect import bisect_right
 from collections.abc import Awaitable, Callable, Iterator
 
 import anyio
 import pytest
+from redis.asyncio import Redis
 
 from pmsgate.clock import ManualClock
 from pmsgate.gateway.facilities import Limits
@@ -94,7 +97,7 @@ async def test_spec_limits_are_10_per_minute_300_per_hour_5000_per_day(
                 assert error.window == "hour"
             else:
                 assert error.window == "minute"
-            # A permit still counts at exactly 60 s; it leaves the window just after.
+            # A permit counts for 60 s and the edge margin (0.5 s); it has left at 61 s.
             clock.advance(61)
         clock.advance(3601 - 30 * 61)
     assert taken == 5000
@@ -110,14 +113,15 @@ async def test_refusal_says_when_a_permit_frees_as_retry_after(
     await limiter.acquire("h1", limits)
 
     error = await refused(limiter, "h1", limits)
-    # The first permit leaves the minute window 40 s (and a millisecond) from now.
-    assert error.retry_after_s == pytest.approx(40.001)
+    # The first permit leaves the minute window 40 s, the edge margin (0.5 s) and a
+    # millisecond from now.
+    assert error.retry_after_s == pytest.approx(40.501)
     assert error.code == "upstream_budget_exhausted"
     assert error.status == 429
     assert error.headers == {"Retry-After": "41"}
     assert error.to_body()["error"]["code"] == "upstream_budget_exhausted"
 
-    clock.advance(40)
+    clock.advance(40.5)
     assert (await refused(limiter, "h1", limits)).headers == {"Retry-After": "1"}
     clock.advance(0.001)
     await limiter.acquire("h1", limits)
@@ -132,7 +136,7 @@ async def test_retry_after_is_when_every_window_has_room(
     # Both the minute and the hour are full: only the hour's answer is true.
     error = await refused(limiter, "h1", limits)
     assert error.window == "hour"
-    assert error.retry_after_s == pytest.approx(3600.001)
+    assert error.retry_after_s == pytest.approx(3600.501)
 
 
 async def test_a_caller_waits_up_to_its_deadline_for_a_permit(
@@ -145,7 +149,7 @@ async def test_a_caller_waits_up_to_its_deadline_for_a_permit(
 
     clock.advance(59)
     await limiter.acquire("h1", limits, wait_s=2.0)
-    assert slept == [pytest.approx(1.001)]
+    assert slept == [pytest.approx(1.501)]
 
 
 async def test_a_caller_does_not_wait_for_a_permit_beyond_its_deadline(
@@ -158,7 +162,7 @@ async def test_a_caller_does_not_wait_for_a_permit_beyond_its_deadline(
 
     with pytest.raises(BudgetExhausted) as caught:
         await limiter.acquire("h1", limits, wait_s=2.0)
-    assert caught.value.retry_after_s == pytest.approx(60.001)
+    assert caught.value.retry_after_s == pytest.approx(60.501)
     assert slept == []
 
 
@@ -272,3 +276,145 @@ async def test_two_replicas_sharing_redis_never_grant_more_than_the_limit_togeth
     assert len(granted) == 5  # the hour allows 15 in all
     for replica in replicas:
         assert await replica.remaining("h1", limits) == {"minute": 5, "hour": 0, "day": 4985}
+
+
+# --- the window edge and clock skew between replicas (issue 12 item 1) ---
+
+
+async def test_a_permit_counts_for_its_window_and_the_edge_margin(
+    make_limiter: MakeLimiter, clock: ManualClock
+) -> None:
+    limiter = make_limiter(edge_margin_s=0.25)
+    limits = Limits(per_minute=2, per_hour=100, per_day=1000)
+    await take(limiter, "h1", limits, 2)
+
+    clock.advance(60.25)
+    error = await refused(limiter, "h1", limits)
+    assert error.retry_after_s == pytest.approx(0.001)
+    assert await limiter.remaining("h1", limits) == {"minute": 0, "hour": 98, "day": 998}
+    clock.advance(0.001)
+    assert await limiter.remaining("h1", limits) == {"minute": 2, "hour": 98, "day": 998}
+    await take(limiter, "h1", limits, 2)
+
+
+async def test_the_default_edge_margin_is_half_a_second(
+    make_limiter: MakeLimiter, clock: ManualClock
+) -> None:
+    limiter = make_limiter()
+    limits = Limits(per_minute=1, per_hour=100, per_day=1000)
+    await limiter.acquire("h1", limits)
+    clock.advance(60.2)
+    assert (await refused(limiter, "h1", limits)).retry_after_s == pytest.approx(0.301)
+    clock.advance(0.301)
+    await limiter.acquire("h1", limits)
+
+
+def test_the_edge_margin_must_be_below_a_minute(clock: ManualClock) -> None:
+    with pytest.raises(ValueError, match="edge_margin_s"):
+        FacilityLimiter(clock=clock, edge_margin_s=60)
+    with pytest.raises(ValueError, match="edge_margin_s"):
+        FacilityLimiter(clock=clock, edge_margin_s=-0.1)
+
+
+class SkewedClock:
+    """Another replica's clock: the shared manual clock, ``offset_s`` ahead (or behind)."""
+
+    def __init__(self, base: ManualClock, offset_s: float) -> None:
+        self._base = base
+        self._offset = dt.timedelta(seconds=offset_s)
+
+    def now(self) -> dt.datetime:
+        return self._base.now() + self._offset
+
+
+def most_in_any_window(admitted: list[dt.datetime], window_s: float) -> int:
+    """The most permits whose real times fit in one closed window of ``window_s``."""
+    times = sorted(admitted)
+    span = dt.timedelta(seconds=window_s)
+    return max((bisect_right(times, t + span) - i for i, t in enumerate(times)), default=0)
+
+
+async def hammer(
+    replicas: list[FacilityLimiter], clock: ManualClock, limits: Limits, duration_s: float
+) -> list[dt.datetime]:
+    """Every replica calls until refused, again and again, for ``duration_s`` of real time.
+
+    The real (manual) clock jumps to shortly before the earliest moment some replica
+    expects a free permit, then moves in 1 ms steps, so every window edge is hammered
+    millisecond by millisecond without sleeping. Returns the real time of each permit.
+    """
+    admitted: list[dt.datetime] = []
+    end = clock.now() + dt.timedelta(seconds=duration_s)
+    while clock.now() < end:
+        for replica in replicas:
+            for _ in range(limits.per_minute + 1):
+                try:
+                    await replica.acquire("h1", limits)
+                except BudgetExhausted:
+                    break
+                admitted.append(clock.now())
+        waits = [await replica.retry_after("h1", limits) for replica in replicas]
+        clock.advance(max(0.001, min(waits) - 0.2))
+    return admitted
+
+
+SKEWS = pytest.mark.parametrize(
+    "offsets_s",
+    [(-0.05, 0.05), (0.05, -0.05), (0.0, 0.005), (0.005, 0.0)],
+    ids=["-50ms/+50ms", "+50ms/-50ms", "0/+5ms", "+5ms/0"],
+)
+
+
+@pytest.mark.redis
+@SKEWS
+async def test_replicas_with_skewed_clocks_never_exceed_the_minute_limit_together(
+    redis_client: Redis, redis_namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
+) -> None:
+    replicas = [
+        FacilityLimiter(
+            clock=SkewedClock(clock, offset), redis=redis_client, namespace=redis_namespace
+        )
+        for offset in offsets_s
+    ]
+    limits = Limits(per_minute=10, per_hour=300, per_day=5000)
+    admitted = await hammer(replicas, clock, limits, duration_s=200)
+
+    assert most_in_any_window(admitted, 60) == 10
+    # The budget is still used: 10 permits a minute (a little over a minute apart).
+    assert len(admitted) == 40
+
+
+@pytest.mark.redis
+@SKEWS
+async def test_replicas_with_skewed_clocks_never_exceed_the_hour_limit_together(
+    redis_client: Redis, redis_namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
+) -> None:
+    replicas = [
+        FacilityLimiter(
+            clock=SkewedClock(clock, offset), redis=redis_client, namespace=redis_namespace
+        )
+        for offset in offsets_s
+    ]
+    limits = Limits(per_minute=5, per_hour=8, per_day=1000)
+    admitted = await hammer(replicas, clock, limits, duration_s=3 * 3600)
+
+    assert most_in_any_window(admitted, 3600) == 8
+    assert most_in_any_window(admitted, 60) == 5
+    assert len(admitted) == 24
+
+
+@pytest.mark.redis
+async def test_a_permit_stamped_in_the_future_by_a_replica_ahead_still_counts(
+    redis_client: Redis, redis_namespace: str, clock: ManualClock
+) -> None:
+    # A clock 30 s ahead is far beyond the margin; its permits must still count for the rest.
+    ahead, behind = (
+        FacilityLimiter(
+            clock=SkewedClock(clock, offset), redis=redis_client, namespace=redis_namespace
+        )
+        for offset in (30.0, 0.0)
+    )
+    limits = Limits(per_minute=3, per_hour=100, per_day=1000)
+    await take(ahead, "h1", limits, 3)
+    assert (await refused(behind, "h1", limits)).window == "minute"
+    assert await behind.remaining("h1", limits) == {"minute": 0, "hour": 97, "day": 997}

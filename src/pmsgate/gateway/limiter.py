@@ -6,6 +6,33 @@ Built on pyrate-limiter 3 buckets: one bucket holds the three rates, so one
 set, atomic across replicas). Timestamps come from our :class:`~pmsgate.clock.Clock`
 through a pyrate-limiter ``AbstractClock``, so tests move time instead of sleeping.
 
+Clock skew between replicas (issue 12). Every replica stamps its permits with its own
+clock, and those clocks differ by a few milliseconds (NTP) or more. pyrate-limiter's
+Redis script counts only ``now - interval … now``: a permit stamped "later" by a
+replica whose clock is ahead lies in the *future* of the others and is not counted,
+and a permit stamped by a replica that is behind leaves the window early — with one
+replica 5 ms behind the other, 19 calls passed for a limit of 10. So:
+
+* We load **our own Lua script** (:data:`PUT_ITEM`, same arguments as pyrate-limiter's,
+  so its ``RedisBucket`` still runs it): a window counts every permit stamped at or
+  after ``now - interval``, with **no upper bound** — a permit in another replica's
+  future still counts. ``remaining`` counts the same way.
+* Every window is **widened by an edge margin** (``edge_margin_s``, default 0.5 s): a
+  permit counts for ``interval + margin``. A permit taken by a replica whose clock is
+  ``d`` behind the deciding one would otherwise leave that replica's window ``d`` early;
+  as long as the replicas' clocks differ by less than the margin, every permit of the
+  last real ``interval`` is counted, whoever stamped it. The margin also absorbs the
+  network: we count when a permit is taken, the booking system counts when the request
+  arrives, and two requests 60 s apart by our clock may arrive closer together when the
+  first one is slower. 0.5 s is far above NTP-synchronised skew (milliseconds) and the
+  usual jitter of one HTTPS request, and costs at most half a second at a full window's
+  edge (under 1 % of the minute).
+
+We did not use the Redis server's ``TIME`` as the single time source: the window
+would then no longer follow the injected clock, so the Redis tests (and the demo's
+fast-forward clock, which the emulators share) could only move time by sleeping, and
+the in-memory and Redis backends would run on different clocks.
+
 We use the buckets but not pyrate-limiter's ``Limiter`` orchestration, because
 its delay loop sleeps on the real clock (``asyncio.sleep``/``time.sleep``, not
 injectable), its ``Leaker`` starts a background thread or task per factory, it
@@ -36,7 +63,6 @@ from typing import Any, Protocol, TypeVar
 import anyio
 from pyrate_limiter import AbstractClock, Duration, InMemoryBucket, Rate, RateItem, RedisBucket
 from pyrate_limiter.abstracts import AbstractBucket
-from pyrate_limiter.buckets.redis_bucket import LuaScript
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
@@ -54,9 +80,37 @@ WINDOWS: tuple[tuple[str, Duration], ...] = (
 _LEAK_EVERY_MS = 60_000
 # A Redis bucket outlives its longest window by this much, then disappears if unused.
 _EXPIRY_MARGIN_S = 120
-# pyrate-limiter counts a permit while its timestamp >= now - interval (both bounds
-# inclusive), so it frees one millisecond after it reaches the window's edge.
+# A permit counts while its timestamp >= now - interval (inclusive), so it frees one
+# millisecond after it reaches the window's edge.
 _EDGE_MS = 1
+# How much longer than its window a permit counts (clock skew, network; module docstring).
+DEFAULT_EDGE_MARGIN_S = 0.5
+
+# pyrate-limiter's PUT_ITEM (same arguments, so RedisBucket runs it), except that a window
+# counts every permit from ``now - interval`` on, including permits stamped in the future
+# by a replica whose clock is ahead (pyrate-limiter stops at ``now``).
+PUT_ITEM = """
+local bucket = KEYS[1]
+local now = tonumber(ARGV[1])
+local space_required = tonumber(ARGV[2])
+local item_name = ARGV[3]
+local rates_count = tonumber(ARGV[4])
+
+for i=1,rates_count do
+    local offset = (i - 1) * 2
+    local interval = tonumber(ARGV[5 + offset])
+    local limit = tonumber(ARGV[5 + offset + 1])
+    local count = redis.call('ZCOUNT', bucket, now - interval, '+inf')
+    if limit - tonumber(count) < space_required then
+        return i - 1
+    end
+end
+
+for i=1,space_required do
+    redis.call('ZADD', bucket, now, item_name..i)
+end
+return -1
+"""
 
 
 class WindowLimits(Protocol):
@@ -139,13 +193,6 @@ def _limits_tuple(limits: WindowLimits) -> tuple[int, int, int]:
     return (int(limits.per_minute), int(limits.per_hour), int(limits.per_day))
 
 
-def _window_name(rate: Rate) -> str:
-    for name, duration in WINDOWS:
-        if rate.interval == duration.value:
-            return name
-    return f"{rate.interval} ms"
-
-
 class FacilityLimiter:
     """Per-key budget over three windows, in memory or shared through Redis."""
 
@@ -156,10 +203,15 @@ class FacilityLimiter:
         redis: Redis | None = None,
         namespace: str = "pmsgate",
         background_share: float = 0.5,
+        edge_margin_s: float = DEFAULT_EDGE_MARGIN_S,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         if not 0.0 <= background_share <= 1.0:
             raise ValueError("background_share must be between 0 and 1")
+        if not 0.0 <= edge_margin_s < 60.0:
+            raise ValueError("edge_margin_s must be between 0 and 60 seconds")
+        # Every bucket rate is its window plus this margin (see the module docstring).
+        self._margin_ms = round(edge_margin_s * 1000)
         self._clock = PyrateClock(clock)
         self._redis = redis
         self._namespace = namespace
@@ -170,7 +222,10 @@ class FacilityLimiter:
 
     def __repr__(self) -> str:
         backend = "redis" if self._redis is not None else "memory"
-        return f"FacilityLimiter(backend={backend}, background_share={self._background_share})"
+        return (
+            f"FacilityLimiter(backend={backend}, background_share={self._background_share}, "
+            f"edge_margin_s={self._margin_ms / 1000})"
+        )
 
     async def acquire(
         self,
@@ -211,7 +266,7 @@ class FacilityLimiter:
         now_ms = self._clock.now()
         counts = await self._in_window_counts(key, buckets, now_ms)
         return {
-            _window_name(rate): max(0, rate.limit - count)
+            self._window_name(rate): max(0, rate.limit - count)
             for rate, count in zip(buckets.rates, counts, strict=True)
         }
 
@@ -235,8 +290,14 @@ class FacilityLimiter:
             allowed = limit if share >= 1.0 else math.floor(limit * share + 1e-9)
             if allowed < 1:
                 return []
-            rates.append(Rate(allowed, duration))
+            rates.append(Rate(allowed, duration.value + self._margin_ms))
         return rates
+
+    def _window_name(self, rate: Rate) -> str:
+        for name, duration in WINDOWS:
+            if rate.interval == duration.value + self._margin_ms:
+                return name
+        return f"{rate.interval} ms"
 
     async def _buckets_for(self, key: str, limits: WindowLimits) -> _Buckets:
         wanted = _limits_tuple(limits)
@@ -299,7 +360,7 @@ class FacilityLimiter:
     async def _script(self) -> str:
         if self._script_hash is None:
             assert self._redis is not None
-            self._script_hash = str(await self._redis.script_load(LuaScript.PUT_ITEM))
+            self._script_hash = str(await self._redis.script_load(PUT_ITEM))
         return self._script_hash
 
     async def _put(
@@ -321,7 +382,7 @@ class FacilityLimiter:
         self, bucket: AbstractBucket, rates: list[Rate], now_ms: int
     ) -> tuple[int, str]:
         """Milliseconds until every window has room for one more permit, and the slowest one."""
-        wait_ms, window = 0, _window_name(rates[0])
+        wait_ms, window = 0, self._window_name(rates[0])
         for rate in rates:
             # The limit-th newest permit: once it leaves the window, one more fits.
             bound: RateItem | None = await _resolve(bucket.peek(rate.limit - 1))
@@ -329,13 +390,14 @@ class FacilityLimiter:
                 continue
             frees_in = bound.timestamp + rate.interval - now_ms + _EDGE_MS
             if frees_in > wait_ms:
-                wait_ms, window = frees_in, _window_name(rate)
+                wait_ms, window = frees_in, self._window_name(rate)
         # A refused put always means some window is full; never answer "retry now".
         return max(wait_ms, _EDGE_MS), window
 
     async def _in_window_counts(self, key: str, buckets: _Buckets, now_ms: int) -> list[int]:
         # pyrate-limiter only exposes the bucket's total count, so each window is counted
-        # here with the same inclusive bounds its Lua script and in-memory bucket use.
+        # here as PUT_ITEM and the in-memory bucket count it: from now - interval on,
+        # permits stamped in the future (a replica whose clock is ahead) included.
         if self._redis is None:
             bucket = buckets.interactive
             assert isinstance(bucket, InMemoryBucket)
@@ -344,7 +406,7 @@ class FacilityLimiter:
         name = self._redis_key(key)
         async with self._redis.pipeline(transaction=False) as pipe:
             for rate in buckets.rates:
-                pipe.zcount(name, now_ms - rate.interval, now_ms)
+                pipe.zcount(name, now_ms - rate.interval, "+inf")
             counts: list[Any] = await pipe.execute()
         return [int(count) for count in counts]
 
@@ -353,7 +415,9 @@ class FacilityLimiter:
         if now_ms - buckets.last_leak_ms < _LEAK_EVERY_MS:
             return
         buckets.last_leak_ms = now_ms
-        await _resolve(buckets.interactive.leak(now_ms))
+        # One millisecond early: Redis removes scores <= the bound, and a permit stamped
+        # exactly at now - interval still counts.
+        await _resolve(buckets.interactive.leak(now_ms - 1))
         if isinstance(buckets.interactive, RedisBucket):
             assert self._redis is not None
             await self._redis.expire(
