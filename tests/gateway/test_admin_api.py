@@ -384,3 +384,92 @@ async def test_a_bad_reconnect_body_is_422_and_never_reaches_the_booking_system(
         await admin.post("/admin/facilities", json=FACILITY_BODY, headers=AUTH)
         response = await admin.post("/admin/facilities/123456/reconnect", json=body, headers=AUTH)
     assert (response.status_code, _code(response)) == (422, code)
+
+
+# --- what the database cannot store is refused at the boundary --------------------------------
+# PostgreSQL rejects a NUL character in text and an integer beyond its INTEGER columns; both
+# were 500s there (SQLite stored them). Each is a 422 on either database, and nothing is written.
+
+NUL = "\x00"
+TOO_BIG = [2**31, 2**63, 2**64, 10**30]
+
+
+@pytest.mark.parametrize("field", ["hotel_id", "username", "kind", "integration_id", "name"])
+async def test_a_nul_in_a_facility_field_is_422_and_writes_nothing(
+    admin: httpx.AsyncClient, database_url: str, field: str
+) -> None:
+    body = {**FACILITY_BODY, field: f"{FACILITY_BODY[field]}{NUL}x"}
+    response = await admin.post("/admin/facilities", json=body, headers=AUTH)
+    assert response.status_code == 422, response.text
+    assert _code(response) in {"invalid_input", "invalid_hotel_id", "invalid_username"}
+    assert await row_counts(database_url) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("GET", "/admin/facilities/12%003", None),
+        ("PUT", "/admin/facilities/12%003/limits", {"per_minute": 1}),
+        ("POST", "/admin/facilities/12%003/keys", None),
+        ("GET", "/admin/facilities/12%003/keys", None),
+        ("DELETE", "/admin/facilities/12%003/keys/1", None),
+        ("POST", "/admin/facilities/12%003/reconnect", {"username": "api1", "password": "x"}),
+    ],
+)
+async def test_a_nul_in_the_hotel_id_of_a_path_is_422(
+    admin: httpx.AsyncClient, method: str, path: str, body: dict[str, Any] | None
+) -> None:
+    response = await admin.request(method, path, json=body, headers=AUTH)
+    assert (response.status_code, _code(response)) == (422, "invalid_input"), response.text
+
+
+async def test_a_nul_in_a_key_label_or_a_reconnect_username_is_422(
+    admin: httpx.AsyncClient, database_url: str
+) -> None:
+    assert (await admin.post("/admin/facilities", json=FACILITY_BODY, headers=AUTH)).is_success
+    label = await admin.post(
+        "/admin/facilities/123456/keys", json={"label": f"bot{NUL}"}, headers=AUTH
+    )
+    reconnect = await admin.post(
+        "/admin/facilities/123456/reconnect",
+        json={"username": f"api1{NUL}", "password": "x"},
+        headers=AUTH,
+    )
+    assert (label.status_code, _code(label)) == (422, "invalid_input")
+    assert (reconnect.status_code, _code(reconnect)) == (422, "invalid_input")
+    assert await row_counts(database_url) == (1, 1)
+
+
+@pytest.mark.parametrize("value", TOO_BIG)
+async def test_limits_beyond_the_database_integer_are_422(
+    admin: httpx.AsyncClient, database_url: str, value: int
+) -> None:
+    limits = {"per_minute": 10, "per_hour": 300, "per_day": value}
+    created = await admin.post(
+        "/admin/facilities", json={**FACILITY_BODY, "limits": limits}, headers=AUTH
+    )
+    assert (created.status_code, _code(created)) == (422, "invalid_input")
+    assert await row_counts(database_url) == (0, 0)
+
+    assert (await admin.post("/admin/facilities", json=FACILITY_BODY, headers=AUTH)).is_success
+    changed = await admin.put("/admin/facilities/123456/limits", json=limits, headers=AUTH)
+    assert (changed.status_code, _code(changed)) == (422, "invalid_input")
+    shown = await admin.get("/admin/facilities/123456", headers=AUTH)
+    assert shown.json()["limits"]["per_day"] == 5000
+
+
+async def test_the_largest_storable_limit_is_accepted(admin: httpx.AsyncClient) -> None:
+    assert (await admin.post("/admin/facilities", json=FACILITY_BODY, headers=AUTH)).is_success
+    limits = {"per_minute": 10, "per_hour": 300, "per_day": 2**31 - 1}
+    changed = await admin.put("/admin/facilities/123456/limits", json=limits, headers=AUTH)
+    assert changed.status_code == 200, changed.text
+    assert changed.json()["limits"]["per_day"] == 2**31 - 1
+
+
+@pytest.mark.parametrize("key_id", [*TOO_BIG, 0, -1])
+async def test_a_key_id_beyond_the_database_integer_is_422(
+    admin: httpx.AsyncClient, key_id: int
+) -> None:
+    assert (await admin.post("/admin/facilities", json=FACILITY_BODY, headers=AUTH)).is_success
+    response = await admin.delete(f"/admin/facilities/123456/keys/{key_id}", headers=AUTH)
+    assert (response.status_code, _code(response)) == (422, "invalid_input"), response.text

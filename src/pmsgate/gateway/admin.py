@@ -33,9 +33,9 @@ import hmac
 from collections.abc import Awaitable, Callable
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Response, status
+from fastapi import APIRouter, Depends, Path, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
 
 from pmsgate.errors import PmsgateError, Unauthorized
 from pmsgate.gateway.facilities import (
@@ -48,6 +48,53 @@ from pmsgate.gateway.facilities import (
 )
 
 _bearer = HTTPBearer(auto_error=False, description="PMSGATE_ADMIN_TOKEN")
+
+
+# --- what the database can store, checked at the boundary ----------------------------------
+# PostgreSQL refuses a NUL character in text and an integer beyond its column (INTEGER,
+# 32 bits, for limits and key ids); SQLite stores both. Refused here, with 422 on either
+# database, instead of a 500 from the driver.
+
+MAX_DB_INT = 2**31 - 1
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("must not contain a NUL character")
+    return value
+
+
+StoredText = Annotated[str, AfterValidator(_no_nul)]
+StoredInt = Annotated[int, Field(le=MAX_DB_INT)]
+HotelIdPath = Annotated[str, Path(description="The facility's hotel_id."), AfterValidator(_no_nul)]
+KeyIdPath = Annotated[int, Path(ge=1, le=MAX_DB_INT, description="The key's id.")]
+
+
+class LimitsBody(Limits):
+    """A facility's upstream budget as the admin API accepts it (within the columns)."""
+
+    per_minute: StoredInt = Field(default=10, description="Upstream calls per minute.")
+    per_hour: StoredInt = Field(default=300, description="Upstream calls per hour.")
+    per_day: StoredInt = Field(default=5000, description="Upstream calls per day.")
+
+
+class NewFacilityBody(NewFacility):
+    """What registering a facility needs, as the admin API accepts it (storable values)."""
+
+    hotel_id: StoredText = Field(description="Numeric id of the facility in the booking system.")
+    username: StoredText = Field(
+        description="The API user, `api` followed by digits (not an e-mail)."
+    )
+    kind: StoredText = Field(
+        description="`partner` (shared gateway api key) or `own` (own api key)."
+    )
+    integration_id: StoredText = Field(
+        description="Id of the PMS integration row the facility belongs to."
+    )
+    name: StoredText = Field(default="", description="A human-readable name.")
+    limits: LimitsBody = Field(
+        default_factory=LimitsBody, description="Upstream budget of the facility."
+    )
 
 
 class CreatedFacility(BaseModel):
@@ -68,7 +115,7 @@ class MintKeyBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    label: str = Field(default="", description="A note telling what the key is for.")
+    label: StoredText = Field(default="", description="A note telling what the key is for.")
 
 
 class MintedKey(BaseModel):
@@ -89,7 +136,9 @@ class ReconnectBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
-    username: str = Field(description="The API user, `api` followed by digits (not an e-mail).")
+    username: StoredText = Field(
+        description="The API user, `api` followed by digits (not an e-mail)."
+    )
     password: SecretStr = Field(description="The API user's password.")
     api_key: SecretStr | None = Field(
         default=None,
@@ -141,7 +190,7 @@ def build_admin_router(
 
     @router.post("/facilities", status_code=status.HTTP_201_CREATED, response_model=CreatedFacility)
     async def add_facility(
-        body: NewFacility, facilities: Service, response: Response
+        body: NewFacilityBody, facilities: Service, response: Response
     ) -> CreatedFacility:
         """Register a facility; the answer holds its first gateway key, shown only once."""
         view, raw_key = await facilities.add(body)
@@ -154,12 +203,14 @@ def build_admin_router(
         return FacilityList(facilities=await facilities.list())
 
     @router.get("/facilities/{hotel_id}", response_model=FacilityView)
-    async def show_facility(hotel_id: str, facilities: Service) -> FacilityView:
+    async def show_facility(hotel_id: HotelIdPath, facilities: Service) -> FacilityView:
         """One facility."""
         return await facilities.get(hotel_id)
 
     @router.put("/facilities/{hotel_id}/limits", response_model=FacilityView)
-    async def set_limits(hotel_id: str, body: Limits, facilities: Service) -> FacilityView:
+    async def set_limits(
+        hotel_id: HotelIdPath, body: LimitsBody, facilities: Service
+    ) -> FacilityView:
         """Change a facility's upstream budget."""
         return await facilities.set_limits(hotel_id, body)
 
@@ -169,7 +220,7 @@ def build_admin_router(
         response_model=MintedKey,
     )
     async def mint_key(
-        hotel_id: str,
+        hotel_id: HotelIdPath,
         facilities: Service,
         response: Response,
         body: MintKeyBody | None = None,
@@ -180,17 +231,19 @@ def build_admin_router(
         return MintedKey(key=view, gateway_key=raw_key)
 
     @router.get("/facilities/{hotel_id}/keys", response_model=KeyList)
-    async def list_keys(hotel_id: str, facilities: Service) -> KeyList:
+    async def list_keys(hotel_id: HotelIdPath, facilities: Service) -> KeyList:
         """Every gateway key of the facility (prefixes only)."""
         return KeyList(keys=await facilities.list_keys(hotel_id))
 
     @router.delete("/facilities/{hotel_id}/keys/{key_id}", response_model=KeyView)
-    async def revoke_key(hotel_id: str, key_id: int, facilities: Service) -> KeyView:
+    async def revoke_key(hotel_id: HotelIdPath, key_id: KeyIdPath, facilities: Service) -> KeyView:
         """Revoke one gateway key of the facility."""
         return await facilities.revoke_key(hotel_id, key_id)
 
     @router.post("/facilities/{hotel_id}/reconnect", response_model=FacilityView)
-    async def reconnect(hotel_id: str, body: ReconnectBody, facilities: Service) -> FacilityView:
+    async def reconnect(
+        hotel_id: HotelIdPath, body: ReconnectBody, facilities: Service
+    ) -> FacilityView:
         """Replace the facility's credentials once the booking system accepts them."""
         facility = await facilities.reconnect(
             hotel_id,
