@@ -104,11 +104,11 @@ async def probe_facility(services: Services, hotel_id: str, report: Report) -> N
 
 async def _token(services: Services, facility: FacilityView, report: Report) -> bool:
     try:
-        token = await services.tokens.token(facility.hotel_id)
+        await services.tokens.token(facility.hotel_id)
     except (PmsError, PmsgateError) as error:
         report.add(AREA, "login", Status.FAIL, _describe(error), _hint(error))
         return False
-    where = token.source
+    where = services.pms.token_place(facility.hotel_id)
     found = (
         f"A token was obtained; the login answer carried it in {_PLACES.get(where, where)}."
         if where

@@ -102,8 +102,6 @@ class Token(BaseModel):
 
     value: SecretStr
     expires_at: datetime
-    # Where the login answer carried it ("data", "top", "nested"); None for a stored token.
-    source: str | None = None
 
     def is_expired(self, now: datetime) -> bool:
         """True when the token is no longer valid at ``now``."""
@@ -180,6 +178,8 @@ class PmsClient:
         # composition root's) remembers it from the first "no such operation" answer on.
         self._in_use: dict[str, str] = {}
         self._answered_on: dict[str, str] = {}
+        # hotel_id → where its last login answer carried the token (for `pmsgate doctor`).
+        self._token_places: dict[str, str] = {}
         if not user_agent.startswith(BROWSER_UA_PREFIX):
             # Sent anyway so the fault is visible as pms_edge_blocked, but say why up front.
             log.warning("pms_user_agent_not_browser_style", expected_prefix=BROWSER_UA_PREFIX)
@@ -220,7 +220,9 @@ class PmsClient:
                 operation=operation.name,
                 ruid=_ruid(body),
             )
-        return Token(value=SecretStr(value), expires_at=self._expiry(holder, body), source=source)
+        if source is not None:
+            self._token_places[credentials.hotel_id] = source
+        return Token(value=SecretStr(value), expires_at=self._expiry(holder, body))
 
     async def call(
         self,
@@ -263,6 +265,14 @@ class PmsClient:
     def path_in_use(self, operation: Operation) -> str:
         """The path the next request of ``operation`` goes to first."""
         return self._in_use.get(operation.name, operation.path)
+
+    def token_place(self, hotel_id: str) -> str | None:
+        """Where the facility's last login answer in this process carried the token.
+
+        ``data`` (``data.auth_token``), ``top`` (a top-level ``auth_token``) or ``nested``
+        (``data.data.auth_token``); None when no login happened in this process.
+        """
+        return self._token_places.get(hotel_id)
 
     def resolved_paths(self) -> dict[str, str]:
         """Operation name → the path it answered on in this process (a fallback shows here)."""
