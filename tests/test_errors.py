@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 import pytest
 import structlog.testing
-from fastapi import FastAPI
+from fastapi import APIRouter, FastAPI
 
 from pmsgate.errors import install_error_handlers
 
@@ -31,3 +31,24 @@ async def test_an_unforeseen_exception_is_a_500_error_body_and_its_text_is_never
         "RuntimeError"
     ]
     assert "hunter2" not in str(logs)
+
+
+async def test_a_405_names_every_method_of_the_path_in_allow() -> None:
+    app = FastAPI()
+    install_error_handlers(app)
+    router = APIRouter(prefix="/things")
+
+    @router.get("")
+    async def read() -> None: ...
+
+    @router.post("")
+    async def write() -> None: ...
+
+    app.include_router(router)
+
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        answer = await client.put("/things")
+    assert answer.status_code == 405
+    assert answer.headers["allow"] == "GET, POST"
+    assert answer.json()["error"]["code"] == "method_not_allowed"

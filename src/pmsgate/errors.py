@@ -14,6 +14,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match, Mount
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger(__name__)
@@ -162,6 +163,27 @@ class UnexpectedErrorMiddleware:
             await response(scope, receive, send)
 
 
+_METHODS = ("DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT")
+
+
+def allowed_methods(request: Request) -> str:
+    """Every method some route answers at the request's path (the ``Allow`` of a 405).
+
+    Asked of the routes themselves, one method at a time: included routers and mounts
+    answer for their own routes, however the router nests them.
+    """
+    # Not mounts: a mounted app (static files) matches every method and answers for itself.
+    routes = [r for r in getattr(request.app, "routes", ()) if not isinstance(r, Mount)]
+    allowed = [
+        method
+        for method in _METHODS
+        if any(
+            route.matches({**request.scope, "method": method})[0] is Match.FULL for route in routes
+        )
+    ]
+    return ", ".join(allowed)
+
+
 def install_error_handlers(app: FastAPI, *, render: ErrorRenderer | None = None) -> None:
     """Render every error, expected or not, as the service's JSON error body.
 
@@ -184,8 +206,18 @@ def install_error_handlers(app: FastAPI, *, render: ErrorRenderer | None = None)
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(request: Request, exc: StarletteHTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        headers = dict(exc.headers or {})
+        if exc.status_code == 405:
+            # Every method the path answers (RFC 9110 §15.5.6), not only the first route's.
+            allow = allowed_methods(request) or headers.get("Allow")
+            if allow:
+                headers["Allow"] = allow
         error = PmsgateError(
-            str(exc.detail), code=code, status=exc.status_code, hint="Check the URL and method."
+            str(exc.detail),
+            code=code,
+            status=exc.status_code,
+            hint="Check the URL and method.",
+            headers=headers,
         )
         return error_response(request, error, render)
 
