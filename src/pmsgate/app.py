@@ -44,6 +44,7 @@ from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.usage import UsageCounter
 from pmsgate.gateway.window import WindowPolicy
+from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
 from pmsgate.storage.db import open_database, session_factory
@@ -247,6 +248,12 @@ def create_app(
     app = FastAPI(title="pmsgate", version="0.1.0", lifespan=lifespan)
     # The console's pages show their errors as pages; everything else as the JSON body.
     install_error_handlers(app, render=render_console_error)
+    # Every route's body is bounded as it arrives (413 before a large body is read whole).
+    app.add_middleware(
+        BodyLimitMiddleware,
+        max_body_bytes=settings.max_body_bytes,
+        max_upload_body_bytes=settings.max_upload_body_bytes,
+    )
     app.add_middleware(RequestIdMiddleware)  # outermost: every log line has the request id
     if services is not None:
         app.state.services = services

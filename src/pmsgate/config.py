@@ -182,6 +182,18 @@ class Settings(BaseSettings):
         "a cached tool call needs no database query; a key revoked or a facility changed by "
         "another process is seen up to this late (0 = check the database on every call).",
     )
+    max_body_bytes: int = Field(
+        default=1024 * 1024,
+        ge=1,
+        description="The largest request body any route accepts, in bytes (larger: 413 "
+        "payload_too_large, refused before it is read whole).",
+    )
+    max_upload_body_bytes: int = Field(
+        default=72 * 1024 * 1024,
+        ge=1,
+        description="The largest body of POST /v1/operations/save-guest-pictures, in bytes: "
+        "10 pictures of 5 MiB, base64-encoded, with room for the JSON around them.",
+    )
     reauth_interval_s: float = Field(
         default=900.0,
         gt=0,

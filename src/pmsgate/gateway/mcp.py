@@ -14,6 +14,10 @@ parent app must enter. Choices, and why:
   in-memory session a load balancer would have to pin to one replica, no SSE
   stream held open. The price is no server-to-client requests (sampling,
   elicitation) and no progress notifications, which these tools never need.
+  Hence only POST is served: ``GET /mcp`` (the SSE stream for server-initiated
+  messages) and ``DELETE /mcp`` (ending a session) answer 405 with
+  ``Allow: POST``, as the streamable-HTTP transport specifies for a server that
+  offers no such stream — before authentication, so no stream is ever opened.
   Both protocol eras work: the initialize handshake (2025 revisions) and the
   2026-07-28 single-exchange requests, which the SDK's manager routes itself.
 - **Authentication** is the HTTP gateway's: every HTTP request (``initialize``
@@ -223,6 +227,11 @@ class BearerKeyMiddleware:
             if scope["type"] == "websocket":
                 await send({"type": "websocket.close", "code": 1008})
             return
+        if scope.get("method") != "POST":
+            # Stateless: no session to resume or end (DELETE) and no server-initiated
+            # messages, so no SSE stream on GET — the spec's answer to that GET is 405.
+            await _method_not_allowed(scope, receive, send)
+            return
         authorization = Headers(scope=scope).get("authorization")
         try:
             facility = await self.authenticate(bearer_key(authorization))
@@ -235,3 +244,14 @@ class BearerKeyMiddleware:
             return
         # A copy of the scope: the facility belongs to this request only.
         await self.app({**scope, FACILITY_SCOPE_KEY: facility}, receive, send)
+
+
+async def _method_not_allowed(scope: Scope, receive: Receive, send: Send) -> None:
+    error = PmsgateError(
+        f"{scope.get('method')} is not served on /mcp: every MCP message is a POST.",
+        code="method_not_allowed",
+        status=405,
+        hint="POST each JSON-RPC message; this server opens no SSE stream and keeps no session.",
+    )
+    response = JSONResponse(error.to_body(), status_code=405, headers={"Allow": "POST"})
+    await response(scope, receive, send)
