@@ -139,6 +139,7 @@ async def open_services(
             redis=redis,
             namespace=settings.redis_namespace,
             background_share=settings.limiter_background_share,
+            edge_margin_s=settings.limiter_edge_margin_s,
         )
         cache = ReadCache(
             clock=clock,

@@ -116,6 +116,14 @@ class Settings(BaseSettings):
         description="Share of each window (minute, hour, day) that background refreshes may use; "
         "the rest is reserved for interactive tool calls.",
     )
+    limiter_edge_margin_s: float = Field(
+        default=0.5,
+        ge=0,
+        lt=60,
+        description="Every limiter window is widened by this many seconds, so replicas whose "
+        "clocks differ by less than it never exceed a limit together (and network jitter does "
+        "not push a request into the booking system's next window).",
+    )
     cache_max_age_s: dict[str, float] = Field(
         default_factory=lambda: {
             "check-availability": 300.0,
