@@ -10,15 +10,19 @@ from __future__ import annotations
 import json
 import math
 from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import anyio
 import pytest
+from typer.testing import Result
 
 from pmsgate.knowledge.nodes import FORMAT_VERSION, content_hash, page_nodes, source_key
 from pmsgate.knowledge.sync import SYNC_FOLDER_KEY, SyncProgress
 from pmsgate.knowledge.template import check_page
 from pmsgate.platform.notes import Block, paragraph, toggle
+from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import EnrolledSandbox
 from tests.knowledge.sync_support import (
     knowledge_sync,
@@ -493,9 +497,11 @@ async def test_a_node_edited_or_deleted_on_the_platform_is_repaired(database_url
 # --- the command line ----------------------------------------------------------------------------
 
 
-async def test_the_sync_command_prints_the_counters_and_a_second_commit_creates_nothing(
-    database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+@contextmanager
+def sync_command_on(
+    enrolled: EnrolledSandbox, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Callable[..., Result]]:
+    """`pmsgate knowledge sync --student <the customer> <args>` on the sandbox, in-process."""
     from typer.testing import CliRunner
 
     from pmsgate.cli import app
@@ -503,46 +509,75 @@ async def test_the_sync_command_prints_the_counters_and_a_second_commit_creates_
     from pmsgate.knowledge.cli import upstreams
     from tests.customers.support import sandbox_http_factory
 
-    async with sync_sandbox(database_url) as enrolled:
-        settings = enrolled.settings
-        assert settings.secret_keys is not None and settings.platform_api_token is not None
-        for name, value in {
-            "PMSGATE_DATABASE_URL": database_url,
-            "PMSGATE_SECRET_KEYS": settings.secret_keys.get_secret_value(),
-            "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
-            "PMSGATE_PLATFORM_API_TOKEN": settings.platform_api_token.get_secret_value(),
-            "PMSGATE_NOTES_API_URL": settings.notes_api_url,
-        }.items():
-            monkeypatch.setenv(name, value)
+    settings = enrolled.settings
+    assert settings.secret_keys is not None and settings.platform_api_token is not None
+    for name, value in {
+        "PMSGATE_DATABASE_URL": database_url,
+        "PMSGATE_SECRET_KEYS": settings.secret_keys.get_secret_value(),
+        "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
+        "PMSGATE_PLATFORM_API_TOKEN": settings.platform_api_token.get_secret_value(),
+        "PMSGATE_NOTES_API_URL": settings.notes_api_url,
+    }.items():
+        monkeypatch.setenv(name, value)
+    get_settings.cache_clear()
+    monkeypatch.setattr(upstreams, "http_factory", sandbox_http_factory(enrolled.app))
+    monkeypatch.setattr(upstreams, "clock", enrolled.clock)
+    monkeypatch.setattr(upstreams, "sleep", enrolled.sleep)
+    runner = CliRunner()
+
+    def invoke(*args: str) -> Result:
+        return runner.invoke(
+            app,
+            ["knowledge", "sync", "--student", enrolled.student_id, *args],
+            env={"COLUMNS": "200"},
+        )
+
+    try:
+        yield invoke
+    finally:
         get_settings.cache_clear()
-        monkeypatch.setattr(upstreams, "http_factory", sandbox_http_factory(enrolled.app))
-        monkeypatch.setattr(upstreams, "clock", enrolled.clock)
-        monkeypatch.setattr(upstreams, "sleep", enrolled.sleep)
-        runner = CliRunner()
 
-        def invoke(*args: str) -> tuple[int, str]:
-            result = runner.invoke(
-                app,
-                ["knowledge", "sync", "--student", enrolled.student_id, *args],
-                env={"COLUMNS": "200"},
-            )
-            return result.exit_code, result.stdout
 
-        try:
-            # The command runs its own event loop: give it a thread of its own.
-            code, out = await anyio.to_thread.run_sync(invoke)
+async def test_the_sync_command_prints_the_counters_and_a_second_commit_creates_nothing(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with sync_sandbox(database_url) as enrolled:
+        with sync_command_on(enrolled, database_url, monkeypatch) as sync_command:
+
+            async def invoke(*args: str) -> tuple[int, str]:
+                # The command runs its own event loop: give it a thread of its own.
+                result = await anyio.to_thread.run_sync(lambda: sync_command(*args))
+                return result.exit_code, result.stdout
+
+            code, out = await invoke()
             assert code == 0, out
             assert "incompleteTemplates" in out and "Apartment Magnolia" in out
-            code, out = await anyio.to_thread.run_sync(invoke, "--commit", "--json")
+            code, out = await invoke("--commit", "--json")
             assert code == 0, out
             first = json.loads(out)
             assert first["directoriesCreated"] == 3 and first["created"] > 90
             assert first["jobId"]
-            code, out = await anyio.to_thread.run_sync(invoke, "--commit", "--json")
+            code, out = await invoke("--commit", "--json")
             second = json.loads(out)
             assert (code, second["created"], second["unchanged"]) == (0, 0, first["created"])
             # The password is in the WiFi nodes, never in what the command prints.
             for page in enrolled.notes_pages:
                 assert page["wifi"]["password"] not in out
-        finally:
-            get_settings.cache_clear()
+
+
+async def test_a_sync_refused_inside_the_jobs_task_group_ends_with_a_clear_error_not_a_traceback(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with sync_sandbox(database_url) as enrolled:
+        repo = KnowledgeSyncRepository(enrolled.services.sessions, enrolled.clock)
+        # Another process runs a sync for this customer (and beats).
+        await repo.create_job("a-running-job", enrolled.student_id, "commit", runner_id="other")
+        running = await repo.start_job("a-running-job")
+        with sync_command_on(enrolled, database_url, monkeypatch) as sync_command:
+            result = await anyio.to_thread.run_sync(lambda: sync_command("--commit"))
+
+        assert result.exit_code == 2, (result.stdout, result.stderr, result.exception)
+        assert "sync_already_running" in result.stderr
+        assert "Traceback" not in result.stdout + result.stderr
+        assert "ExceptionGroup" not in result.stdout + result.stderr
+        assert (await repo.get_job(running.id)).status == "running"

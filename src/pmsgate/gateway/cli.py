@@ -14,7 +14,6 @@ error and exit with status 2.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
@@ -27,9 +26,9 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from pmsgate.cli_support import fail
+from pmsgate.cli_support import fail, run
 from pmsgate.config import get_settings
-from pmsgate.errors import InvalidInput, PmsgateError
+from pmsgate.errors import InvalidInput
 from pmsgate.gateway.facilities import (
     FacilityService,
     FacilityView,
@@ -93,10 +92,7 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
     async def _main() -> T:
         return await work()
 
-    try:
-        return asyncio.run(_main())
-    except PmsgateError as error:
-        raise fail(error) from None
+    return run(_main())
 
 
 def _with_service(work: Callable[[FacilityService], Awaitable[T]]) -> T:

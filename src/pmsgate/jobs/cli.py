@@ -14,7 +14,6 @@ it could not run (the error's code, message and hint on standard error).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -27,8 +26,8 @@ from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from pmsgate.cli_support import fail
+from pmsgate.cli_support import run as run_async
 from pmsgate.config import get_settings
-from pmsgate.errors import PmsgateError
 from pmsgate.jobs.scheduler import (
     JOB_SPECS,
     REFRESH_USAGE,
@@ -133,12 +132,9 @@ def _report(run: JobRunView, as_json: bool) -> None:
 
 
 def _run_and_report(name: str, as_json: bool) -> None:
-    try:
-        run = asyncio.run(_run_job(name))
-    except PmsgateError as error:
-        raise fail(error) from None
-    _report(run, as_json)
-    code = _exit_code(run)
+    job_run = run_async(_run_job(name))
+    _report(job_run, as_json)
+    code = _exit_code(job_run)
     if code:
         raise typer.Exit(code=code)
 
@@ -174,10 +170,7 @@ async def _latest_runs() -> dict[str, JobRunView]:
 def list_command(as_json: JsonOption = False) -> None:
     """Each job, its interval, its last run and how it ended."""
     settings = get_settings()
-    try:
-        latest = asyncio.run(_latest_runs())
-    except PmsgateError as error:
-        raise fail(error) from None
+    latest = run_async(_latest_runs())
     rows = []
     for spec in JOB_SPECS:
         run = latest.get(spec.name)

@@ -14,7 +14,6 @@ patch is reported and the command exits with status 1 after the other pages.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -31,7 +30,7 @@ from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue
-from pmsgate.cli_support import fail
+from pmsgate.cli_support import fail, run
 from pmsgate.clock import Clock
 from pmsgate.config import get_settings
 from pmsgate.customers.context import (
@@ -120,10 +119,7 @@ def run_with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:
         async with open_services() as services:
             return await work(services)
 
-    try:
-        return asyncio.run(_go())
-    except PmsgateError as error:
-        raise fail(error) from None
+    return run(_go())
 
 
 def page_progress() -> Progress:

@@ -13,7 +13,6 @@ failed (the others are synced), 2 when the sync could not run (error on stderr).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Annotated
 
@@ -30,8 +29,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pmsgate.errors import PmsgateError
-from pmsgate.knowledge.cli import fail, knowledge_app, open_services
+from pmsgate.cli_support import run
+from pmsgate.knowledge.cli import knowledge_app, open_services
 from pmsgate.knowledge.jobs import SyncJobs
 from pmsgate.knowledge.sync import (
     CommitReport,
@@ -158,10 +157,7 @@ def sync_command(
     ] = False,
 ) -> None:
     """Sync the apartments' notes pages into the assistant's knowledge base (dry run by default)."""
-    try:
-        job, report = asyncio.run(_run(student, commit, show_progress=not as_json))
-    except PmsgateError as error:
-        raise fail(error) from None
+    job, report = run(_run(student, commit, show_progress=not as_json))
     if report is None:
         err_console.print(
             f"[bold red]error[/] {escape(job.error_code or 'sync_failed')}: "

@@ -21,7 +21,6 @@ emulators' ASGI app in the sandbox and the tests.
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -38,7 +37,7 @@ from rich.text import Text
 from sqlalchemy.exc import SQLAlchemyError
 from typer.core import TyperGroup
 
-from pmsgate.cli_support import fail
+from pmsgate.cli_support import fail, run
 from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
 from pmsgate.knowledge import cli as knowledge_cli
@@ -105,10 +104,7 @@ def _run_async(work: Callable[[OnboardingServices], Awaitable[T]]) -> T:
         async with open_services() as services:
             return await work(services)
 
-    try:
-        return asyncio.run(_go())
-    except PmsgateError as error:
-        raise fail(error) from None
+    return run(_go())
 
 
 # --- the live view -----------------------------------------------------------------------------
