@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -147,6 +149,63 @@ async def test_add_own_reads_the_password_then_the_api_key_from_stdin(
     async with facility_service(cli_env, clock) as service:
         credentials = await service.credentials("123456")
     assert credentials.api_key.get_secret_value() == OWN_API_KEY
+
+
+async def pmsgate_process(*args: str, input: str) -> tuple[int, str, str]:
+    """Run `pmsgate <args>` as a real process with ``input`` piped to its standard input.
+
+    In a process, ``sys.stdin`` is not the strict UTF-8 stream click expects (it uses
+    ``surrogateescape``), so click wraps it anew on each ``get_text_stream`` call —
+    which the in-process runner does not reproduce.
+    """
+    done = await anyio.run_process(
+        [sys.executable, "-c", "from pmsgate.cli import app; app()", *args],
+        input=input.encode(),
+        check=False,
+        env={**os.environ, "LC_ALL": "C.UTF-8", "COLUMNS": "200"},
+    )
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_a_piped_password_and_api_key_are_the_first_and_second_lines_of_stdin(
+    cli_env: str, clock: ManualClock
+) -> None:
+    code, out, err = await pmsgate_process(
+        *OWN_ADD, *BOTH_STDIN, "--json", input=f"{PASSWORD}\n{OWN_API_KEY}\n"
+    )
+
+    assert code == 0, err
+    assert json.loads(out)["facility"]["kind"] == "own"
+    assert PASSWORD not in out + err and OWN_API_KEY not in out + err
+    async with facility_service(cli_env, clock) as service:
+        credentials = await service.credentials("123456")
+    assert credentials.password.get_secret_value() == PASSWORD
+    assert credentials.api_key.get_secret_value() == OWN_API_KEY
+
+
+async def test_a_piped_api_key_alone_is_the_first_line_of_stdin(
+    cli_env: str, clock: ManualClock
+) -> None:
+    # The password comes from its (hidden) prompt, answered first by the runner's input.
+    result = await pmsgate(
+        *OWN_ADD, "--api-key-stdin", "--json", input=f"{PASSWORD}\n{OWN_API_KEY}\n"
+    )
+
+    assert one_json(result)["facility"]["kind"] == "own"
+    assert PASSWORD not in result.stdout + result.stderr
+    assert OWN_API_KEY not in result.stdout + result.stderr
+    async with facility_service(cli_env, clock) as service:
+        credentials = await service.credentials("123456")
+    assert credentials.api_key.get_secret_value() == OWN_API_KEY
+
+
+async def test_a_missing_api_key_line_is_missing_api_key_with_the_stdin_rule(
+    cli_env: str,
+) -> None:
+    result = await pmsgate(*OWN_ADD, *BOTH_STDIN, "--json", input=f"{PASSWORD}\n")
+
+    assert_failed_with(result, "missing_api_key")
+    assert "second" in result.stderr and PASSWORD not in result.stderr
 
 
 async def test_add_own_accepts_the_api_key_as_a_flag(cli_env: str) -> None:

@@ -4,8 +4,11 @@ Secrets never travel as command-line flags that end up in shell history and
 the process list: the API password comes from one line of standard input
 (``--password-stdin``) or a hidden prompt. An own facility's api key is less
 sensitive (it only works together with the password) but still secret: it is
-read from standard input (``--api-key-stdin``, the line after the password when
-both come from stdin) or a hidden prompt, and ``--api-key`` is accepted for
+read from standard input (``--api-key-stdin``) or a hidden prompt. The stdin rule:
+with both ``--password-stdin`` and ``--api-key-stdin`` the first line is the
+password and the second the api key; with one of them, its secret is the first
+line (the other secret then comes from its prompt or flag). Both lines are read
+through one reader, and neither is ever echoed. ``--api-key`` is accepted for
 convenience with a warning in its help. ``--json`` prints exactly one JSON object
 on standard output; the raw gateway key appears only in the output of ``add`` and
 ``mint-key``. Errors print ``error <code>: <message>`` and a hint on standard
@@ -63,15 +66,16 @@ PasswordStdin = Annotated[
     bool,
     typer.Option(
         "--password-stdin",
-        help="Read the API password from the first line of standard input (else: hidden prompt).",
+        help="Read the API password from the first line of standard input (else: hidden "
+        "prompt). With --api-key-stdin too: line 1 the password, line 2 the api key.",
     ),
 ]
 ApiKeyStdin = Annotated[
     bool,
     typer.Option(
         "--api-key-stdin",
-        help="Read the own api key from standard input (the line after the password when "
-        "--password-stdin is also given).",
+        help="Read the own api key from the first line of standard input (the second "
+        "line when --password-stdin is also given: line 1 the password, line 2 the api key).",
     ),
 ]
 ApiKeyFlag = Annotated[
@@ -114,20 +118,45 @@ def _dump(model: BaseModel) -> dict[str, Any]:
     return model.model_dump(mode="json")
 
 
-def _read_line() -> str:
-    return typer.get_text_stream("stdin").readline().rstrip("\r\n")
+STDIN_RULE = (
+    "With --password-stdin and --api-key-stdin, standard input holds the password on its "
+    "first line and the api key on its second; with one of them, that secret on its first line."
+)
 
 
-def _read_password(from_stdin: bool) -> SecretStr:
+class _Stdin:
+    """Standard input, read line by line through one stream for the whole command.
+
+    ``typer.get_text_stream("stdin")`` may wrap the binary stream in a new reader on each
+    call (it does whenever ``sys.stdin`` is not strict UTF-8, e.g. ``surrogateescape``
+    under a C locale); the first reader buffers every piped line, so a second reader
+    would find nothing. Lines are secrets: never echoed.
+    """
+
+    def __init__(self) -> None:
+        self._stream: Any = None
+
+    def line(self) -> str | None:
+        """The next line without its line break; None at the end of the input."""
+        if self._stream is None:
+            self._stream = typer.get_text_stream("stdin")
+        line: str = self._stream.readline()
+        return line.rstrip("\r\n") if line else None
+
+
+def _read_password(from_stdin: bool, stdin: _Stdin) -> SecretStr:
     if from_stdin:
-        return SecretStr(_read_line())
+        # An empty or missing line is the service's missing_password.
+        return SecretStr(stdin.line() or "")
     # Prompts go to stderr so that stdout stays exactly the (JSON) answer.
     return SecretStr(
         typer.prompt("API password", hide_input=True, default="", show_default=False, err=True)
     )
 
 
-def _read_api_key(flag: str | None, from_stdin: bool, *, prompt: bool) -> SecretStr | None:
+def _read_api_key(
+    flag: str | None, from_stdin: bool, stdin: _Stdin, *, prompt: bool
+) -> SecretStr | None:
     if flag is not None and from_stdin:
         raise fail(
             InvalidInput(
@@ -138,7 +167,14 @@ def _read_api_key(flag: str | None, from_stdin: bool, *, prompt: bool) -> Secret
     if flag is not None:
         return SecretStr(flag)
     if from_stdin:
-        return SecretStr(_read_line())
+        line = stdin.line()
+        if not line:
+            raise fail(
+                InvalidInput(
+                    "No api key on standard input.", code="missing_api_key", hint=STDIN_RULE
+                )
+            )
+        return SecretStr(line)
     if prompt:
         return SecretStr(typer.prompt("Api key", hide_input=True, err=True))
     return None
@@ -213,8 +249,9 @@ def add(
     json_output: JsonOption = False,
 ) -> None:
     """Register a facility and print its first gateway key (shown only once)."""
-    password = _read_password(password_stdin)
-    own_key = _read_api_key(api_key, api_key_stdin, prompt=kind == "own")
+    stdin = _Stdin()
+    password = _read_password(password_stdin, stdin)
+    own_key = _read_api_key(api_key, api_key_stdin, stdin, prompt=kind == "own")
 
     async def work(service: FacilityService) -> tuple[FacilityView, str]:
         new = NewFacility(
@@ -357,8 +394,9 @@ def reconnect(
 
     An own facility keeps its stored api key unless a new one is given.
     """
-    password = _read_password(password_stdin)
-    new_key = _read_api_key(api_key, api_key_stdin, prompt=False)
+    stdin = _Stdin()
+    password = _read_password(password_stdin, stdin)
+    new_key = _read_api_key(api_key, api_key_stdin, stdin, prompt=False)
 
     async def work(service: FacilityService) -> FacilityView:
         settings = get_settings()
