@@ -8,10 +8,22 @@ from contextlib import AsyncExitStack
 import anyio
 import pytest
 
+from pmsgate.clock import ManualClock
 from pmsgate.gateway.facilities import Limits
 from tests.e2e.conftest import add_seeded_facility, gateway_settings, running_gateway
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.redis]
+
+
+class SkewedClock:
+    """A replica's own clock: the shared clock plus a fixed offset (NTP is never perfect)."""
+
+    def __init__(self, clock: ManualClock, offset_s: float) -> None:
+        self._clock = clock
+        self._offset = dt.timedelta(seconds=offset_s)
+
+    def now(self) -> dt.datetime:
+        return self._clock.now() + self._offset
 
 
 @pytest.fixture
@@ -28,9 +40,12 @@ async def replicas(postgres_url, redis_url, redis_namespace, kross_http, clock):
     await engine.dispose()
     settings = gateway_settings(postgres_url, redis_url, redis_namespace=redis_namespace)
     async with AsyncExitStack() as stack:
+        # One replica's clock 50 ms ahead of the booking system's, the other's 50 ms behind.
         yield [
-            await stack.enter_async_context(running_gateway(settings, kross_http, clock))
-            for _ in range(2)
+            await stack.enter_async_context(
+                running_gateway(settings, kross_http, SkewedClock(clock, offset))  # type: ignore[arg-type]
+            )
+            for offset in (0.05, -0.05)
         ]
 
 
@@ -79,3 +94,58 @@ async def test_two_replicas_never_exceed_a_facility_limit_together(replicas, kro
     assert kross_store.stats.requests_by_hotel[record["hotel_id"]] <= 5
     assert kross_store.stats.rate_limited.total() == 0
     assert statuses.count(429) >= 20 - 5
+
+
+async def test_a_cold_start_burst_and_two_minutes_of_load_get_no_upstream_429(
+    replicas, kross_store, clock
+):
+    """Issue 12: 60 simultaneous calls on two cold replicas, then 2 minutes of steady load.
+
+    The booking system's own limits (10/min, sliding) are enforced by the emulator on
+    its clock; the replicas' clocks are 50 ms ahead and behind it. Every call is either
+    answered or refused by pmsgate itself with a Retry-After: not one request may reach
+    the booking system beyond its limit.
+    """
+    first = replicas[0]
+    record, key = await add_seeded_facility(first.services, kross_store)
+    apartments = [a["id_room_type"] for a in record["apartments"]]
+    statuses: list[int] = []
+    calls = 0
+
+    async def call(replica, index: int) -> None:
+        if index % 3 == 0:
+            answer = await replica.tool("get-incomplete-portals", key)
+        else:
+            # Beyond the cached availability window: each range is its own upstream read.
+            arrival = clock.now().date() + dt.timedelta(days=120 + index % 400)
+            answer = await replica.tool(
+                "check-availability",
+                key,
+                apartment_id=apartments[index % len(apartments)],
+                arrival=arrival.isoformat(),
+                departure=(arrival + dt.timedelta(days=2)).isoformat(),
+            )
+        if answer.status_code == 429:
+            assert answer.json()["error"]["code"] == "upstream_budget_exhausted"
+            assert int(answer.headers["Retry-After"]) >= 1
+        statuses.append(answer.status_code)
+
+    async def burst(size: int) -> None:
+        nonlocal calls
+        async with anyio.create_task_group() as group:
+            for _ in range(size):
+                group.start_soon(call, replicas[calls % 2], calls)
+                calls += 1
+
+    await burst(60)  # cold start: no token, no cache, both replicas at once
+    assert kross_store.stats.rate_limited.total() == 0
+    assert kross_store.stats.tokens_issued[record["hotel_id"]] == 1
+    for _ in range(120):  # two minutes, four calls a second across both replicas
+        clock.advance(1)
+        await burst(4)
+
+    assert kross_store.stats.rate_limited.total() == 0
+    assert set(statuses) <= {200, 429}
+    # The budget was used, not just refused: the whole minute at t=0 and again at t≈61 s.
+    assert kross_store.stats.requests_by_hotel[record["hotel_id"]] == 20
+    assert kross_store.stats.tokens_issued[record["hotel_id"]] == 1
