@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from pmsgate.gateway.facilities import FacilityService, vault_from_settings
@@ -43,6 +45,35 @@ async def test_a_changed_password_moves_the_facility_to_error_without_a_retry_st
     assert kross_store.stats.tokens_issued[hotel_id] == 1
     # the first token, the refused refresh, then exactly one attempt in the new interval
     assert kross_store.stats.requests_by_operation["auth/get-token"] == 3
+
+
+async def test_after_a_password_change_cached_answers_are_no_longer_served_as_fresh(
+    gateway, facility, kross_store, clock
+):
+    record, key = facility
+    hotel_id = record["hotel_id"]
+    apartment = record["apartments"][0]["id_room_type"]
+    arrival = clock.now().date() + dt.timedelta(days=10)
+    availability = {
+        "apartment_id": apartment,
+        "arrival": arrival.isoformat(),
+        "departure": (arrival + dt.timedelta(days=2)).isoformat(),
+    }
+    assert (await gateway.tool("get-in-house-guests", key)).status_code == 200
+    clock.advance(gateway.services.tools.max_age_s("get-in-house-guests") / 2)
+    fresh = await gateway.tool("check-availability", key, **availability)
+    assert fresh.json()["meta"]["stale"] is False
+
+    kross_store.change_password(hotel_id, "the-new-password")
+    clock.advance(gateway.services.tools.max_age_s("get-in-house-guests") / 2 + 1)
+    failed = await gateway.tool("get-in-house-guests", key)
+    assert failed.json()["error"]["code"] == "pms_auth_failed"
+
+    # Still young enough to be fresh by age, but the facility can no longer be read.
+    served = await gateway.tool("check-availability", key, **availability)
+    assert served.status_code == 200
+    assert served.json()["meta"]["source"] == "cache"
+    assert served.json()["meta"]["stale"] is True
 
 
 async def test_reconnecting_with_the_new_password_restores_calls(

@@ -31,6 +31,7 @@ refresh and retry, one alternate path on "no such operation").
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
@@ -203,6 +204,10 @@ class Gateway:
             )
         except pms.PmsError as error:
             raise translate(error) from None
+        if cached.source == "cache" and not cached.stale and facility.status != "connected":
+            # The booking system refused this facility's credentials since the answer was
+            # cached (a password change): nothing newer can be had, so it is no longer fresh.
+            cached = dataclasses.replace(cached, stale=True)
         refresh_at = self.policy.refresh_ahead_ratio * max_age_s
         if cached.source == "cache" and not cached.stale and cached.age_s >= refresh_at:
             self._refresh_in_background(full_key, refresh_at, fetch)
