@@ -50,6 +50,62 @@ async def test_operations_that_must_not_be_sent_are_refused_locally(
     assert kross_store.stats.requests_total == before
 
 
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("reservations/get-list", {"arrival_from": "0001-01-01"}),
+        ("calendar/get-availability", {"date_from": "9999-01-01", "date_to": "9999-01-02"}),
+        (
+            "reservations/save",
+            {"id_reservation": 1, "arrival": "0001-01-01", "departure": "0001-01-02"},
+        ),
+        (
+            "reservations/add-payment",
+            {
+                "id_reservation": 1,
+                "amount": 10,
+                "currency": "EUR",
+                "method": "cash",
+                "date": "9999-12-31",
+            },
+        ),
+    ],
+)
+async def test_absurd_dates_are_refused_with_a_422_before_anything_is_sent(
+    gateway, facility, kross_store, path, body
+):
+    _, key = facility
+    before = kross_store.stats.requests_total
+    answer = await operation(gateway, key, path, body, idem="absurd-date-1")
+    assert answer.status_code == 422, answer.text
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_payload" and "years" in error["hint"]
+    assert kross_store.stats.requests_total == before
+
+
+async def test_a_birth_date_in_the_future_is_refused_naming_the_nested_field(
+    gateway, facility, clock
+):
+    _, key = facility
+    guest = {
+        "first_name": "Ada",
+        "last_name": "Rossi",
+        "nationality": "IT",
+        "document_type": "passport",
+        "document_number": "X1",
+    }
+    tomorrow = clock.now().date() + dt.timedelta(days=1)
+    future = await operation(
+        gateway,
+        key,
+        "check-in-guest",
+        {"id_reservation": 1, "guest": {**guest, "birth_date": tomorrow.isoformat()}},
+        idem="birth-1",
+    )
+    assert future.status_code == 422
+    assert "guest.birth_date" in future.json()["error"]["message"]
+
+
 async def test_a_read_operation_enforces_date_filters_the_server_ignores(gateway, facility, clock):
     _, key = facility
     today = clock.now().date()

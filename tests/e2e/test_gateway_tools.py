@@ -300,3 +300,33 @@ async def test_an_unreadable_availability_night_is_skipped_and_counted_never_a_5
     listed = {a["apartment_id"] for a in body["data"]["apartments"]}
     assert broken.id_room_type not in listed
     assert listed == {a.id_room_type for a in others}
+
+
+@pytest.mark.parametrize(
+    ("arrival", "departure"),
+    [("0001-01-01", "0001-01-03"), ("9999-12-01", "9999-12-03"), (0, 2), ("0", "2")],
+)
+async def test_absurd_dates_get_a_422_with_the_sane_range_and_nothing_is_sent_upstream(
+    gateway, facility, kross_store, arrival, departure
+):
+    _, key = facility
+    before = kross_store.stats.requests_total
+    answer = await gateway.tool("check-availability", key, arrival=arrival, departure=departure)
+    assert answer.status_code == 422
+    error = answer.json()["error"]
+    assert error["code"] == "invalid_arguments"
+    # Out of range: the hint gives the range; not a date at all: the message gives the form.
+    assert "years" in error["hint"] or "YYYY-MM-DD" in error["message"]
+    assert kross_store.stats.requests_total == before
+
+
+async def test_dates_inside_the_sane_range_are_answered(gateway, facility, clock):
+    _, key = facility
+    soon = clock.now().date() + dt.timedelta(days=2 * 365)
+    answer = await gateway.tool(
+        "check-availability",
+        key,
+        arrival=soon.isoformat(),
+        departure=(soon + dt.timedelta(days=2)).isoformat(),
+    )
+    assert answer.status_code == 200, answer.text

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import httpx
@@ -41,8 +42,13 @@ async def test_each_catalogue_tool_created_on_the_platform_runs_through_the_gate
     portals = await platform.run_custom_tool(created["get-incomplete-portals"].id, {})
     assert portals.success, portals.message
     reservation_id = portals.raw_data["data"]["reservations"][0]["reservation_id"]
+    # `pmsgate serve` runs on the real clock; stays are refused beyond 3 years from today.
+    today = dt.datetime.now(dt.UTC).date()
     arguments = {
-        "check-availability": {"arrival": "2030-01-10", "departure": "2030-01-12"},
+        "check-availability": {
+            "arrival": (today + dt.timedelta(days=30)).isoformat(),
+            "departure": (today + dt.timedelta(days=32)).isoformat(),
+        },
         "get-reservation-status": {"reservation_id": reservation_id},
         "get-in-house-guests": {},
         "check-portal-status": {"reservation_id": reservation_id},

@@ -54,7 +54,12 @@ async def run_demo(console: Console, *, seed: int = 1) -> None:
             async with GatewayTour.open(console, gateway_settings, http, box, clock) as tour:
                 await gateway_chapter(tour)
                 await platform_chapter(
-                    console, http, f"{SANDBOX_HOST}/platform", tour.app, tour.key
+                    console,
+                    http,
+                    f"{SANDBOX_HOST}/platform",
+                    tour.app,
+                    tour.key,
+                    today=clock.now().date(),
                 )
         with tempfile.TemporaryDirectory(prefix="pmsgate-onboarding-") as data_dir:
             onboarded = await onboarding_chapter(console, Path(data_dir), seed=seed)

@@ -20,6 +20,7 @@ from pmsgate.app import Services, create_app, open_services
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.gateway.facilities import Limits, NewFacility
+from pmsgate.gateway.tools import AVAILABILITY_WINDOW_DAYS
 from pmsgate.sandbox.app import Sandbox
 
 GATEWAY_HOST = "http://gateway.local"
@@ -175,8 +176,12 @@ class GatewayTour:
         await self.tool("get-in-house-guests", date=self.clock.now().date().isoformat())
         self.clock.advance(self.services.tools.max_age_s("get-in-house-guests") + 1)
         stale = (await self.tool("get-in-house-guests")).json()["meta"]
+        # A stay beyond the cached availability window (not cached), inside the sane range.
+        arrival = self.clock.now().date() + dt.timedelta(days=AVAILABILITY_WINDOW_DAYS + 30)
         unavailable = await self.tool(
-            "check-availability", arrival="2030-01-01", departure="2030-01-03"
+            "check-availability",
+            arrival=arrival.isoformat(),
+            departure=(arrival + dt.timedelta(days=2)).isoformat(),
         )
         self.console.print(
             f"Budget spent (limits lowered to 2/h): a cached tool answers with "

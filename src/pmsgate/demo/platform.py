@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -44,8 +45,10 @@ async def platform_chapter(
     platform_url: str,
     gateway_app: Any,
     gateway_key: str,
+    today: dt.date,
 ) -> None:
-    """Create a workspace, provision the six catalogue tools, run each on the platform."""
+    """Create a workspace, provision the six catalogue tools, run each on the platform
+    (stay dates relative to ``today``, the gateway's clock: the gateway refuses absurd dates)."""
     console.rule("[bold]3. The catalogue on the assistant platform, run through the gateway")
     catalogue = load_catalogue()
     console.print(f"Catalogue v{catalogue.version} passes its lint: {catalogue.counts()}.")
@@ -70,7 +73,10 @@ async def platform_chapter(
         rows = portals.raw_data["data"]["reservations"] if portals.success else []
         reservation = rows[0]["reservation_id"] if rows else 1
         runs: dict[str, dict[str, Any]] = {
-            "check-availability": {"arrival": "2030-01-10", "departure": "2030-01-13"},
+            "check-availability": {
+                "arrival": (today + dt.timedelta(days=45)).isoformat(),
+                "departure": (today + dt.timedelta(days=48)).isoformat(),
+            },
             "get-reservation-status": {"reservation_id": reservation},
             "get-in-house-guests": {},
             "get-incomplete-portals": {},

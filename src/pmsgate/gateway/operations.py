@@ -48,6 +48,9 @@ from pmsgate.pms import errors as pms
 from pmsgate.pms.client import TOKEN_OPERATION, PmsResult
 from pmsgate.pms.dates import enforce_reservation_filters
 from pmsgate.pms.models import (
+    BIRTH_DATE_YEARS_BACK,
+    STAY_DATE_YEARS_AHEAD,
+    STAY_DATE_YEARS_BACK,
     UPSTREAM_LIST_FILTERS,
     AddPayment,
     AvailabilityQuery,
@@ -58,6 +61,7 @@ from pmsgate.pms.models import (
     ReservationQuery,
     RoomTypeQuery,
     WirePayload,
+    insane_dates,
 )
 from pmsgate.pms.operations import Operation
 from pmsgate.pms.reservation_rows import (
@@ -138,7 +142,7 @@ class Operations:
                 code="operation_not_allowed",
                 hint="Call the operation you need; the gateway authenticates for you.",
             )
-        validated = _validate(op.name, payload)
+        validated = _validate(op.name, payload, self.gateway.clock.now().date())
         if op.kind == "read":
             return await self._read(facility, op.name, validated)
         return await self._write(facility, op.name, validated, idempotency_key)
@@ -400,7 +404,7 @@ class Operations:
         await self.gateway.cache.invalidate(f"{facility.hotel_id}:")
 
 
-def _validate(name: str, payload: dict[str, Any]) -> dict[str, Any]:
+def _validate(name: str, payload: dict[str, Any], today: dt.date) -> dict[str, Any]:
     model = PAYLOAD_MODELS.get(name)
     if model is None:
         return payload
@@ -415,6 +419,15 @@ def _validate(name: str, payload: dict[str, Any]) -> dict[str, Any]:
             code="invalid_payload",
             hint="See docs/kross-api.md for the fields of each operation.",
         ) from None
+    out_of_range = insane_dates(parsed, today)
+    if out_of_range:
+        raise InvalidInput(
+            f"Invalid body for {name}: {'; '.join(out_of_range)}",
+            code="invalid_payload",
+            hint=f"Dates must lie from {STAY_DATE_YEARS_BACK} years ago to "
+            f"{STAY_DATE_YEARS_AHEAD} years ahead of today ({BIRTH_DATE_YEARS_BACK} years "
+            "back for a birth date), written YYYY-MM-DD; see docs/gateway.md.",
+        )
     if isinstance(parsed, WirePayload):
         return parsed.to_wire()
     return parsed.model_dump(mode="json", exclude_none=True)

@@ -31,7 +31,15 @@ from pmsgate.gateway.service import Gateway
 from pmsgate.gateway.window import DEFAULT_PAGE_SIZE, Pages, WindowPolicy, read_pages
 from pmsgate.pms import errors as pms_errors
 from pmsgate.pms.dates import filter_availability, filter_by_stay
-from pmsgate.pms.models import AvailabilityNight, CheckInInstructions, Reservation
+from pmsgate.pms.models import (
+    STAY_DATE_YEARS_AHEAD,
+    STAY_DATE_YEARS_BACK,
+    AvailabilityNight,
+    CheckInInstructions,
+    IsoDate,
+    Reservation,
+    insane_dates,
+)
 from pmsgate.pms.reservation_rows import (
     BOOKING_DATE_FORMAT,
     LIST_REQUEST_FIELDS,
@@ -69,7 +77,8 @@ _TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boole
 def _argument_model(tool: ToolDefinition) -> type[BaseModel]:
     fields: dict[str, Any] = {}
     for name, parameter in tool.parameters.items():
-        kind: Any = dt.date if parameter.format == "date" else _TYPES[parameter.type]
+        # IsoDate: a date is written YYYY-MM-DD (lax dates would read 0 as 1970-01-01).
+        kind: Any = IsoDate if parameter.format == "date" else _TYPES[parameter.type]
         if parameter.type == "integer":
             kind = int
         default = ... if parameter.required else None
@@ -125,7 +134,7 @@ class Tools:
         """Validated arguments, or a 422 that names each wrong field."""
         self.definition(name)
         try:
-            return self._models[name].model_validate(arguments)
+            parsed = self._models[name].model_validate(arguments)
         except ValidationError as error:
             problems = "; ".join(
                 f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
@@ -136,6 +145,15 @@ class Tools:
                 code="invalid_arguments",
                 hint="See GET /v1/tools for each parameter's format.",
             ) from None
+        out_of_range = insane_dates(parsed, self._today())
+        if out_of_range:
+            raise InvalidInput(
+                f"Invalid arguments for {name}: {'; '.join(out_of_range)}",
+                code="invalid_arguments",
+                hint=f"Dates must lie from {STAY_DATE_YEARS_BACK} years ago to "
+                f"{STAY_DATE_YEARS_AHEAD} years ahead of today, written YYYY-MM-DD.",
+            )
+        return parsed
 
     async def call(
         self, facility: FacilityView, name: str, arguments: dict[str, Any]

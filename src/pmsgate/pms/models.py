@@ -49,6 +49,55 @@ def _iso_date(value: Any) -> Any:
 
 
 IsoDate = Annotated[dt.date, BeforeValidator(_iso_date)]
+
+# Sane dates (docs/gateway.md "Dates"): anything else is a typo or a placeholder (year 1,
+# 9999, 0 read as 1970) and is refused before it reaches the booking system.
+STAY_DATE_YEARS_BACK = 2
+STAY_DATE_YEARS_AHEAD = 3
+BIRTH_DATE_YEARS_BACK = 120
+BIRTH_DATE_FIELDS = frozenset({"birth_date"})
+
+
+def _years_from(today: dt.date, years: int) -> dt.date:
+    try:
+        return today.replace(year=today.year + years)
+    except ValueError:  # 29 February in a year without one
+        return today.replace(year=today.year + years, day=28)
+
+
+def sane_date_range(field: str, today: dt.date) -> tuple[dt.date, dt.date]:
+    """The first and last date accepted for ``field``: a birth date lies in the last
+    :data:`BIRTH_DATE_YEARS_BACK` years, every other date (stays, nights, payments,
+    booking dates) from :data:`STAY_DATE_YEARS_BACK` years ago to
+    :data:`STAY_DATE_YEARS_AHEAD` years ahead."""
+    if field in BIRTH_DATE_FIELDS:
+        return _years_from(today, -BIRTH_DATE_YEARS_BACK), today
+    return _years_from(today, -STAY_DATE_YEARS_BACK), _years_from(today, STAY_DATE_YEARS_AHEAD)
+
+
+def insane_dates(model: BaseModel, today: dt.date, prefix: str = "") -> list[str]:
+    """One problem per date (or date and time) of ``model``, nested models included,
+    outside :func:`sane_date_range`; empty when every date is sane."""
+    problems: list[str] = []
+    for name, value in model:
+        where = f"{prefix}{name}"
+        items = list(enumerate(value)) if isinstance(value, list) else [(None, value)]
+        for index, item in items:
+            at = where if index is None else f"{where}.{index}"
+            if isinstance(item, BaseModel):
+                problems += insane_dates(item, today, f"{at}.")
+                continue
+            if not isinstance(item, dt.date):
+                continue
+            day = item.date() if isinstance(item, dt.datetime) else item
+            first, last = sane_date_range(name, today)
+            if not first <= day <= last:
+                problems.append(
+                    f"{at}: {day.isoformat()} is outside {first.isoformat()} … {last.isoformat()}"
+                )
+    return problems
+
+
 NonEmpty = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=200)]
 
 
