@@ -9,7 +9,6 @@ standard error and exit with status 2.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import json
 from collections.abc import Awaitable, Callable
@@ -24,7 +23,7 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from pmsgate.cli_support import fail
+from pmsgate.cli_support import fail, run
 from pmsgate.config import get_settings
 from pmsgate.customers.context import CustomerContext, CustomerServices, open_customer_services
 from pmsgate.customers.service import (
@@ -35,7 +34,7 @@ from pmsgate.customers.service import (
     register_customer,
     sync_registry,
 )
-from pmsgate.errors import InvalidInput, PmsgateError
+from pmsgate.errors import InvalidInput
 from pmsgate.storage.customers import CustomerProfile, CustomerView
 from pmsgate.storage.db import database_unavailable
 from pmsgate.storage.integrations import IntegrationView
@@ -67,10 +66,7 @@ def _with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:
         except (SQLAlchemyError, OSError) as error:
             raise database_unavailable(error) from None
 
-    try:
-        return asyncio.run(_go())
-    except PmsgateError as error:
-        raise fail(error) from None
+    return run(_go())
 
 
 def _plain(value: Any) -> Any:

@@ -8,7 +8,6 @@ error and exit with status 2.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
@@ -21,10 +20,9 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from pmsgate.cli_support import fail
+from pmsgate.cli_support import run
 from pmsgate.clock import SystemClock
 from pmsgate.config import get_settings
-from pmsgate.errors import PmsgateError
 from pmsgate.storage.db import database_unavailable, open_database, session_factory
 from pmsgate.web.users import UserService, UserView
 
@@ -61,10 +59,7 @@ def _with_users(work: Callable[[UserService], Awaitable[T]]) -> T:
         except (SQLAlchemyError, OSError) as error:
             raise database_unavailable(error) from None
 
-    try:
-        return asyncio.run(_go())
-    except PmsgateError as error:
-        raise fail(error) from None
+    return run(_go())
 
 
 def _read_password(from_stdin: bool) -> SecretStr:
