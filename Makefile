@@ -9,7 +9,7 @@ SANDBOX_PORT ?= 8090
 # Two workers fit this machine kind (2 cores); TEST_WORKERS=0 runs the tests in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: env demo test lint format serve sandbox bench clean
+.PHONY: env demo test lint package-check format serve sandbox bench clean
 
 env: .venv/.synced
 
@@ -28,6 +28,11 @@ lint: env
 	$(UV) run ruff check src tests bench
 	$(UV) run ruff format --check src tests bench
 	$(UV) run mypy
+	$(UV) run deptry src
+
+# The built wheel, installed without uv.lock (newest and lowest allowed versions), imports.
+package-check: env
+	UV="$(UV)" .ci/check-packaging
 
 format: env
 	$(UV) run ruff check --fix src tests bench
