@@ -1,6 +1,7 @@
-"""``python -m bench.run [overhead|workload|knowledge-sync|all]``: run benchmarks, print figures.
+"""``python -m bench.run [overhead|workload|knowledge-sync|replicas|all]``: run benchmarks.
 
-``make bench`` runs ``python -m bench.run`` (= ``all`` with the defaults). Each
+``make bench`` runs ``python -m bench.run`` (= ``all`` with the defaults; ``replicas`` needs
+PostgreSQL and Redis and is run only by name). Each
 benchmark prints a short table and, with ``--json PATH``, writes every figure
 (``bench/results-*.json`` is what bench/README.md quotes).
 """
@@ -18,6 +19,7 @@ from typing import Any
 from bench.common import machine
 from bench.knowledge_sync import KnowledgeSyncConfig, print_knowledge_sync, run_knowledge_sync
 from bench.overhead import OverheadConfig, run_overhead
+from bench.replicas import ReplicasConfig, print_replicas, run_replicas
 from bench.workload import GatewayKind, WorkloadConfig, run_workload
 from pmsgate.logs import configure_logging
 
@@ -34,8 +36,8 @@ def _parser() -> argparse.ArgumentParser:
         "benchmark",
         nargs="?",
         default="all",
-        choices=["overhead", "workload", "knowledge-sync", "all"],
-        help="which benchmark to run (default: all)",
+        choices=["overhead", "workload", "knowledge-sync", "replicas", "all"],
+        help="which benchmark to run (default: all; all leaves out replicas)",
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     overhead = parser.add_argument_group("overhead")
@@ -71,7 +73,13 @@ def _parser() -> argparse.ArgumentParser:
     workload.add_argument(
         "--calls-per-minute", type=int, default=200, help="tool calls per facility per minute"
     )
-    workload.add_argument("--minutes", type=int, default=60, help="simulated minutes")
+    workload.add_argument(
+        "--minutes",
+        type=float,
+        default=None,
+        help="simulated minutes (workload, default 60); minutes of steady load (replicas, "
+        f"default {ReplicasConfig.minutes:g})",
+    )
     workload.add_argument(
         "--availability-spread",
         type=float,
@@ -108,6 +116,40 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         default=KnowledgeSyncConfig.max_concurrent_apartments,
         help="apartments synced at a time",
+    )
+    replicas = parser.add_argument_group(
+        "replicas (PostgreSQL + Redis; PMSGATE_BENCH_DATABASE_URL, PMSGATE_BENCH_REDIS_URL)"
+    )
+    replicas.add_argument(
+        "--burst", type=int, default=ReplicasConfig.burst, help="calls of the cold-start burst"
+    )
+    replicas.add_argument(
+        "--rate",
+        type=float,
+        default=ReplicasConfig.rate,
+        help="calls per second of the steady load, across the replicas",
+    )
+    replicas.add_argument(
+        "--uncached-share",
+        type=float,
+        default=ReplicasConfig.uncached_share,
+        help="share of calls asking availability beyond the cached window (each its own range)",
+    )
+    replicas.add_argument(
+        "--replicas", type=int, default=ReplicasConfig.replicas, help="pmsgate serve processes"
+    )
+    replicas.add_argument(
+        "--database-url",
+        default=ReplicasConfig.database_url,
+        help="PostgreSQL database (created if missing, its schema emptied; name contains bench)",
+    )
+    replicas.add_argument(
+        "--redis-url",
+        default=ReplicasConfig.redis_url,
+        help="Redis database, not 0 (a fresh namespace, deleted at the end)",
+    )
+    replicas.add_argument(
+        "--keep-logs", type=Path, help="copy the processes' logs into this directory"
     )
     return parser
 
@@ -180,7 +222,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         workload = WorkloadConfig(
             facilities=args.facilities,
             calls_per_minute=args.calls_per_minute,
-            minutes=args.minutes,
+            minutes=60 if args.minutes is None else round(args.minutes),
             availability_spread=args.availability_spread,
             lifetime_days=args.lifetime_days,
         )
@@ -197,6 +239,18 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         )
         results["knowledge_sync"] = await run_knowledge_sync(knowledge, _progress)
         print_knowledge_sync(results["knowledge_sync"])
+    if args.benchmark == "replicas":
+        replicas = ReplicasConfig(
+            minutes=ReplicasConfig.minutes if args.minutes is None else args.minutes,
+            burst=args.burst,
+            rate=args.rate,
+            uncached_share=args.uncached_share,
+            replicas=args.replicas,
+            database_url=args.database_url,
+            redis_url=args.redis_url,
+        )
+        results["replicas"] = await run_replicas(replicas, _progress, args.keep_logs)
+        print_replicas(results["replicas"])
     results["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
     return results
 
