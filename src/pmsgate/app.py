@@ -35,7 +35,7 @@ from pmsgate.gateway.facilities import (
     vault_from_settings,
 )
 from pmsgate.gateway.limiter import FacilityLimiter
-from pmsgate.gateway.locks import locks_for
+from pmsgate.gateway.locks import liveness_for, locks_for
 from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.operations import Operations
@@ -182,6 +182,9 @@ async def open_services(
             ),
         )
         stack.push_async_callback(gateway.aclose)
+        # Which gateway processes run: a write left in flight by a dead one is settled at once.
+        liveness = await liveness_for(redis, namespace=settings.redis_namespace)
+        stack.push_async_callback(liveness.aclose)
         yield Services(
             settings=settings,
             clock=clock,
@@ -199,7 +202,7 @@ async def open_services(
                 settings.cache_default_max_age_s,
                 window=WindowPolicy.from_settings(settings),
             ),
-            operations=Operations(gateway, IdempotencyRepository(sessions)),
+            operations=Operations(gateway, IdempotencyRepository(sessions), liveness=liveness),
             metrics=metrics,
             usage=usage,
         )

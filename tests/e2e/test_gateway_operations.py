@@ -179,30 +179,6 @@ async def test_a_payment_that_commits_then_times_out_is_recorded_exactly_once(
     assert kross_store.stats.requests_by_operation["reservations/add-payment"] == 1
 
 
-async def test_an_unverifiable_write_with_unknown_outcome_is_never_resent(
-    gateway, facility, kross_store, clock
-):
-    record, key = facility
-    reservation = a_reservation(kross_store, record["hotel_id"], clock)
-    kross_store.set_faults(commit_then_timeout=1, timeout_mode="disconnect")
-    body = {
-        "id_reservation": reservation,
-        "guest": {
-            "first_name": "Test",
-            "last_name": "Guest",
-            "birth_date": "1990-01-01",
-            "nationality": "IT",
-            "document_type": "passport",
-            "document_number": "X0000000",
-        },
-    }
-    first = await operation(gateway, key, "check-in-guest", body, idem="guest-1")
-    second = await operation(gateway, key, "check-in-guest", body, idem="guest-1")
-    assert first.status_code == second.status_code == 504
-    assert first.json()["error"]["code"] == "write_outcome_unknown"
-    assert kross_store.stats.requests_by_operation["check-in-guest"] == 1
-
-
 async def test_a_write_invalidates_the_cached_reservation_window(
     gateway, facility, kross_store, clock
 ):

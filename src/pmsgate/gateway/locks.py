@@ -7,11 +7,18 @@
 * :class:`RedisLocks` (redis-py's asyncio ``Lock``: SET NX PX + a Lua release
   that checks ownership) serialises work across replicas; :class:`LocalLocks`
   is the in-process stand-in when no Redis is configured (one process only).
+* :class:`RedisLiveness` tells the replicas which of them are running: each
+  process has an instance id and refreshes a short-lived Redis key while it
+  runs, so a write left in flight by a process that died is known to be
+  abandoned within seconds; :class:`LocalLiveness` is the stand-in without Redis
+  (one process: any other owner is a process that has ended).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Generic, Protocol, TypeVar
@@ -20,7 +27,7 @@ from weakref import WeakValueDictionary
 import anyio
 import structlog
 from redis.asyncio import Redis
-from redis.exceptions import LockError
+from redis.exceptions import LockError, RedisError
 
 from pmsgate.errors import PmsgateError
 
@@ -169,3 +176,107 @@ def locks_for(
     if redis is None:
         return LocalLocks()
     return RedisLocks(redis, namespace=namespace, timeout_s=timeout_s, wait_s=wait_s)
+
+
+def new_instance_id() -> str:
+    """A fresh id for this process (a restarted process is another instance)."""
+    return uuid.uuid4().hex
+
+
+class Liveness(Protocol):
+    """Which gateway processes are running; this process is ``instance_id``."""
+
+    instance_id: str
+
+    async def is_alive(self, instance_id: str) -> bool:
+        """False only when ``instance_id`` is known to have stopped."""
+        ...
+
+    async def aclose(self) -> None:
+        """Stop announcing this process."""
+        ...
+
+
+class LocalLiveness:
+    """Without Redis there is one process: an owner other than this one has ended."""
+
+    def __init__(self, instance_id: str | None = None) -> None:
+        self.instance_id = instance_id or new_instance_id()
+
+    async def is_alive(self, instance_id: str) -> bool:
+        """True only for this process."""
+        return instance_id == self.instance_id
+
+    async def aclose(self) -> None:
+        """Nothing to stop."""
+
+
+class RedisLiveness:
+    """A key per process, ``<namespace>:instance:<id>``, expiring ``ttl_s`` after its last refresh.
+
+    A background task refreshes it every ``beat_s`` while the process runs; a process that
+    is killed stops refreshing and its key expires. While Redis cannot be asked, every
+    process counts as alive (the caller falls back to its timeout).
+    """
+
+    def __init__(
+        self,
+        redis: Redis,
+        *,
+        namespace: str = "pmsgate",
+        ttl_s: float = 15.0,
+        beat_s: float = 5.0,
+        instance_id: str | None = None,
+    ) -> None:
+        self.instance_id = instance_id or new_instance_id()
+        self._redis = redis
+        self._namespace = namespace
+        self._ttl_ms = int(ttl_s * 1000)
+        self._beat_s = beat_s
+        self._task: asyncio.Task[None] | None = None
+
+    def _key(self, instance_id: str) -> str:
+        return f"{self._namespace}:instance:{instance_id}"
+
+    async def start(self) -> None:
+        """Announce this process now and keep announcing it in the background."""
+        await self._beat()
+        self._task = asyncio.create_task(self._run(), name=f"liveness:{self.instance_id}")
+
+    async def is_alive(self, instance_id: str) -> bool:
+        """False when the process's key has expired (it stopped refreshing it)."""
+        if instance_id == self.instance_id:
+            return True
+        try:
+            return bool(await self._redis.exists(self._key(instance_id)))
+        except RedisError:
+            return True
+
+    async def aclose(self) -> None:
+        """Stop refreshing and withdraw the key: this process is no longer running writes."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        with contextlib.suppress(RedisError):  # otherwise the key expires by itself
+            await self._redis.delete(self._key(self.instance_id))
+
+    async def _run(self) -> None:
+        while True:
+            await anyio.sleep(self._beat_s)
+            await self._beat()
+
+    async def _beat(self) -> None:
+        try:
+            await self._redis.set(self._key(self.instance_id), "1", px=self._ttl_ms)
+        except RedisError:
+            log.debug("liveness_refresh_failed", instance_id=self.instance_id)
+
+
+async def liveness_for(redis: Redis | None, *, namespace: str = "pmsgate") -> Liveness:
+    """Redis liveness (started) when Redis is configured, in-process knowledge otherwise."""
+    if redis is None:
+        return LocalLiveness()
+    liveness = RedisLiveness(redis, namespace=namespace)
+    await liveness.start()
+    return liveness

@@ -7,11 +7,19 @@ are enforced here. Writes are exactly-once from the caller's point of view:
   answer are stored; a replay returns the stored answer, the same key with another
   body is refused, and a key whose write is still running answers 409;
 - a write is sent at most once per key. When its outcome is unknown (sent, then no
-  answer), it is **never re-sent blindly**: payments and date changes are read back
-  (a payment carries a reference derived from the key in its note, so it can be
-  recognised); when the read-back proves the write missing it is sent, when it proves
-  it applied the write is recorded as done, otherwise the caller gets
-  ``write_outcome_unknown`` and the same key resolves it later;
+  answer), it is **never re-sent blindly**: every write has a read-back
+  (:data:`READ_BACKS`, docs/gateway.md "Writes"): a payment carries a reference
+  derived from the key in its note; a date change shows its dates; a registered
+  guest is listed by name; pictures show in the guest portal, compared with a read
+  taken just before sending. When the read-back proves the write missing it is
+  sent, when it proves it applied the write is recorded as done, otherwise the
+  caller gets ``write_outcome_unknown`` and the same key resolves it later;
+- an in-flight record belongs to the process running it (its instance id): a
+  record whose owner is known to be gone (:class:`~pmsgate.gateway.locks.Liveness`)
+  is settled by read-back at once, not after ``in_flight_timeout_s``;
+- while one key's write is in flight or unknown, the same write (facility,
+  operation and body) under another key is refused (``write_unresolved``) with the
+  first key named: repeating that key settles it without a second send;
 - a write the booking system certainly did not apply (refused before sending, no
   budget, 401, 429, 503) releases its key, so the caller may send it again.
 
@@ -31,9 +39,9 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import structlog
@@ -42,6 +50,7 @@ from pydantic import BaseModel, ValidationError
 from pmsgate.errors import Conflict, Forbidden, InvalidInput, NotFound, PmsgateError
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.limiter import Priority
+from pmsgate.gateway.locks import Liveness, LocalLiveness
 from pmsgate.gateway.service import Gateway, body_hash
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.pms import errors as pms
@@ -120,11 +129,19 @@ class Operations:
         gateway: Gateway,
         records: IdempotencyRepository,
         *,
+        liveness: Liveness | None = None,
         in_flight_timeout_s: float = 300.0,
     ) -> None:
         self.gateway = gateway
         self.records = records
+        # Without a liveness signal this process is the only one (one SQLite deployment).
+        self.liveness = liveness or LocalLiveness()
         self.in_flight_timeout = timedelta(seconds=in_flight_timeout_s)
+
+    @property
+    def owner(self) -> str:
+        """This process's instance id, stored on the records of the writes it runs."""
+        return self.liveness.instance_id
 
     async def call(
         self,
@@ -191,11 +208,38 @@ class Operations:
         fingerprint = body_hash({"operation": name, "body": payload})
         now = self.gateway.clock.now()
         record, created = await self.records.claim(
-            facility_id=facility.id, key=key, operation=name, body_hash=fingerprint, now=now
+            facility_id=facility.id,
+            key=key,
+            operation=name,
+            body_hash=fingerprint,
+            now=now,
+            owner=self.owner,
         )
         if not created:
             return await self._existing(facility, record, name, payload, fingerprint)
+        await self._refuse_second_key(record)
         return await self._send(facility, record, name, payload)
+
+    async def _refuse_second_key(self, record: WriteRecord) -> None:
+        """409 when the same write is unsettled under an earlier key (sent twice otherwise).
+
+        Checked after the claim: of two keys claimed at the same moment, at least one sees
+        the other (both may, and both are refused; a repeat then goes through).
+        """
+        earlier = await self.records.unresolved_twins(record)
+        if not earlier:
+            return
+        await self.records.release(record.id, owner=self.owner)
+        first = earlier[0].key
+        raise Conflict(
+            f"The same {record.operation} request was sent under the Idempotency-Key "
+            f"{first!r} and its outcome is not known yet, so it is not sent again under a "
+            "new key.",
+            code="write_unresolved",
+            hint=f"Repeat the request with Idempotency-Key {first!r}: pmsgate settles it "
+            "without sending it twice. Once it is settled, a new key sends it again.",
+            headers={"Retry-After": "2"},
+        )
 
     async def _existing(
         self,
@@ -213,22 +257,16 @@ class Operations:
             )
         if record.state == "done" and record.response is not None:
             return OperationAnswer(record.status_code or 200, record.response, replayed=True)
-        running_for = self.gateway.clock.now() - record.updated_at
-        if record.state == "in_flight" and running_for < self.in_flight_timeout:
+        if record.state == "in_flight" and not await self._abandoned(record):
             raise Conflict(
                 "A write with this Idempotency-Key is still in progress.",
                 code="idempotency_key_in_flight",
                 hint="Wait for the first request to finish, then repeat it to get its answer.",
                 headers={"Retry-After": "2"},
             )
-        # Unknown outcome (or an in-flight record abandoned by a crashed process).
-        claimed = await self.records.finish(
-            record.id,
-            state="in_flight",
-            status_code=None,
-            response=None,
-            now=self.gateway.clock.now(),
-            expected_state=record.state,
+        # Unknown outcome (or an in-flight record abandoned by a process that is gone).
+        claimed = await self.records.take_over(
+            record, owner=self.owner, now=self.gateway.clock.now()
         )
         if not claimed:
             raise Conflict(
@@ -238,6 +276,15 @@ class Operations:
                 headers={"Retry-After": "2"},
             )
         return await self._resolve_unknown(facility, record, name, payload)
+
+    async def _abandoned(self, record: WriteRecord) -> bool:
+        """True when an in-flight record's process is gone (or it outlasted the timeout)."""
+        if self.gateway.clock.now() - record.updated_at >= self.in_flight_timeout:
+            return True
+        if record.owner is None or await self.liveness.is_alive(record.owner):
+            return False
+        log.warning("write_owner_gone", operation=record.operation, owner=record.owner)
+        return True
 
     async def _send(
         self, facility: FacilityView, record: WriteRecord, name: str, payload: dict[str, Any]
@@ -250,15 +297,16 @@ class Operations:
             except BaseException:
                 # Nothing was sent: the key is free for the same request again.
                 with anyio.CancelScope(shield=True):
-                    await self.records.release(record.id)
+                    await self.records.release(record.id, owner=self.owner)
                 raise
+        record = await self._read_before(facility, record, name, payload)
         try:
             result = await self.gateway.write_once(facility, op, wire)
         except pms.WriteOutcomeUnknown:
             return await self._resolve_unknown(facility, record, name, payload)
         except pms.UpstreamUnavailable as error:
             if error.status in (None, 503):
-                await self.records.release(record.id)
+                await self.records.release(record.id, owner=self.owner)
                 raise translate(error) from None
             return await self._resolve_unknown(facility, record, name, payload)
         except pms.InvalidRequest as error:
@@ -267,22 +315,16 @@ class Operations:
             await self._store(record, failure.status, failure.to_body())
             raise failure from None
         except pms.PmsError as error:
-            await self.records.release(record.id)
+            await self.records.release(record.id, owner=self.owner)
             raise translate(error) from None
         except PmsgateError:
             # Refused before sending (no budget, integration in error): not applied.
-            await self.records.release(record.id)
+            await self.records.release(record.id, owner=self.owner)
             raise
         except BaseException:
             # Cancelled or crashed mid-request: it may have been sent, so never assume otherwise.
             with anyio.CancelScope(shield=True):
-                await self.records.finish(
-                    record.id,
-                    state="unknown",
-                    status_code=None,
-                    response=None,
-                    now=self.gateway.clock.now(),
-                )
+                await self._finish_unknown(record)
             raise
         await self._invalidate(facility)
         return await self._store(record, 200, _answer(result, record.key))
@@ -291,31 +333,25 @@ class Operations:
         self, facility: FacilityView, record: WriteRecord, name: str, payload: dict[str, Any]
     ) -> OperationAnswer:
         await self._invalidate(facility)
-        check = READ_BACKS.get(name)
-        applied: dict[str, Any] | None = None
-        proven_missing = False
-        if check is not None:
-            try:
-                reservation = await self._read_reservation(facility, payload["id_reservation"])
-            except (PmsgateError, pms.PmsError) as error:
-                log.warning("write_read_back_failed", operation=name, error=type(error).__name__)
-            else:
-                applied = check(reservation, payload, record.key)
-                proven_missing = applied is None
-        if applied is not None:
+        read_back = READ_BACKS[name]
+        verdict: Verdict = "undecided"
+        try:
+            reservation = await self._read_reservation(facility, payload["id_reservation"])
+        except (PmsgateError, pms.PmsError) as error:
+            log.warning("write_read_back_failed", operation=name, error=type(error).__name__)
+        else:
+            verdict = read_back.verdict(reservation, payload, record.key, record.read_before)
+            if verdict == "undecided" and read_back.resend_undecided:
+                log.info("write_undecided_resending_duplicate_safe", operation=name)
+                verdict = "missing"
+        if isinstance(verdict, dict):
             log.info("write_recovered_by_read_back", operation=name, hotel_id=facility.hotel_id)
-            body = {"data": applied, "meta": {"idempotency_key": record.key, "recovered": True}}
+            body = {"data": verdict, "meta": {"idempotency_key": record.key, "recovered": True}}
             return await self._store(record, 200, body)
-        if proven_missing:
+        if verdict == "missing":
             log.info("write_missing_after_read_back_sending", operation=name)
             return await self._send(facility, record, name, payload)
-        await self.records.finish(
-            record.id,
-            state="unknown",
-            status_code=None,
-            response=None,
-            now=self.gateway.clock.now(),
-        )
+        await self._finish_unknown(record)
         raise PmsgateError(
             "The write was sent but no answer came; it may or may not have been applied.",
             code="write_outcome_unknown",
@@ -323,6 +359,26 @@ class Operations:
             hint="Do not send it under a new key. Check the reservation, or repeat this request "
             "with the same Idempotency-Key later: pmsgate resolves it without sending it twice.",
         )
+
+    async def _read_before(
+        self, facility: FacilityView, record: WriteRecord, name: str, payload: Mapping[str, Any]
+    ) -> WriteRecord:
+        """For a write whose read-back compares before and after: the read before sending.
+
+        Kept on the record (a process that takes the write over compares with it too). A
+        failed read does not stop the write: its read-back then has nothing to compare.
+        """
+        snapshot = READ_BACKS[name].before
+        if snapshot is None:
+            return record
+        try:
+            reservation = await self._read_reservation(facility, payload["id_reservation"])
+        except (PmsgateError, pms.PmsError) as error:
+            log.warning("write_read_before_failed", operation=name, error=type(error).__name__)
+            return replace(record, read_before=None)
+        before = snapshot(reservation)
+        await self.records.remember_read(record.id, before, owner=self.owner)
+        return replace(record, read_before=before)
 
     async def _read_reservation(
         self, facility: FacilityView, reservation_id: int, *, strict: bool = False
@@ -395,9 +451,25 @@ class Operations:
         self, record: WriteRecord, status: int, body: dict[str, Any]
     ) -> OperationAnswer:
         await self.records.finish(
-            record.id, state="done", status_code=status, response=body, now=self.gateway.clock.now()
+            record.id,
+            state="done",
+            status_code=status,
+            response=body,
+            now=self.gateway.clock.now(),
+            owner=self.owner,
         )
         return OperationAnswer(status, body)
+
+    async def _finish_unknown(self, record: WriteRecord) -> None:
+        # Only while this process still owns it: one taken for dead must not undo a settlement.
+        await self.records.finish(
+            record.id,
+            state="unknown",
+            status_code=None,
+            response=None,
+            now=self.gateway.clock.now(),
+            owner=self.owner,
+        )
 
     async def _invalidate(self, facility: FacilityView) -> None:
         # A write may change any reservation read, availability, or portal state.
@@ -509,19 +581,42 @@ def _answer(result: PmsResult, key: str) -> dict[str, Any]:
     return {"data": result.data, "meta": {"ruid": result.ruid, "idempotency_key": key}}
 
 
+# What a read-back concludes: the write applied (what it shows of it), provably not
+# applied ("missing": it is sent), or "undecided" (the read cannot tell).
+Verdict = dict[str, Any] | Literal["missing", "undecided"]
+ReadBefore = dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class ReadBack:
+    """How a read of the reservation settles one write whose outcome is unknown.
+
+    ``verdict(reservation, payload, key, read_before)`` judges the read; ``before``, when
+    set, takes the snapshot read just before sending that ``verdict`` compares with;
+    ``resend_undecided`` sends a write again when a successful read cannot tell (only
+    for a write whose repetition has no second effect).
+    """
+
+    verdict: Callable[[Reservation, Mapping[str, Any], str, ReadBefore], Verdict]
+    before: Callable[[Reservation], dict[str, Any]] | None = None
+    resend_undecided: bool = False
+
+
 def _payment_applied(
-    reservation: Reservation, payload: Mapping[str, Any], key: str
-) -> dict[str, Any] | None:
+    reservation: Reservation, payload: Mapping[str, Any], key: str, _: ReadBefore
+) -> Verdict:
+    if reservation.payments is None:
+        return "undecided"  # the row lists no payments: nothing proves either way
     marker = payment_reference(key)
-    for payment in reservation.payments or []:
+    for payment in reservation.payments:
         if payment.note and marker in payment.note:
             return payment.model_dump(mode="json")
-    return None
+    return "missing"
 
 
 def _dates_applied(
-    reservation: Reservation, payload: Mapping[str, Any], key: str
-) -> dict[str, Any] | None:
+    reservation: Reservation, payload: Mapping[str, Any], key: str, _: ReadBefore
+) -> Verdict:
     if (
         reservation.arrival.isoformat() == payload["arrival"]
         and reservation.departure.isoformat() == payload["departure"]
@@ -531,11 +626,61 @@ def _dates_applied(
             "arrival": reservation.arrival.isoformat(),
             "departure": reservation.departure.isoformat(),
         }
-    return None
+    return "missing"
 
 
-# Writes whose effect a read of the reservation can prove present or absent.
-READ_BACKS: dict[str, Callable[[Reservation, Mapping[str, Any], str], dict[str, Any] | None]] = {
-    "reservations/add-payment": _payment_applied,
-    "reservations/save": _dates_applied,
+def _same_person(first: str | None, last: str | None, guest: Mapping[str, Any]) -> bool:
+    def norm(value: str | None) -> str:
+        return " ".join((value or "").split()).casefold()
+
+    return norm(first) == norm(guest["first_name"]) and norm(last) == norm(guest["last_name"])
+
+
+def _guest_registered(
+    reservation: Reservation, payload: Mapping[str, Any], key: str, _: ReadBefore
+) -> Verdict:
+    """A guest of that name on the reservation proves the registration (one per person)."""
+    if "guests" not in reservation.model_fields_set:
+        return "undecided"  # the row carries no guest list
+    for guest in reservation.guests:
+        if _same_person(guest.first_name, guest.last_name, payload["guest"]):
+            return {**guest.model_dump(mode="json"), "id_reservation": reservation.id_reservation}
+    return "missing"
+
+
+def _pictures_missing(reservation: Reservation) -> bool | None:
+    """Whether the guest portal still asks for pictures; None when the row has no portal block."""
+    portal = reservation.guest_portal
+    if portal is None or portal.status is None:
+        return None
+    return "guest_pictures" in portal.missing
+
+
+def _pictures_before(reservation: Reservation) -> dict[str, Any]:
+    return {"pictures_missing": _pictures_missing(reservation)}
+
+
+def _pictures_saved(
+    reservation: Reservation, payload: Mapping[str, Any], key: str, before: ReadBefore
+) -> Verdict:
+    """The portal asks for pictures: none stored. It asked before and no longer does: stored."""
+    missing = _pictures_missing(reservation)
+    if missing:
+        return "missing"
+    if missing is False and before is not None and before.get("pictures_missing") is True:
+        return {"id_reservation": reservation.id_reservation, "saved": len(payload["pictures"])}
+    return "undecided"
+
+
+# How each write's unknown outcome is settled (docs/gateway.md "Writes").
+READ_BACKS: dict[str, ReadBack] = {
+    "reservations/add-payment": ReadBack(_payment_applied),
+    "reservations/save": ReadBack(_dates_applied),
+    "check-in-guest": ReadBack(_guest_registered),
+    # Pictures are not listed by any read; the portal only says whether some are stored.
+    # Storing the same files again keeps a copy and changes nothing else, so a read that
+    # cannot tell sends them again rather than leaving the write unknown for good.
+    "save-guest-pictures": ReadBack(
+        _pictures_saved, before=_pictures_before, resend_undecided=True
+    ),
 }

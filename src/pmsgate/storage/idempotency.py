@@ -1,4 +1,10 @@
-"""Idempotency records of gateway writes: the only queries on ``idempotency_records``."""
+"""Idempotency records of gateway writes: the only queries on ``idempotency_records``.
+
+A record belongs to the process running its write (``owner``, the gateway instance id)
+while it is ``in_flight``. Every change a process makes to a record is conditional on
+still owning it, so a process that was taken for dead and comes back late cannot
+overwrite what another process settled meanwhile (docs/gateway.md "Writes").
+"""
 
 from __future__ import annotations
 
@@ -11,6 +17,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.storage.models import IdempotencyRecord
+
+# States in which the outcome of a write is not settled yet.
+UNRESOLVED = ("in_flight", "unknown")
 
 
 @dataclass(frozen=True)
@@ -27,6 +36,8 @@ class WriteRecord:
     response: dict[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    owner: str | None = None
+    read_before: dict[str, Any] | None = None
 
 
 def _snapshot(row: IdempotencyRecord) -> WriteRecord:
@@ -41,6 +52,8 @@ def _snapshot(row: IdempotencyRecord) -> WriteRecord:
         response=row.response,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        owner=row.owner,
+        read_before=row.read_before,
     )
 
 
@@ -51,7 +64,14 @@ class IdempotencyRepository:
         self._sessions = sessions
 
     async def claim(
-        self, *, facility_id: int, key: str, operation: str, body_hash: str, now: datetime
+        self,
+        *,
+        facility_id: int,
+        key: str,
+        operation: str,
+        body_hash: str,
+        now: datetime,
+        owner: str | None = None,
     ) -> tuple[WriteRecord, bool]:
         """Insert an in-flight record, or return the existing one; True when this call made it."""
         row = IdempotencyRecord(
@@ -60,6 +80,7 @@ class IdempotencyRepository:
             operation=operation,
             body_hash=body_hash,
             state="in_flight",
+            owner=owner,
             created_at=now,
             updated_at=now,
         )
@@ -76,6 +97,7 @@ class IdempotencyRepository:
                     operation=operation,
                     body_hash=body_hash,
                     now=now,
+                    owner=owner,
                 )
             return existing, False
 
@@ -91,6 +113,28 @@ class IdempotencyRepository:
             ).scalar_one_or_none()
             return _snapshot(row) if row else None
 
+    async def unresolved_twins(self, record: WriteRecord) -> list[WriteRecord]:
+        """Other records of the same facility, operation and body still in flight or unknown."""
+        async with self._sessions() as session:
+            rows = (
+                (
+                    await session.execute(
+                        select(IdempotencyRecord)
+                        .where(
+                            IdempotencyRecord.facility_id == record.facility_id,
+                            IdempotencyRecord.operation == record.operation,
+                            IdempotencyRecord.body_hash == record.body_hash,
+                            IdempotencyRecord.state.in_(UNRESOLVED),
+                            IdempotencyRecord.id != record.id,
+                        )
+                        .order_by(IdempotencyRecord.id)
+                    )
+                )
+                .scalars()
+                .all()
+            )
+            return [_snapshot(r) for r in rows]
+
     async def finish(
         self,
         record_id: int,
@@ -99,25 +143,61 @@ class IdempotencyRepository:
         status_code: int | None,
         response: dict[str, Any] | None,
         now: datetime,
-        expected_state: str | None = None,
+        owner: str | None = None,
     ) -> bool:
-        """Store the outcome; with expected_state, only if the record is still in it."""
-        statement = update(IdempotencyRecord).where(IdempotencyRecord.id == record_id)
-        if expected_state is not None:
-            statement = statement.where(IdempotencyRecord.state == expected_state)
-        async with self._sessions.begin() as session:
-            result = await session.execute(
-                statement.values(
-                    state=state, status_code=status_code, response=response, updated_at=now
-                )
+        """Store the outcome, only while ``owner`` still owns the record; False otherwise."""
+        statement = (
+            update(IdempotencyRecord)
+            .where(
+                IdempotencyRecord.id == record_id,
+                IdempotencyRecord.owner.is_not_distinct_from(owner),
             )
+            .values(state=state, status_code=status_code, response=response, updated_at=now)
+        )
+        async with self._sessions.begin() as session:
+            result = await session.execute(statement)
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
-    async def release(self, record_id: int) -> None:
+    async def take_over(self, record: WriteRecord, *, owner: str | None, now: datetime) -> bool:
+        """Make ``owner`` run an unsettled write, if its state and owner are still ``record``'s.
+
+        Atomic: of several processes taking over the same record, one succeeds.
+        """
+        statement = (
+            update(IdempotencyRecord)
+            .where(
+                IdempotencyRecord.id == record.id,
+                IdempotencyRecord.state == record.state,
+                IdempotencyRecord.owner.is_not_distinct_from(record.owner),
+            )
+            .values(state="in_flight", owner=owner, status_code=None, response=None, updated_at=now)
+        )
+        async with self._sessions.begin() as session:
+            result = await session.execute(statement)
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    async def remember_read(
+        self, record_id: int, read_before: dict[str, Any], *, owner: str | None
+    ) -> None:
+        """Keep what the read just before sending showed (compared by the read-back)."""
+        async with self._sessions.begin() as session:
+            await session.execute(
+                update(IdempotencyRecord)
+                .where(
+                    IdempotencyRecord.id == record_id,
+                    IdempotencyRecord.owner.is_not_distinct_from(owner),
+                )
+                .values(read_before=read_before)
+            )
+
+    async def release(self, record_id: int, *, owner: str | None = None) -> None:
         """Forget a write the upstream certainly did not apply, so the key can be used again."""
         async with self._sessions.begin() as session:
             await session.execute(
-                delete(IdempotencyRecord).where(IdempotencyRecord.id == record_id)
+                delete(IdempotencyRecord).where(
+                    IdempotencyRecord.id == record_id,
+                    IdempotencyRecord.owner.is_not_distinct_from(owner),
+                )
             )
 
     async def all_rows(self) -> list[WriteRecord]:

@@ -106,7 +106,11 @@ class IdempotencyRecord(Base):
     """One write as the caller named it: its body hash, its state and the stored answer."""
 
     __tablename__ = "idempotency_records"
-    __table_args__ = (UniqueConstraint("facility_id", "key"),)
+    __table_args__ = (
+        UniqueConstraint("facility_id", "key"),
+        # Finds an earlier unresolved write of the same body under another key.
+        Index("ix_idempotency_records_unresolved", "facility_id", "operation", "body_hash"),
+    )
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     facility_id: Mapped[int] = mapped_column(ForeignKey("facilities.id", ondelete="CASCADE"))
@@ -116,6 +120,11 @@ class IdempotencyRecord(Base):
     state: Mapped[str] = mapped_column(String(16))  # in_flight | done | unknown | failed
     status_code: Mapped[int | None] = mapped_column(Integer, nullable=True)
     response: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # The process (gateway instance id) running the write while it is in flight.
+    owner: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # What a read of the reservation showed just before sending, for writes whose
+    # read-back compares before and after (docs/gateway.md "Writes").
+    read_before: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 

@@ -17,6 +17,8 @@ server are assumed to apply them (docs/kross-api.md):
    wrap the call in ``anyio.fail_after``); ``disconnect`` raises
    ``httpx.RemoteProtocolError`` inside the app, which ``ASGITransport`` hands to
    the client as is (behind a real server such as uvicorn the client sees a 500 instead).
+   The lost-then-timeout fault times a write out the same way *before* it is applied
+   (the request never reached the server's state), so nothing changes.
 
 How refusals and lists look depends on the variant switches of
 :class:`~pmsgate.sandbox.kross.store.SandboxConfig` (``PUT /_sandbox/config``).
@@ -206,6 +208,7 @@ class FaultsBody(BaseModel):
     latency_s: float | None = Field(default=None, ge=0)
     error_rate: float | None = Field(default=None, ge=0, le=1)
     commit_then_timeout: int | None = Field(default=None, ge=0)
+    lost_then_timeout: int | None = Field(default=None, ge=0)
     timeout_mode: Literal["hang", "disconnect"] | None = None
     hang_s: float | None = Field(default=None, gt=0)
 
@@ -275,9 +278,11 @@ def _api_router(store: KrossStore) -> APIRouter:
         hotel_id = store.authenticate(_bearer_token(request))
         store.admit(hotel_id)
         _maybe_fail(store)
+        if operation in WRITE_OPERATIONS:
+            await _time_out(store, store.take_lost_write())
         answer = OPERATIONS[operation](store, hotel_id, await _json_body(request))
         if operation in WRITE_OPERATIONS:
-            await _after_commit(store)
+            await _time_out(store, store.take_write_fault())
         return _json(answer)
 
     @router.api_route("/apiv5", methods=["GET", "POST"])
@@ -306,8 +311,7 @@ def _maybe_fail(store: KrossStore) -> None:
         raise KrossError(errors.SERVER_ERROR)
 
 
-async def _after_commit(store: KrossStore) -> None:
-    mode = store.take_write_fault()
+async def _time_out(store: KrossStore, mode: str | None) -> None:
     if mode == "hang":
         await anyio.sleep(store.faults.hang_s)
     elif mode == "disconnect":

@@ -106,6 +106,7 @@ class Faults:
     latency_s: float = 0.0
     error_rate: float = 0.0
     commit_then_timeout: int = 0  # how many of the next writes commit and then time out
+    lost_then_timeout: int = 0  # how many of the next writes are lost (not applied), then time out
     timeout_mode: TimeoutMode = "hang"
     hang_s: float = 120.0
 
@@ -156,6 +157,7 @@ class Stats:
     sessions_refused: Counter[str] = field(default_factory=Counter)
     injected_errors: int = 0
     commit_then_timeout_fired: int = 0
+    lost_then_timeout_fired: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
@@ -180,6 +182,7 @@ class Stats:
             },
             "injected_errors": self.injected_errors,
             "commit_then_timeout_fired": self.commit_then_timeout_fired,
+            "lost_then_timeout_fired": self.lost_then_timeout_fired,
         }
 
 
@@ -360,6 +363,14 @@ class KrossStore:
             return None
         self.faults.commit_then_timeout -= 1
         self.stats.commit_then_timeout_fired += 1
+        return self.faults.timeout_mode
+
+    def take_lost_write(self) -> TimeoutMode | None:
+        """Before a write is applied: the timeout to simulate, if lost-then-timeout is armed."""
+        if self.faults.lost_then_timeout <= 0:
+            return None
+        self.faults.lost_then_timeout -= 1
+        self.stats.lost_then_timeout_fired += 1
         return self.faults.timeout_mode
 
     # --- tokens ----------------------------------------------------------------------------
@@ -617,6 +628,7 @@ class KrossStore:
         error_rate: float | None = None,
         commit_then_timeout: int | None = None,
         timeout_mode: TimeoutMode | None = None,
+        lost_then_timeout: int | None = None,
         hang_s: float | None = None,
     ) -> Faults:
         """Arm faults (the ones not given stay as they are)."""
@@ -626,6 +638,8 @@ class KrossStore:
             self.faults.error_rate = error_rate
         if commit_then_timeout is not None:
             self.faults.commit_then_timeout = commit_then_timeout
+        if lost_then_timeout is not None:
+            self.faults.lost_then_timeout = lost_then_timeout
         if timeout_mode is not None:
             self.faults.timeout_mode = timeout_mode
         if hang_s is not None:
