@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 import structlog
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from redis.asyncio import Redis
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -44,6 +44,7 @@ from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.usage import UsageCounter
 from pmsgate.gateway.window import WindowPolicy
+from pmsgate.boundary import refuse_control_characters
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
@@ -249,7 +250,13 @@ def create_app(
             await stack.enter_async_context(mcp_lifespan())
             yield
 
-    app = FastAPI(title="pmsgate", version="0.1.0", lifespan=lifespan)
+    app = FastAPI(
+        title="pmsgate",
+        version="0.1.0",
+        lifespan=lifespan,
+        # No control character in a path or query string reaches a route (pmsgate.boundary).
+        dependencies=[Depends(refuse_control_characters)],
+    )
     # The console's pages show their errors as pages; everything else as the JSON body.
     install_error_handlers(app, render=render_console_error)
     # Every route's body is bounded as it arrives (413 before a large body is read whole).

@@ -19,6 +19,16 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 log = structlog.get_logger(__name__)
 
+# Codes of the input rules every route applies (pmsgate.boundary); a pydantic error of one
+# of these types is answered with that code rather than the generic ``invalid_input``.
+INVALID_CHARACTERS = "invalid_characters"
+INTEGER_OUT_OF_RANGE = "integer_out_of_range"
+NUMBER_OUT_OF_RANGE = "number_out_of_range"
+JSON_TOO_DEEP = "json_too_deep"
+BOUNDARY_CODES = frozenset(
+    {INVALID_CHARACTERS, INTEGER_OUT_OF_RANGE, NUMBER_OUT_OF_RANGE, JSON_TOO_DEEP}
+)
+
 
 class PmsgateError(Exception):
     """Base of every error the service reports to a caller."""
@@ -197,8 +207,11 @@ def install_error_handlers(app: FastAPI, *, render: ErrorRenderer | None = None)
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError) -> Response:
+        types = [err.get("type") for err in exc.errors()]
+        code = next((t for t in types if t in BOUNDARY_CODES), InvalidInput.code)
         error = InvalidInput(
             _validation_message(exc),
+            code=code,
             hint="Check the field names and types against the documented schema.",
         )
         return error_response(request, error, render)

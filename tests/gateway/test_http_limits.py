@@ -16,11 +16,11 @@ from fastapi import FastAPI, Request
 from pydantic import SecretStr
 
 from pmsgate.app import Services, create_app, open_services
+from pmsgate.boundary import MAX_JSON_DEPTH
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.errors import install_error_handlers
 from pmsgate.gateway.facilities import NewFacility
-from pmsgate.gateway.http import MAX_JSON_DEPTH
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY

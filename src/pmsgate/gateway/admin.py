@@ -35,8 +35,9 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from pmsgate.boundary import Int32, SafeText
 from pmsgate.errors import PmsgateError, Unauthorized
 from pmsgate.gateway.facilities import (
     FacilityService,
@@ -51,23 +52,14 @@ _bearer = HTTPBearer(auto_error=False, description="PMSGATE_ADMIN_TOKEN")
 
 
 # --- what the database can store, checked at the boundary ----------------------------------
-# PostgreSQL refuses a NUL character in text and an integer beyond its column (INTEGER,
-# 32 bits, for limits and key ids); SQLite stores both. Refused here, with 422 on either
-# database, instead of a 500 from the driver.
+# PostgreSQL refuses a control character such as NUL in text and an integer beyond its
+# column (INTEGER, 32 bits, for limits and key ids); SQLite stores both. Refused here with
+# the shared input rules (pmsgate.boundary): 422 on either database, never a driver 500.
 
-MAX_DB_INT = 2**31 - 1
-
-
-def _no_nul(value: str) -> str:
-    if "\x00" in value:
-        raise ValueError("must not contain a NUL character")
-    return value
-
-
-StoredText = Annotated[str, AfterValidator(_no_nul)]
-StoredInt = Annotated[int, Field(le=MAX_DB_INT)]
-HotelIdPath = Annotated[str, Path(description="The facility's hotel_id."), AfterValidator(_no_nul)]
-KeyIdPath = Annotated[int, Path(ge=1, le=MAX_DB_INT, description="The key's id.")]
+StoredText = SafeText
+StoredInt = Int32
+HotelIdPath = Annotated[SafeText, Path(description="The facility's hotel_id.")]
+KeyIdPath = Annotated[Int32, Path(ge=1, description="The key's id.")]
 
 
 class LimitsBody(Limits):

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
+from pmsgate.boundary import loads_json
 from pmsgate.errors import InvalidInput, Unauthorized
 from pmsgate.gateway.facilities import FacilityView
 
@@ -33,56 +33,12 @@ async def _facility(request: Request, authorization: str | None) -> FacilityView
     return facility
 
 
-# The deepest nesting of arrays and objects a body may have. Tool arguments and
-# booking-system payloads are a few levels deep; a deeper body would only exhaust the
-# parser's and the validators' recursion (a RecursionError, once a bare 500).
-MAX_JSON_DEPTH = 32
-
-
-def _too_deep() -> InvalidInput:
-    return InvalidInput(
-        f"The body nests arrays and objects more than {MAX_JSON_DEPTH} levels deep.",
-        code="json_too_deep",
-        hint=f"Send a JSON object nested at most {MAX_JSON_DEPTH} levels deep.",
-    )
-
-
-def json_depth(value: Any) -> int:
-    """How deeply arrays and objects nest in ``value`` (a scalar is 0); never recursive."""
-    deepest = 0
-    stack: list[tuple[Any, int]] = [(value, 0)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        depth += 1
-        if depth > MAX_JSON_DEPTH:
-            return depth  # deep enough to refuse: no need to walk the rest
-        deepest = max(deepest, depth)
-        stack.extend((child, depth) for child in children)
-    return deepest
-
-
 async def _json_object(request: Request) -> dict[str, Any]:
+    """The body as a JSON object, checked by the input rules (pmsgate.boundary)."""
     raw = await request.body()
     if not raw.strip():
         return {}
-    try:
-        body = json.loads(raw)
-    except (json.JSONDecodeError, UnicodeDecodeError):
-        raise InvalidInput(
-            "The body is not valid JSON.",
-            code="invalid_json",
-            hint="Send a JSON object with Content-Type: application/json.",
-        ) from None
-    except RecursionError:  # nested deeper than the parser's own recursion allows
-        raise _too_deep() from None
-    if json_depth(body) > MAX_JSON_DEPTH:
-        raise _too_deep()
+    body = loads_json(raw)
     if not isinstance(body, dict):
         raise InvalidInput(
             "The body must be a JSON object.", code="invalid_json", hint="Wrap arguments in {…}."

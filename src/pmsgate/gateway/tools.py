@@ -22,6 +22,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
+from pmsgate.boundary import check_json
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import InvalidInput, NotFound
 from pmsgate.gateway.cache import Cached
@@ -131,8 +132,10 @@ class Tools:
         return tool
 
     def parse(self, name: str, arguments: dict[str, Any]) -> BaseModel:
-        """Validated arguments, or a 422 that names each wrong field."""
+        """Validated arguments, or a 422 that names each wrong field (the input rules of
+        :mod:`pmsgate.boundary` first: MCP arguments arrive here without the HTTP body check)."""
         self.definition(name)
+        check_json(arguments, "arguments")
         try:
             parsed = self._models[name].model_validate(arguments)
         except ValidationError as error:

@@ -8,11 +8,11 @@ api key, and never repeat the username either (an e-mail there is personal data)
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
+from pmsgate.boundary import has_control_characters
 from pmsgate.errors import InvalidInput
 
 _HOTEL_ID_RE = re.compile(r"^[0-9]+$")
@@ -48,11 +48,6 @@ def _text(value: Any) -> str:
         # Refuse other types without echoing them: they might be a secret in the wrong slot.
         raise TypeError("credential fields must be strings")
     return value
-
-
-def _has_control_characters(value: str) -> bool:
-    # Cc: C0/C1 controls, NUL included; Cs: a lone surrogate, which UTF-8 cannot encode.
-    return any(unicodedata.category(char) in ("Cc", "Cs") for char in value)
 
 
 def credential_problems(
@@ -108,7 +103,7 @@ def credential_problems(
                 "Give the password of the API user exactly as set in the booking-system panel.",
             )
         )
-    elif _has_control_characters(secret):
+    elif has_control_characters(secret):
         # NUL and friends are no one's password; PostgreSQL and JSON tooling choke on them.
         problems.append(
             InvalidCredentials(

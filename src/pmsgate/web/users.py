@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-import unicodedata
 from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from pyrate_limiter.buckets.redis_bucket import LuaScript
 from redis.exceptions import NoScriptError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from pmsgate.boundary import has_control_characters
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import InvalidInput, PmsgateError, Unauthorized
@@ -167,15 +167,6 @@ def normalise_email(value: str) -> str:
             hint=f"Give an address of at most {MAX_EMAIL} characters.",
         )
     return cleaned
-
-
-def has_control_characters(value: str) -> bool:
-    """Whether the text holds a control character (NUL included) or a lone surrogate.
-
-    PostgreSQL refuses NUL in text and a lone surrogate cannot be encoded as UTF-8: such
-    input must be turned away before it reaches a query, or the request ends in a 500.
-    """
-    return any(unicodedata.category(char) in ("Cc", "Cs") for char in value)
 
 
 def check_password_policy(password: SecretStr) -> str:
