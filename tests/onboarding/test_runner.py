@@ -15,6 +15,7 @@ import pytest
 
 from pmsgate.errors import InvalidInput
 from pmsgate.onboarding import steps_channels, steps_setup
+from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.report import Checklist
 from pmsgate.onboarding.runner import OnboardingRunner, StepEvent, confirm_step
 from pmsgate.onboarding.steps import (
@@ -25,7 +26,6 @@ from pmsgate.onboarding.steps import (
     Step,
     StepKind,
     StepResult,
-    all_steps,
 )
 from pmsgate.pms.operations import load_operations
 from tests.onboarding.sandbox_customer import OnboardingSandbox, onboarding_sandbox
@@ -34,7 +34,16 @@ pytestmark = pytest.mark.anyio
 
 Check = Callable[[OnboardingContext], Awaitable[StepResult]]
 
-MY_STEPS = [*steps_setup.STEPS, *steps_channels.STEPS]
+MY_STEPS = [
+    steps_setup.PREREQUISITES,
+    steps_setup.ALLOWLIST,
+    steps_setup.WORKSPACE_CONFIGURATION,
+    steps_setup.NOTES_INTEGRATION,
+    steps_setup.WORKSPACE,
+    steps_setup.PLATFORM_ADMIN,
+    steps_channels.CHANNELS,
+    steps_channels.ONBOARDING_MESSAGE,
+]
 
 
 class Flag:
@@ -58,14 +67,14 @@ class Flag:
 
 def auto(number: int, flag: Flag, routes: frozenset[str] = BOTH_ROUTES) -> Step:
     return Step(
-        number,
-        f"step-{number}",
-        f"Step {number}",
-        StepKind.AUTO,
-        routes,
-        flag.check,
-        flag.apply,
-        flag.describe,
+        number=number,
+        id=f"step-{number}",
+        title=f"Step {number}",
+        kind=StepKind.AUTO,
+        routes=routes,
+        check=flag.check,
+        apply=flag.apply,
+        describe=flag.describe,
     )
 
 
@@ -73,7 +82,14 @@ def manual(number: int) -> Step:
     async def check(_ctx: OnboardingContext) -> StepResult:
         return StepResult(done=False, message="a person must do it", waiting_for="call the owner")
 
-    return Step(number, f"step-{number}", f"Step {number}", StepKind.MANUAL, BOTH_ROUTES, check)
+    return Step(
+        number=number,
+        id=f"step-{number}",
+        title=f"Step {number}",
+        kind=StepKind.MANUAL,
+        routes=BOTH_ROUTES,
+        check=check,
+    )
 
 
 def route_choice(number: int, route: str) -> Step:
@@ -81,7 +97,18 @@ def route_choice(number: int, route: str) -> Step:
         ctx.route = route
         return StepResult(done=True, message=f"Route {route}")
 
-    return Step(number, f"step-{number}", "Route", StepKind.CHECK, BOTH_ROUTES, check)
+    return route_step(number, check)
+
+
+def route_step(number: int, check: Check) -> Step:
+    return Step(
+        number=number,
+        id=f"step-{number}",
+        title="Route",
+        kind=StepKind.CHECK,
+        routes=BOTH_ROUTES,
+        check=check,
+    )
 
 
 async def test_auto_steps_are_applied_once_and_a_rerun_repeats_no_side_effect(
@@ -151,7 +178,14 @@ async def test_an_exception_fails_the_run_with_its_code_and_no_secret(
             raise RuntimeError(ctx.file.booking_system.password.get_secret_value())
 
         for check, code in ((boom, "thing_wrong"), (leaky, "internal_error")):
-            step = Step(1, "step-1", "Step 1", StepKind.CHECK, BOTH_ROUTES, check)
+            step = Step(
+                number=1,
+                id="step-1",
+                title="Step 1",
+                kind=StepKind.CHECK,
+                routes=BOTH_ROUTES,
+                check=check,
+            )
             report = await OnboardingRunner(box.services, [step]).run(box.file())
             outcome = report.outcomes[0]
             assert report.status == "failed" and outcome.error_code == code
@@ -232,7 +266,7 @@ async def test_a_second_run_of_a_finished_onboarding_changes_nothing_upstream(
 ) -> None:
     async with onboarding_sandbox(database_url, tmp_path) as box:
         workspace_id = box.prepare_route_a()
-        runner = OnboardingRunner(box.services, all_steps())
+        runner = OnboardingRunner(box.services, STEPS)
         finished = await runner.run(box.file())
         assert finished.status == "succeeded", finished.as_dict()
         assert finished.route == "A"
@@ -259,8 +293,14 @@ async def test_confirmed_channel_items_make_the_manual_step_done_on_the_next_run
     async with onboarding_sandbox(database_url, tmp_path) as box:
         runner = OnboardingRunner(box.services, MY_STEPS)
         await runner.run(box.file())
-        items = steps_channels.required_channel_items(box.services.context(box.file()))
-        for item in items[:-1]:
+        items = [
+            i.id for i in steps_channels.required_channel_items(box.services.context(box.file()))
+        ]
+        latest = (await box.services.repository.checklist(box.student_id))["channels"]
+        assert latest.due is not None  # the WhatsApp number's lead time
+        # The due date stands while the dated item (the WhatsApp number) waits.
+        order = [i for i in items[:-1] if i != "whatsapp-number"] + ["whatsapp-number"]
+        for item in order:
             recorded = await confirm_step(
                 box.services,
                 box.student_id,
@@ -270,6 +310,7 @@ async def test_confirmed_channel_items_make_the_manual_step_done_on_the_next_run
                 person="ops",
             )
             assert recorded.status == "waiting"
+            assert recorded.due == (None if item == "whatsapp-number" else latest.due)
         assert recorded.waiting_for is not None and "check-escalation" in recorded.waiting_for
         recorded = await confirm_step(
             box.services, box.student_id, "15", "escalation reached #ops", item=items[-1]
@@ -328,7 +369,7 @@ async def test_the_checklist_follows_the_latest_route_and_leaves_out_dry_runs(
             return StepResult(done=True, message=f"Route {ctx.route}")
 
         steps = [
-            Step(9, "step-9", "Route", StepKind.CHECK, BOTH_ROUTES, choose),
+            route_step(9, choose),
             auto(10, Flag(), ONLY_A),
             auto(17, Flag(), ONLY_B),
         ]

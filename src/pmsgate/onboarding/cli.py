@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import getpass
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
@@ -43,6 +43,7 @@ from pmsgate.errors import PmsgateError
 from pmsgate.knowledge import cli as knowledge_cli
 from pmsgate.onboarding.context import OnboardingServices, open_onboarding
 from pmsgate.onboarding.customer_file import load_customer_file
+from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.report import (
     STATUS_LABELS,
     Checklist,
@@ -51,7 +52,7 @@ from pmsgate.onboarding.report import (
     render_report,
 )
 from pmsgate.onboarding.runner import OnboardingRunner, StepEvent, confirm_step
-from pmsgate.onboarding.steps import Step, all_steps
+from pmsgate.onboarding.steps import Step
 from pmsgate.storage.db import database_unavailable
 
 T = TypeVar("T")
@@ -115,7 +116,7 @@ class _LiveSteps:
 
     PHASES = {"checking": "checking…", "applying": "applying…", "rechecking": "re-checking…"}
 
-    def __init__(self, steps: list[Step]) -> None:
+    def __init__(self, steps: Sequence[Step]) -> None:
         self.steps = steps
         self.state: dict[int, Text] = {}
         self.live = Live(self._table(), console=err_console, transient=True, refresh_per_second=8)
@@ -158,7 +159,7 @@ def run_command(
         customer = load_customer_file(file)
     except PmsgateError as error:
         raise fail(error) from None
-    steps = all_steps()
+    steps = STEPS
     show_live = not as_json and err_console.is_terminal
 
     async def work(services: OnboardingServices) -> RunReport:

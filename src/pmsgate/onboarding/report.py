@@ -9,6 +9,7 @@ steps never put a secret in it.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from typing import Any, Literal
@@ -18,7 +19,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from pmsgate.onboarding.steps import Step, all_steps
+from pmsgate.onboarding.registry import STEPS
+from pmsgate.onboarding.steps import Step
 from pmsgate.storage.onboarding import RunView, StepResultView
 
 OutcomeStatus = Literal[
@@ -181,12 +183,12 @@ class Checklist:
         student_id: str,
         latest: dict[str, StepResultView],
         last_run: RunView | None,
-        steps: list[Step] | None = None,
+        steps: Sequence[Step] = STEPS,
     ) -> Checklist:
         """The checklist from the latest results (steps off the customer's route: skipped)."""
         route = last_run.route if last_run is not None else None
         outcomes: list[StepOutcome] = []
-        for step in steps or all_steps():
+        for step in steps:
             record = latest.get(step.id)
             off_route = route is not None and route not in step.routes
             if record is not None and not off_route:

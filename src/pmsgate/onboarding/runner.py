@@ -19,7 +19,7 @@ it, every step runs):
 A step that needs an endpoint the public platform reference does not document (error
 code ``platform_endpoint_unavailable``: the real platform answered 403/404/405/501) is
 recorded as **a person's task** (status ``waiting``) with the instructions of
-:data:`pmsgate.onboarding.person_tasks.PERSON_TASKS` and the run continues; once a person
+its ``Step.by_hand`` (:mod:`pmsgate.onboarding.person_tasks`) and the run continues; once a person
 recorded evidence with ``pmsgate onboard confirm``, the same refusal counts as done.
 
 Any other exception from a step is caught, recorded (its code and message: the service's
@@ -42,6 +42,7 @@ from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import CustomerFile
 from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, person_task
+from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.report import RunReport, StepOutcome
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
@@ -49,7 +50,7 @@ from pmsgate.onboarding.steps import (
     Step,
     StepKind,
     StepResult,
-    all_steps,
+    find_step,
 )
 from pmsgate.storage.models import OnboardingStepStatus
 from pmsgate.storage.onboarding import NewStepResult, StepResultView
@@ -89,7 +90,7 @@ class OnboardingRunner:
 
     def __init__(self, services: OnboardingServices, steps: Sequence[Step] | None = None) -> None:
         self.services = services
-        self.steps = list(steps) if steps is not None else all_steps()
+        self.steps = list(steps) if steps is not None else list(STEPS)
 
     async def run(
         self,
@@ -329,8 +330,8 @@ async def confirm_step(
     """
     repo = services.repository
     student_id = student_id.strip()
-    catalogue = list(steps) if steps is not None else all_steps()
-    step = next((s for s in catalogue if step_ref.strip() in (s.id, str(s.number))), None)
+    catalogue = STEPS if steps is None else steps
+    step = find_step(catalogue, step_ref)
     if step is None:
         raise InvalidInput(
             f"No onboarding step {step_ref}.",
@@ -393,7 +394,9 @@ async def confirm_step(
             waiting_for = "; ".join(
                 f"[{i}] {(described.get(i) or {}).get('what', i)}" for i in pending
             )
-            due = latest.due if latest is not None and "whatsapp-number" in pending else None
+            # The due date stands while an item with a lead time still waits.
+            dated = any(entry.dated for i in pending if (entry := step.item(i)) is not None)
+            due = latest.due if latest is not None and dated else None
         done = not pending
         message = (
             f"{item} confirmed; {len(pending)} item(s) still waiting"

@@ -1,11 +1,15 @@
-"""The onboarding steps of spec §4.3: what a step is, what it returns, and the registry.
+"""What an onboarding step of spec §4.3 is, what it returns, and the context it runs in.
 
-A step is "binary: done or not done". Each has a ``check`` (reads only, cheap,
-safe to call on every run, never writes upstream or to the database) and, for
-``auto`` steps, an ``apply`` that does it (the runner calls check → apply → check,
-so apply runs only when the step is not done, and a finished step is never done
-twice). ``check`` steps only verify; ``manual`` steps are done by a person who
-records evidence with ``pmsgate onboard confirm``.
+A step is "binary: done or not done", declared once as a :class:`Step` (number, id,
+title, kind, routes, ``check``, ``apply``, its manual items and what a person does
+when the platform has no API for it) in the module that implements it; the runbook
+is the explicit tuple of :data:`pmsgate.onboarding.registry.STEPS`.
+
+Each step has a ``check`` (reads only, cheap, safe to call on every run, never writes
+upstream or to the database) and, for ``auto`` steps, an ``apply`` that does it (the
+runner calls check → apply → check, so apply runs only when the step is not done,
+and a finished step is never done twice). ``check`` steps only verify; ``manual``
+steps are done by a person who records evidence with ``pmsgate onboard confirm``.
 
 How the runner reads a :class:`StepResult` (see ``runner.py``):
 
@@ -24,18 +28,12 @@ errors with a clear message and hint; never put a secret in one).
 ``ctx.state`` keys set by the setup steps, for later steps of the same run:
 ``booking_system_authenticated`` (bool, step 1), ``notes_apartment_pages`` (int,
 step 1), ``results`` (step id → the StepResult recorded in this run).
-
-:func:`all_steps` collects the 17 steps in order from the step modules:
-``steps_setup`` (1-5, 8), ``steps_provisioning`` (6, 7), ``steps_knowledge``
-(9-14), ``steps_channels`` (15, 16) and ``steps_route_b`` (17). A module not
-written yet is stood in for by placeholders that check → not done
-("not implemented").
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Awaitable, Callable
+import re
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from enum import StrEnum
@@ -47,6 +45,7 @@ from pmsgate.customers.context import CustomerContext, CustomerServices
 from pmsgate.gateway.facilities import FacilityService
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile
+from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.pms.client import PmsClient
 
 ROUTE_A = "A"
@@ -78,24 +77,79 @@ class StepResult:
 
 
 @dataclass(frozen=True)
-class Step:
-    """One step of spec §4.3."""
+class ManualItem:
+    """One thing a person does and confirms on its own (``confirm … --item ID``)."""
 
-    number: int  # 1..17 (spec §4.3)
+    id: str  # kebab-case, stable: the key of its confirmation
+    text: str  # what a person does
+    dated: bool = False  # the step's due date is this item's lead time (kept while it waits)
+
+
+Check = Callable[["OnboardingContext"], Awaitable[StepResult]]
+Apply = Callable[["OnboardingContext"], Awaitable[None]]
+Describe = Callable[["OnboardingContext"], Awaitable[str]]
+
+_STEP_ID = re.compile(r"[a-z0-9]+(-[a-z0-9]+)*")
+
+
+class StepDeclarationError(ValueError):
+    """A step (or the runbook) declared inconsistently: raised at import, never at run time."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Step:
+    """One step of spec §4.3, declared once: everything the runner, checklist and CLI need."""
+
+    number: int  # its place in the runbook (1..17, spec §4.3)
     id: str  # kebab-case, stable: the key of the step's results and of `confirm`
     title: str
     kind: StepKind
     routes: frozenset[str]  # which routes run it; step 9 decides the route
-    check: Callable[[OnboardingContext], Awaitable[StepResult]]
-    apply: Callable[[OnboardingContext], Awaitable[None]] | None = None  # AUTO only
-    describe: Callable[[OnboardingContext], Awaitable[str]] | None = None  # --dry-run
-    # Manual sub-items a person confirms one by one (`confirm … --item ID`): id → what to do.
-    items: tuple[tuple[str, str], ...] = ()
+    check: Check
+    apply: Apply | None = None  # AUTO steps only (and every AUTO step has one)
+    describe: Describe | None = None  # --dry-run: what apply would do
+    # Manual sub-items a person confirms one by one (`confirm … --item ID`).
+    items: tuple[ManualItem, ...] = ()
+    # What a person does instead when the platform refuses the step's endpoint (person_tasks).
+    by_hand: PersonTask | None = None
+
+    def __post_init__(self) -> None:
+        if not _STEP_ID.fullmatch(self.id):
+            raise StepDeclarationError(f"step id {self.id!r} is not kebab-case")
+        if (self.kind is StepKind.AUTO) != (self.apply is not None):
+            raise StepDeclarationError(f"step {self.id}: an apply exactly when the kind is auto")
+        item_ids = [item.id for item in self.items]
+        if len(set(item_ids)) != len(item_ids):
+            raise StepDeclarationError(f"step {self.id}: item ids repeat: {item_ids}")
 
     @property
     def item_ids(self) -> tuple[str, ...]:
         """The ids of the step's confirmable sub-items."""
-        return tuple(item for item, _ in self.items)
+        return tuple(item.id for item in self.items)
+
+    def item(self, item_id: str) -> ManualItem | None:
+        """The sub-item with this id, or None."""
+        return next((item for item in self.items if item.id == item_id), None)
+
+
+def runbook(*steps: Step) -> tuple[Step, ...]:
+    """``steps`` as a runbook: ids unique, numbered 1, 2, 3, … in order (else an error, at once)."""
+    seen: set[str] = set()
+    for position, step in enumerate(steps, start=1):
+        if step.id in seen:
+            raise StepDeclarationError(f"step id {step.id} appears twice in the runbook")
+        seen.add(step.id)
+        if step.number != position:
+            raise StepDeclarationError(
+                f"step {step.id} is numbered {step.number} but is step {position} of the runbook"
+            )
+    return steps
+
+
+def find_step(steps: Sequence[Step], ref: str) -> Step | None:
+    """The step with this id (or number as text), or None."""
+    ref = ref.strip()
+    return next((step for step in steps if ref in (step.id, str(step.number))), None)
 
 
 class OnboardingContext:
@@ -147,99 +201,3 @@ class OnboardingContext:
 
     def __repr__(self) -> str:
         return f"OnboardingContext(student_id={self.student_id!r}, route={self.route!r})"
-
-
-# --- the registry ------------------------------------------------------------------------------
-
-# (number, id, title, kind, routes) of every step, in order: the placeholders' source and
-# the contract the step modules fill in.
-STEP_OUTLINE: tuple[tuple[int, str, str, StepKind, frozenset[str]], ...] = (
-    (1, "prerequisites", "Prerequisites", StepKind.CHECK, BOTH_ROUTES),
-    (2, "allowlist", "Allowlist entry", StepKind.AUTO, BOTH_ROUTES),
-    (3, "workspace-configuration", "Workspace configuration", StepKind.AUTO, BOTH_ROUTES),
-    (4, "notes-integration", "Notes integration connected", StepKind.AUTO, BOTH_ROUTES),
-    (5, "workspace", "Workspace created, id read back", StepKind.AUTO, BOTH_ROUTES),
-    (6, "custom-tools", "The six custom tools, gateway key secret", StepKind.AUTO, BOTH_ROUTES),
-    (7, "guest-agent", "Guest agent configured", StepKind.AUTO, BOTH_ROUTES),
-    (8, "platform-admin", "Platform-team Admin in the workspace", StepKind.AUTO, BOTH_ROUTES),
-    (9, "route-choice", "Route choice", StepKind.CHECK, BOTH_ROUTES),
-    (10, "listings-count", "Listings count", StepKind.CHECK, ONLY_A),
-    (11, "apartment-registry", "Apartment registry rows", StepKind.AUTO, ONLY_A),
-    (12, "knowledge-dry-run", "Knowledge dry run", StepKind.CHECK, ONLY_A),
-    (13, "templates", "Templates patched", StepKind.AUTO, ONLY_A),
-    (14, "knowledge-commit", "Knowledge commit", StepKind.AUTO, ONLY_A),
-    (
-        15,
-        "channels",
-        "Channels (WhatsApp, voice agent, final checks)",
-        StepKind.MANUAL,
-        BOTH_ROUTES,
-    ),
-    (16, "onboarding-message", "Onboarding message, baseline usage", StepKind.AUTO, BOTH_ROUTES),
-    (17, "route-b-quick-setup", "Route B quick setup", StepKind.AUTO, ONLY_B),
-)
-
-# The modules that define steps, each exposing ``STEPS: list[Step]``.
-STEP_MODULES = (
-    "pmsgate.onboarding.steps_setup",
-    "pmsgate.onboarding.steps_provisioning",
-    "pmsgate.onboarding.steps_knowledge",
-    "pmsgate.onboarding.steps_channels",
-    "pmsgate.onboarding.steps_route_b",
-)
-
-
-def placeholder(number: int) -> Step:
-    """A stand-in for a step whose module is not written yet: never done."""
-    _, step_id, title, kind, routes = STEP_OUTLINE[number - 1]
-
-    async def check(_ctx: OnboardingContext) -> StepResult:
-        return StepResult(done=False, message="not implemented", evidence={"placeholder": True})
-
-    async def apply(_ctx: OnboardingContext) -> None:
-        return None
-
-    async def describe(_ctx: OnboardingContext) -> str:
-        return "nothing (not implemented)"
-
-    return Step(
-        number=number,
-        id=step_id,
-        title=title,
-        kind=kind,
-        routes=routes,
-        check=check,
-        apply=apply if kind is StepKind.AUTO else None,
-        describe=describe if kind is StepKind.AUTO else None,
-    )
-
-
-def _module_steps(name: str) -> list[Step]:
-    try:
-        module = importlib.import_module(name)
-    except ModuleNotFoundError as error:
-        if error.name == name:
-            return []  # not written yet: placeholders stand in
-        raise
-    steps = getattr(module, "STEPS", [])
-    return [step for step in steps if isinstance(step, Step)]
-
-
-def all_steps() -> list[Step]:
-    """The 17 steps of spec §4.3 in order (placeholders for steps not written yet)."""
-    found: dict[int, Step] = {}
-    for name in STEP_MODULES:
-        for step in _module_steps(name):
-            expected = STEP_OUTLINE[step.number - 1]
-            if step.number in found or step.id != expected[1]:
-                raise RuntimeError(f"step {step.number} ({step.id}) of {name} clashes")
-            found[step.number] = step
-    return [found.get(number) or placeholder(number) for number in range(1, 18)]
-
-
-def step_by_id(step_id: str) -> Step | None:
-    """The step with this id (or number as text), or None."""
-    for step in all_steps():
-        if step.id == step_id or str(step.number) == step_id:
-            return step
-    return None

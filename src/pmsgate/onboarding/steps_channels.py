@@ -43,65 +43,73 @@ import jinja2
 import structlog
 
 from pmsgate.errors import ConfigurationError, PmsgateError
+from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
+    ManualItem,
     OnboardingContext,
     Step,
     StepKind,
     StepResult,
 )
+from pmsgate.onboarding.steps_knowledge import KNOWLEDGE_COMMIT
+from pmsgate.onboarding.steps_provisioning import CUSTOM_TOOLS, GUEST_AGENT
+from pmsgate.onboarding.steps_route_b import ROUTE_B_QUICK_SETUP
 
 log = structlog.get_logger(__name__)
 
 WHATSAPP_LEAD_TIME_DAYS = (2, 10)
-CHANNEL_ITEMS: tuple[tuple[str, str], ...] = (
-    (
-        "whatsapp-number",
-        "request a dedicated local WhatsApp number (lead time 2-10 days) and confirm it is live",
-    ),
-    (
-        "voice-agent",
-        "set up the voice agent in ONE language (never multilingual) on its fixed number, "
-        "with the local number forwarding calls to it",
-    ),
-    ("check-call", "final check: a call to the local number reaches the voice agent"),
-    ("check-whatsapp", "final check: a WhatsApp message reaches the agent"),
-    ("check-escalation", "final check: an escalation reaches the right channel"),
+WHATSAPP_NUMBER = ManualItem(
+    "whatsapp-number",
+    "request a dedicated local WhatsApp number (lead time 2-10 days) and confirm it is live",
+    dated=True,  # due: the request date + the longest lead time
 )
-_ITEM_TEXT = dict(CHANNEL_ITEMS)
+VOICE_AGENT = ManualItem(
+    "voice-agent",
+    "set up the voice agent in ONE language (never multilingual) on its fixed number, "
+    "with the local number forwarding calls to it",
+)
+CHECK_CALL = ManualItem(
+    "check-call", "final check: a call to the local number reaches the voice agent"
+)
+CHECK_WHATSAPP = ManualItem("check-whatsapp", "final check: a WhatsApp message reaches the agent")
+CHECK_ESCALATION = ManualItem(
+    "check-escalation", "final check: an escalation reaches the right channel"
+)
+CHANNEL_ITEMS = (WHATSAPP_NUMBER, VOICE_AGENT, CHECK_CALL, CHECK_WHATSAPP, CHECK_ESCALATION)
 _NOT_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
 # --- 15 channels -------------------------------------------------------------------------------
 
 
-def _item_text(ctx: OnboardingContext, item: str) -> str:
+def _item_text(ctx: OnboardingContext, item: ManualItem) -> str:
     voice = ctx.file.channels.voice_agent
-    if item == "voice-agent" and voice is not None:
+    if item is VOICE_AGENT and voice is not None:
         text = f"set up the voice agent in `{voice.language}` only (never multilingual)"
         text += f" on its fixed number {voice.fixed_number}" if voice.fixed_number else ""
         if voice.forwarding_from:
             text += f"; forward calls from the local number {voice.forwarding_from} to it"
         return text
-    return _ITEM_TEXT[item]
+    return item.text
 
 
-def required_channel_items(ctx: OnboardingContext) -> list[str]:
+def required_channel_items(ctx: OnboardingContext) -> list[ManualItem]:
     """The step-15 items the customer file asks for, in order."""
     channels = ctx.file.channels
-    wanted = {"check-escalation"}
+    wanted = {CHECK_ESCALATION}
     if channels.whatsapp_number:
-        wanted |= {"whatsapp-number", "check-whatsapp"}
+        wanted |= {WHATSAPP_NUMBER, CHECK_WHATSAPP}
     if channels.voice_agent is not None:
-        wanted |= {"voice-agent", "check-call"}
-    return [item for item, _ in CHANNEL_ITEMS if item in wanted]
+        wanted |= {VOICE_AGENT, CHECK_CALL}
+    return [item for item in CHANNEL_ITEMS if item in wanted]
 
 
 def _whatsapp_requested_on(ctx: OnboardingContext) -> date:
     """When the WhatsApp number was (or is to be) requested: the file, an earlier run, today."""
     if ctx.file.channels.whatsapp_requested_on is not None:
         return ctx.file.channels.whatsapp_requested_on
-    earlier = ctx.previous.get("channels", {}).get("whatsapp_requested_on")
+    earlier = ctx.previous.get(CHANNELS.id, {}).get("whatsapp_requested_on")
     if isinstance(earlier, str):
         try:
             return date.fromisoformat(earlier)
@@ -112,25 +120,25 @@ def _whatsapp_requested_on(ctx: OnboardingContext) -> date:
 
 async def check_channels(ctx: OnboardingContext) -> StepResult:
     """Every required channel item has a person's evidence."""
-    confirmed: dict[str, Any] = ctx.manual_evidence.get("channels", {}).get("items", {})
+    confirmed: dict[str, Any] = ctx.manual_evidence.get(CHANNELS.id, {}).get("items", {})
     required = required_channel_items(ctx)
     items: dict[str, Any] = {}
-    pending: list[str] = []
+    pending: list[ManualItem] = []
     for item in required:
-        given = confirmed.get(item)
+        given = confirmed.get(item.id)
         entry: dict[str, Any] = {"what": _item_text(ctx, item), "confirmed": given is not None}
         if isinstance(given, dict):
             entry.update({k: given[k] for k in ("evidence", "confirmed_at", "by") if k in given})
         else:
             pending.append(item)
-        items[item] = entry
-    evidence: dict[str, Any] = {"required_items": required, "items": items}
+        items[item.id] = entry
+    evidence: dict[str, Any] = {"required_items": [item.id for item in required], "items": items}
     due: date | None = None
     if ctx.file.channels.whatsapp_number:
         requested = _whatsapp_requested_on(ctx)
         evidence["whatsapp_requested_on"] = requested.isoformat()
         evidence["whatsapp_lead_time_days"] = list(WHATSAPP_LEAD_TIME_DAYS)
-        if "whatsapp-number" in pending:
+        if WHATSAPP_NUMBER in pending:
             due = requested + timedelta(days=WHATSAPP_LEAD_TIME_DAYS[1])
             evidence["whatsapp_due"] = due.isoformat()
     voice = ctx.file.channels.voice_agent
@@ -144,7 +152,7 @@ async def check_channels(ctx: OnboardingContext) -> StepResult:
         return StepResult(
             done=True, evidence=evidence, message=f"{len(required)} channel items confirmed"
         )
-    waiting = "; ".join(f"[{item}] {items[item]['what']}" for item in pending)
+    waiting = "; ".join(f"[{item.id}] {items[item.id]['what']}" for item in pending)
     return StepResult(
         done=False,
         evidence=evidence,
@@ -198,15 +206,22 @@ def _templates() -> jinja2.Environment:
 
 
 # What each finished step makes live, in the customer's words.
-_LIVE_LINES: dict[str, str] = {
-    "guest-agent": "the guest agent answers guest-inbox messages in the guest's own language, "
-    "as your copilot",
-    "custom-tools": "six booking-system tools: availability, reservation status, in-house "
-    "guests, check-in instructions and portal status",
-    "knowledge-commit": "the house manual of {apartments} apartments as the agent's knowledge",
-    "route-b-quick-setup": "booking-system answers for every guest question (availability, "
-    "reservations, check-in)",
-}
+_LIVE_LINES: tuple[tuple[Step, str], ...] = (
+    (
+        GUEST_AGENT,
+        "the guest agent answers guest-inbox messages in the guest's own language, as your copilot",
+    ),
+    (
+        CUSTOM_TOOLS,
+        "six booking-system tools: availability, reservation status, in-house "
+        "guests, check-in instructions and portal status",
+    ),
+    (KNOWLEDGE_COMMIT, "the house manual of {apartments} apartments as the agent's knowledge"),
+    (
+        ROUTE_B_QUICK_SETUP,
+        "booking-system answers for every guest question (availability, reservations, check-in)",
+    ),
+)
 
 
 async def _message_content(ctx: OnboardingContext) -> dict[str, Any]:
@@ -217,13 +232,13 @@ async def _message_content(ctx: OnboardingContext) -> dict[str, Any]:
         apartments = len(await ctx.customers.apartments.of_student(ctx.student_id))
     live = [
         line.format(apartments=apartments)
-        for step_id, line in _LIVE_LINES.items()
-        if (result := results.get(step_id)) is not None and result.done
+        for step, line in _LIVE_LINES
+        if (result := results.get(step.id)) is not None and result.done
     ]
     if not live:
         live = ["your workspace and its booking-system connection"]
     pending: list[str] = []
-    channels = results.get("channels")
+    channels = results.get(CHANNELS.id)
     if channels is not None and not channels.done:
         items = channels.evidence.get("items", {})
         pending = [
@@ -391,24 +406,27 @@ async def describe_onboarding_message(ctx: OnboardingContext) -> str:
     )
 
 
-STEPS: list[Step] = [
-    Step(
-        15,
-        "channels",
-        "Channels (WhatsApp, voice agent, final checks)",
-        StepKind.MANUAL,
-        BOTH_ROUTES,
-        check_channels,
-        items=CHANNEL_ITEMS,
+CHANNELS = Step(
+    number=15,
+    id="channels",
+    title="Channels (WhatsApp, voice agent, final checks)",
+    kind=StepKind.MANUAL,
+    routes=BOTH_ROUTES,
+    check=check_channels,
+    items=CHANNEL_ITEMS,
+)
+ONBOARDING_MESSAGE = Step(
+    number=16,
+    id="onboarding-message",
+    title="Onboarding message, baseline usage",
+    kind=StepKind.AUTO,
+    routes=BOTH_ROUTES,
+    check=check_onboarding_message,
+    apply=apply_onboarding_message,
+    describe=describe_onboarding_message,
+    by_hand=PersonTask(
+        "Read the workspace's usage in the platform dashboard (spend, messages, tool calls) "
+        "as the baseline.",
+        "the three numbers and when they were read",
     ),
-    Step(
-        16,
-        "onboarding-message",
-        "Onboarding message, baseline usage",
-        StepKind.AUTO,
-        BOTH_ROUTES,
-        check_onboarding_message,
-        apply_onboarding_message,
-        describe_onboarding_message,
-    ),
-]
+)

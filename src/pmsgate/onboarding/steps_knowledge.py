@@ -52,6 +52,7 @@ from pmsgate.knowledge.nodes import SOURCE_PREFIX, content_hash, normalise_id
 from pmsgate.knowledge.patcher import PatchPlan, apply_patch, plan_patch
 from pmsgate.knowledge.sync import SYNC_FOLDER_KEY
 from pmsgate.knowledge.template import PageCheck, WifiCredentials, check_page
+from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
     ONLY_A,
@@ -837,45 +838,73 @@ async def describe_knowledge_commit(ctx: OnboardingContext) -> str:
     )
 
 
-STEPS: list[Step] = [
-    Step(9, "route-choice", "Route choice", StepKind.CHECK, BOTH_ROUTES, check_route_choice),
-    Step(10, "listings-count", "Listings count", StepKind.CHECK, ONLY_A, check_listings_count),
-    Step(
-        11,
-        "apartment-registry",
-        "Apartment registry rows",
-        StepKind.AUTO,
-        ONLY_A,
-        check_registry,
-        apply_registry,
-        describe_registry,
+ROUTE_CHOICE = Step(
+    number=9,
+    id="route-choice",
+    title="Route choice",
+    kind=StepKind.CHECK,
+    routes=BOTH_ROUTES,
+    check=check_route_choice,
+    by_hand=PersonTask(
+        "In the platform dashboard, count the workspace's listings (the booking-system "
+        "sync): one per apartment means Route A, none means Route B; then follow that "
+        "route's steps by hand or once the listings API is available.",
+        "the number of listings and the route chosen",
     ),
-    Step(
-        12,
-        "knowledge-dry-run",
-        "Knowledge dry run",
-        StepKind.CHECK,
-        ONLY_A,
-        check_knowledge_dry_run,
+)
+LISTINGS_COUNT = Step(
+    number=10,
+    id="listings-count",
+    title="Listings count",
+    kind=StepKind.CHECK,
+    routes=ONLY_A,
+    check=check_listings_count,
+    by_hand=PersonTask(
+        "In the platform dashboard, check that the workspace lists one listing per "
+        "apartment of the booking system.",
+        "the number of listings and of apartments",
     ),
-    Step(
-        13,
-        "templates",
-        "Templates patched",
-        StepKind.AUTO,
-        ONLY_A,
-        check_templates,
-        apply_templates,
-        describe_templates,
+)
+APARTMENT_REGISTRY = Step(
+    number=11,
+    id="apartment-registry",
+    title="Apartment registry rows",
+    kind=StepKind.AUTO,
+    routes=ONLY_A,
+    check=check_registry,
+    apply=apply_registry,
+    describe=describe_registry,
+    by_hand=PersonTask(
+        "In the platform dashboard, read each listing's id and write the apartment "
+        "registry rows by hand.",
+        "the listing id of every apartment",
     ),
-    Step(
-        14,
-        "knowledge-commit",
-        "Knowledge commit",
-        StepKind.AUTO,
-        ONLY_A,
-        check_knowledge_commit,
-        apply_knowledge_commit,
-        describe_knowledge_commit,
-    ),
-]
+)
+KNOWLEDGE_DRY_RUN = Step(
+    number=12,
+    id="knowledge-dry-run",
+    title="Knowledge dry run",
+    kind=StepKind.CHECK,
+    routes=ONLY_A,
+    check=check_knowledge_dry_run,
+)
+TEMPLATES = Step(
+    number=13,
+    id="templates",
+    title="Templates patched",
+    kind=StepKind.AUTO,
+    routes=ONLY_A,
+    check=check_templates,
+    apply=apply_templates,
+    describe=describe_templates,
+)
+KNOWLEDGE_COMMIT = Step(
+    number=14,
+    id="knowledge-commit",
+    title="Knowledge commit",
+    kind=StepKind.AUTO,
+    routes=ONLY_A,
+    check=check_knowledge_commit,
+    apply=apply_knowledge_commit,
+    describe=describe_knowledge_commit,
+)

@@ -48,7 +48,7 @@ from pmsgate.catalogue import Catalogue, CustomerProfile, load_catalogue
 from pmsgate.customers.service import upstream_error, workspace_not_created
 from pmsgate.errors import ConfigurationError, PmsgateError
 from pmsgate.gateway.facilities import KeyView
-from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, person_task
+from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, PersonTask, person_task
 from pmsgate.onboarding.steps import BOTH_ROUTES, OnboardingContext, Step, StepKind, StepResult
 from pmsgate.platform.assistant import (
     Agent,
@@ -64,8 +64,6 @@ from pmsgate.platform.assistant import (
 from pmsgate.platform.errors import PlatformConflict, PlatformError
 
 log = structlog.get_logger(__name__)
-
-STEP_ID = "custom-tools"
 
 # The fields of a custom tool the catalogue defines (``custom_tool_body`` minus workspace_id).
 TOOL_FIELDS = (
@@ -279,7 +277,7 @@ async def inspect_tools(
         # Workspace secrets are not in the public API: a person sets them in the dashboard
         # (docs/platform-api.md "Assumed endpoints"); the tools are still ours to create.
         state.secrets_by_person = True
-        if ctx.manual_evidence.get(STEP_ID):
+        if ctx.manual_evidence.get(CUSTOM_TOOLS.id):
             state.secrets = set(secret_names())
     by_name = {t.name: t for t in tools}
     for name in catalogue().tools:
@@ -320,8 +318,8 @@ async def check_custom_tools(ctx: OnboardingContext) -> StepResult:
     state = await inspect_tools(ctx, workspace_id, await _hotel_id(ctx))
     evidence = state.evidence(ctx)
     if state.secrets_by_person and not state.missing and not state.drifted:
-        if not ctx.manual_evidence.get(STEP_ID):
-            task = person_task(ctx, STEPS[0], "no API for workspace secrets")
+        if not ctx.manual_evidence.get(CUSTOM_TOOLS.id):
+            task = person_task(ctx, CUSTOM_TOOLS, "no API for workspace secrets")
             return StepResult(
                 done=False,
                 evidence={**evidence, **task.evidence},
@@ -750,25 +748,30 @@ async def describe_guest_agent(ctx: OnboardingContext) -> str:
     return "; ".join(actions) or "nothing: the guest agent is configured"
 
 
-STEPS: list[Step] = [
-    Step(
-        6,
-        STEP_ID,
-        "The six custom tools, gateway key secret",
-        StepKind.AUTO,
-        BOTH_ROUTES,
-        check_custom_tools,
-        apply_custom_tools,
-        describe_custom_tools,
+CUSTOM_TOOLS = Step(
+    number=6,
+    id="custom-tools",
+    title="The six custom tools, gateway key secret",
+    kind=StepKind.AUTO,
+    routes=BOTH_ROUTES,
+    check=check_custom_tools,
+    apply=apply_custom_tools,
+    describe=describe_custom_tools,
+    by_hand=PersonTask(
+        "In the platform dashboard, add the workspace secrets the custom tools read: the "
+        "gateway URL and a gateway key minted for this workspace (`pmsgate gateway "
+        "facilities mint-key HOTEL_ID --label pmsgate-workspace:WORKSPACE_ID`); the tools "
+        "themselves are created by the runbook.",
+        "the two secret names and the gateway key's prefix (never the key)",
     ),
-    Step(
-        7,
-        "guest-agent",
-        "Guest agent configured",
-        StepKind.AUTO,
-        BOTH_ROUTES,
-        check_guest_agent,
-        apply_guest_agent,
-        describe_guest_agent,
-    ),
-]
+)
+GUEST_AGENT = Step(
+    number=7,
+    id="guest-agent",
+    title="Guest agent configured",
+    kind=StepKind.AUTO,
+    routes=BOTH_ROUTES,
+    check=check_guest_agent,
+    apply=apply_guest_agent,
+    describe=describe_guest_agent,
+)

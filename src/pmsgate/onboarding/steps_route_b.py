@@ -34,6 +34,7 @@ from pmsgate.catalogue import STANDARD_SKILL_NAMES
 from pmsgate.customers.context import PMS_PROVIDER
 from pmsgate.customers.service import upstream_error
 from pmsgate.errors import InvalidInput, PmsgateError
+from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import ONLY_B, OnboardingContext, Step, StepKind, StepResult
 from pmsgate.onboarding.steps_provisioning import (
     ToolsState,
@@ -54,7 +55,6 @@ from pmsgate.storage.integrations import IntegrationView
 log = structlog.get_logger(__name__)
 
 AVAILABILITY_TOOL = "check-availability"
-STEP_ID = "route-b-quick-setup"
 # The test stay: a short range a few weeks ahead (inside the gateway's 60-day window).
 TEST_ARRIVAL_IN_DAYS = 21
 TEST_NIGHTS = 3
@@ -231,7 +231,7 @@ async def check_route_b(ctx: OnboardingContext) -> StepResult:
     assert agent is not None
     conversations = await _conversations(ctx, agent)
     if conversations is None:
-        confirmed = ctx.manual_evidence.get(STEP_ID)
+        confirmed = ctx.manual_evidence.get(ROUTE_B_QUICK_SETUP.id)
         if confirmed:
             evidence["availability_test"] = {"confirmed_by_person": confirmed}
             return StepResult(
@@ -247,7 +247,7 @@ async def check_route_b(ctx: OnboardingContext) -> StepResult:
             waiting_for=(
                 f"ask the guest agent in the platform's test chat for availability from "
                 f"{arrival} to {departure}, check that it called check-availability, then "
-                f"`pmsgate onboard confirm {ctx.student_id} {STEP_ID} --evidence …`"
+                f"`pmsgate onboard confirm {ctx.student_id} {ROUTE_B_QUICK_SETUP.id} --evidence …`"
             ),
         )
     passed = next((c for c in reversed(conversations) if availability_called(c)), None)
@@ -330,15 +330,18 @@ async def describe_route_b(ctx: OnboardingContext) -> str:
     )
 
 
-STEPS: list[Step] = [
-    Step(
-        17,
-        STEP_ID,
-        "Route B quick setup",
-        StepKind.AUTO,
-        ONLY_B,
-        check_route_b,
-        apply_route_b,
-        describe_route_b,
+ROUTE_B_QUICK_SETUP = Step(
+    number=17,
+    id="route-b-quick-setup",
+    title="Route B quick setup",
+    kind=StepKind.AUTO,
+    routes=ONLY_B,
+    check=check_route_b,
+    apply=apply_route_b,
+    describe=describe_route_b,
+    by_hand=PersonTask(
+        "In the platform dashboard, ask the guest agent for availability between two dates "
+        "and check that it calls check-availability.",
+        "the message sent and the tool call seen",
     ),
-]
+)

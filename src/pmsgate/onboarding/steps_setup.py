@@ -33,6 +33,7 @@ from pmsgate.errors import ConfigurationError, Conflict, NotFound, PmsgateError
 from pmsgate.gateway.facilities import FacilityView, NewFacility, pms_verifier
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.vault import VaultError
+from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
     OnboardingContext,
@@ -820,56 +821,72 @@ async def describe_platform_admin(ctx: OnboardingContext) -> str:
     return f"give {ctx.file.platform_admins[0]} the Admin role in the workspace"
 
 
-STEPS: list[Step] = [
-    Step(1, "prerequisites", "Prerequisites", StepKind.CHECK, BOTH_ROUTES, check_prerequisites),
-    Step(
-        2,
-        "allowlist",
-        "Allowlist entry",
-        StepKind.AUTO,
-        BOTH_ROUTES,
-        check_allowlist,
-        apply_allowlist,
-        describe_allowlist,
+PREREQUISITES = Step(
+    number=1,
+    id="prerequisites",
+    title="Prerequisites",
+    kind=StepKind.CHECK,
+    routes=BOTH_ROUTES,
+    check=check_prerequisites,
+)
+ALLOWLIST = Step(
+    number=2,
+    id="allowlist",
+    title="Allowlist entry",
+    kind=StepKind.AUTO,
+    routes=BOTH_ROUTES,
+    check=check_allowlist,
+    apply=apply_allowlist,
+    describe=describe_allowlist,
+)
+WORKSPACE_CONFIGURATION = Step(
+    number=3,
+    id="workspace-configuration",
+    title="Workspace configuration",
+    kind=StepKind.AUTO,
+    routes=BOTH_ROUTES,
+    check=check_workspace_configuration,
+    apply=apply_workspace_configuration,
+    describe=describe_workspace_configuration,
+)
+NOTES_INTEGRATION = Step(
+    number=4,
+    id="notes-integration",
+    title="Notes integration connected",
+    kind=StepKind.AUTO,
+    routes=BOTH_ROUTES,
+    check=check_notes_integration,
+    apply=apply_notes_integration,
+    describe=describe_notes_integration,
+)
+WORKSPACE = Step(
+    number=5,
+    id="workspace",
+    title="Workspace created, id read back",
+    kind=StepKind.AUTO,
+    routes=BOTH_ROUTES,
+    check=check_workspace,
+    apply=apply_workspace,
+    describe=describe_workspace,
+    by_hand=PersonTask(
+        "In the platform dashboard, create the customer's workspace (the name and slug of "
+        "the customer file) and give the account token access to it; the next run finds it "
+        "in GET /v1/workspaces and records its id.",
+        "the workspace id and name as the dashboard shows them",
     ),
-    Step(
-        3,
-        "workspace-configuration",
-        "Workspace configuration",
-        StepKind.AUTO,
-        BOTH_ROUTES,
-        check_workspace_configuration,
-        apply_workspace_configuration,
-        describe_workspace_configuration,
+)
+PLATFORM_ADMIN = Step(
+    number=8,
+    id="platform-admin",
+    title="Platform-team Admin in the workspace",
+    kind=StepKind.AUTO,
+    routes=BOTH_ROUTES,
+    check=check_platform_admin,
+    apply=apply_platform_admin,
+    describe=describe_platform_admin,
+    by_hand=PersonTask(
+        "In the platform dashboard, add the platform team's admins of the customer file to "
+        "the workspace with the Admin role.",
+        "the e-mails added and their role",
     ),
-    Step(
-        4,
-        "notes-integration",
-        "Notes integration connected",
-        StepKind.AUTO,
-        BOTH_ROUTES,
-        check_notes_integration,
-        apply_notes_integration,
-        describe_notes_integration,
-    ),
-    Step(
-        5,
-        "workspace",
-        "Workspace created, id read back",
-        StepKind.AUTO,
-        BOTH_ROUTES,
-        check_workspace,
-        apply_workspace,
-        describe_workspace,
-    ),
-    Step(
-        8,
-        "platform-admin",
-        "Platform-team Admin in the workspace",
-        StepKind.AUTO,
-        BOTH_ROUTES,
-        check_platform_admin,
-        apply_platform_admin,
-        describe_platform_admin,
-    ),
-]
+)
