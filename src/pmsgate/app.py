@@ -9,20 +9,24 @@ emulator) and clock; production gets a real httpx client and the system clock.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING
 
 import httpx
 import structlog
 from fastapi import Depends, FastAPI, Request, Response
+from fastapi.responses import JSONResponse
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pmsgate.boundary import refuse_control_characters
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError, install_error_handlers
@@ -40,15 +44,16 @@ from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.operations import Operations
 from pmsgate.gateway.service import Gateway, GatewayPolicy
+from pmsgate.gateway.shared_state import RedisHealth
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.usage import UsageCounter
 from pmsgate.gateway.window import WindowPolicy
-from pmsgate.boundary import refuse_control_characters
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
 from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.gateway_usage import GatewayUsageRepository
 from pmsgate.storage.idempotency import IdempotencyRepository
 from pmsgate.storage.tokens import TokenRepository
 
@@ -66,6 +71,7 @@ class Services:
     clock: Clock
     engine: AsyncEngine
     redis: Redis | None
+    redis_health: RedisHealth
     facilities: FacilityService
     pms: PmsClient
     limiter: FacilityLimiter
@@ -104,6 +110,48 @@ class RequestIdMiddleware:
             await self.app(scope, receive, send_with_id)
 
 
+def open_redis(settings: Settings) -> Redis | None:
+    """The shared Redis client, or None when no Redis is configured.
+
+    Short timeouts and one quick retry (redis-py's own ``Retry``: a connection dropped by a
+    Redis restart is re-opened once, at once), so an outage is noticed within about
+    ``redis_timeout_s`` instead of after redis-py's default ten retries with backoff.
+    """
+    if not settings.redis_url:
+        return None
+    return Redis.from_url(
+        settings.redis_url,
+        socket_connect_timeout=settings.redis_timeout_s,
+        socket_timeout=settings.redis_timeout_s,
+        retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), retries=1),
+    )
+
+
+def upstream_history(
+    usage: GatewayUsageRepository, facilities: FacilityService
+) -> Callable[[str, datetime], Awaitable[list[tuple[datetime, int]]]]:
+    """The limiter's memory of a key's upstream requests per hour since a time (the database's).
+
+    A key is a hotel_id, or ``account:<username>`` when the budget is per API account
+    (then the hours of every facility of that account add up).
+    """
+
+    async def history(key: str, since: datetime) -> list[tuple[datetime, int]]:
+        if key.startswith("account:"):
+            username = key.removeprefix("account:")
+            hotel_ids = [f.hotel_id for f in await facilities.list() if f.username == username]
+        else:
+            hotel_ids = [key]
+        hours: dict[datetime, int] = {}
+        for hotel_id in hotel_ids:
+            for row in await usage.series(hotel_id, since, since + timedelta(days=2)):
+                if row.upstream_calls:
+                    hours[row.hour] = hours.get(row.hour, 0) + row.upstream_calls
+        return sorted(hours.items())
+
+    return history
+
+
 @asynccontextmanager
 async def open_services(
     settings: Settings,
@@ -116,16 +164,19 @@ async def open_services(
     async with AsyncExitStack() as stack:
         engine = await stack.enter_async_context(open_database(settings.effective_database_url))
         sessions = session_factory(engine)
-        redis: Redis | None = None
-        if settings.redis_url:
-            redis = Redis.from_url(settings.redis_url)
+        metrics = GatewayMetrics()
+        health = RedisHealth(
+            clock, retry_interval_s=settings.redis_retry_interval_s, gauge=metrics.redis_up
+        )
+        redis = open_redis(settings)
+        if redis is not None:
             stack.push_async_callback(redis.aclose)
         if kross_http is None:
             kross_http = await stack.enter_async_context(
                 httpx.AsyncClient(timeout=settings.kross_timeout_s)
             )
-        metrics = GatewayMetrics()
-        usage = UsageCounter(clock)
+        usage = UsageCounter(clock, redis=redis, health=health, namespace=settings.redis_namespace)
+        stack.push_async_callback(usage.settle)  # the last tick's counts reach Redis
         vault = vault_from_settings(settings)
         facilities = FacilityService(
             sessions,
@@ -141,6 +192,9 @@ async def open_services(
             namespace=settings.redis_namespace,
             background_share=settings.limiter_background_share,
             edge_margin_s=settings.limiter_edge_margin_s,
+            health=health,
+            outage_share=settings.limiter_outage_share,
+            history=upstream_history(GatewayUsageRepository(sessions), facilities),
         )
         cache = ReadCache(
             clock=clock,
@@ -148,6 +202,8 @@ async def open_services(
             namespace=settings.redis_namespace,
             keep_s=settings.cache_keep_s,
             lock_ttl_s=settings.cache_lock_ttl_s,
+            health=health,
+            redis_timeout_s=settings.redis_timeout_s,
         )
         stack.push_async_callback(cache.close)
 
@@ -165,6 +221,7 @@ async def open_services(
                 wait_s=settings.token_lock_wait_s,
             ),
             refresh_ahead_s=settings.token_refresh_ahead_s,
+            health=health,
         )
         gateway = Gateway(
             facilities=facilities,
@@ -191,6 +248,7 @@ async def open_services(
             clock=clock,
             engine=engine,
             redis=redis,
+            redis_health=health,
             facilities=facilities,
             pms=pms_client,
             limiter=limiter,
@@ -320,7 +378,12 @@ def create_app(
         return {"status": "ok"}
 
     @app.get("/readyz", include_in_schema=False)
-    async def readyz(request: Request) -> dict[str, object]:
+    async def readyz(request: Request) -> Response:
+        """Ready when the database and (if configured) Redis answer; 503 names what is missing.
+
+        A replica without Redis still answers what it safely can (docs/gateway.md, When Redis
+        is away), but it is not fully ready: this is what an orchestrator should see.
+        """
         current: Services = request.app.state.services
         checks: dict[str, str] = {}
         try:
@@ -328,21 +391,25 @@ def create_app(
                 await connection.execute(text("SELECT 1"))
             checks["database"] = "ok"
         except Exception as error:  # any failure means not ready; say which kind
-            checks["database"] = type(error).__name__
+            checks["database"] = f"unavailable ({type(error).__name__})"
         if current.redis is not None:
-            try:
-                await current.redis.ping()
-                checks["redis"] = "ok"
-            except Exception as error:
-                checks["redis"] = type(error).__name__
-        if any(value != "ok" for value in checks.values()):
-            raise PmsgateError(
-                "Not ready: " + ", ".join(f"{k}={v}" for k, v in checks.items()),
+            up = await current.redis_health.check(current.redis)
+            checks["redis"] = "ok" if up else "unavailable"
+        missing = [name for name, value in checks.items() if value != "ok"]
+        if missing:
+            refusal = PmsgateError(
+                "Not ready: " + ", ".join(f"{name} is unavailable" for name in missing) + ".",
                 code="not_ready",
                 status=503,
-                hint="Check the database and Redis connections.",
+                hint="Check the connection to: " + ", ".join(missing) + ".",
+                headers={"Retry-After": "5"},
             )
-        return {"status": "ready", "checks": checks}
+            return JSONResponse(
+                {**refusal.to_body(), "status": "not_ready", "checks": checks},
+                status_code=503,
+                headers=refusal.headers,
+            )
+        return JSONResponse({"status": "ready", "checks": checks})
 
     @app.get("/metrics", include_in_schema=False)
     async def metrics(request: Request) -> Response:

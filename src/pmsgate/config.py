@@ -44,6 +44,19 @@ class Settings(BaseSettings):
         min_length=1,
         description="Prefix of every Redis key, so several deployments can share one Redis.",
     )
+    redis_timeout_s: float = Field(
+        default=1.0,
+        gt=0,
+        description="Connect and read timeout of one Redis command, in seconds: an outage is "
+        "noticed after this long, not after a long hang (the gateway then runs on its "
+        "fallbacks; docs/gateway.md, When Redis is away).",
+    )
+    redis_retry_interval_s: float = Field(
+        default=2.0,
+        gt=0,
+        description="While Redis is unreachable, try it again at most this often (one call "
+        "per interval probes it; the others use the fallbacks without waiting).",
+    )
     kross_base_url: str = Field(
         default="https://api.krossbooking.com",
         description="Booking-system base URL; operations are POSTed to <base>/v5/<path>.",
@@ -123,6 +136,16 @@ class Settings(BaseSettings):
         description="Every limiter window is widened by this many seconds, so replicas whose "
         "clocks differ by less than it never exceed a limit together (and network jitter does "
         "not push a request into the booking system's next window).",
+    )
+    limiter_outage_share: float = Field(
+        default=0.2,
+        ge=0,
+        le=1,
+        description="While Redis is unreachable, each replica may use this share of every "
+        "window (minute, hour, day) on its own. With N replicas, N x share of a window can be "
+        "spent; keep it at most 1/N (the default suits up to 4 replicas with room for the "
+        "calls made just before the outage). The permits are written into the shared window "
+        "when Redis is back.",
     )
     cache_max_age_s: dict[str, float] = Field(
         default_factory=lambda: {

@@ -18,6 +18,15 @@ the value again. Values returned by the cache are shared: callers treat them as
 read-only. (cashews' own memory backend copies every value, which is exactly the
 cost this avoids, hence the small map.)
 
+When Redis is away (:mod:`pmsgate.gateway.shared_state`), the cache keeps answering
+from that in-process map: an entry this process holds is served with its real age
+(``stale`` once older than the caller's bound), a miss is fetched (within the limiter's
+outage budget) and kept in the process only, refills are coalesced in the process
+alone, and an invalidation drops the process's own copies at once and is applied to
+Redis when it is back (before anything is read from it again). Nothing from
+``cashews`` is suppressed: its errors mark Redis down once instead of logging a
+traceback per call.
+
 Invalidation works on ``:``-separated keys: ``invalidate("123")`` drops the key
 ``123`` and every key under ``123:``. A refill that was already fetching when
 an invalidation touched its key returns its answer but does not store it, so a
@@ -31,18 +40,22 @@ import re
 import uuid
 import warnings
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from cashews import Cache
 
 from pmsgate.clock import Clock
 from pmsgate.gateway.locks import SingleFlight
+from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
 
+T = TypeVar("T")
 CacheSource = Literal["upstream", "cache"]
 _SEPARATOR = ":"
+_UNREACHABLE: Any = object()
 
 
 @dataclass(frozen=True)
@@ -75,6 +88,8 @@ class ReadCache:
         lock_ttl_s: float = 30.0,
         lock_poll_s: float = 0.02,
         max_entries: int = 10_000,
+        health: RedisHealth | None = None,
+        redis_timeout_s: float = 1.0,
     ) -> None:
         self._clock = clock
         self._namespace = namespace
@@ -84,10 +99,19 @@ class ReadCache:
         self._flights: SingleFlight[Cached] = SingleFlight()
         self._decoded: OrderedDict[str, tuple[str, _Entry]] = OrderedDict()
         self._decoded_max = max_entries
+        self._pending_invalidations: set[str] = set()
         self._cache = Cache(name=f"{namespace}-read-cache")
+        self._health = health if health is not None or not redis_url else RedisHealth(clock)
         if redis_url:
-            # suppress=True: a Redis outage degrades to "no cache" instead of failing reads.
-            self._cache.setup(redis_url, pickle_type="json", suppress=True)
+            # suppress=False: an outage reaches RedisHealth once (suppress=True would log a
+            # traceback per command and answer "missing" for everything).
+            self._cache.setup(
+                redis_url,
+                pickle_type="json",
+                suppress=False,
+                socket_connect_timeout=redis_timeout_s,
+                socket_timeout=redis_timeout_s,
+            )
         else:
             self._cache.setup("mem://", pickle_type="json", size=max_entries)
         self.backend: Literal["redis", "memory"] = "redis" if redis_url else "memory"
@@ -132,14 +156,24 @@ class ReadCache:
         """Drop ``key_or_prefix`` and every key under ``key_or_prefix:`` (e.g. one facility)."""
         prefix = key_or_prefix.rstrip(_SEPARATOR)
         _check_key(prefix)
-        # Marker first, then delete: a refill already fetching sees the marker change
-        # and does not store its (possibly pre-write) answer.
-        await self._cache.set(
-            self._marker_key(prefix), uuid.uuid4().hex, expire=self._lock_ttl_s + 60
-        )
-        for stored in (self._entry_key(prefix), self._version_key(prefix)):
-            await self._cache.delete(stored)
-            await self._cache.delete_match(_glob_prefix(stored + _SEPARATOR) + "*")
+        for held in [k for k in self._decoded if k == prefix or k.startswith(prefix + ":")]:
+            del self._decoded[held]
+        self._pending_invalidations.add(prefix)
+        await self._shared("invalidate the cache", self._apply_invalidations, None)
+
+    async def _apply_invalidations(self) -> None:
+        """Apply the invalidations the store has not seen yet (all of them once Redis is back)."""
+        while self._pending_invalidations:
+            prefix = next(iter(self._pending_invalidations))
+            # Marker first, then delete: a refill already fetching sees the marker change
+            # and does not store its (possibly pre-write) answer.
+            await self._cache.set(
+                self._marker_key(prefix), uuid.uuid4().hex, expire=self._lock_ttl_s + 60
+            )
+            for stored in (self._entry_key(prefix), self._version_key(prefix)):
+                await self._cache.delete(stored)
+                await self._cache.delete_match(_glob_prefix(stored + _SEPARATOR) + "*")
+            self._pending_invalidations.discard(prefix)
 
     async def close(self) -> None:
         """Stop refills in flight and close the store's connections."""
@@ -158,9 +192,7 @@ class ReadCache:
         fetch: Callable[[], Awaitable[Any]],
         stale_on: tuple[type[BaseException], ...],
     ) -> Cached:
-        async with self._cache.lock(
-            self._lock_key(key), expire=self._lock_ttl_s, check_interval=self._lock_poll_s
-        ):
+        async with self._refill_lock(key):
             # Re-check: another replica (or a flight with another bound) may have just refilled.
             entry = await self._read(key)
             if entry is not None and self._age(entry) <= max_age_s:
@@ -183,24 +215,62 @@ class ReadCache:
                 source="upstream",
             )
 
+    async def _shared(self, what: str, work: Callable[[], Awaitable[T]], fallback: T) -> T:
+        """``work()`` on the store, or ``fallback`` when Redis is unreachable."""
+        if self._health is None:
+            return await work()
+        try:
+            with self._health.use(what):
+                return await work()
+        except SharedStateUnavailable:
+            return fallback
+
+    @asynccontextmanager
+    async def _refill_lock(self, key: str) -> AsyncIterator[None]:
+        """The store's lock on ``key``; without Redis, the in-process single flight only."""
+        lock = self._cache.lock(
+            self._lock_key(key), expire=self._lock_ttl_s, check_interval=self._lock_poll_s
+        )
+
+        async def take() -> bool:
+            await lock.__aenter__()
+            return True
+
+        taken = await self._shared("lock a cache refill", take, False)
+        try:
+            yield
+        finally:
+            if taken:
+                # Unreachable now: the lock expires on its own after lock_ttl_s.
+                await self._shared(
+                    "unlock a cache refill", lambda: lock.__aexit__(None, None, None), None
+                )
+
     async def _read(self, key: str) -> _Entry | None:
+        entry = await self._shared("read the cache", lambda: self._read_stored(key), _UNREACHABLE)
+        if entry is _UNREACHABLE:
+            # Redis is away: what this process holds is all there is.
+            held = self._decoded.get(key)
+            entry = held[1] if held is not None else None
+        # Also bounded on our clock, so keep_s means the same in tests and in production.
+        if entry is None or self._age(entry) > self._keep_s:
+            return None
+        return entry
+
+    async def _read_stored(self, key: str) -> _Entry | None:
+        if self._pending_invalidations:
+            await self._apply_invalidations()
         version = await self._cache.get(self._version_key(key))
         if not isinstance(version, str):
             return None
         held = self._decoded.get(key)
         if held is not None and held[0] == version:
-            entry = held[1]
-        else:
-            raw = await self._cache.get(self._entry_key(key))
-            if not isinstance(raw, dict) or "fetched_at" not in raw:
-                return None
-            entry = _Entry(
-                value=raw.get("value"), fetched_at=datetime.fromisoformat(raw["fetched_at"])
-            )
-            self._remember(key, str(raw.get("version")), entry)
-        # Also bounded on our clock, so keep_s means the same in tests and in production.
-        if self._age(entry) > self._keep_s:
+            return held[1]
+        raw = await self._cache.get(self._entry_key(key))
+        if not isinstance(raw, dict) or "fetched_at" not in raw:
             return None
+        entry = _Entry(value=raw.get("value"), fetched_at=datetime.fromisoformat(raw["fetched_at"]))
+        self._remember(key, str(raw.get("version")), entry)
         return entry
 
     async def _write(self, key: str, value: Any, fetched_at: datetime) -> None:
@@ -209,9 +279,14 @@ class ReadCache:
         record = {"value": value, "fetched_at": fetched_at.isoformat(), "version": version}
         # Fail here, in memory mode too, rather than only once Redis is configured.
         json.dumps(record)
-        await self._cache.set(self._entry_key(key), record, expire=self._keep_s)
-        # The version last: a reader that sees it finds the record it names.
-        await self._cache.set(self._version_key(key), version, expire=self._keep_s)
+
+        async def store() -> None:
+            await self._cache.set(self._entry_key(key), record, expire=self._keep_s)
+            # The version last: a reader that sees it finds the record it names.
+            await self._cache.set(self._version_key(key), version, expire=self._keep_s)
+
+        # Without Redis the answer is kept in this process only (the module docstring).
+        await self._shared("store in the cache", store, None)
         self._remember(key, version, _Entry(value=value, fetched_at=fetched_at))
 
     def _remember(self, key: str, version: str, entry: _Entry) -> None:
@@ -223,7 +298,9 @@ class ReadCache:
     async def _markers(self, key: str) -> tuple[Any, ...]:
         parts = key.split(_SEPARATOR)
         keys = [self._marker_key(_SEPARATOR.join(parts[: i + 1])) for i in range(len(parts))]
-        return tuple(await self._cache.get_many(*keys))
+        # Without Redis, no replica's invalidation can be seen: the process's own ones
+        # already dropped its copies.
+        return tuple(await self._shared("read the cache", lambda: self._cache.get_many(*keys), ()))
 
     def _age(self, entry: _Entry) -> float:
         return max(0.0, (self._clock.now() - entry.fetched_at).total_seconds())

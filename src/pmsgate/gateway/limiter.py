@@ -53,14 +53,19 @@ or an account; see ``Settings.limiter_scope``); it must not be a secret.
 from __future__ import annotations
 
 import enum
+import itertools
 import math
+import uuid
 from bisect import bisect_left
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from inspect import isawaitable
 from typing import Any, Protocol, TypeVar
 
 import anyio
+import structlog
 from pyrate_limiter import AbstractClock, Duration, InMemoryBucket, Rate, RateItem, RedisBucket
 from pyrate_limiter.abstracts import AbstractBucket
 from redis.asyncio import Redis
@@ -68,6 +73,9 @@ from redis.exceptions import NoScriptError
 
 from pmsgate.clock import Clock
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
+
+log = structlog.get_logger(__name__)
 
 T = TypeVar("T")
 
@@ -85,16 +93,28 @@ _EXPIRY_MARGIN_S = 120
 _EDGE_MS = 1
 # How much longer than its window a permit counts (clock skew, network; module docstring).
 DEFAULT_EDGE_MARGIN_S = 0.5
+# The share of each window one process may use alone while Redis is unreachable.
+DEFAULT_OUTAGE_SHARE = 0.2
 
-# pyrate-limiter's PUT_ITEM (same arguments, so RedisBucket runs it), except that a window
-# counts every permit from ``now - interval`` on, including permits stamped in the future
-# by a replica whose clock is ahead (pyrate-limiter stops at ``now``).
+# pyrate-limiter's PUT_ITEM with the same arguments, except that:
+# - a window counts every permit from ``now - interval`` on, including permits stamped in the
+#   future by a replica whose clock is ahead (pyrate-limiter stops at ``now``);
+# - KEYS[2] is the window's marker: when it is missing, Redis has lost the window (a restart
+#   without persistence, a flush), and the script takes nothing and answers -2 so that the
+#   limiter rebuilds the window first (module docstring);
+# - it answers {index of the full window or -1, the marker's generation}.
 PUT_ITEM = """
 local bucket = KEYS[1]
+local marker = KEYS[2]
 local now = tonumber(ARGV[1])
 local space_required = tonumber(ARGV[2])
 local item_name = ARGV[3]
 local rates_count = tonumber(ARGV[4])
+
+local generation = redis.call('GET', marker)
+if not generation then
+    return {-2, false}
+end
 
 for i=1,rates_count do
     local offset = (i - 1) * 2
@@ -102,15 +122,18 @@ for i=1,rates_count do
     local limit = tonumber(ARGV[5 + offset + 1])
     local count = redis.call('ZCOUNT', bucket, now - interval, '+inf')
     if limit - tonumber(count) < space_required then
-        return i - 1
+        return {i - 1, generation}
     end
 end
 
 for i=1,space_required do
     redis.call('ZADD', bucket, now, item_name..i)
 end
-return -1
+return {-1, generation}
 """
+
+# Hour rows of usage history, (start of the hour, upstream requests), for a limiter key.
+UsageHistory = Callable[[str, datetime], Awaitable[list[tuple[datetime, int]]]]
 
 
 class WindowLimits(Protocol):
@@ -159,6 +182,70 @@ class BudgetExhausted(PmsgateError):
         )
 
 
+class OutageBudgetExhausted(BudgetExhausted):
+    """Redis is unreachable and this process's outage share of the budget is used up."""
+
+    code = "shared_state_unavailable"
+    status = 503
+
+    def __init__(
+        self,
+        *,
+        retry_after_s: float,
+        window: str,
+        priority: Priority = Priority.INTERACTIVE,
+    ) -> None:
+        super().__init__(retry_after_s=retry_after_s, window=window, priority=priority)
+        seconds = self.headers["Retry-After"]
+        self.message = (
+            "Redis, through which the gateway replicas share the facility's booking-system "
+            f"budget, is unreachable, and this replica's outage share of the {window} "
+            "budget is used up."
+        )
+        self.hint = (
+            f"Retry in {seconds} s. Operators: check the Redis server of PMSGATE_REDIS_URL "
+            "(PMSGATE_LIMITER_OUTAGE_SHARE sets the share)."
+        )
+        self.args = (self.message,)
+
+
+@dataclass(frozen=True)
+class _Limits:
+    per_minute: int
+    per_hour: int
+    per_day: int
+
+
+class _WindowLost(Exception):
+    """The window's marker is gone: Redis lost the window (restart without persistence)."""
+
+
+class _SharedBucket(RedisBucket):
+    """pyrate-limiter's RedisBucket running :data:`PUT_ITEM` with the window's marker.
+
+    The permit's member in the sorted set is the item's name (plus "1"), chosen by the
+    limiter, so writing the same permit again (after an outage, into a rebuilt window)
+    adds nothing twice.
+    """
+
+    def __init__(
+        self, rates: list[Rate], redis: Redis, bucket_key: str, script_hash: str, marker_key: str
+    ) -> None:
+        super().__init__(rates, redis, bucket_key, script_hash)
+        self.marker_key = marker_key
+        self.generation: str | None = None
+
+    async def _check_and_insert(self, item: RateItem) -> Rate | None:
+        rates = [value for rate in self.rates for value in (rate.interval, rate.limit)]
+        args: list[str | int] = [item.timestamp, item.weight, item.name, len(self.rates), *rates]
+        awaited = self.redis.evalsha(self.script_hash, 2, self.bucket_key, self.marker_key, *args)
+        index, generation = await _resolve(awaited)
+        if int(index) == -2:
+            raise _WindowLost
+        self.generation = generation.decode() if isinstance(generation, bytes) else generation
+        return None if int(index) < 0 else self.rates[int(index)]
+
+
 class PyrateClock(AbstractClock):
     """Our injectable clock as pyrate-limiter's clock: milliseconds since the epoch."""
 
@@ -205,13 +292,19 @@ class FacilityLimiter:
         background_share: float = 0.5,
         edge_margin_s: float = DEFAULT_EDGE_MARGIN_S,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        health: RedisHealth | None = None,
+        outage_share: float = DEFAULT_OUTAGE_SHARE,
+        history: UsageHistory | None = None,
     ) -> None:
         if not 0.0 <= background_share <= 1.0:
             raise ValueError("background_share must be between 0 and 1")
         if not 0.0 <= edge_margin_s < 60.0:
             raise ValueError("edge_margin_s must be between 0 and 60 seconds")
+        if not 0.0 <= outage_share <= 1.0:
+            raise ValueError("outage_share must be between 0 and 1")
         # Every bucket rate is its window plus this margin (see the module docstring).
         self._margin_ms = round(edge_margin_s * 1000)
+        self._base_clock = clock
         self._clock = PyrateClock(clock)
         self._redis = redis
         self._namespace = namespace
@@ -219,6 +312,18 @@ class FacilityLimiter:
         self._sleep = sleep
         self._buckets: dict[str, _Buckets] = {}
         self._script_hash: str | None = None
+        # Redis only: the outage fallback, and what this process knows of its own permits.
+        self._health = health if health is not None else RedisHealth(clock)
+        self._outage_share = outage_share
+        self._history = history
+        self._outage: FacilityLimiter | None = None
+        self._instance = uuid.uuid4().hex[:12]
+        self._sequence = itertools.count()
+        # Own permits of the last minute window (stamp, member), written into a rebuilt window.
+        self._recent: dict[str, deque[tuple[int, str]]] = {}
+        # Permits taken during an outage, written into the Redis window once it is back.
+        self._unwritten: dict[str, list[tuple[int, str]]] = {}
+        self._generations: dict[str, str] = {}
 
     def __repr__(self) -> str:
         backend = "redis" if self._redis is not None else "memory"
@@ -234,34 +339,62 @@ class FacilityLimiter:
         priority: Priority = Priority.INTERACTIVE,
         *,
         wait_s: float = 0.0,
+        shared_only: bool = False,
     ) -> None:
-        """Take one permit from all three windows, waiting up to ``wait_s``, or BudgetExhausted."""
-        waited = 0.0
-        while True:
-            buckets = await self._buckets_for(key, limits)
-            now_ms = self._clock.now()
-            bucket, rates = self._view(buckets, priority)
-            if bucket is None:
-                # background_share leaves background calls nothing in some window.
-                raise BudgetExhausted(
-                    retry_after_s=WINDOWS[-1][1].value / 1000,
-                    window=self._zero_share_window(buckets),
-                    priority=priority,
-                )
-            if await self._put(key, buckets, bucket, RateItem(key, now_ms)):
-                await self._maybe_leak(buckets, now_ms)
-                return
-            wait_ms, window = await self._earliest_permit(bucket, rates, now_ms)
-            wait = wait_ms / 1000
-            # Give up at once when the permit frees after the deadline: waiting is useless.
-            if waited + wait > wait_s:
-                raise BudgetExhausted(retry_after_s=wait, window=window, priority=priority)
-            await self._sleep(wait)
-            # Count the time we asked to sleep, not the clock: an injected sleep may not move it.
-            waited += wait
+        """Take one permit from all three windows, waiting up to ``wait_s``, or BudgetExhausted.
+
+        With Redis unreachable, the permit comes from this process's outage budget
+        (:class:`OutageBudgetExhausted` when that is used up) — unless ``shared_only``
+        (a write): then SharedStateUnavailable.
+        """
+        if self._redis is None:
+            await self._acquire(key, limits, priority, wait_s)
+            return
+        try:
+            with self._health.use("take a permit"):
+                await self._write_unwritten()
+                await self._acquire(key, limits, priority, wait_s)
+            return
+        except SharedStateUnavailable:
+            if shared_only:
+                raise SharedStateUnavailable(
+                    "send a write", retry_after_s=self._health.retry_after_s
+                ) from None
+        outage = self._outage_limiter()
+        scaled = self._outage_limits(limits)
+        if scaled is None:
+            raise OutageBudgetExhausted(
+                retry_after_s=self._health.retry_after_s, window="minute", priority=priority
+            )
+        if key not in outage._buckets:
+            # This process's own permits of the last minute count in its outage budget too.
+            seeded = await outage._buckets_for(key, scaled)
+            for stamp, _ in self._recent.get(key, ()):
+                await _resolve(seeded.interactive.put(RateItem(key, stamp)))
+        try:
+            await outage.acquire(key, scaled, priority, wait_s=wait_s)
+        except BudgetExhausted as refused:
+            raise OutageBudgetExhausted(
+                retry_after_s=refused.retry_after_s, window=refused.window, priority=priority
+            ) from None
+        now_ms = self._clock.now()
+        self._unwritten.setdefault(key, []).append((now_ms, self._member(now_ms) + "1"))
 
     async def remaining(self, key: str, limits: WindowLimits) -> dict[str, int]:
-        """Permits left now for an interactive call, per window."""
+        """Permits left now for an interactive call, per window (the outage budget's if so)."""
+        if self._redis is not None:
+            try:
+                with self._health.use("read the budget"):
+                    await self._write_unwritten()
+                    return await self._remaining(key, limits)
+            except SharedStateUnavailable:
+                scaled = self._outage_limits(limits)
+                if scaled is None:
+                    return {name: 0 for name, _ in WINDOWS}
+                return await self._outage_limiter().remaining(key, scaled)
+        return await self._remaining(key, limits)
+
+    async def _remaining(self, key: str, limits: WindowLimits) -> dict[str, int]:
         buckets = await self._buckets_for(key, limits)
         now_ms = self._clock.now()
         counts = await self._in_window_counts(key, buckets, now_ms)
@@ -280,6 +413,124 @@ class FacilityLimiter:
             return WINDOWS[-1][1].value / 1000
         wait_ms, _ = await self._earliest_permit(bucket, rates, self._clock.now())
         return wait_ms / 1000
+
+    async def _acquire(
+        self, key: str, limits: WindowLimits, priority: Priority, wait_s: float
+    ) -> None:
+        waited = 0.0
+        while True:
+            buckets = await self._buckets_for(key, limits)
+            now_ms = self._clock.now()
+            bucket, rates = self._view(buckets, priority)
+            if bucket is None:
+                # background_share leaves background calls nothing in some window.
+                raise BudgetExhausted(
+                    retry_after_s=WINDOWS[-1][1].value / 1000,
+                    window=self._zero_share_window(buckets),
+                    priority=priority,
+                )
+            if await self._put(key, buckets, bucket, now_ms):
+                await self._maybe_leak(buckets, now_ms)
+                return
+            wait_ms, window = await self._earliest_permit(bucket, rates, now_ms)
+            wait = wait_ms / 1000
+            # Give up at once when the permit frees after the deadline: waiting is useless.
+            if waited + wait > wait_s:
+                raise BudgetExhausted(retry_after_s=wait, window=window, priority=priority)
+            await self._sleep(wait)
+            # Count the time we asked to sleep, not the clock: an injected sleep may not move it.
+            waited += wait
+
+    # --- Redis away and back (module docstring) ------------------------------------------------
+
+    def _outage_limiter(self) -> FacilityLimiter:
+        if self._outage is None:
+            self._outage = FacilityLimiter(
+                clock=self._base_clock,
+                background_share=self._background_share,
+                edge_margin_s=self._margin_ms / 1000,
+                sleep=self._sleep,
+            )
+        return self._outage
+
+    def _outage_limits(self, limits: WindowLimits) -> _Limits | None:
+        # The epsilon keeps e.g. 10 * 0.3 = 2.999… from losing a permit.
+        scaled = [math.floor(n * self._outage_share + 1e-9) for n in _limits_tuple(limits)]
+        return _Limits(*scaled) if min(scaled) >= 1 else None
+
+    def _member(self, now_ms: int) -> str:
+        # Unique per process and permit; PUT_ITEM appends "1" (the permit's weight index).
+        return f"{self._instance}:{now_ms}:{next(self._sequence)}:"
+
+    async def _write_unwritten(self) -> None:
+        """Write the permits taken during an outage into the Redis windows: they still count."""
+        if not self._unwritten:
+            return
+        assert self._redis is not None
+        pending, self._unwritten = self._unwritten, {}
+        try:
+            async with self._redis.pipeline(transaction=False) as pipe:
+                for key, permits in pending.items():
+                    pipe.zadd(self._redis_key(key), {member: stamp for stamp, member in permits})
+                    pipe.expire(self._redis_key(key), _bucket_ttl_s())
+                await pipe.execute()
+        except BaseException:
+            for key, permits in pending.items():
+                self._unwritten.setdefault(key, []).extend(permits)
+            raise
+        # The outage budget starts empty at the next outage.
+        self._outage = None
+        log.info("limiter_outage_permits_written", permits=sum(map(len, pending.values())))
+
+    def _remember(self, key: str, now_ms: int, member: str) -> None:
+        recent = self._recent.setdefault(key, deque())
+        recent.append((now_ms, member))
+        horizon = now_ms - WINDOWS[0][1].value - self._margin_ms
+        while recent and recent[0][0] < horizon:
+            recent.popleft()
+
+    async def _rebuild(self, key: str, buckets: _Buckets, now_ms: int) -> None:
+        """Redis lost the window: rebuild its hour and day counts from what we know.
+
+        The database's hourly upstream requests of the last day, each hour's stamped at its
+        end (the current hour's at now) so that it counts as long as it possibly could, plus
+        this process's own permits of the last minute. Member names are deterministic, so
+        replicas rebuilding at once add each permit once.
+        """
+        assert self._redis is not None
+        members: dict[str, int] = {}
+        day_ms = WINDOWS[-1][1].value + self._margin_ms
+        if self._history is not None:
+            now = self._base_clock.now()
+            per_day = buckets.limits[-1]
+            for hour, count in await self._history(key, now - timedelta(milliseconds=day_ms)):
+                stamp = min(int((hour + timedelta(hours=1)).timestamp() * 1000), now_ms)
+                if stamp < now_ms - day_ms:
+                    continue
+                label = hour.strftime("%Y%m%dT%H")
+                members.update({f"db:{label}:{i}": stamp for i in range(min(count, per_day))})
+        members.update({member: stamp for stamp, member in self._recent.get(key, ())})
+        name = self._redis_key(key)
+        async with self._redis.pipeline(transaction=True) as pipe:
+            if members:
+                pipe.zadd(name, members)
+            pipe.set(self._marker_key(key), uuid.uuid4().hex, nx=True, ex=_bucket_ttl_s())
+            pipe.expire(name, _bucket_ttl_s())
+            await pipe.execute()
+        log.info("limiter_window_rebuilt", key=key, permits=len(members))
+
+    async def _contribute(self, key: str, bucket: _SharedBucket) -> None:
+        """A window rebuilt by another replica gets this process's recent permits too."""
+        generation = bucket.generation
+        if generation is None or self._generations.get(key) == generation:
+            return
+        recent = self._recent.get(key)
+        if recent:
+            assert self._redis is not None
+            await self._redis.zadd(
+                self._redis_key(key), {member: stamp for stamp, member in recent}
+            )
+        self._generations[key] = generation
 
     # --- buckets -------------------------------------------------------------------------------
 
@@ -324,9 +575,10 @@ class FacilityLimiter:
         else:
             script_hash = await self._script()
             name = self._redis_key(key)
-            interactive = RedisBucket(rates, self._redis, name, script_hash)
+            marker = self._marker_key(key)
+            interactive = _SharedBucket(rates, self._redis, name, script_hash, marker)
             background = (
-                RedisBucket(background_rates, self._redis, name, script_hash)
+                _SharedBucket(background_rates, self._redis, name, script_hash, marker)
                 if background_rates
                 else None
             )
@@ -357,26 +609,40 @@ class FacilityLimiter:
     def _redis_key(self, key: str) -> str:
         return f"{self._namespace}:limiter:{key}"
 
+    def _marker_key(self, key: str) -> str:
+        return f"{self._namespace}:limiter-window:{key}"
+
     async def _script(self) -> str:
         if self._script_hash is None:
             assert self._redis is not None
             self._script_hash = str(await self._redis.script_load(PUT_ITEM))
         return self._script_hash
 
-    async def _put(
-        self, key: str, buckets: _Buckets, bucket: AbstractBucket, item: RateItem
-    ) -> bool:
-        try:
-            return bool(await _resolve(bucket.put(item)))
-        except NoScriptError:
-            # Redis lost its script cache (restart, SCRIPT FLUSH): load it again and retry once.
-            self._script_hash = None
-            self._buckets.pop(key, None)
-            script_hash = await self._script()
-            for view in (buckets.interactive, buckets.background):
-                if isinstance(view, RedisBucket):
-                    view.script_hash = script_hash
-            return bool(await _resolve(bucket.put(item)))
+    async def _put(self, key: str, buckets: _Buckets, bucket: AbstractBucket, now_ms: int) -> bool:
+        if not isinstance(bucket, _SharedBucket):
+            return bool(await _resolve(bucket.put(RateItem(key, now_ms))))
+        item = RateItem(self._member(now_ms), now_ms)
+        for last_try in (False, False, True):
+            try:
+                taken = bool(await bucket.put(item))  # type: ignore[misc]  # async with Redis
+                break
+            except NoScriptError:
+                if last_try:
+                    raise
+                # Redis lost its script cache (restart, SCRIPT FLUSH): load it again and retry.
+                self._script_hash = None
+                script_hash = await self._script()
+                for view in (buckets.interactive, buckets.background):
+                    if isinstance(view, RedisBucket):
+                        view.script_hash = script_hash
+            except _WindowLost:
+                if last_try:
+                    raise
+                await self._rebuild(key, buckets, now_ms)
+        if taken:
+            self._remember(key, now_ms, item.name + "1")
+        await self._contribute(key, bucket)
+        return taken
 
     async def _earliest_permit(
         self, bucket: AbstractBucket, rates: list[Rate], now_ms: int
@@ -418,9 +684,14 @@ class FacilityLimiter:
         # One millisecond early: Redis removes scores <= the bound, and a permit stamped
         # exactly at now - interval still counts.
         await _resolve(buckets.interactive.leak(now_ms - 1))
-        if isinstance(buckets.interactive, RedisBucket):
+        if isinstance(buckets.interactive, _SharedBucket):
             assert self._redis is not None
-            await self._redis.expire(
-                buckets.interactive.bucket_key,
-                WINDOWS[-1][1].value // 1000 + _EXPIRY_MARGIN_S,
-            )
+            async with self._redis.pipeline(transaction=False) as pipe:
+                pipe.expire(buckets.interactive.bucket_key, _bucket_ttl_s())
+                pipe.expire(buckets.interactive.marker_key, _bucket_ttl_s())
+                await pipe.execute()
+
+
+def _bucket_ttl_s() -> int:
+    """How long an unused Redis window (and its marker) is kept."""
+    return WINDOWS[-1][1].value // 1000 + _EXPIRY_MARGIN_S

@@ -53,6 +53,12 @@ class GatewayMetrics:
             registry=self.registry,
         )
 
+        self.redis_up = Gauge(
+            "pmsgate_redis_up",
+            "1 while Redis (shared limits, cache, locks) answers, 0 during an outage.",
+            registry=self.registry,
+        )
+
     def render(self) -> bytes:
         """The text exposition format."""
         return generate_latest(self.registry)

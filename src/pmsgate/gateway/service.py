@@ -255,7 +255,8 @@ class Gateway:
         async def before_attempt() -> None:
             # Every request takes a permit: a retry, an alternate path, the retry after a
             # new token.
-            await self._permit(facility, priority)
+            # A write is sent only under the shared limit (never on an outage budget).
+            await self._permit(facility, priority, shared_only=op.kind == "write")
             self.usage.upstream_call(facility.hotel_id)
 
         token = await self._token(facility, priority)
@@ -301,9 +302,15 @@ class Gateway:
         self.metrics.token_refreshes.labels(hotel_id).inc()
         self.usage.upstream_call(hotel_id)
 
-    async def _permit(self, facility: FacilityView, priority: Priority) -> None:
+    async def _permit(
+        self, facility: FacilityView, priority: Priority, *, shared_only: bool = False
+    ) -> None:
         await self.limiter.acquire(
-            self.limit_key(facility), facility.limits, priority, wait_s=self.policy.limiter_wait_s
+            self.limit_key(facility),
+            facility.limits,
+            priority,
+            wait_s=self.policy.limiter_wait_s,
+            shared_only=shared_only,
         )
 
     async def _token(self, facility: FacilityView, priority: Priority) -> Any:

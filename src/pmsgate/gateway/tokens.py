@@ -8,7 +8,12 @@ booking system rejects it). Getting a new one is single-flight at two levels:
    fails once for 1,000 callers instead of 1,000 times in a row;
 2. across replicas, the attempt runs under a lock (Redis when configured), and
    the shared store (the database) is read again after the lock is taken, so a
-   replica that waited uses the token another one just stored.
+   replica that waited uses the token another one just stored. Without Redis
+   (:class:`~pmsgate.gateway.shared_state.RedisHealth` says it is away) the lock
+   cannot be taken: a token still valid (held, or stored in the database) keeps
+   being used, and a facility that has none gets ``shared_state_unavailable``
+   (503, ``Retry-After``) rather than a token fetched uncoordinated — two replicas
+   would each open one, and each new one may end the other's session.
 
 Every ``auth/get-token`` first takes a permit (``acquire_permit``): it counts
 against the facility's budget like any other request, and each one opens an
@@ -21,7 +26,9 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Awaitable, Callable
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -30,6 +37,7 @@ from pydantic import SecretStr
 
 from pmsgate.clock import Clock
 from pmsgate.gateway.locks import LocalLocks, Locks, SingleFlight
+from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
 from pmsgate.gateway.vault import Vault, VaultError, facility_context
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
@@ -75,6 +83,7 @@ class TokenManager:
         acquire_permit: Callable[[str], Awaitable[None]],
         locks: Locks | None = None,
         refresh_ahead_s: float = 3600.0,
+        health: RedisHealth | None = None,
     ) -> None:
         self._pms = pms
         self._tokens = tokens
@@ -83,6 +92,7 @@ class TokenManager:
         self._credentials = credentials
         self._acquire_permit = acquire_permit
         self._locks: Locks = locks if locks is not None else LocalLocks()
+        self._health = health if health is not None else RedisHealth(clock)
         self._refresh_ahead = timedelta(seconds=refresh_ahead_s)
         self._held: dict[str, _Held] = {}
         self._refreshes: SingleFlight[Token] = SingleFlight()
@@ -158,7 +168,7 @@ class TokenManager:
             self._held[hotel_id] = stored
             return stored.token
         try:
-            async with self._locks.hold(f"token:{hotel_id}"):
+            async with self._coordinated(hotel_id):
                 # Re-check after taking the lock: the holder before us may have just stored one.
                 stored = await self._load(hotel_id)
                 if stored is not None and self._fresh(stored):
@@ -183,6 +193,21 @@ class TokenManager:
             self._held[hotel_id] = fallback
             self._retry_after[hotel_id] = self._clock.now() + timedelta(seconds=REFRESH_RETRY_S)
             return fallback.token
+
+    @asynccontextmanager
+    async def _coordinated(self, hotel_id: str) -> AsyncIterator[None]:
+        """The facility's token lock; SharedStateUnavailable when Redis cannot be asked."""
+        held = self._locks.hold(f"token:{hotel_id}")
+        with self._health.use("coordinate a token refresh across replicas"):
+            await held.__aenter__()
+        try:
+            yield
+        finally:
+            try:
+                with self._health.use("release the token lock"):
+                    await held.__aexit__(*sys.exc_info())
+            except SharedStateUnavailable:
+                pass  # Redis went away meanwhile: the lock expires after its timeout
 
     async def _fetch(self, hotel_id: str) -> Token:
         await self._acquire_permit(hotel_id)

@@ -1,21 +1,41 @@
-"""Hourly gateway usage counted in memory: tool calls and upstream requests per facility.
+"""Hourly gateway usage: tool calls and upstream requests per facility, kept until flushed.
 
 The gateway counts on its hot path here (one dict lookup and an increment, no I/O,
-no lock: the event loop runs one increment at a time); the ``flush-gateway-usage``
+no await: the event loop runs one increment at a time); the ``flush-gateway-usage``
 job (:mod:`pmsgate.jobs.usage`) drains the counts every minute and adds them to
 ``gateway_usage_hours`` (:class:`pmsgate.storage.gateway_usage.GatewayUsageRepository`),
 where every replica's counts add up. The console charts tool calls against upstream
 requests per hour from that table, and sums a week of upstream requests as the
 facility's budget use.
+
+Durable as they happen (issue 12). With Redis configured, the counts of one event-loop
+tick are written to Redis by one background task started on the tick's first count
+(one pipeline of ``HINCRBY`` into a hash per facility and hour), so a killed process
+loses at most the counts of its last tick instead of a minute's. The flush job then
+takes every hash — each in one ``MULTI`` (``HGETALL`` + ``DEL``), so two replicas
+flushing at once never count a hash twice — and adds them to the table. Without Redis,
+or while it is unreachable (:mod:`pmsgate.gateway.shared_state`), the counts stay in
+memory and the job (and the last run at shutdown) writes them to the database as before.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+import structlog
+from redis.asyncio import Redis
+
 from pmsgate.clock import Clock
+from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
+
+log = structlog.get_logger(__name__)
+
+# A usage hash nobody drains (every process stopped) is dropped after this long.
+_HASH_KEEP_S = 7 * 86400
+_HOUR_FORMAT = "%Y%m%dT%H"
 
 
 @dataclass
@@ -40,12 +60,33 @@ def hour_start(when: datetime) -> datetime:
     return when.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
-class UsageCounter:
-    """Counts per (hotel_id, UTC hour) since the last :meth:`drain`."""
+def add_counts(into: UsageCounts, counts: Mapping[tuple[str, datetime], HourCounts]) -> None:
+    """Add ``counts`` to ``into``, hour by hour."""
+    for key, value in counts.items():
+        held = into.get(key)
+        if held is None:
+            into[key] = HourCounts(value.tool_calls, value.upstream_calls)
+        else:
+            held.add(value)
 
-    def __init__(self, clock: Clock) -> None:
+
+class UsageCounter:
+    """Counts per (hotel_id, UTC hour) since the last :meth:`drain` (and Redis, if configured)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        *,
+        redis: Redis | None = None,
+        health: RedisHealth | None = None,
+        namespace: str = "pmsgate",
+    ) -> None:
         self._clock = clock
         self._counts: UsageCounts = {}
+        self._redis = redis
+        self._health = health if health is not None else RedisHealth(clock)
+        self._namespace = namespace
+        self._push: asyncio.Task[None] | None = None
 
     def __repr__(self) -> str:
         return f"UsageCounter(pending={len(self._counts)})"
@@ -53,28 +94,106 @@ class UsageCounter:
     def tool_call(self, hotel_id: str) -> None:
         """Count one tool or operation call of the facility."""
         self._slot(hotel_id).tool_calls += 1
+        self._schedule_push()
 
     def upstream_call(self, hotel_id: str) -> None:
         """Count one request sent to the booking system for the facility (token requests too)."""
         self._slot(hotel_id).upstream_calls += 1
+        self._schedule_push()
 
     def pending(self) -> UsageCounts:
-        """A copy of the counts not drained yet."""
+        """A copy of the counts held in this process (not in Redis, not drained yet)."""
         return {key: HourCounts(c.tool_calls, c.upstream_calls) for key, c in self._counts.items()}
 
     def drain(self) -> UsageCounts:
-        """The counts so far, and start again from zero."""
+        """The counts held in this process, and start again from zero."""
         counts, self._counts = self._counts, {}
         return counts
 
     def restore(self, counts: Mapping[tuple[str, datetime], HourCounts]) -> None:
         """Put drained counts back (a flush failed): they are added to what came since."""
-        for key, value in counts.items():
-            held = self._counts.get(key)
-            if held is None:
-                self._counts[key] = HourCounts(value.tool_calls, value.upstream_calls)
-            else:
-                held.add(value)
+        add_counts(self._counts, counts)
+
+    async def settle(self) -> None:
+        """Wait for the write to Redis under way, if any (before a flush, at shutdown)."""
+        if self._push is not None:
+            await asyncio.gather(self._push, return_exceptions=True)
+
+    async def take_shared(self) -> UsageCounts:
+        """Take every count written to Redis (by any replica); empty without Redis."""
+        taken: UsageCounts = {}
+        if self._redis is None:
+            return taken
+        redis = self._redis
+        prefix = f"{self._namespace}:usage:"
+        try:
+            with self._health.use("read the usage counts"):
+                for raw in await redis.smembers(self._index_key()):
+                    name = raw.decode() if isinstance(raw, bytes) else str(raw)
+                    async with redis.pipeline(transaction=True) as pipe:
+                        pipe.hgetall(name)
+                        pipe.delete(name)
+                        pipe.srem(self._index_key(), name)
+                        fields, _, _ = await pipe.execute()
+                    hour, _, hotel_id = name.removeprefix(prefix).partition(":")
+                    start = datetime.strptime(hour, _HOUR_FORMAT).replace(tzinfo=UTC)
+                    values = {k.decode(): int(v) for k, v in fields.items()}
+                    add_counts(
+                        taken,
+                        {
+                            (hotel_id, start): HourCounts(
+                                values.get("tool_calls", 0), values.get("upstream_calls", 0)
+                            )
+                        },
+                    )
+        except SharedStateUnavailable:
+            pass  # what was taken so far is returned; the rest stays in Redis for later
+        return taken
+
+    # --- internals ------------------------------------------------------------------------
+
+    def _schedule_push(self) -> None:
+        if self._redis is None or self._push is not None or not self._health.available:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # no event loop (a synchronous caller): the flush job writes them
+        self._push = loop.create_task(self._push_counts(), name="usage-to-redis")
+
+    async def _push_counts(self) -> None:
+        """Write the counts of this tick (and any that came meanwhile) to Redis."""
+        assert self._redis is not None
+        try:
+            while self._counts and self._health.available:
+                batch, self._counts = self._counts, {}
+                try:
+                    with self._health.use("record usage"):
+                        async with self._redis.pipeline(transaction=False) as pipe:
+                            for (hotel_id, hour), counts in batch.items():
+                                name = self._hash_key(hotel_id, hour)
+                                pipe.hincrby(name, "tool_calls", counts.tool_calls)
+                                pipe.hincrby(name, "upstream_calls", counts.upstream_calls)
+                                pipe.expire(name, _HASH_KEEP_S)
+                                pipe.sadd(self._index_key(), name)
+                            await pipe.execute()
+                except BaseException:
+                    # Unreachable (or cancelled at shutdown): the counts stay in memory, and
+                    # the flush job writes them to the database.
+                    self.restore(batch)
+                    raise
+        except SharedStateUnavailable:
+            pass
+        except Exception as error:  # never lose a count silently, never fail a caller
+            log.warning("usage_not_recorded_in_redis", error_type=type(error).__name__)
+        finally:
+            self._push = None
+
+    def _hash_key(self, hotel_id: str, hour: datetime) -> str:
+        return f"{self._namespace}:usage:{hour.strftime(_HOUR_FORMAT)}:{hotel_id}"
+
+    def _index_key(self) -> str:
+        return f"{self._namespace}:usage-hours"
 
     def _slot(self, hotel_id: str) -> HourCounts:
         key = (hotel_id, hour_start(self._clock.now()))

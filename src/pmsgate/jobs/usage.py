@@ -11,9 +11,10 @@ running it — records nothing more: the repository is idempotent on
 again. One customer failing never stops the others; the tick then fails (and the
 next one retries the customers still missing).
 
-:func:`flush_gateway_usage` drains this process's in-memory counts
-(:class:`pmsgate.gateway.usage.UsageCounter`) into ``gateway_usage_hours``; a
-failed flush puts them back, so nothing is lost, only added later.
+:func:`flush_gateway_usage` drains this process's in-memory counts and, with Redis,
+every replica's counts written there (:class:`pmsgate.gateway.usage.UsageCounter`)
+into ``gateway_usage_hours``; a failed flush puts them back (into this process's
+memory), so nothing is lost, only added later.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import structlog
 
 from pmsgate.customers.context import CustomerServices
+from pmsgate.gateway.usage import add_counts
 from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail, grid_start
 from pmsgate.platform.assistant import AssistantClient
 from pmsgate.storage.db import session_factory
@@ -118,8 +120,13 @@ async def snapshot_customer(
 
 
 async def flush_gateway_usage(services: Services) -> dict[str, Any]:
-    """Add this process's counts of tool calls and upstream requests to the hourly table."""
+    """Add the counts of tool calls and upstream requests to the hourly table.
+
+    This process's own (in memory) and, with Redis, every replica's written there.
+    """
+    await services.usage.settle()
     counts = services.usage.drain()
+    add_counts(counts, await services.usage.take_shared())
     try:
         hours = await GatewayUsageRepository(session_factory(services.engine)).add(counts)
     except BaseException:
