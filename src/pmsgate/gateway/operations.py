@@ -291,15 +291,15 @@ class Operations:
     ) -> OperationAnswer:
         op = self.gateway.operation(name)
         wire = _with_reference(name, payload, record.key)
-        if name == SAVE_OPERATION:
-            try:
+        try:
+            if name == SAVE_OPERATION:
                 wire = await self._full_record(facility, op, payload)
-            except BaseException:
-                # Nothing was sent: the key is free for the same request again.
-                with anyio.CancelScope(shield=True):
-                    await self.records.release(record.id, owner=self.owner)
-                raise
-        record = await self._read_before(facility, record, name, payload)
+            record = await self._read_before(facility, record, name, payload)
+        except BaseException:
+            # Nothing was sent: the key is free for the same request again.
+            with anyio.CancelScope(shield=True):
+                await self.records.release(record.id, owner=self.owner)
+            raise
         try:
             result = await self.gateway.write_once(facility, op, wire)
         except pms.WriteOutcomeUnknown:
