@@ -11,7 +11,10 @@ Issue 12, item 1, "tried as a new user would": the real topology, real clocks, r
   10/300/5,000) and two ``pmsgate serve`` processes on their own ports, each with its scheduler
   and default settings (``limiter_wait_s`` 2 s, edge margin 0.5 s, freshness bounds).
 - **Cold start.** ``--burst`` (60) calls at once, alternating between the replicas, before
-  either has a token or a cached answer.
+  either has a cached answer. With the scheduler on (the default, as deployed), one replica's
+  check-connections job has already got the facility's token and read its reservations at
+  start-up; ``--no-scheduler`` (``PMSGATE_SCHEDULER_ENABLED=false``) leaves the token to the
+  burst, the case where both replicas need it at once.
 - **Steady load.** ``--minutes`` (2) of ``--rate`` (4) calls a second across both replicas,
   open loop (each call starts on schedule, whatever the previous ones are doing). Each call is
   either *uncached* (``--uncached-share``, default 0.5): check-availability for a range of its
@@ -87,6 +90,9 @@ class ReplicasConfig:
     rate: float = 4.0
     uncached_share: float = 0.5
     replicas: int = 2
+    # False: PMSGATE_SCHEDULER_ENABLED=false, so no job (check-connections) gets the token
+    # before the burst does.
+    scheduler: bool = True
     database_url: str = DEFAULT_DATABASE_URL
     redis_url: str = DEFAULT_REDIS_URL
     seed: int = 7
@@ -354,6 +360,7 @@ def _gateway_env(
         "PMSGATE_PARTNER_API_KEY": partner_key,
         "PMSGATE_LOG_JSON": "true",
         "PMSGATE_LOG_LEVEL": "INFO",
+        "PMSGATE_SCHEDULER_ENABLED": str(config.scheduler).lower(),
     }
 
 
@@ -498,6 +505,8 @@ def _calls(results: list[Result]) -> dict[str, Any]:
             "server_errors_5xx": sum(r.status >= 500 for r in rows),
             "transport_errors": sum(r.status == 0 for r in rows),
             "latency": latency([r.latency_s for r in rows]).as_dict(),
+            "latency_200": latency([r.latency_s for r in rows if r.status == 200]).as_dict(),
+            "latency_429": latency([r.latency_s for r in refused]).as_dict(),
         }
 
     ordered = sorted(results, key=lambda r: r.started_s)
@@ -518,11 +527,45 @@ def _calls(results: list[Result]) -> dict[str, Any]:
         "by_phase": by_phase,
         "by_kind": by_kind,
         "by_replica": by_replica,
-        "by_tool": {
-            tool: dict(Counter(r.status for r in ordered if r.call.tool == tool))
-            for tool in sorted({r.call.tool for r in ordered})
+        # "check-availability (cached)" → {"burst": {200: n, 429: m}, "steady": {…}}
+        "by_tool_and_phase": {
+            f"{tool} ({kind})": {
+                phase: dict(
+                    Counter(
+                        r.status
+                        for r in ordered
+                        if (r.call.tool, r.call.kind, r.call.phase) == (tool, kind, phase)
+                    )
+                )
+                for phase in ("burst", "steady")
+            }
+            for tool, kind in sorted({(r.call.tool, r.call.kind) for r in ordered})
         },
+        "statuses_by_10s": _timeline(ordered),
     }
+
+
+def _timeline(ordered: list[Result], step_s: int = 10) -> list[dict[str, Any]]:
+    """Statuses of cached and uncached calls by the ``step_s`` seconds in which they started."""
+    if not ordered:
+        return []
+    buckets = int(ordered[-1].started_s // step_s) + 1
+    return [
+        {
+            "from_s": index * step_s,
+            **{
+                kind: dict(
+                    Counter(
+                        r.status
+                        for r in ordered
+                        if r.call.kind == kind and int(r.started_s // step_s) == index
+                    )
+                )
+                for kind in ("cached", "uncached")
+            },
+        }
+        for index in range(buckets)
+    ]
 
 
 def _collect_logs(directory: Path, into: dict[str, Any], keep: Path | None) -> None:
@@ -580,6 +623,12 @@ def print_replicas(results: dict[str, Any]) -> None:
             f"{row['refused_429']:>5} {row['refused_429_budget_with_retry_after']:>6} "
             f"{row['server_errors_5xx']:>4} {other:>5} "
             f"{row['latency']['p50_ms']:>8.1f} {row['latency']['p99_ms']:>8.1f}"
+        )
+    for status in ("200", "429"):
+        figures = calls["all"][f"latency_{status}"]
+        print(
+            f"  latency of the {status}s: p50 {figures['p50_ms']:.1f} ms, "
+            f"p99 {figures['p99_ms']:.1f} ms"
         )
     print(f"  error codes: {calls['all']['error_codes']}")
     for name, summary in results["logs"].items():

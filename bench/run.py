@@ -139,6 +139,12 @@ def _parser() -> argparse.ArgumentParser:
         "--replicas", type=int, default=ReplicasConfig.replicas, help="pmsgate serve processes"
     )
     replicas.add_argument(
+        "--no-scheduler",
+        action="store_true",
+        help="serve without the scheduled jobs, so that the burst, not check-connections, "
+        "gets the first token",
+    )
+    replicas.add_argument(
         "--database-url",
         default=ReplicasConfig.database_url,
         help="PostgreSQL database (created if missing, its schema emptied; name contains bench)",
@@ -246,6 +252,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             rate=args.rate,
             uncached_share=args.uncached_share,
             replicas=args.replicas,
+            scheduler=not args.no_scheduler,
             database_url=args.database_url,
             redis_url=args.redis_url,
         )
