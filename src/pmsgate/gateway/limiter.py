@@ -13,10 +13,10 @@ replica whose clock is ahead lies in the *future* of the others and is not count
 and a permit stamped by a replica that is behind leaves the window early — with one
 replica 5 ms behind the other, 19 calls passed for a limit of 10. So:
 
-* We load **our own Lua script** (:data:`PUT_ITEM`, same arguments as pyrate-limiter's,
-  so its ``RedisBucket`` still runs it): a window counts every permit stamped at or
-  after ``now - interval``, with **no upper bound** — a permit in another replica's
-  future still counts. ``remaining`` counts the same way.
+* We load **our own Lua script** (:data:`PUT_ITEM`, pyrate-limiter's arguments plus the
+  window's marker key, run by a ``RedisBucket`` subclass, :class:`_SharedBucket`): a
+  window counts every permit stamped at or after ``now - interval``, with **no upper
+  bound** — a permit in another replica's future still counts. ``remaining`` counts the same way.
 * Every window is **widened by an edge margin** (``edge_margin_s``, default 0.5 s): a
   permit counts for ``interval + margin``. A permit taken by a replica whose clock is
   ``d`` behind the deciding one would otherwise leave that replica's window ``d`` early;
@@ -32,6 +32,30 @@ We did not use the Redis server's ``TIME`` as the single time source: the window
 would then no longer follow the injected clock, so the Redis tests (and the demo's
 fast-forward clock, which the emulators share) could only move time by sleeping, and
 the in-memory and Redis backends would run on different clocks.
+
+Redis away (issue 12; :mod:`pmsgate.gateway.shared_state`). Fail closed: while Redis
+is unreachable, permits come from an in-memory limiter of this process whose windows are
+the facility's scaled by ``outage_share`` (``PMSGATE_LIMITER_OUTAGE_SHARE``, default 0.2:
+N replicas spend at most N x share of a window, so 0.2 leaves room for 4 replicas and for
+the calls made just before the outage, which no replica can see without Redis). It starts
+with this process's own permits of the last minute. A window the share leaves under one
+call admits nothing. Refusals are :class:`OutageBudgetExhausted` (503
+``shared_state_unavailable``; still a :class:`BudgetExhausted`, so a cached answer is
+served stale instead). Writes ask for ``shared_only`` permits and are refused outright.
+When Redis answers again, the outage's permits are written into the Redis windows (their
+members are deterministic, so writing twice adds nothing) and the shared windows are used
+again — no restart.
+
+Windows Redis lost (a restart without persistence, a flush). Next to each window's sorted
+set is a marker key (same expiry). :data:`PUT_ITEM` admits nothing when the marker is
+missing and the limiter rebuilds the window first, conservatively: the ``history``
+callback's upstream requests per hour of the last day (``gateway_usage_hours``), each
+hour's stamped at the hour's end — the current hour's at now, so it counts in the minute
+window too — plus this process's own permits of the last minute; then it sets the marker
+(a new *generation*). Every other replica learns the generation from its next permit and
+adds its own permits of the last minute. Member names are deterministic, so replicas
+rebuilding at once count each permit once. What no one can restore: the counts of the last
+flush interval that were only in Redis.
 
 We use the buckets but not pyrate-limiter's ``Limiter`` orchestration, because
 its delay loop sleeps on the real clock (``asyncio.sleep``/``time.sleep``, not
