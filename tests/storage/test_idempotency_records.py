@@ -1,0 +1,52 @@
+"""Idempotency records: migration 0006 keeps existing records; changes need the owner."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+from alembic import command
+from sqlalchemy import bindparam, text
+
+from pmsgate.storage.db import alembic_config, current_revision, open_database, session_factory
+from pmsgate.storage.idempotency import IdempotencyRepository
+from pmsgate.storage.models import Facility, UtcDateTime
+
+pytestmark = pytest.mark.anyio
+WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+
+
+async def test_records_written_before_0006_stay_readable_and_unowned(database_url: str):
+    async with open_database(database_url) as engine:
+        async with engine.begin() as connection:
+            await connection.run_sync(lambda c: command.downgrade(alembic_config(c), "0005"))
+        async with session_factory(engine).begin() as session:
+            facility = Facility(
+                hotel_id="1001",
+                username="api1",
+                kind="partner",
+                password_enc="v1:x",
+                integration_id="int-1",
+                created_at=WHEN,
+                updated_at=WHEN,
+            )
+            session.add(facility)
+        insert = text(
+            "INSERT INTO idempotency_records (facility_id, key, operation, body_hash, state, "
+            "created_at, updated_at) VALUES (:facility, 'k', 'check-in-guest', 'h', 'unknown', "
+            ":now, :now)"
+        ).bindparams(bindparam("now", type_=UtcDateTime()))
+        async with engine.begin() as connection:
+            await connection.execute(insert, {"facility": facility.id, "now": WHEN})
+    async with open_database(database_url) as engine:
+        assert await current_revision(engine) == "0006"
+        records = IdempotencyRepository(session_factory(engine))
+        record = await records.get(facility_id=facility.id, key="k")
+        assert record is not None
+        assert (record.state, record.owner, record.read_before) == ("unknown", None, None)
+        # A process takes it over; one that no longer owns it cannot settle it.
+        assert await records.take_over(record, owner="p1", now=WHEN)
+        assert not await records.take_over(record, owner="p2", now=WHEN)
+        done = {"state": "done", "status_code": 200, "response": {}, "now": WHEN}
+        assert not await records.finish(record.id, owner="p2", **done)
+        assert await records.finish(record.id, owner="p1", **done)
