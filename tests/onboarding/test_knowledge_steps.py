@@ -120,7 +120,7 @@ async def test_a_failed_prerequisite_authentication_stops_the_route_choice(datab
     async with step_sandbox(database_url, seed=SEED, student_index=OWN_TWO) as enrolled:
         await unlink_listings(enrolled)
         ctx = onboarding_context(enrolled)
-        ctx.state["booking_system_authenticated"] = False  # what step 1 recorded
+        ctx.run.booking_system_authenticated = False  # what step 1 recorded
 
         result = await check_route_choice(ctx)
 

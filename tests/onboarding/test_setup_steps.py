@@ -65,7 +65,7 @@ async def test_prerequisites_verify_every_sub_check_and_write_nothing(
             "booking_system": True,
         }
         assert evidence["notes"]["apartment_pages"] == len(box.notes["pages"])
-        assert ctx.state["booking_system_authenticated"] is True
+        assert ctx.run.booking_system_authenticated is True
         assert await box.services.customers.customers.find(box.student_id) is None
         assert box.upstream_writes() == {"platform": 0, "notes": 0}
 
@@ -108,7 +108,7 @@ async def test_allowlist_entry_carries_the_runbook_comment_and_needs_no_deploy(
     async with onboarding_sandbox(database_url, tmp_path) as box:
         ctx = box.services.context(box.file(contract__signed_on="2026-11-18"))
         assert not (await check_allowlist(ctx)).done
-        ctx.state["notes_apartment_pages"] = 4
+        ctx.run.notes_apartment_pages = 4
         await apply_allowlist(ctx)
         result = await check_allowlist(ctx)
         assert result.done

@@ -1,7 +1,8 @@
 """Onboarding as a program: the 17 steps of spec §4.3, their runner, checklist and CLI.
 
 - :mod:`.steps` — what a step is (:class:`~.steps.Step`, :class:`~.steps.StepResult`,
-  :class:`~.steps.OnboardingContext`) and the registry :func:`~.steps.all_steps`;
+  :class:`~.steps.OnboardingContext` and its typed :class:`~.steps.RunState`);
+- :mod:`.registry` — the runbook: the explicit tuple :data:`~.registry.STEPS`;
 - :mod:`.steps_setup` (1-5, 8), :mod:`.steps_provisioning` (6, 7),
   :mod:`.steps_knowledge` (9-14), :mod:`.steps_channels` (15, 16),
   :mod:`.steps_route_b` (17) — the steps themselves;

@@ -112,7 +112,6 @@ class OnboardingRunner:
             manual_evidence={key: value.evidence for key, value in confirmations.items()},
             previous={key: value.evidence for key, value in checklist.items()},
         )
-        ctx.state["results"] = {}
         report = RunReport(student_id=student_id, run_id=run.id, dry_run=dry_run)
         log.info("onboarding_run_started", student_id=student_id, run_id=run.id, dry_run=dry_run)
         try:
@@ -244,7 +243,7 @@ class OnboardingRunner:
                 dry_run=ctx.dry_run,
             )
         )
-        ctx.state["results"][step.id] = result
+        ctx.run.results[step.id] = result
         outcome = StepOutcome(
             number=step.number,
             id=step.id,

@@ -25,9 +25,10 @@ Exceptions raised by check/apply are caught by the runner and fail the run at
 that step with the error's code and message (so raise :class:`pmsgate.errors`
 errors with a clear message and hint; never put a secret in one).
 
-``ctx.state`` keys set by the setup steps, for later steps of the same run:
-``booking_system_authenticated`` (bool, step 1), ``notes_apartment_pages`` (int,
-step 1), ``results`` (step id → the StepResult recorded in this run).
+What the steps of one run hand each other is the typed :class:`RunState` of
+``ctx.run`` — named fields, each saying which step sets it and which reads it. It
+lives as long as the run: what is stored is each step's result and evidence
+(``storage/onboarding.py``), which later runs read as ``ctx.previous``.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import date
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
@@ -47,6 +48,13 @@ from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile
 from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.pms.client import PmsClient
+
+if TYPE_CHECKING:
+    import datetime as dt
+
+    from pmsgate.gateway.tokens import TokenManager
+    from pmsgate.onboarding.steps_knowledge import BookingSystemApartments
+    from pmsgate.platform.notes import Block
 
 ROUTE_A = "A"
 ROUTE_B = "B"
@@ -61,6 +69,14 @@ class StepKind(StrEnum):
     AUTO = "auto"
     CHECK = "check"
     MANUAL = "manual"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Why something is not as it must be, and what a person does about it."""
+
+    reason: str
+    fix: str | None = None
 
 
 @dataclass(frozen=True)
@@ -152,8 +168,51 @@ def find_step(steps: Sequence[Step], ref: str) -> Step | None:
     return next((step for step in steps if ref in (step.id, str(step.number))), None)
 
 
+@dataclass(frozen=True)
+class CommitSummary:
+    """What step 14's commit reported in this run (shown by its re-check)."""
+
+    counters: dict[str, int]
+    nodes: int
+    wifi_nodes: dict[str, bool]
+    errors: dict[str, str]  # room type → error code
+
+    def evidence(self) -> dict[str, Any]:
+        """JSON-ready, for the step's evidence."""
+        return {
+            "counters": self.counters,
+            "nodes": self.nodes,
+            "wifi_nodes": self.wifi_nodes,
+            "errors": self.errors,
+        }
+
+
+@dataclass
+class RunState:
+    """What the steps of one run hand each other (for this run only; nothing here is stored)."""
+
+    # Step id → the result recorded for it in this run (set by the runner; step 16 reads it).
+    results: dict[str, StepResult] = field(default_factory=dict)
+    # Step 1 → step 2's allowlist comment: the live pages of the apartments database.
+    notes_apartment_pages: int | None = None
+    # Step 1 → step 9: False when the booking system refused the file's credentials.
+    booking_system_authenticated: bool | None = None
+    # Steps 9, 10: the booking system's apartments, read once per run and facility.
+    booking_system_apartments: dict[str, BookingSystemApartments] = field(default_factory=dict)
+    # Step 13: each notes page's block tree, read once per run unless edited since.
+    notes_trees: dict[str, tuple[dt.datetime | None, list[Block]]] = field(default_factory=dict)
+    # Step 13 → step 14: room types whose page waits for WiFi credentials.
+    templates_waiting_for_wifi: list[str] = field(default_factory=list)
+    # Step 14's apply → its re-check.
+    knowledge_commit: CommitSummary | None = None
+    # Steps 6, 7, 17: the run's part of every platform write's idempotency key.
+    idempotency_run: str | None = None
+    # Steps 1, 9, 10: the booking-system token manager of the run.
+    pms_token_manager: TokenManager | None = None
+
+
 class OnboardingContext:
-    """One onboarding run for one customer: its file, the services, and scratch state."""
+    """One onboarding run for one customer: its file, the services, and the run's state."""
 
     def __init__(
         self,
@@ -188,7 +247,7 @@ class OnboardingContext:
         self.manual_evidence: dict[str, dict[str, Any]] = manual_evidence or {}
         # The evidence of the latest recorded result per step id, from earlier runs.
         self.previous: dict[str, dict[str, Any]] = previous or {}
-        self.state: dict[str, Any] = {}  # scratch shared between the steps of one run
+        self.run = RunState()  # what the steps of this run hand each other
 
     @property
     def student_id(self) -> str:

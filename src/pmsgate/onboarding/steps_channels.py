@@ -225,7 +225,7 @@ _LIVE_LINES: tuple[tuple[Step, str], ...] = (
 
 
 async def _message_content(ctx: OnboardingContext) -> dict[str, Any]:
-    results: dict[str, StepResult] = ctx.state.get("results", {})
+    results = ctx.run.results
     apartments = 0
     config = await ctx.customers.workspaces.find(ctx.student_id)
     if await ctx.customers.customers.find(ctx.student_id) is not None:

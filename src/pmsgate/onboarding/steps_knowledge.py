@@ -58,6 +58,7 @@ from pmsgate.onboarding.steps import (
     ONLY_A,
     ROUTE_A,
     ROUTE_B,
+    CommitSummary,
     OnboardingContext,
     Step,
     StepKind,
@@ -90,9 +91,8 @@ async def _no_permit(_hotel_id: str) -> None:
 
 
 def _token_manager(ctx: OnboardingContext) -> TokenManager:
-    manager = ctx.state.get("pms_token_manager")
-    if isinstance(manager, TokenManager):
-        return manager
+    if ctx.run.pms_token_manager is not None:
+        return ctx.run.pms_token_manager
     manager = TokenManager(
         pms=ctx.pms,
         tokens=TokenRepository(ctx.customers.sessions),
@@ -103,7 +103,7 @@ def _token_manager(ctx: OnboardingContext) -> TokenManager:
         acquire_permit=_no_permit,
         refresh_ahead_s=ctx.settings.token_refresh_ahead_s,
     )
-    ctx.state["pms_token_manager"] = manager
+    ctx.run.pms_token_manager = manager
     return manager
 
 
@@ -131,9 +131,9 @@ async def booking_system_apartments(
     ctx: OnboardingContext, hotel_id: str
 ) -> BookingSystemApartments:
     """One availability read for today (once per run): the room types that have rooms."""
-    cache = ctx.state.setdefault("booking_system_apartments", {})
+    cache = ctx.run.booking_system_apartments
     found = cache.get(hotel_id)
-    if isinstance(found, BookingSystemApartments):
+    if found is not None:
         return found
     manager = _token_manager(ctx)
     today = ctx.clock.now().date()
@@ -219,7 +219,7 @@ async def check_route_choice(ctx: OnboardingContext) -> StepResult:
     evidence["hotel_id"] = hotel_id
     facility = await ctx.facilities.get(hotel_id)
     evidence["facility_status"] = facility.status
-    if ctx.state.get("booking_system_authenticated") is False:
+    if ctx.run.booking_system_authenticated is False:
         # Step 1 of this run was refused by the booking system with the file's credentials.
         return _auth_failed(evidence, "step 1 was refused with the customer file's credentials")
     try:
@@ -386,8 +386,7 @@ async def check_registry(ctx: OnboardingContext) -> StepResult:
 
 async def apply_registry(ctx: OnboardingContext) -> None:
     """The listings sync: rows created or completed in place, never duplicated."""
-    result = await sync_registry(ctx.customers, ctx.student_id)
-    ctx.state["registry_sync"] = result.as_dict()
+    await sync_registry(ctx.customers, ctx.student_id)
 
 
 async def describe_registry(ctx: OnboardingContext) -> str:
@@ -419,7 +418,6 @@ async def check_knowledge_dry_run(ctx: OnboardingContext) -> StepResult:
         },
         "failures": {d.pms_room_type_id: d.error.code for d in report.details if d.error},
     }
-    ctx.state["knowledge_dry_run"] = report.counters()
     problems = []
     if report.apartments != listings:
         problems.append(f"apartments {report.apartments} ≠ active listings {listings}")
@@ -510,9 +508,7 @@ async def _page_tree(
     ctx: OnboardingContext, notes: NotesClient, page_id: str, edited: dt.datetime | None
 ) -> list[Block]:
     """A page's block tree, read once per run unless the page was edited since."""
-    cache: dict[str, tuple[dt.datetime | None, list[Block]]] = ctx.state.setdefault(
-        "notes_trees", {}
-    )
+    cache = ctx.run.notes_trees
     key = normalise_id(page_id)
     held = cache.get(key)
     if held is not None and edited is not None and held[0] == edited:
@@ -523,7 +519,7 @@ async def _page_tree(
 
 
 def _forget_tree(ctx: OnboardingContext, page_id: str) -> None:
-    ctx.state.setdefault("notes_trees", {}).pop(normalise_id(page_id), None)
+    ctx.run.notes_trees.pop(normalise_id(page_id), None)
 
 
 async def inspect_pages(ctx: OnboardingContext, notes: NotesClient) -> list[PageStatus]:
@@ -582,7 +578,7 @@ async def check_templates(ctx: OnboardingContext) -> StepResult:
         s for s in statuses if s.plan is not None and s.plan.blockers and not s.wifi_unknown
     ]
     pending = [s for s in statuses if not s.canonical and not s.error and s.plan is not None]
-    ctx.state["templates_waiting_for_wifi"] = [s.row.pms_room_type_id for s in waiting]
+    ctx.run.templates_waiting_for_wifi = [s.row.pms_room_type_id for s in waiting]
     if failed:
         return StepResult(
             done=False,
@@ -781,17 +777,17 @@ async def check_knowledge_commit(ctx: OnboardingContext) -> StepResult:
         "wifi_nodes": {a.room_type: a.wifi_node for a in apartments},
         "synced": {a.room_type: a.done for a in apartments},
     }
-    last = ctx.state.get("knowledge_commit")
-    if isinstance(last, dict):
-        evidence["commit"] = last
+    last = ctx.run.knowledge_commit
+    if last is not None:
+        evidence["commit"] = last.evidence()
     if not apartments:
         return StepResult(done=False, evidence=evidence, message="no apartment with a listing")
     pending = [a for a in apartments if not a.done]
     if not pending:
-        created = last.get("counters", {}).get("created") if isinstance(last, dict) else None
+        created = last.counters.get("created") if last is not None else None
         how = (
-            f"commit created {created} nodes, {last['counters']['directoriesCreated']} directories"
-            if isinstance(last, dict) and created is not None
+            f"commit created {created} nodes, {last.counters['directoriesCreated']} directories"
+            if last is not None and created is not None
             else "already synced: nothing to write"
         )
         return StepResult(
@@ -800,13 +796,13 @@ async def check_knowledge_commit(ctx: OnboardingContext) -> StepResult:
             message=f"{len(apartments)} listings synced ({evidence['nodes']} nodes, a WiFi node "
             f"with network and password each); {how}",
         )
-    waiting = set(ctx.state.get("templates_waiting_for_wifi") or [])
+    waiting = set(ctx.run.templates_waiting_for_wifi)
     blocked = [a.room_type for a in pending if a.room_type in waiting or not a.template_complete]
     message = "not synced: room types " + ", ".join(a.room_type for a in pending)
-    if isinstance(last, dict) and last.get("errors"):
+    if last is not None and last.errors:
         message += (
             " (commit errors: "
-            + ", ".join(f"{k}: {v}" for k, v in sorted(last["errors"].items()))
+            + ", ".join(f"{k}: {v}" for k, v in sorted(last.errors.items()))
             + ")"
         )
     if blocked and len(blocked) == len(pending):
@@ -822,12 +818,12 @@ async def check_knowledge_commit(ctx: OnboardingContext) -> StepResult:
 async def apply_knowledge_commit(ctx: OnboardingContext) -> None:
     """Commit the knowledge sync; its counters go into the step's evidence."""
     report = await ctx.knowledge.commit(ctx.student_id)
-    ctx.state["knowledge_commit"] = {
-        "counters": report.counters(),
-        "nodes": report.nodes,
-        "wifi_nodes": dict(report.wifi_nodes),
-        "errors": {k: v.code for k, v in report.errors.items()},
-    }
+    ctx.run.knowledge_commit = CommitSummary(
+        counters=report.counters(),
+        nodes=report.nodes,
+        wifi_nodes=dict(report.wifi_nodes),
+        errors={k: v.code for k, v in report.errors.items()},
+    )
 
 
 async def describe_knowledge_commit(ctx: OnboardingContext) -> str:

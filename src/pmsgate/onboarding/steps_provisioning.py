@@ -87,9 +87,9 @@ def catalogue() -> Catalogue:
 
 def idempotency_key(ctx: OnboardingContext, kind: str, *parts: str) -> str:
     """A write's Idempotency-Key: same run, kind and parts → same key (see the module doc)."""
-    run = ctx.state.get("idempotency_run")
-    if not isinstance(run, str):
-        run = ctx.state["idempotency_run"] = ctx.run_id or uuid.uuid4().hex
+    run = ctx.run.idempotency_run
+    if run is None:
+        run = ctx.run.idempotency_run = ctx.run_id or uuid.uuid4().hex
     digest = hashlib.sha256("\x1f".join((run, kind, *parts)).encode()).hexdigest()
     return f"pmsgate-onb-{kind}-{digest[:40]}"
 

@@ -37,6 +37,7 @@ from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
     OnboardingContext,
+    Problem,
     Step,
     StepKind,
     StepResult,
@@ -127,7 +128,10 @@ def _same_secret(a: SecretStr | None, b: SecretStr | None) -> bool:
 # --- 1 prerequisites ---------------------------------------------------------------------------
 
 
-async def _check_subscription(ctx: OnboardingContext) -> tuple[dict[str, Any], str | None]:
+SubCheck = tuple[dict[str, Any], Problem | None]  # (evidence, what is wrong or None)
+
+
+async def _check_subscription(ctx: OnboardingContext) -> SubCheck:
     sub, contract = ctx.file.subscription, ctx.file.contract
     evidence = {
         "subscription_id": sub.id,
@@ -137,21 +141,21 @@ async def _check_subscription(ctx: OnboardingContext) -> tuple[dict[str, Any], s
         "contract_price_id": contract.price_id,
     }
     if sub.status != "active":
-        return evidence, (
-            f"the subscription is {sub.status or 'missing'}, not active|"
+        return evidence, Problem(
+            f"the subscription is {sub.status or 'missing'}, not active",
             f"activate the subscription on price {contract.price_id} (contract {contract.ref}) "
-            "and update `subscription` in the customer file"
+            "and update `subscription` in the customer file",
         )
     if sub.price_id != contract.price_id:
-        return evidence, (
-            f"the subscription is on price {sub.price_id}, the contract says {contract.price_id}|"
+        return evidence, Problem(
+            f"the subscription is on price {sub.price_id}, the contract says {contract.price_id}",
             f"move the subscription to price {contract.price_id} (contract {contract.ref}) "
-            "and update `subscription.price_id` in the customer file"
+            "and update `subscription.price_id` in the customer file",
         )
     return evidence, None
 
 
-async def _check_platform(ctx: OnboardingContext) -> tuple[dict[str, Any], str | None]:
+async def _check_platform(ctx: OnboardingContext) -> SubCheck:
     evidence: dict[str, Any] = {}
     try:
         platform = ctx.customers.platform
@@ -174,18 +178,18 @@ async def _check_platform(ctx: OnboardingContext) -> tuple[dict[str, Any], str |
             evidence["workspace_id"] = ours.id
             evidence["custom_tools"] = len(tools)
     except ConfigurationError as error:
-        return evidence, f"{error.message}|{error.hint}"
+        return evidence, Problem(error.message, error.hint)
     except PlatformError as error:
         evidence["error"] = error.code
-        return evidence, (
-            f"the assistant platform refused the tools access ({error.code})|"
+        return evidence, Problem(
+            f"the assistant platform refused the tools access ({error.code})",
             "check PMSGATE_PLATFORM_API_TOKEN: it must be an account token with access to "
-            "workspaces and custom tools"
+            "workspaces and custom tools",
         )
     return evidence, None
 
 
-async def _check_notes(ctx: OnboardingContext) -> tuple[dict[str, Any], str | None]:
+async def _check_notes(ctx: OnboardingContext) -> SubCheck:
     notes = ctx.file.notes
     evidence: dict[str, Any] = {"apartments_database_id": notes.apartments_database_id}
     services = ctx.customers
@@ -201,32 +205,32 @@ async def _check_notes(ctx: OnboardingContext) -> tuple[dict[str, Any], str | No
         pages = await client.query_database(notes.apartments_database_id)
     except NotesUnauthorized:
         evidence["error"] = "notes_unauthorized"
-        return evidence, (
-            "the notes workspace refused the integration token|"
+        return evidence, Problem(
+            "the notes workspace refused the integration token",
             "copy the integration token again from the customer's notes workspace "
-            "(notes.token in the customer file)"
+            "(notes.token in the customer file)",
         )
     except (NotesNotFound, NotesForbidden) as error:
         evidence["error"] = error.code
-        return evidence, (
-            f"the token cannot read the apartments database {notes.apartments_database_id}|"
-            "check notes.apartments_database_id and share the database with the integration"
+        return evidence, Problem(
+            f"the token cannot read the apartments database {notes.apartments_database_id}",
+            "check notes.apartments_database_id and share the database with the integration",
         )
     except NotesError as error:
         evidence["error"] = error.code
-        return evidence, (
-            f"the notes workspace failed ({error.code})|retry later; if it persists, "
-            "check the notes workspace's status"
+        return evidence, Problem(
+            f"the notes workspace failed ({error.code})",
+            "retry later; if it persists, check the notes workspace's status",
         )
     finally:
         await http.aclose()
     live = [page for page in pages if not page.archived]
     evidence["apartment_pages"] = len(live)
-    ctx.state["notes_apartment_pages"] = len(live)
+    ctx.run.notes_apartment_pages = len(live)
     if not live:
-        return evidence, (
-            "the apartments database has no pages|"
-            "add one page per apartment (with its PMS room type id) to the apartments database"
+        return evidence, Problem(
+            "the apartments database has no pages",
+            "add one page per apartment (with its PMS room type id) to the apartments database",
         )
     return evidence, None
 
@@ -236,16 +240,15 @@ async def _no_permit(_hotel_id: str) -> None:
 
 
 def pms_token_manager(ctx: OnboardingContext) -> TokenManager:
-    """The run's booking-system token manager (shared in ``ctx.state["pms_token_manager"]``).
+    """The run's booking-system token manager (shared in ``ctx.run.pms_token_manager``).
 
     It reuses the token the gateway stores for a registered facility while it is
     valid, so a re-run authenticates without opening a new upstream session (each
     ``auth/get-token`` does, spec §8). Onboarding reads are not gateway traffic: the
     gateway's limiter is not taken.
     """
-    manager = ctx.state.get("pms_token_manager")
-    if isinstance(manager, TokenManager):
-        return manager
+    if ctx.run.pms_token_manager is not None:
+        return ctx.run.pms_token_manager
     manager = TokenManager(
         pms=ctx.pms,
         tokens=TokenRepository(ctx.customers.sessions),
@@ -255,18 +258,18 @@ def pms_token_manager(ctx: OnboardingContext) -> TokenManager:
         acquire_permit=_no_permit,
         refresh_ahead_s=ctx.settings.token_refresh_ahead_s,
     )
-    ctx.state["pms_token_manager"] = manager
+    ctx.run.pms_token_manager = manager
     return manager
 
 
-async def _check_booking_system(ctx: OnboardingContext) -> tuple[dict[str, Any], str | None]:
+async def _check_booking_system(ctx: OnboardingContext) -> SubCheck:
     booking = ctx.file.booking_system
     evidence: dict[str, Any] = {
         "hotel_id": booking.hotel_id,
         "username": booking.username,
         "kind": ctx.file.kind,
     }
-    ctx.state["booking_system_authenticated"] = False
+    ctx.run.booking_system_authenticated = False
     try:
         credentials = file_credentials(ctx)
         facility = await _find_facility(ctx, booking.hotel_id)
@@ -283,23 +286,23 @@ async def _check_booking_system(ctx: OnboardingContext) -> tuple[dict[str, Any],
             evidence["verified_with"] = "auth/get-token"
     except PmsgateError as error:  # invalid credentials format, missing partner key
         evidence["error"] = error.code
-        return evidence, f"{error.message}|{error.hint}"
+        return evidence, Problem(error.message, error.hint)
     except AuthenticationFailed as error:
         evidence["error"] = error.code
-        return evidence, (
-            "the booking system rejected the credentials|"
+        return evidence, Problem(
+            "the booking system rejected the credentials",
             f"check the API user {booking.username} and its password for hotel_id "
             f"{booking.hotel_id}"
             + (" and the own api key" if ctx.file.kind == "own" else "")
-            + " (booking-system panel: Settings, then API), then update the customer file"
+            + " (booking-system panel: Settings, then API), then update the customer file",
         )
     except PmsError as error:
         evidence["error"] = error.code
-        return evidence, (
-            f"the booking system did not answer the authentication ({error.code})|"
-            "retry later; if it persists, check the booking system's status"
+        return evidence, Problem(
+            f"the booking system did not answer the authentication ({error.code})",
+            "retry later; if it persists, check the booking system's status",
         )
-    ctx.state["booking_system_authenticated"] = True
+    ctx.run.booking_system_authenticated = True
     evidence["token_expires_at"] = token.expires_at.isoformat()
     return evidence, None
 
@@ -313,24 +316,21 @@ async def check_prerequisites(ctx: OnboardingContext) -> StepResult:
         "booking_system": _check_booking_system,
     }
     evidence: dict[str, Any] = {}
-    reasons: list[str] = []
-    fixes: list[str] = []
+    problems: list[Problem] = []
     # Every sub-check runs, so one run reports every missing prerequisite at once.
     for name, check in checks.items():
         found, problem = await check(ctx)
         found["ok"] = problem is None
         evidence[name] = found
         if problem is not None:
-            reason, _, fix = problem.partition("|")
-            reasons.append(reason)
-            fixes.append(fix)
-    if reasons:
+            problems.append(problem)
+    if problems:
         return StepResult(
             done=False,
             evidence=evidence,
-            message="prerequisite not met: " + "; ".join(reasons),
+            message="prerequisite not met: " + "; ".join(p.reason for p in problems),
             stop=True,
-            fix="; ".join(fixes),
+            fix="; ".join(p.fix for p in problems if p.fix),
         )
     return StepResult(
         done=True,
@@ -347,12 +347,12 @@ async def check_prerequisites(ctx: OnboardingContext) -> StepResult:
 
 def _allowlist_comment(ctx: OnboardingContext, existing_date: Any = None) -> AllowlistComment:
     sub = ctx.file.subscription
-    apartments = ctx.state.get("notes_apartment_pages")
+    apartments = ctx.run.notes_apartment_pages
     return AllowlistComment(
         added_on=existing_date or ctx.file.contract.signed_on or ctx.clock.now().date(),
         contract=ctx.file.contract.ref,
         workspace=workspace_slug(ctx),
-        apartments=apartments if isinstance(apartments, int) else None,
+        apartments=apartments,
         subscription=" ".join(part for part in (sub.id, sub.status) if part),
     )
 
