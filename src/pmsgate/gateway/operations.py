@@ -238,7 +238,6 @@ class Operations:
             code="write_unresolved",
             hint=f"Repeat the request with Idempotency-Key {first!r}: pmsgate settles it "
             "without sending it twice. Once it is settled, a new key sends it again.",
-            headers={"Retry-After": "2"},
         )
 
     async def _existing(
@@ -644,7 +643,8 @@ def _guest_registered(
         return "undecided"  # the row carries no guest list
     for guest in reservation.guests:
         if _same_person(guest.first_name, guest.last_name, payload["guest"]):
-            return {**guest.model_dump(mode="json"), "id_reservation": reservation.id_reservation}
+            # The shape of check-in-guest's own answer, without the guest's name.
+            return {"id_guest": guest.id_guest, "id_reservation": reservation.id_reservation}
     return "missing"
 
 
