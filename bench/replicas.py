@@ -23,10 +23,11 @@ Issue 12, item 1, "tried as a new user would": the real topology, real clocks, r
   get-incomplete-portals, get-in-house-guests, check-availability inside the window and
   get-checkin-instructions of an apartment, served from the shared cache once it is filled.
 
-Recorded: every call's status, error code, ``Retry-After`` and latency (client side, over
-loopback HTTP); the emulator's ``GET /kross/_sandbox/stats`` at the end (upstream requests,
-429s and tokens, by facility) and once a second during the run (upstream requests in the
-busiest minute); the replicas' log lines by level and event (JSON logs, INFO and above).
+Recorded: every call's status, error code, ``Retry-After``, latency (client side, over
+loopback HTTP) and whether a 200 was stale or came from a reservation window read in part;
+the emulator's ``GET /kross/_sandbox/stats`` at the end (upstream requests, 429s and tokens,
+by facility) and once a second during the run (upstream requests in the busiest minute); the
+replicas' log lines by level and event (JSON logs, INFO and above).
 
 Targets: 0 upstream 429s, 1 token issued, 0 answers ≥ 500. A call pmsgate refuses because
 the facility's budget is spent is a 429 ``upstream_budget_exhausted`` with ``Retry-After``;
@@ -119,6 +120,7 @@ class Result:
     code: str | None
     retry_after: str | None
     stale: bool
+    truncated: bool
     latency_s: float
 
 
@@ -184,7 +186,9 @@ async def _call(http: httpx.AsyncClient, key: str, call: Call, origin: float) ->
         )
     except httpx.TransportError as failure:
         elapsed = time.perf_counter() - started
-        return Result(call, started - origin, 0, type(failure).__name__, None, False, elapsed)
+        return Result(
+            call, started - origin, 0, type(failure).__name__, None, False, False, elapsed
+        )
     elapsed = time.perf_counter() - started
     body: dict[str, Any] = {}
     with suppress(ValueError):
@@ -199,6 +203,7 @@ async def _call(http: httpx.AsyncClient, key: str, call: Call, origin: float) ->
         code=error.get("code") if error else None,
         retry_after=answer.headers.get("Retry-After"),
         stale=bool(meta and meta.get("stale")),
+        truncated=bool(meta and meta.get("truncated")),
         latency_s=elapsed,
     )
 
@@ -496,6 +501,8 @@ def _calls(results: list[Result]) -> dict[str, Any]:
             "statuses": dict(sorted(Counter(r.status for r in rows).items())),
             "ok_200": sum(r.status == 200 for r in rows),
             "stale_200": sum(r.status == 200 and r.stale for r in rows),
+            # Answered from a reservation window read only in part (meta.truncated).
+            "truncated_200": sum(r.status == 200 and r.truncated for r in rows),
             "refused_429": len(refused),
             "refused_429_budget_with_retry_after": sum(
                 r.code == "upstream_budget_exhausted" and r.retry_after is not None for r in refused
@@ -613,13 +620,16 @@ def print_replicas(results: dict[str, Any]) -> None:
     ]
     for label, value in rows:
         print(f"  {label:<36} {value}")
-    header = f"  {'calls':<18} {'n':>5} {'200':>5} {'stale':>5} {'429':>5} {'429+RA':>6}"
+    header = (
+        f"  {'calls':<18} {'n':>5} {'200':>5} {'stale':>5} {'trunc':>5} {'429':>5} {'429+RA':>6}"
+    )
     print(f"\n{header} {'5xx':>4} {'other':>5} {'p50 ms':>8} {'p99 ms':>8}")
     groups = {"all": calls["all"], **calls["by_phase"], **calls["by_kind"], **calls["by_replica"]}
     for name, row in groups.items():
         other = row["calls"] - row["ok_200"] - row["refused_429"] - row["server_errors_5xx"]
         print(
             f"  {name:<18} {row['calls']:>5} {row['ok_200']:>5} {row['stale_200']:>5} "
+            f"{row['truncated_200']:>5} "
             f"{row['refused_429']:>5} {row['refused_429_budget_with_retry_after']:>6} "
             f"{row['server_errors_5xx']:>4} {other:>5} "
             f"{row['latency']['p50_ms']:>8.1f} {row['latency']['p99_ms']:>8.1f}"
