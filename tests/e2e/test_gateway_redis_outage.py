@@ -14,13 +14,18 @@ from typing import Any
 
 import pytest
 import redis as sync_redis
+from pydantic import SecretStr
+from redis.asyncio import Redis
 from structlog.testing import capture_logs
 
+from pmsgate.config import Settings
+from pmsgate.errors import PmsgateError
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.usage import HourCounts, hour_start
 from pmsgate.jobs.usage import flush_gateway_usage
-from pmsgate.storage.db import session_factory
+from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.gateway_usage import GatewayUsageRepository
+from pmsgate.web.users import UserService
 from tests.e2e.conftest import add_seeded_facility, gateway_settings, running_gateway
 from tests.e2e.processes import free_port
 
@@ -258,3 +263,39 @@ async def test_usage_counts_survive_a_killed_replica_through_redis(
         total = await hours.total(record["hotel_id"])
     assert total.tool_calls == 1
     assert total.upstream_calls == kross_store.stats.requests_by_hotel[record["hotel_id"]] >= 2
+
+
+async def test_without_redis_a_new_token_is_refused_rather_than_fetched_uncoordinated(
+    database_url, own_redis, kross_http, kross_store, clock
+):
+    settings = gateway_settings(database_url, own_redis.url)
+    async with running_gateway(settings, kross_http, clock) as gateway:
+        record, key = await add_seeded_facility(gateway.services, kross_store)
+        own_redis.stop()
+        answer = await gateway.tool("get-incomplete-portals", key)
+    assert answer.status_code == 503, answer.text
+    assert answer.json()["error"]["code"] == "shared_state_unavailable"
+    assert int(answer.headers["Retry-After"]) >= 1
+    # No token was requested: two replicas doing so at once would open two sessions.
+    assert kross_store.stats.tokens_issued[record["hotel_id"]] == 0
+
+
+async def test_without_redis_console_sign_in_fails_closed(database_url, own_redis, clock):
+    settings = Settings(database_url=database_url, redis_url=own_redis.url)
+    async with open_database(database_url) as engine:
+        client = Redis.from_url(own_redis.url, socket_connect_timeout=1, socket_timeout=1)
+        try:
+            users = UserService(
+                session_factory(engine), clock=clock, settings=settings, redis=client
+            )
+            await users.add("ops@example.com", SecretStr("a long enough password"), role="admin")
+            own_redis.stop()
+            with pytest.raises(PmsgateError) as refused:
+                await users.sign_in(
+                    "ops@example.com", SecretStr("a long enough password"), client="192.0.2.1"
+                )
+        finally:
+            await client.aclose()
+    # Failed attempts of other replicas cannot be counted: no sign-in, and no 500.
+    assert refused.value.code == "shared_state_unavailable"
+    assert refused.value.status == 503

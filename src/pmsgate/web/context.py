@@ -62,6 +62,10 @@ async def open_web_services(
         sync = KnowledgeSync(customers, repo, clock=clock, sleep=sleep)
         jobs = await stack.enter_async_context(SyncJobs(sync, repo, clock=clock))
         users = UserService(
-            session_factory(gateway.engine), clock=clock, settings=settings, redis=gateway.redis
+            session_factory(gateway.engine),
+            clock=clock,
+            settings=settings,
+            redis=gateway.redis,
+            health=gateway.redis_health,
         )
         yield WebServices(gateway=gateway, customers=customers, sync_jobs=jobs, users=users)

@@ -45,6 +45,7 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import InvalidInput, PmsgateError, Unauthorized
 from pmsgate.gateway.limiter import PyrateClock
+from pmsgate.gateway.shared_state import RedisHealth
 from pmsgate.storage.integrity import email_address, one_of, optional_text
 from pmsgate.storage.models import UserRole
 from pmsgate.storage.users import (
@@ -198,8 +199,12 @@ class LoginThrottle:
         window_s: float,
         redis: aioredis.Redis | None = None,
         namespace: str = "pmsgate",
+        health: RedisHealth | None = None,
     ) -> None:
         self._clock = PyrateClock(clock)
+        # Fail closed: without Redis the failures of other replicas cannot be counted, so a
+        # sign-in is refused (503 shared_state_unavailable) rather than left unthrottled.
+        self._health = health if health is not None else RedisHealth(clock)
         self._rate = Rate(max_failures, max(1, int(window_s * 1000)))
         self._redis = redis
         self._namespace = namespace
@@ -209,6 +214,10 @@ class LoginThrottle:
 
     async def check(self, *keys: str) -> None:
         """TooManyLoginAttempts when any key has used up its failures in the window."""
+        with self._health.use("check sign-in attempts"):
+            await self._check(*keys)
+
+    async def _check(self, *keys: str) -> None:
         now_ms = self._clock.now()
         wait_ms = 0
         for key in keys:
@@ -224,6 +233,10 @@ class LoginThrottle:
 
     async def record_failure(self, *keys: str) -> None:
         """Count one failed sign-in against every key."""
+        with self._health.use("count a failed sign-in"):
+            await self._record_failure(*keys)
+
+    async def _record_failure(self, *keys: str) -> None:
         now_ms = self._clock.now()
         for key in keys:
             bucket = await self._bucket(key, create=True)
@@ -331,6 +344,7 @@ class UserService:
         clock: Clock,
         settings: Settings,
         redis: aioredis.Redis | None,
+        health: RedisHealth | None = None,
     ) -> None:
         self._clock = clock
         self._settings = settings
@@ -347,6 +361,7 @@ class UserService:
             window_s=settings.login_failure_window_s,
             redis=redis,
             namespace=settings.redis_namespace,
+            health=health,
         )
         self._dummy_hash: str | None = None
         self._hashing: anyio.CapacityLimiter | None = None
