@@ -329,7 +329,8 @@ JOB_SPECS: tuple[JobSpec, ...] = (
     JobSpec(
         FLUSH_GATEWAY_USAGE,
         "usage_flush_interval_s",
-        "Add this process's counts of tool calls and upstream requests to the hourly table.",
+        "Add the counts of tool calls and upstream requests (this process's, and every "
+        "replica's written to Redis) to the hourly table.",
     ),
     JobSpec(
         CHECK_CONNECTIONS,

@@ -1,7 +1,7 @@
 """Hourly gateway usage (``gateway_usage_hours``): the only queries on that table.
 
-Each process counts tool calls and upstream requests in memory
-(:class:`pmsgate.gateway.usage.UsageCounter`) and adds them here as deltas with an
+Each process counts tool calls and upstream requests (in memory, and through Redis when
+configured: :class:`pmsgate.gateway.usage.UsageCounter`) and adds them here as deltas with an
 UPSERT (``ON CONFLICT (hotel_id, hour) DO UPDATE SET n = n + excluded.n``), so
 replicas flushing the same hour add up instead of overwriting each other. Reads
 give a series with every hour present (hours without a row are zeros) and totals
