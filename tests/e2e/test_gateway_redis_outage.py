@@ -6,10 +6,11 @@ can be stopped, restarted empty and flushed without touching the shared test Red
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import pytest
@@ -20,7 +21,10 @@ from structlog.testing import capture_logs
 
 from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.cache import ReadCache
 from pmsgate.gateway.facilities import Limits
+from pmsgate.gateway.limiter import FacilityLimiter, OutageBudgetExhausted
+from pmsgate.gateway.shared_state import RedisHealth
 from pmsgate.gateway.usage import HourCounts, hour_start
 from pmsgate.jobs.usage import flush_gateway_usage
 from pmsgate.storage.db import open_database, session_factory
@@ -87,6 +91,53 @@ def own_redis() -> Iterator[ThrowawayRedis]:
         yield server
     finally:
         server.stop()
+
+
+class CuttableProxy:
+    """A TCP proxy in front of a Redis: cut it and the Redis is away, its data kept."""
+
+    def __init__(self, target_port: int) -> None:
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._target = target_port
+        self._server: asyncio.Server | None = None
+        self._open: set[asyncio.StreamWriter] = set()
+
+    async def restore(self) -> None:
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", self.port)
+
+    async def cut(self) -> None:
+        assert self._server is not None
+        self._server.close()
+        for writer in self._open:
+            writer.close()
+        self._open.clear()
+        self._server = None
+
+    async def _serve(self, client_r: asyncio.StreamReader, client_w: asyncio.StreamWriter) -> None:
+        server_r, server_w = await asyncio.open_connection("127.0.0.1", self._target)
+        self._open.update((client_w, server_w))
+
+        async def pipe(source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+            try:
+                while data := await source.read(65536):
+                    sink.write(data)
+                    await sink.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                sink.close()
+
+        await asyncio.gather(pipe(client_r, server_w), pipe(server_r, client_w))
+
+
+@pytest.fixture
+async def proxy(own_redis) -> AsyncIterator[CuttableProxy]:
+    cuttable = CuttableProxy(own_redis.port)
+    await cuttable.restore()
+    yield cuttable
+    if cuttable._server is not None:
+        await cuttable.cut()
 
 
 def events(logs: list[dict[str, Any]], name: str) -> list[dict[str, Any]]:
@@ -299,3 +350,71 @@ async def test_without_redis_console_sign_in_fails_closed(database_url, own_redi
     # Failed attempts of other replicas cannot be counted: no sign-in, and no 500.
     assert refused.value.code == "shared_state_unavailable"
     assert refused.value.status == 503
+
+
+async def test_invalidations_made_while_redis_is_away_reach_it_when_it_is_back(
+    own_redis, proxy, clock
+):
+    health = RedisHealth(clock, retry_interval_s=2.0)
+    cut_off = ReadCache(
+        clock=clock, redis_url=proxy.url, namespace="t", health=health, redis_timeout_s=0.5
+    )
+    other = ReadCache(clock=clock, redis_url=own_redis.url, namespace="t")
+    try:
+        await cut_off.get("h1:x", max_age_s=60, fetch=lambda: _value("before"))
+        await proxy.cut()
+        # Away: the process's own copy answers, then the invalidation drops it at once.
+        held = await cut_off.get("h1:x", max_age_s=60, fetch=lambda: _value("unused"))
+        assert (held.value, held.source) == ("before", "cache")
+        await cut_off.invalidate("h1")
+        again = await cut_off.get("h1:x", max_age_s=60, fetch=lambda: _value("during"))
+        assert (again.value, again.source) == ("during", "upstream")
+        assert not health.available
+        # Another replica still sees the old entry: Redis never heard of the invalidation.
+        assert (await other.peek("h1:x")).value == "before"  # type: ignore[union-attr]
+
+        await proxy.restore()
+        clock.advance(2.0)
+        await cut_off.peek("h1:y")  # any use of the store after the outage applies it
+        assert health.available
+        assert await other.peek("h1:x") is None
+    finally:
+        await cut_off.close()
+        await other.close()
+
+
+async def _value(value: str) -> str:
+    return value
+
+
+async def test_permits_of_an_outage_count_in_the_window_that_survived_it(own_redis, proxy, clock):
+    limits = LIMITS
+    direct = Redis.from_url(own_redis.url)
+    through = Redis.from_url(proxy.url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    health = RedisHealth(clock, retry_interval_s=2.0)
+    cut_off = FacilityLimiter(clock=clock, redis=through, health=health, outage_share=0.3)
+    other = FacilityLimiter(clock=clock, redis=direct)
+    try:
+        await other.acquire("h1", limits)
+        clock.advance(61)  # out of the minute window (still in the hour)
+        await proxy.cut()
+        for _ in range(3):  # 10 x 0.3
+            await cut_off.acquire("h1", limits)
+        with pytest.raises(OutageBudgetExhausted) as refused:
+            await cut_off.acquire("h1", limits)
+        assert refused.value.status == 503
+        assert refused.value.code == "shared_state_unavailable"
+        # Writes never use the outage budget.
+        with pytest.raises(PmsgateError) as write:
+            await cut_off.acquire("h1", limits, shared_only=True)
+        assert write.value.code == "shared_state_unavailable"
+        # The other replica, still on Redis, does not see them yet.
+        assert (await other.remaining("h1", limits))["minute"] == 10
+
+        await proxy.restore()
+        clock.advance(2.0)
+        await cut_off.acquire("h1", limits)
+        assert await other.remaining("h1", limits) == {"minute": 6, "hour": 295, "day": 4995}
+    finally:
+        await direct.aclose()
+        await through.aclose()

@@ -384,17 +384,12 @@ class FacilityLimiter:
                 raise SharedStateUnavailable(
                     "send a write", retry_after_s=self._health.retry_after_s
                 ) from None
-        outage = self._outage_limiter()
         scaled = self._outage_limits(limits)
         if scaled is None:
             raise OutageBudgetExhausted(
                 retry_after_s=self._health.retry_after_s, window="minute", priority=priority
             )
-        if key not in outage._buckets:
-            # This process's own permits of the last minute count in its outage budget too.
-            seeded = await outage._buckets_for(key, scaled)
-            for stamp, _ in self._recent.get(key, ()):
-                await _resolve(seeded.interactive.put(RateItem(key, stamp)))
+        outage = await self._outage_limiter(key, scaled)
         try:
             await outage.acquire(key, scaled, priority, wait_s=wait_s)
         except BudgetExhausted as refused:
@@ -415,7 +410,7 @@ class FacilityLimiter:
                 scaled = self._outage_limits(limits)
                 if scaled is None:
                     return {name: 0 for name, _ in WINDOWS}
-                return await self._outage_limiter().remaining(key, scaled)
+                return await (await self._outage_limiter(key, scaled)).remaining(key, scaled)
         return await self._remaining(key, limits)
 
     async def _remaining(self, key: str, limits: WindowLimits) -> dict[str, int]:
@@ -467,7 +462,8 @@ class FacilityLimiter:
 
     # --- Redis away and back (module docstring) ------------------------------------------------
 
-    def _outage_limiter(self) -> FacilityLimiter:
+    async def _outage_limiter(self, key: str, scaled: _Limits) -> FacilityLimiter:
+        """This outage's in-memory limiter, holding ``key``'s own permits of the last minute."""
         if self._outage is None:
             self._outage = FacilityLimiter(
                 clock=self._base_clock,
@@ -475,7 +471,12 @@ class FacilityLimiter:
                 edge_margin_s=self._margin_ms / 1000,
                 sleep=self._sleep,
             )
-        return self._outage
+        outage = self._outage
+        if key not in outage._buckets:
+            seeded = await outage._buckets_for(key, scaled)
+            for stamp, _ in self._recent.get(key, ()):
+                await _resolve(seeded.interactive.put(RateItem(key, stamp)))
+        return outage
 
     def _outage_limits(self, limits: WindowLimits) -> _Limits | None:
         # The epsilon keeps e.g. 10 * 0.3 = 2.999… from losing a permit.
