@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass, fields
 from typing import Any
 
 import anyio
@@ -20,11 +21,10 @@ import uvicorn
 
 from pmsgate.app import create_app, open_services
 from pmsgate.config import Settings
-from pmsgate.customers.context import HttpFactory
+from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.onboarding.steps import OnboardingContext, StepResult
-from pmsgate.pms.client import PmsClient
 from pmsgate.sandbox.customers import customer_document as sandbox_customer_document
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import (
@@ -68,21 +68,24 @@ def customer_file(enrolled: EnrolledSandbox, **overrides: Any) -> CustomerFile:
     return parse_customer_file(document, env={})
 
 
+@dataclass
+class StepSandbox(EnrolledSandbox):
+    """An enrolled customer, and the gateway of the process (every booking-system request)."""
+
+    gateway: Gateway | None = None
+
+
 def onboarding_context(
-    enrolled: EnrolledSandbox,
-    file: CustomerFile | None = None,
-    *,
-    http_factory: HttpFactory | None = None,
-    **options: Any,
+    enrolled: StepSandbox, file: CustomerFile | None = None, **options: Any
 ) -> OnboardingContext:
-    """A context of one onboarding run on the enrolled customer's services."""
+    """A context of one onboarding run on the enrolled customer's services and gateway."""
     services = enrolled.services
-    factory = http_factory or sandbox_http_factory(enrolled.app)
+    assert enrolled.gateway is not None
     return OnboardingContext(
         file=file or customer_file(enrolled),
         customers=services,
         facilities=services.facilities,
-        pms=PmsClient.from_settings(enrolled.settings, factory(), enrolled.clock),
+        gateway=enrolled.gateway,
         knowledge=KnowledgeSync(
             services,
             KnowledgeSyncRepository(services.sessions, enrolled.clock),
@@ -98,13 +101,18 @@ def onboarding_context(
 @asynccontextmanager
 async def step_sandbox(
     database_url: str, *, gateway_port: int | None = None, **options: Any
-) -> AsyncIterator[EnrolledSandbox]:
-    """An enrolled customer whose settings name a gateway URL (served or not)."""
+) -> AsyncIterator[StepSandbox]:
+    """An enrolled customer whose settings name a gateway URL (served or not), and a gateway."""
     port = gateway_port or free_port()
     overrides = {"gateway_public_url": f"http://127.0.0.1:{port}/"}
     overrides.update(options.pop("settings_overrides", {}))
-    async with enrolled_sandbox(database_url, settings_overrides=overrides, **options) as enrolled:
-        yield enrolled
+    async with (
+        enrolled_sandbox(database_url, settings_overrides=overrides, **options) as enrolled,
+        sandbox_http_factory(enrolled.app)() as kross_http,
+        open_services(enrolled.settings, kross_http=kross_http, clock=enrolled.clock) as services,
+    ):
+        copied = {f.name: getattr(enrolled, f.name) for f in fields(enrolled)}
+        yield StepSandbox(**copied, gateway=services.gateway)
 
 
 @asynccontextmanager

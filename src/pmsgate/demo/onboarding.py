@@ -16,6 +16,7 @@ from pmsgate.app import create_app, open_services
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.demo.platform import served_on_loopback
+from pmsgate.gateway.service import Gateway
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.onboarding.context import open_onboarding
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
@@ -33,13 +34,19 @@ from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
 
 
 @asynccontextmanager
-async def live_gateway(settings: Settings, app: Any, clock: ManualClock) -> AsyncIterator[str]:
-    """The gateway on the onboarding database, served on loopback for the platform's tool runs."""
+async def live_gateway(
+    settings: Settings, app: Any, clock: ManualClock
+) -> AsyncIterator[tuple[str, Gateway]]:
+    """The gateway on the onboarding database, served on loopback for the platform's tool runs.
+
+    Yields its URL and its core: the onboarding's own booking-system requests share its
+    limiter and tokens.
+    """
     kross_http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=SANDBOX_URL)
     async with kross_http, open_services(settings, kross_http=kross_http, clock=clock) as services:
-        gateway = create_app(settings, services=services)
-        async with gateway.router.lifespan_context(gateway), served_on_loopback(gateway) as url:
-            yield url
+        served = create_app(settings, services=services)
+        async with served.router.lifespan_context(served), served_on_loopback(served) as url:
+            yield url, services.gateway
 
 
 def sandbox_settings(data_dir: Path, **overrides: Any) -> Settings:
@@ -114,13 +121,14 @@ async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> 
     partner, _ = demo_facilities(sandbox)
     base = sandbox_settings(data_dir, limiter_wait_s=0.0)
     workspace_id = prepare_route_a(sandbox)
-    async with live_gateway(base, app, clock) as gateway_url:
+    async with live_gateway(base, app, clock) as (gateway_url, gateway):
         settings = base.model_copy(update={"gateway_public_url": gateway_url})
         async with open_onboarding(
             settings,
             clock=clock,
             http_factory=sandbox_http_factory(app),
             sleep=ClockSleep(clock),
+            gateway=gateway,
         ) as services:
             runner = OnboardingRunner(services)
             reports = await onboard_demo_customers(runner, sandbox, console)

@@ -177,7 +177,11 @@ async def serve_demo(console: Console, *, seed: int, sandbox_port: int, gateway_
             console.rule("[bold]Onboarding the demo customers")
             prepare_route_a(sandbox)
             async with open_onboarding(
-                settings, clock=clock, http_factory=factory, sleep=ClockSleep(clock)
+                settings,
+                clock=clock,
+                http_factory=factory,
+                sleep=ClockSleep(clock),
+                gateway=services.gateway,
             ) as onboarding:
                 await onboard_demo_customers(OnboardingRunner(onboarding), sandbox, console)
             logins = await _create_logins(web, sandbox)

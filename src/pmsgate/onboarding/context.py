@@ -1,8 +1,12 @@
 """The services an onboarding run stands on, opened once per process.
 
 :func:`open_onboarding` opens the customer services (database migrated, vault,
-platform client), a booking-system client and the knowledge sync on them, and the
-onboarding repository; :meth:`OnboardingServices.context` makes the
+platform client), the knowledge sync on them and the onboarding repository, and
+takes the process's gateway (:class:`~pmsgate.gateway.service.Gateway`: its limiter
+and token manager carry every booking-system request of the onboarding, see
+:mod:`pmsgate.onboarding.booking`) — the one given (``pmsgate serve`` and the demo
+pass theirs), else one opened from the settings by the composition root
+(:func:`pmsgate.app.open_services`). :meth:`OnboardingServices.context` makes the
 :class:`~pmsgate.onboarding.steps.OnboardingContext` of one run. Every httpx client
 comes from the one injected ``http_factory`` (real clients in production, the
 emulators' ASGI app in tests and the demo).
@@ -11,12 +15,13 @@ emulators' ASGI app in tests and the demo).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import anyio
 
+from pmsgate.app import open_services
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
 from pmsgate.customers.context import (
@@ -27,10 +32,10 @@ from pmsgate.customers.context import (
     open_customer_services,
 )
 from pmsgate.gateway.facilities import FacilityService
+from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile
 from pmsgate.onboarding.steps import OnboardingContext
-from pmsgate.pms.client import PmsClient
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from pmsgate.storage.onboarding import OnboardingRepository
 
@@ -43,7 +48,7 @@ class OnboardingServices:
     clock: Clock
     customers: CustomerServices
     facilities: FacilityService
-    pms: PmsClient
+    gateway: Gateway
     knowledge: KnowledgeSync
     repository: OnboardingRepository
 
@@ -61,7 +66,7 @@ class OnboardingServices:
             file=file,
             customers=self.customers,
             facilities=self.facilities,
-            pms=self.pms,
+            gateway=self.gateway,
             knowledge=self.knowledge,
             settings=self.settings,
             clock=self.clock,
@@ -79,29 +84,31 @@ async def open_onboarding(
     clock: Clock | None = None,
     http_factory: HttpFactory | None = None,
     sleep: Sleep = anyio.sleep,
+    gateway: Gateway | None = None,
 ) -> AsyncIterator[OnboardingServices]:
-    """Onboarding services on the configured database and upstreams."""
+    """Onboarding services on the configured database and upstreams, and the gateway's."""
     clock = clock or SystemClock()
     factory = http_factory or default_http_factory
-    async with open_customer_services(
-        settings, clock=clock, http_factory=factory, sleep=sleep
-    ) as customers:
-        pms_http = factory()
-        try:
-            yield OnboardingServices(
-                settings=settings,
+    async with AsyncExitStack() as stack:
+        if gateway is None:
+            kross_http = await stack.enter_async_context(factory())
+            opened = open_services(settings, kross_http=kross_http, clock=clock)
+            gateway = (await stack.enter_async_context(opened)).gateway
+        customers = await stack.enter_async_context(
+            open_customer_services(settings, clock=clock, http_factory=factory, sleep=sleep)
+        )
+        yield OnboardingServices(
+            settings=settings,
+            clock=clock,
+            customers=customers,
+            # The customers' facility service: same database, vault and clock.
+            facilities=customers.facilities,
+            gateway=gateway,
+            knowledge=KnowledgeSync(
+                customers,
+                KnowledgeSyncRepository(customers.sessions, clock),
                 clock=clock,
-                customers=customers,
-                # The customers' facility service: same database, vault and clock.
-                facilities=customers.facilities,
-                pms=PmsClient.from_settings(settings, pms_http, clock),
-                knowledge=KnowledgeSync(
-                    customers,
-                    KnowledgeSyncRepository(customers.sessions, clock),
-                    clock=clock,
-                    sleep=sleep,
-                ),
-                repository=OnboardingRepository(customers.sessions, clock),
-            )
-        finally:
-            await pms_http.aclose()
+                sleep=sleep,
+            ),
+            repository=OnboardingRepository(customers.sessions, clock),
+        )

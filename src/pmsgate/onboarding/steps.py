@@ -44,16 +44,15 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerContext, CustomerServices
 from pmsgate.gateway.facilities import FacilityService
+from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile
 from pmsgate.onboarding.person_tasks import PersonTask
-from pmsgate.pms.client import PmsClient
 
 if TYPE_CHECKING:
     import datetime as dt
 
-    from pmsgate.gateway.tokens import TokenManager
-    from pmsgate.onboarding.steps_knowledge import BookingSystemApartments
+    from pmsgate.onboarding.booking import BookingSystemApartments, VerifiedToken
     from pmsgate.platform.notes import Block
 
 ROUTE_A = "A"
@@ -207,8 +206,9 @@ class RunState:
     knowledge_commit: CommitSummary | None = None
     # Steps 6, 7, 17: the run's part of every platform write's idempotency key.
     idempotency_run: str | None = None
-    # Steps 1, 9, 10: the booking-system token manager of the run.
-    pms_token_manager: TokenManager | None = None
+    # Step 1 → step 3 (and ensure_facility): the token that proved the file's credentials,
+    # adopted as the facility's token once registered with them (one upstream session).
+    verified: VerifiedToken | None = None
 
 
 class OnboardingContext:
@@ -220,7 +220,7 @@ class OnboardingContext:
         file: CustomerFile,
         customers: CustomerServices,
         facilities: FacilityService,
-        pms: PmsClient,
+        gateway: Gateway,
         knowledge: KnowledgeSync,
         settings: Settings,
         clock: Clock,
@@ -233,7 +233,7 @@ class OnboardingContext:
         self.file = file
         self.customers = customers
         self.facilities = facilities
-        self.pms = pms
+        self.gateway = gateway  # every booking-system request: its limiter and tokens
         self.knowledge = knowledge
         self.settings = settings
         self.clock = clock

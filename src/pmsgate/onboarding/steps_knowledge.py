@@ -28,10 +28,9 @@
   an already-synced state, so a re-run commits nothing. The first commit's counters
   (created, failed, blockedByTemplate, directoriesCreated) are in the evidence.
 
-**Booking-system reads** (steps 9 and 10) share the gateway's stored token (the same
-database row the gateway's token manager uses): a token is requested only when none is
-stored or it was rejected, so re-runs open no new upstream session. These few reads are
-not counted by the gateway's limiter (they are not gateway traffic).
+**Booking-system reads** (steps 9 and 10) go through the gateway (:mod:`.booking`): each
+takes a permit of the facility's budget, and the token is the gateway's (requested only
+when none is stored or it was rejected), so re-runs open no new upstream session.
 """
 
 from __future__ import annotations
@@ -47,11 +46,15 @@ from pydantic import SecretStr
 
 from pmsgate.customers.service import listing_room_type, set_pms_status, sync_registry
 from pmsgate.errors import NotFound, PmsgateError
-from pmsgate.gateway.tokens import TokenManager
 from pmsgate.knowledge.nodes import SOURCE_PREFIX, content_hash, normalise_id
 from pmsgate.knowledge.patcher import PatchPlan, apply_patch, plan_patch
 from pmsgate.knowledge.sync import SYNC_FOLDER_KEY
 from pmsgate.knowledge.template import PageCheck, WifiCredentials, check_page
+from pmsgate.onboarding.booking import (
+    CredentialsRefused,
+    booking_system_apartments,
+    room_type_order,
+)
 from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
@@ -67,12 +70,9 @@ from pmsgate.onboarding.steps import (
 from pmsgate.onboarding.steps_provisioning import platform_errors, workspace_id_of
 from pmsgate.platform.assistant import KbNode, Listing
 from pmsgate.platform.notes import ApartmentPage, Block, NotesClient, NotesError
-from pmsgate.pms.dates import filter_availability
-from pmsgate.pms.errors import AuthenticationFailed, PmsError, TokenRejected
-from pmsgate.pms.models import AvailabilityNight, AvailabilityQuery
+from pmsgate.pms.errors import PmsError
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.knowledge import PageStateView
-from pmsgate.storage.tokens import TokenRepository
 
 log = structlog.get_logger(__name__)
 
@@ -81,82 +81,6 @@ RECONNECT_FIX = (
     "`pmsgate facilities reconnect HOTEL_ID`) and the customer file, then run again"
 )
 NODES_PER_APARTMENT = (30, 40)  # spec §4.3 step 14: "about 30 to 40"
-
-
-# --- the booking system, read through the gateway's stored token --------------------------------
-
-
-async def _no_permit(_hotel_id: str) -> None:
-    return None
-
-
-def _token_manager(ctx: OnboardingContext) -> TokenManager:
-    if ctx.run.pms_token_manager is not None:
-        return ctx.run.pms_token_manager
-    manager = TokenManager(
-        pms=ctx.pms,
-        tokens=TokenRepository(ctx.customers.sessions),
-        vault=ctx.customers.vault,
-        clock=ctx.clock,
-        credentials=ctx.facilities.credentials,
-        # One onboarding read is not gateway traffic; the gateway's limiter is not shared here.
-        acquire_permit=_no_permit,
-        refresh_ahead_s=ctx.settings.token_refresh_ahead_s,
-    )
-    ctx.run.pms_token_manager = manager
-    return manager
-
-
-@dataclass(frozen=True)
-class BookingSystemApartments:
-    """The facility's active apartments (room types) as the booking system lists them."""
-
-    hotel_id: str
-    room_types: dict[str, str]  # room type id -> name
-
-    def evidence(self) -> dict[str, Any]:
-        """JSON-ready: the count and the room types."""
-        return {
-            "source": "calendar/get-availability (one night)",
-            "active_apartments": len(self.room_types),
-            "room_types": sorted(self.room_types, key=_room_type_order),
-        }
-
-
-def _room_type_order(room_type: str) -> tuple[int, int, str]:
-    return (0, int(room_type), "") if room_type.isdigit() else (1, 0, room_type)
-
-
-async def booking_system_apartments(
-    ctx: OnboardingContext, hotel_id: str
-) -> BookingSystemApartments:
-    """One availability read for today (once per run): the room types that have rooms."""
-    cache = ctx.run.booking_system_apartments
-    found = cache.get(hotel_id)
-    if found is not None:
-        return found
-    manager = _token_manager(ctx)
-    today = ctx.clock.now().date()
-    query = AvailabilityQuery(date_from=today, date_to=today)
-    for attempt in (1, 2):
-        token = await manager.token(hotel_id)
-        try:
-            result = await ctx.pms.call("calendar/get-availability", query, token)
-            break
-        except TokenRejected:
-            # Expired or revoked (e.g. the password changed): forget it, authenticate again.
-            await manager.invalidate(hotel_id, token)
-            if attempt == 2:
-                raise
-    nights = filter_availability(result.many(AvailabilityNight), today, today).items
-    room_types = {
-        str(n.id_room_type): n.name_room_type or ""
-        for n in nights
-        if n.rooms_total is None or n.rooms_total > 0
-    }
-    found = BookingSystemApartments(hotel_id=hotel_id, room_types=room_types)
-    cache[hotel_id] = found
-    return found
 
 
 async def _record_auth_failure(ctx: OnboardingContext, hotel_id: str) -> None:
@@ -224,7 +148,7 @@ async def check_route_choice(ctx: OnboardingContext) -> StepResult:
         return _auth_failed(evidence, "step 1 was refused with the customer file's credentials")
     try:
         apartments = await booking_system_apartments(ctx, hotel_id)
-    except AuthenticationFailed:
+    except CredentialsRefused:
         await _record_auth_failure(ctx, hotel_id)
         return _auth_failed(evidence, "the booking system refused the credentials")
     except PmsError as error:
@@ -261,7 +185,7 @@ async def check_listings_count(ctx: OnboardingContext) -> StepResult:
     evidence: dict[str, Any] = {"workspace_id": workspace_id, "listings": len(listings)}
     try:
         apartments = await booking_system_apartments(ctx, customer.hotel_id)
-    except AuthenticationFailed:
+    except CredentialsRefused:
         await _record_auth_failure(ctx, customer.hotel_id)
         return _auth_failed(evidence, "the booking system refused the credentials")
     except PmsError as error:
@@ -285,7 +209,7 @@ async def check_listings_count(ctx: OnboardingContext) -> StepResult:
         )
     listed = Counter(listing_room_type(listing) or f"?{listing.id}" for listing in listings)
     wanted = set(apartments.room_types)
-    without_listing = sorted(wanted - set(listed), key=_room_type_order)
+    without_listing = sorted(wanted - set(listed), key=room_type_order)
     unknown = sorted((set(listed) - wanted), key=str)
     doubled = sorted(rt for rt, n in listed.items() if n > 1)
     evidence.update(

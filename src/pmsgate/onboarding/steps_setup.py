@@ -30,9 +30,9 @@ from pmsgate.customers.service import (
     workspace_not_created,
 )
 from pmsgate.errors import ConfigurationError, Conflict, NotFound, PmsgateError
-from pmsgate.gateway.facilities import FacilityView, NewFacility, pms_verifier
-from pmsgate.gateway.tokens import TokenManager
+from pmsgate.gateway.facilities import FacilityView, NewFacility
 from pmsgate.gateway.vault import VaultError
+from pmsgate.onboarding.booking import adopt_verified, facility_token, verifier, verify_credentials
 from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
@@ -55,7 +55,6 @@ from pmsgate.pms.errors import AuthenticationFailed, PmsError
 from pmsgate.storage.allowlist import AllowlistComment
 from pmsgate.storage.customers import CustomerProfile, CustomerView
 from pmsgate.storage.integrations import IntegrationView, new_integration_id
-from pmsgate.storage.tokens import TokenRepository
 
 log = structlog.get_logger(__name__)
 
@@ -235,33 +234,6 @@ async def _check_notes(ctx: OnboardingContext) -> SubCheck:
     return evidence, None
 
 
-async def _no_permit(_hotel_id: str) -> None:
-    return None
-
-
-def pms_token_manager(ctx: OnboardingContext) -> TokenManager:
-    """The run's booking-system token manager (shared in ``ctx.run.pms_token_manager``).
-
-    It reuses the token the gateway stores for a registered facility while it is
-    valid, so a re-run authenticates without opening a new upstream session (each
-    ``auth/get-token`` does, spec §8). Onboarding reads are not gateway traffic: the
-    gateway's limiter is not taken.
-    """
-    if ctx.run.pms_token_manager is not None:
-        return ctx.run.pms_token_manager
-    manager = TokenManager(
-        pms=ctx.pms,
-        tokens=TokenRepository(ctx.customers.sessions),
-        vault=ctx.customers.vault,
-        clock=ctx.clock,
-        credentials=ctx.facilities.credentials,
-        acquire_permit=_no_permit,
-        refresh_ahead_s=ctx.settings.token_refresh_ahead_s,
-    )
-    ctx.run.pms_token_manager = manager
-    return manager
-
-
 async def _check_booking_system(ctx: OnboardingContext) -> SubCheck:
     booking = ctx.file.booking_system
     evidence: dict[str, Any] = {
@@ -279,12 +251,12 @@ async def _check_booking_system(ctx: OnboardingContext) -> SubCheck:
             and await _facility_has_file_credentials(ctx, facility)
         ):
             # Registered with these very credentials: the gateway's token proves them.
-            token = await pms_token_manager(ctx).token(booking.hotel_id)
+            token = await facility_token(ctx, booking.hotel_id)
             evidence["verified_with"] = "the gateway's token for the registered facility"
         else:
-            token = await ctx.pms.get_token(credentials)
+            token = await verify_credentials(ctx, credentials)
             evidence["verified_with"] = "auth/get-token"
-    except PmsgateError as error:  # invalid credentials format, missing partner key
+    except PmsgateError as error:  # invalid credentials, no partner key, budget spent
         evidence["error"] = error.code
         return evidence, Problem(error.message, error.hint)
     except AuthenticationFailed as error:
@@ -506,7 +478,7 @@ async def ensure_facility(ctx: OnboardingContext) -> FacilityView:
                 username=booking.username,
                 password=booking.password,
                 api_key=booking.api_key if ctx.file.kind == "own" else None,
-                verify=pms_verifier(ctx.pms),
+                verify=verifier(ctx),
             )
     else:
         row_id = row.id if row is not None else (wanted_row_id or new_integration_id())
@@ -528,6 +500,8 @@ async def ensure_facility(ctx: OnboardingContext) -> FacilityView:
         log.info(
             "onboarding_facility_registered", student_id=student_id, hotel_id=facility.hotel_id
         )
+    # The token step 1 obtained for these credentials becomes the facility's (one session).
+    await adopt_verified(ctx, booking.hotel_id)
     await link_pms(services, student_id, booking.hotel_id)
     return facility
 

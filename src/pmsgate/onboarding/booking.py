@@ -1,0 +1,184 @@
+"""Every booking-system request of an onboarding run, through the gateway (DESIGN §3).
+
+The onboarding reaches the booking system only here, and only through the
+:class:`~pmsgate.gateway.service.Gateway` of the process (``ctx.gateway``): its
+limiter (each request takes a permit of the facility's budget, so onboarding and
+tool calls share one budget and the booking system never sees more than it allows)
+and its token manager (one token per facility, shared with the gateway; a re-run
+opens no new upstream session). The requests:
+
+- **verifying credentials** (step 1 with the customer file's credentials, and
+  ``ensure_facility`` when it moves a facility to them): one ``auth/get-token``,
+  after a permit — of the facility's budget once it is registered, else of the
+  default budget under the key the facility will spend. The token is kept in the
+  run's state (:attr:`RunState.verified`) and becomes the facility's token once the
+  facility holds these credentials (:func:`adopt_verified`): a fresh onboarding
+  opens one booking-system session, not one per step;
+- **the facility's token** (step 1 for a registered facility): the gateway's;
+- **the apartments** (steps 9, 10): one ``calendar/get-availability`` read through
+  :meth:`Gateway.read` (permit, token, one token refresh on a rejected token).
+
+A spent budget is the gateway's ``upstream_budget_exhausted`` error (its message
+says which window, its hint when to retry), never a request the booking system
+answers with 429.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from pydantic import SecretStr
+
+from pmsgate.errors import NotFound, PmsgateError
+from pmsgate.gateway.facilities import Limits, Verifier
+from pmsgate.onboarding.steps import OnboardingContext
+from pmsgate.pms.client import Token
+from pmsgate.pms.credentials import Credentials
+from pmsgate.pms.dates import filter_availability
+from pmsgate.pms.errors import AuthenticationFailed
+from pmsgate.pms.models import AvailabilityNight, AvailabilityQuery
+
+
+class CredentialsRefused(Exception):
+    """The booking system refused the facility's credentials (or the gateway holds it in error)."""
+
+
+@dataclass(frozen=True)
+class VerifiedToken:
+    """The token the booking system issued for credentials this run verified."""
+
+    credentials: Credentials
+    token: Token
+    obtained_at: datetime
+
+    def proves(self, credentials: Credentials) -> bool:
+        """Whether these are the credentials the token was issued for."""
+        mine = self.credentials
+        return (
+            mine.hotel_id == credentials.hotel_id
+            and mine.username == credentials.username
+            and _same(mine.password, credentials.password)
+            and _same(mine.api_key, credentials.api_key)
+        )
+
+
+def _same(a: SecretStr, b: SecretStr) -> bool:
+    return secrets.compare_digest(a.get_secret_value(), b.get_secret_value())
+
+
+async def _permit(ctx: OnboardingContext, credentials: Credentials) -> None:
+    """A permit for one ``auth/get-token`` with ``credentials``."""
+    gateway = ctx.gateway
+    try:
+        await gateway.token_permit(credentials.hotel_id)  # a registered facility's budget
+    except NotFound:
+        # Not registered yet (step 1 comes before step 3): the budget a new facility gets,
+        # under the key the facility's calls will spend.
+        key = (
+            f"account:{credentials.username}"
+            if gateway.policy.limit_by_account
+            else credentials.hotel_id
+        )
+        await gateway.limiter.acquire(key, Limits(), wait_s=gateway.policy.limiter_wait_s)
+
+
+async def verify_credentials(ctx: OnboardingContext, credentials: Credentials) -> Token:
+    """A token for ``credentials`` (AuthenticationFailed when refused); once per run."""
+    held = ctx.run.verified
+    if held is not None and held.proves(credentials):
+        return held.token
+    await _permit(ctx, credentials)
+    obtained_at = ctx.clock.now()
+    token = await ctx.gateway.pms.get_token(credentials)
+    ctx.run.verified = VerifiedToken(credentials, token, obtained_at)
+    return token
+
+
+def verifier(ctx: OnboardingContext) -> Verifier:
+    """A facility-service verifier: credentials are accepted when they get a token."""
+
+    async def verify(credentials: Credentials) -> None:
+        await verify_credentials(ctx, credentials)
+
+    return verify
+
+
+async def adopt_verified(ctx: OnboardingContext, hotel_id: str) -> None:
+    """Make the token this run verified the facility's token (the facility holds its credentials).
+
+    A token is a session upstream (50 at most per facility): the one that proved the
+    credentials serves the gateway and the later steps instead of a second one.
+    """
+    held = ctx.run.verified
+    if held is None or held.credentials.hotel_id != hotel_id:
+        return
+    stored = await ctx.facilities.credentials(hotel_id)
+    if held.proves(stored):
+        await ctx.gateway.tokens.adopt(hotel_id, held.token, held.obtained_at)
+        await ctx.gateway.cache.invalidate(hotel_id)  # answers read with older credentials
+
+
+async def facility_token(ctx: OnboardingContext, hotel_id: str) -> Token:
+    """The registered facility's token: the gateway's (a new one only when none is valid)."""
+    return await ctx.gateway.tokens.token(hotel_id)
+
+
+# --- the apartments --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BookingSystemApartments:
+    """The facility's active apartments (room types) as the booking system lists them."""
+
+    hotel_id: str
+    room_types: dict[str, str]  # room type id -> name
+
+    def evidence(self) -> dict[str, Any]:
+        """JSON-ready: the count and the room types."""
+        return {
+            "source": "calendar/get-availability (one night)",
+            "active_apartments": len(self.room_types),
+            "room_types": sorted(self.room_types, key=room_type_order),
+        }
+
+
+def room_type_order(room_type: str) -> tuple[int, int, str]:
+    """Numeric room type ids first, in numeric order."""
+    return (0, int(room_type), "") if room_type.isdigit() else (1, 0, room_type)
+
+
+async def booking_system_apartments(
+    ctx: OnboardingContext, hotel_id: str
+) -> BookingSystemApartments:
+    """One availability read for today (once per run): the room types that have rooms.
+
+    Raises :class:`CredentialsRefused` when the booking system refuses the facility's
+    credentials, the gateway's errors (a spent budget) and the booking system's
+    (:class:`~pmsgate.pms.errors.PmsError`) otherwise.
+    """
+    found = ctx.run.booking_system_apartments.get(hotel_id)
+    if found is not None:
+        return found
+    today = ctx.clock.now().date()
+    query = AvailabilityQuery(date_from=today, date_to=today)
+    facility = await ctx.facilities.get(hotel_id)
+    try:
+        result = await ctx.gateway.read(facility, "calendar/get-availability", query.to_wire())
+    except AuthenticationFailed:
+        raise CredentialsRefused(hotel_id) from None
+    except PmsgateError as error:
+        if error.code == AuthenticationFailed.code:  # the gateway's word for it
+            raise CredentialsRefused(hotel_id) from None
+        raise
+    nights = filter_availability(result.many(AvailabilityNight), today, today).items
+    room_types = {
+        str(n.id_room_type): n.name_room_type or ""
+        for n in nights
+        if n.rooms_total is None or n.rooms_total > 0
+    }
+    found = BookingSystemApartments(hotel_id=hotel_id, room_types=room_types)
+    ctx.run.booking_system_apartments[hotel_id] = found
+    return found

@@ -1,0 +1,66 @@
+"""Every booking-system request of the onboarding goes through the gateway (DESIGN §3).
+
+The onboarding's requests take permits of the facility's budget in the gateway's
+limiter and use the gateway's token manager: a spent budget is a clear problem of the
+step (never a request the booking system answers with 429), and a fresh onboarding
+opens one booking-system session for the facility.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pmsgate.gateway.facilities import Limits
+from pmsgate.onboarding.registry import STEPS
+from pmsgate.onboarding.runner import OnboardingRunner, StepEvent
+from tests.onboarding.sandbox_customer import onboarding_sandbox
+
+pytestmark = pytest.mark.anyio
+
+
+async def test_a_fresh_onboarding_opens_one_booking_system_session(
+    database_url: str, tmp_path: Path
+) -> None:
+    async with onboarding_sandbox(database_url, tmp_path) as box:
+        box.prepare_route_a()
+        runner = OnboardingRunner(box.services, STEPS)
+        first = await runner.run(box.file())
+        assert first.status == "succeeded" and first.route == "A", first.as_dict()
+        kross = box.sandbox.kross.stats
+        # Step 1's token (the file's credentials) became the facility's at registration:
+        # steps 9-10 and the gateway use it.
+        assert kross.tokens_issued[box.hotel_id] == 1
+        assert kross.requests_by_operation["calendar/get-availability"] >= 1
+        again = await runner.run(box.file())
+        assert again.status == "succeeded"
+        assert kross.tokens_issued[box.hotel_id] == 1
+        assert kross.rate_limited.total() == 0
+
+
+async def test_a_spent_facility_budget_is_the_steps_problem_not_an_upstream_429(
+    database_url: str, tmp_path: Path
+) -> None:
+    overrides = {"limiter_wait_s": 0.0}
+    async with onboarding_sandbox(database_url, tmp_path, settings_overrides=overrides) as box:
+        facilities = box.services.facilities
+
+        async def one_call_a_minute(event: StepEvent) -> None:
+            # Once registered (step 3), the facility may make one call a minute: step 1's
+            # auth/get-token has taken it (the clock does not move).
+            if event.step.id == "workspace-configuration" and event.phase == "finished":
+                await facilities.set_limits(box.hotel_id, Limits(per_minute=1))
+
+        report = await OnboardingRunner(box.services, STEPS).run(
+            box.file(), progress=one_call_a_minute
+        )
+        kross = box.sandbox.kross.stats
+        assert report.status == "failed" and report.ended_at_step == "route-choice"
+        assert report.error_code == "upstream_budget_exhausted"
+        assert report.message is not None and "budget" in report.message
+        assert report.fix is not None and "Retry in" in report.fix
+        # Step 9 did not ask the booking system, which never answered 429.
+        assert kross.requests_by_operation["calendar/get-availability"] == 0
+        assert kross.rate_limited.total() == 0
+        assert kross.tokens_issued[box.hotel_id] == 1
