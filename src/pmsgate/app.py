@@ -50,6 +50,7 @@ from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.usage import UsageCounter
 from pmsgate.gateway.window import WindowPolicy
 from pmsgate.http_limits import BodyLimitMiddleware
+from pmsgate.openapi import install_openapi
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
 from pmsgate.storage.db import open_database, session_factory
@@ -317,6 +318,7 @@ def create_app(
     )
     # The console's pages show their errors as pages; everything else as the JSON body.
     install_error_handlers(app, render=render_console_error)
+    install_openapi(app)  # every route's bodies and error statuses, as they really are
     # Every route's body is bounded as it arrives (413 before a large body is read whole).
     app.add_middleware(
         BodyLimitMiddleware,

@@ -8,8 +8,13 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
 from pmsgate.boundary import loads_json
+from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import InvalidInput, Unauthorized
 from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.operations import PAYLOAD_MODELS
+from pmsgate.openapi import json_body, schema_of
+from pmsgate.pms.client import TOKEN_OPERATION
+from pmsgate.pms.operations import load_operations
 
 router = APIRouter(prefix="/v1", tags=["gateway"])
 
@@ -58,7 +63,6 @@ async def list_tools(request: Request) -> dict[str, Any]:
     }
 
 
-@router.post("/tools/{name}")
 async def call_tool(
     name: str, request: Request, authorization: str | None = Header(default=None)
 ) -> JSONResponse:
@@ -76,7 +80,6 @@ async def call_tool(
         services.metrics.tool_calls.labels(name, outcome).inc()
 
 
-@router.post("/operations/{path:path}")
 async def call_operation(
     path: str,
     request: Request,
@@ -96,3 +99,61 @@ async def call_operation(
         return JSONResponse(answer.body, status_code=answer.status, headers=headers)
     finally:
         services.metrics.tool_calls.labels(f"op:{path}"[:80], outcome).inc()
+
+
+# --- routes: one documented route per tool and per allowed operation ---------------------------
+# The bodies are read as raw JSON (above), so FastAPI cannot see their schemas: each tool's
+# argument schema (the catalogue's) and each operation's payload model are documented with
+# ``openapi_extra``. The routes with a path parameter stay, out of the schema, to answer an
+# unknown name (404) exactly as before.
+
+
+def _add_tool_route(tool: ToolDefinition) -> None:
+    async def endpoint(
+        request: Request, authorization: str | None = Header(default=None)
+    ) -> JSONResponse:
+        return await call_tool(tool.name, request, authorization)
+
+    router.add_api_route(
+        f"/tools/{tool.name}",
+        endpoint,
+        methods=["POST"],
+        summary=f"Tool {tool.name}",
+        description=tool.description,
+        operation_id=f"tool_{tool.name}",
+        openapi_extra=json_body(tool.input_schema()),
+    )
+
+
+def _add_operation_route(name: str, write: bool) -> None:
+    async def endpoint(
+        request: Request,
+        authorization: str | None = Header(default=None),
+        idempotency_key: str | None = Header(
+            default=None,
+            description="Required for a write: the same key replays the first answer.",
+        ),
+    ) -> JSONResponse:
+        return await call_operation(name, request, authorization, idempotency_key)
+
+    model = PAYLOAD_MODELS.get(name)
+    router.add_api_route(
+        f"/operations/{name}",
+        endpoint,
+        methods=["POST"],
+        summary=f"{'Write' if write else 'Read'} operation {name}",
+        description=call_operation.__doc__,
+        operation_id=f"operation_{name.replace('/', '_')}",
+        openapi_extra=json_body(schema_of(model) if model else {"type": "object"}),
+    )
+
+
+for _tool in load_tools().values():
+    _add_tool_route(_tool)
+for _operation in load_operations():
+    if _operation.name != TOKEN_OPERATION:
+        _add_operation_route(_operation.name, _operation.is_write)
+router.add_api_route("/tools/{name}", call_tool, methods=["POST"], include_in_schema=False)
+router.add_api_route(
+    "/operations/{path:path}", call_operation, methods=["POST"], include_in_schema=False
+)

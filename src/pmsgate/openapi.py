@@ -1,0 +1,110 @@
+"""The OpenAPI document says what every route really takes and answers.
+
+FastAPI documents the bodies of routes that declare a model and a 422 of its own shape
+(``detail``). Two things differ here, and :func:`install_openapi` fixes both:
+
+- every error is the service's envelope ``{"error": {"code", "message", "hint"}}``
+  (:class:`ErrorBody`), with the statuses a route can answer (:data:`ERROR_STATUSES`,
+  plus :data:`UPSTREAM_STATUSES` on the routes that call the booking system);
+- the gateway's tool and operation routes read their body as raw JSON (so the input
+  rules and the payload checks run the same for HTTP and MCP); their schemas come
+  from the catalogue and the payload models as ``openapi_extra`` (see
+  ``pmsgate.gateway.http``), and the models' shared definitions are added to
+  ``components.schemas`` here (:func:`schema_of`).
+
+The document is checked by a bounded schemathesis run in the test suite
+(``tests/e2e/test_openapi_fuzz.py``): no 5xx, no answer outside what is documented.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import FastAPI
+from fastapi.openapi.utils import get_openapi
+from pydantic import BaseModel, Field
+
+# Every status a route may answer with the error envelope, and what it means.
+ERROR_STATUSES: dict[int, str] = {
+    400: "The body could not be read.",
+    401: "Missing or wrong key or token.",
+    403: "Not allowed for this key, role or integration.",
+    404: "Nothing of that name (tool, operation, facility, key, customer).",
+    409: "Conflicts with the current state (an idempotency key in use, a job running).",
+    413: "The body is larger than the route accepts.",
+    422: "The request breaks the documented schema or an input rule "
+    "(invalid_characters, integer_out_of_range, json_too_deep, ...).",
+    429: "Too many attempts; see Retry-After.",
+    503: "A dependency is unavailable or the upstream budget is spent; see Retry-After.",
+}
+# Routes that call the booking system also pass on its failures.
+UPSTREAM_STATUSES: dict[int, str] = {
+    502: "The booking system answered with an error or something unreadable.",
+    504: "The booking system did not answer in time.",
+}
+UPSTREAM_PREFIXES = ("/v1/tools", "/v1/operations", "/admin/facilities/{hotel_id}/reconnect")
+
+_shared_schemas: dict[str, Any] = {}
+
+
+class ErrorDetail(BaseModel):
+    """What went wrong, and what to do."""
+
+    code: str = Field(description="A stable, machine-readable code.")
+    message: str = Field(description="What went wrong, in words.")
+    hint: str = Field(description="What to do about it.")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer."""
+
+    error: ErrorDetail
+
+
+def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON Schema for an OpenAPI body; its nested definitions are kept for
+    ``components.schemas`` (referenced from there)."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    _shared_schemas.update(schema.pop("$defs", {}))
+    return schema
+
+
+def json_body(schema: dict[str, Any], *, required: bool = False) -> dict[str, Any]:
+    """``openapi_extra`` documenting a JSON request body of ``schema``."""
+    return {
+        "requestBody": {
+            "required": required,
+            "content": {"application/json": {"schema": schema}},
+        }
+    }
+
+
+def install_openapi(app: FastAPI) -> None:
+    """Make ``app.openapi()`` document the error envelope on every route."""
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        document = get_openapi(
+            title=app.title, version=app.version, description=app.description, routes=app.routes
+        )
+        components = document.setdefault("components", {}).setdefault("schemas", {})
+        components.update(_shared_schemas)
+        body = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
+        components.update(body.pop("$defs", {}))
+        components["ErrorBody"] = body
+        for name in ("HTTPValidationError", "ValidationError"):
+            components.pop(name, None)
+        error = {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+        for path, operations in document.get("paths", {}).items():
+            statuses = dict(ERROR_STATUSES)
+            if path.startswith(UPSTREAM_PREFIXES):
+                statuses.update(UPSTREAM_STATUSES)
+            for operation in operations.values():
+                responses = operation.setdefault("responses", {})
+                for status, description in statuses.items():
+                    responses[str(status)] = {"description": description, "content": error}
+        app.openapi_schema = document
+        return document
+
+    app.openapi = openapi  # type: ignore[method-assign]
