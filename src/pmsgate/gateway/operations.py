@@ -260,7 +260,8 @@ class Operations:
             raise Conflict(
                 "A write with this Idempotency-Key is still in progress.",
                 code="idempotency_key_in_flight",
-                hint="Wait for the first request to finish, then repeat it to get its answer.",
+                hint="Wait for the first request to finish, then repeat it to get its answer "
+                "(if the process running it stopped, a repeat settles it within seconds).",
                 headers={"Retry-After": "2"},
             )
         # Unknown outcome (or an in-flight record abandoned by a process that is gone).
