@@ -31,7 +31,11 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
+from pmsgate.app import create_app
+from pmsgate.catalogue.tools import load_tools
+from pmsgate.config import Settings
 from pmsgate.gateway.facilities import Limits
+from pmsgate.gateway.operations import PAYLOAD_MODELS
 from pmsgate.web.context import open_web_services
 from tests.e2e.conftest import ADMIN_TOKEN
 
@@ -150,3 +154,25 @@ async def test_the_openapi_fuzzed_gets_no_5xx_and_only_documented_answers(
     assert not failures, "\n\n".join(failures)
     # The keys worked: the fuzzing reached past authentication on the gateway and admin API.
     assert answered[("v1", 200)] and answered[("admin", 200)], answered
+
+
+def test_the_openapi_documents_each_tool_and_operation_body_and_the_error_envelope() -> None:
+    document = create_app(Settings()).openapi()
+    paths = document["paths"]
+    envelope = {"$ref": "#/components/schemas/ErrorBody"}
+
+    for name, tool in load_tools().items():
+        route = paths[f"/v1/tools/{name}"]["post"]
+        assert route["requestBody"]["content"]["application/json"]["schema"] == tool.input_schema()
+    for name, model in PAYLOAD_MODELS.items():
+        route = paths[f"/v1/operations/{name}"]["post"]
+        schema = route["requestBody"]["content"]["application/json"]["schema"]
+        assert schema["title"] == model.__name__
+    assert not any(path.endswith(("{name}", "{path}")) for path in paths)  # only real names
+
+    for path, routes in paths.items():
+        for method, route in routes.items():
+            for status in ("401", "413", "422", "429", "503"):
+                answer = route["responses"][status]["content"]["application/json"]["schema"]
+                assert answer == envelope, (method, path, status)
+    assert "HTTPValidationError" not in document["components"]["schemas"]
