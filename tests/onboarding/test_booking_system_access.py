@@ -2,8 +2,8 @@
 
 The onboarding's requests take permits of the facility's budget in the gateway's
 limiter and use the gateway's token manager: a spent budget is a clear problem of the
-step (never a request the booking system answers with 429), and a fresh onboarding
-opens one booking-system session for the facility.
+step, never a request the booking system answers with 429. (That a fresh onboarding
+opens one booking-system session is in test_runner's second-run test.)
 """
 
 from __future__ import annotations
@@ -18,25 +18,6 @@ from pmsgate.onboarding.runner import OnboardingRunner, StepEvent
 from tests.onboarding.sandbox_customer import onboarding_sandbox
 
 pytestmark = pytest.mark.anyio
-
-
-async def test_a_fresh_onboarding_opens_one_booking_system_session(
-    database_url: str, tmp_path: Path
-) -> None:
-    async with onboarding_sandbox(database_url, tmp_path) as box:
-        box.prepare_route_a()
-        runner = OnboardingRunner(box.services, STEPS)
-        first = await runner.run(box.file())
-        assert first.status == "succeeded" and first.route == "A", first.as_dict()
-        kross = box.sandbox.kross.stats
-        # Step 1's token (the file's credentials) became the facility's at registration:
-        # steps 9-10 and the gateway use it.
-        assert kross.tokens_issued[box.hotel_id] == 1
-        assert kross.requests_by_operation["calendar/get-availability"] >= 1
-        again = await runner.run(box.file())
-        assert again.status == "succeeded"
-        assert kross.tokens_issued[box.hotel_id] == 1
-        assert kross.rate_limited.total() == 0
 
 
 async def test_a_spent_facility_budget_is_the_steps_problem_not_an_upstream_429(

@@ -276,6 +276,11 @@ async def test_a_second_run_of_a_finished_onboarding_changes_nothing_upstream(
         ]
         writes = box.upstream_writes()
         kross: dict[str, int] = dict(box.sandbox.kross.stats.requests_by_operation)
+        # One booking-system session for the whole onboarding: step 1's token became the
+        # facility's at registration (step 3), and steps 9-10 used it through the gateway.
+        tokens_issued = box.sandbox.kross.stats.tokens_issued
+        assert tokens_issued[box.hotel_id] == 1
+        assert kross["calendar/get-availability"] >= 1
         again = await runner.run(box.file())
         assert again.status == "succeeded"
         assert not any(o.applied for o in again.outcomes)
@@ -285,6 +290,7 @@ async def test_a_second_run_of_a_finished_onboarding_changes_nothing_upstream(
         new_calls = {op: n - kross.get(op, 0) for op, n in kross_after.items()}
         # Not even a new booking-system session: the gateway's stored token is reused.
         assert all(not table.resolve(op).is_write for op, n in new_calls.items() if n), new_calls
+        assert tokens_issued[box.hotel_id] == 1
 
 
 async def test_confirmed_channel_items_make_the_manual_step_done_on_the_next_run(
