@@ -257,7 +257,7 @@ async def test_a_write_left_in_flight_by_a_process_that_ended_is_settled_at_once
     assert sent(kross_store, "check-in-guest") == 0
 
 
-async def test_a_write_in_flight_in_this_process_still_answers_in_progress(
+async def test_a_write_in_flight_in_this_process_blocks_its_key_and_a_second_key(
     gateway, facility, kross_store, clock
 ):
     record, key = facility
@@ -266,9 +266,13 @@ async def test_a_write_in_flight_in_this_process_still_answers_in_progress(
     await in_flight(gateway, key, "mine", payload, owner=gateway.services.operations.owner)
 
     answer = await operation(gateway, key, "check-in-guest", payload, "mine")
+    other_key = await operation(gateway, key, "check-in-guest", payload, "another")
 
     assert answer.status_code == 409
     assert answer.json()["error"]["code"] == "idempotency_key_in_flight"
+    assert other_key.status_code == 409
+    assert other_key.json()["error"]["code"] == "write_unresolved"
+    assert "'mine'" in other_key.json()["error"]["hint"]
     assert sent(kross_store, "check-in-guest") == 0
 
 
