@@ -434,6 +434,7 @@ async def run_replicas(
             for port in ports
         ]
         before = (await sandbox.get("/_sandbox/stats")).json()
+        samples.points.append((time.perf_counter() - polled_from, before))
         apartments = [a["id_room_type"] for a in facility["apartments"]]
         maker = CallMaker(config, apartments, dt.date.today())
         caller = Caller(clients, key, time.perf_counter())
@@ -488,7 +489,9 @@ def _upstream(
     emulator, which refused nothing beyond its limit when ``rate_limited_429`` is 0, is the
     authority).
     """
-    series = [(t, point["requests"]["by_hotel"].get(hotel_id, 0)) for t, point in samples.points]
+    series = sorted(
+        (t, point["requests"]["by_hotel"].get(hotel_id, 0)) for t, point in samples.points
+    )
 
     def count_at(moment: float) -> int:
         return max((count for t, count in series if t <= moment), default=0)
@@ -507,12 +510,12 @@ def _upstream(
         "requests_total": after["requests"]["total"],
         "requests_by_hotel": after["requests"]["by_hotel"],
         "requests_by_operation": after["requests"]["by_operation"],
-        "requests_during_run": after["requests"]["total"] - before["requests"]["total"],
-        "requests_before_run": before["requests"]["by_operation"],
+        "requests_from_burst": after["requests"]["total"] - before["requests"]["total"],
+        "requests_before_burst_by_operation": before["requests"]["by_operation"],
         "tokens_issued": after["tokens_issued"],
         "sessions_refused": after["sessions_refused"],
         "busiest_minute_requests_sampled": busiest,
-        "requests_before_burst_sampled": count_at(burst_at_s),
+        "requests_before_burst": before["requests"]["by_hotel"].get(hotel_id, 0),
         "requests_per_minute_from_burst_sampled": per_minute,
         "samples": len(series),
     }
@@ -643,7 +646,7 @@ def print_replicas(results: dict[str, Any]) -> None:
         ("tokens issued (target 1)", upstream["tokens_issued"]["total"]),
         ("upstream requests by facility", upstream["requests_by_hotel"]),
         ("upstream requests, busiest minute", upstream["busiest_minute_requests_sampled"]),
-        ("upstream requests before the burst", upstream["requests_before_burst_sampled"]),
+        ("upstream requests before the burst", upstream["requests_before_burst"]),
         ("upstream requests per minute", upstream["requests_per_minute_from_burst_sampled"]),
     ]
     for label, value in rows:
