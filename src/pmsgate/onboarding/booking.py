@@ -119,6 +119,7 @@ async def adopt_verified(ctx: OnboardingContext, hotel_id: str) -> None:
     if held.proves(stored):
         await ctx.gateway.tokens.adopt(hotel_id, held.token, held.obtained_at)
         await ctx.gateway.cache.invalidate(hotel_id)  # answers read with older credentials
+        ctx.run.verified = None  # done: the gateway holds it (a later call is a no-op)
 
 
 async def facility_token(ctx: OnboardingContext, hotel_id: str) -> Token:
