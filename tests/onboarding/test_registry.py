@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import re
+from pathlib import Path
 
 import pytest
 
@@ -61,6 +63,12 @@ def _step(number: int, step_id: str, **changes: object) -> Step:
 def test_the_registry_is_the_spec_runbook_in_order() -> None:
     assert [(s.id, s.kind, s.routes) for s in STEPS] == SPEC_RUNBOOK
     assert [s.number for s in STEPS] == list(range(1, 18))
+
+
+def test_the_documented_steps_are_the_registrys() -> None:
+    doc = Path(__file__).parents[2] / "docs" / "onboarding.md"
+    rows = re.findall(r"^\| (\d+) \| `([a-z0-9-]+)` \| (\w+) \|", doc.read_text(), re.M)
+    assert rows == [(str(s.number), s.id, str(s.kind)) for s in STEPS]
 
 
 def test_every_auto_step_applies_and_says_what_it_would_do() -> None:
