@@ -156,7 +156,7 @@ class ReadCache:
         """Drop ``key_or_prefix`` and every key under ``key_or_prefix:`` (e.g. one facility)."""
         prefix = key_or_prefix.rstrip(_SEPARATOR)
         _check_key(prefix)
-        for held in [k for k in self._decoded if k == prefix or k.startswith(prefix + ":")]:
+        for held in [k for k in self._decoded if k == prefix or k.startswith(prefix + _SEPARATOR)]:
             del self._decoded[held]
         self._pending_invalidations.add(prefix)
         await self._shared("invalidate the cache", self._apply_invalidations, None)
