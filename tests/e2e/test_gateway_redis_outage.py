@@ -418,3 +418,33 @@ async def test_permits_of_an_outage_count_in_the_window_that_survived_it(own_red
     finally:
         await direct.aclose()
         await through.aclose()
+
+
+async def test_usage_counted_while_redis_is_away_is_flushed_from_memory_and_none_is_lost(
+    database_url, proxy, kross_http, kross_store, clock
+):
+    settings = gateway_settings(database_url, proxy.url, redis_timeout_s=0.5)
+    async with running_gateway(settings, kross_http, clock) as gateway:
+        record, key = await add_seeded_facility(gateway.services, kross_store)
+        hours = GatewayUsageRepository(session_factory(gateway.services.engine))
+        warm = await gateway.tool("get-incomplete-portals", key)
+        assert warm.status_code == 200, warm.text
+        await gateway.services.usage.settle()
+        assert gateway.services.usage.pending() == {}  # in Redis, not in memory
+
+        await proxy.cut()
+        cached = await gateway.tool("get-incomplete-portals", key)
+        assert cached.status_code == 200, cached.text
+        await gateway.services.usage.settle()
+        # Redis away: the count stays in memory, and the flush writes it to the database;
+        # the counts Redis holds wait there.
+        assert gateway.services.usage.pending() != {}
+        await flush_gateway_usage(gateway.services)
+        assert (await hours.total(record["hotel_id"])).tool_calls == 1
+
+        await proxy.restore()
+        clock.advance(2.0)
+        await flush_gateway_usage(gateway.services)
+        total = await hours.total(record["hotel_id"])
+    assert total.tool_calls == 2
+    assert total.upstream_calls == kross_store.stats.requests_by_hotel[record["hotel_id"]]
