@@ -23,6 +23,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis.errors import Unsatisfiable
+from pydantic import SecretStr
 from schemathesis import GenerationMode
 from schemathesis.checks import not_a_server_error
 from schemathesis.specs.openapi.checks import (
@@ -36,6 +37,7 @@ from pmsgate.catalogue.tools import load_tools
 from pmsgate.config import Settings
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.operations import PAYLOAD_MODELS
+from pmsgate.web.auth import CSRF_HEADER, SESSION_COOKIE
 from pmsgate.web.context import open_web_services
 from tests.e2e.conftest import ADMIN_TOKEN
 
@@ -51,23 +53,24 @@ CHECKS = [
     response_schema_conformance,
 ]
 BASE_URL = "http://gateway.test"
+WEB_ADMIN = "fuzz-admin@example.com"
+WEB_PASSWORD = "a-long-enough-password-1"
 
 
-def _httpx_kwargs(kwargs: dict[str, Any], token: str) -> dict[str, Any]:
-    """A schemathesis case's (requests-style) arguments as httpx takes them, authenticated."""
-    headers = {
-        k: v for k, v in (kwargs.get("headers") or {}).items() if k.lower() != "authorization"
-    }
-    headers["Authorization"] = f"Bearer {token}"
-    # Generated header values may hold any character; on the wire a header is bytes.
-    sent_headers = {k: v.encode() if isinstance(v, str) else v for k, v in headers.items()}
+def _httpx_kwargs(kwargs: dict[str, Any], credentials: dict[str, str]) -> dict[str, Any]:
+    """A schemathesis case's (requests-style) arguments as httpx takes them, with
+    ``credentials`` (headers) in place of whatever was generated under those names."""
+    replaced = {name.lower() for name in credentials}
+    headers = {k: v for k, v in (kwargs.get("headers") or {}).items() if k.lower() not in replaced}
     cookies = kwargs.get("cookies")
-    if cookies:
+    if cookies and "cookie" not in replaced:
         headers["Cookie"] = "; ".join(f"{k}={v}" for k, v in cookies.items())
+    headers.update(credentials)
+    # Generated header values may hold any character; on the wire a header is bytes.
     sent: dict[str, Any] = {
         "method": kwargs["method"],
         "url": kwargs["url"],
-        "headers": sent_headers,
+        "headers": {k: v.encode() if isinstance(v, str) else v for k, v in headers.items()},
         "params": kwargs.get("params"),
     }
     if "json" in kwargs:
@@ -80,6 +83,18 @@ def _httpx_kwargs(kwargs: dict[str, Any], token: str) -> dict[str, Any]:
     if kwargs.get("files"):
         sent["files"] = kwargs["files"]
     return sent
+
+
+def _credentials(path: str, key: str, session: str, csrf: str) -> dict[str, str]:
+    """What a real caller of ``path`` sends: the admin token, a web session (not on sign-out,
+    which would end it for the routes after), or the gateway key."""
+    if path.startswith("/admin"):
+        return {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    if path == "/api/auth/logout":
+        return {}
+    if path.startswith("/api"):
+        return {"Cookie": f"{SESSION_COOKIE}={session}", CSRF_HEADER: csrf}
+    return {"Authorization": f"Bearer {key}"}
 
 
 def _operations(app: Any) -> Iterator[Any]:
@@ -101,7 +116,11 @@ def _modes(operation: Any) -> tuple[GenerationMode, ...]:
 
 
 def _run_cases(
-    operation: Any, mode: GenerationMode, token: str, send: Any, known: dict[str, str]
+    operation: Any,
+    mode: GenerationMode,
+    credentials: dict[str, str],
+    send: Any,
+    known: dict[str, str],
 ) -> None:
     """A few derandomized cases of ``operation``, each sent and checked against the schema;
     path parameters named in ``known`` take that value (a random hotel_id only ever meets a
@@ -121,7 +140,7 @@ def _run_cases(
             if case.path_parameters and name in case.path_parameters:
                 case.path_parameters[name] = value
         kwargs = case.as_transport_kwargs(base_url=BASE_URL)
-        response = anyio.from_thread.run(send, _httpx_kwargs(kwargs, token))
+        response = anyio.from_thread.run(send, _httpx_kwargs(kwargs, credentials))
         case.validate_response(response, checks=CHECKS)
 
     check()
@@ -149,13 +168,19 @@ async def test_the_openapi_fuzzed_gets_no_5xx_and_only_documented_answers(
             return response
 
         known = {"hotel_id": str(record["hotel_id"])}
+        # A signed-in admin of the console, so the web API is exercised past its sign-in.
+        await web.users.add(WEB_ADMIN, SecretStr(WEB_PASSWORD), role="admin")
+        signed_in = await gateway.http.post(
+            "/api/auth/login", json={"email": WEB_ADMIN, "password": WEB_PASSWORD}
+        )
+        session, csrf = signed_in.cookies[SESSION_COOKIE], signed_in.json()["csrfToken"]
 
         def fuzz() -> None:
             for operation in _operations(gateway.app):
-                token = ADMIN_TOKEN if operation.path.startswith("/admin") else key
+                credentials = _credentials(operation.path, key, session, csrf)
                 for mode in _modes(operation):
                     try:
-                        _run_cases(operation, mode, token, send, known)
+                        _run_cases(operation, mode, credentials, send, known)
                     except Unsatisfiable:
                         continue  # nothing can be negative here (no parameters, no body)
                     # Collect all, then fail once with every one (schemathesis reports the
@@ -166,7 +191,7 @@ async def test_the_openapi_fuzzed_gets_no_5xx_and_only_documented_answers(
         await anyio.to_thread.run_sync(fuzz)
     assert not failures, "\n\n".join(failures)
     # The keys worked: the fuzzing reached past authentication on the gateway and admin API.
-    assert answered[("v1", 200)] and answered[("admin", 200)], answered
+    assert answered[("v1", 200)] and answered[("admin", 200)] and answered[("api", 200)], answered
 
 
 def test_the_openapi_documents_each_tool_and_operation_body_and_the_error_envelope() -> None:
