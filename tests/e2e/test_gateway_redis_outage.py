@@ -404,6 +404,10 @@ async def test_permits_of_an_outage_count_in_the_window_that_survived_it(own_red
             await cut_off.acquire("h1", limits)
         assert refused.value.status == 503
         assert refused.value.code == "shared_state_unavailable"
+        # A share that leaves a window under one call admits nothing in the outage.
+        with pytest.raises(OutageBudgetExhausted) as tiny:
+            await cut_off.acquire("h2", Limits(per_minute=3, per_hour=300, per_day=5000))
+        assert tiny.value.window == "minute"
         # Writes never use the outage budget.
         with pytest.raises(PmsgateError) as write:
             await cut_off.acquire("h1", limits, shared_only=True)

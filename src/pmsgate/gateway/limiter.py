@@ -386,8 +386,14 @@ class FacilityLimiter:
                 ) from None
         scaled = self._outage_limits(limits)
         if scaled is None:
+            # The share leaves some window under one call: nothing until Redis is back.
+            empty = next(
+                name
+                for (name, _), limit in zip(WINDOWS, _limits_tuple(limits), strict=True)
+                if math.floor(limit * self._outage_share + 1e-9) < 1
+            )
             raise OutageBudgetExhausted(
-                retry_after_s=self._health.retry_after_s, window="minute", priority=priority
+                retry_after_s=self._health.retry_after_s, window=empty, priority=priority
             )
         outage = await self._outage_limiter(key, scaled)
         try:
