@@ -25,10 +25,9 @@ from pmsgate.gateway.cache import ReadCache
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.limiter import FacilityLimiter, OutageBudgetExhausted
 from pmsgate.gateway.shared_state import RedisHealth
-from pmsgate.gateway.usage import HourCounts, hour_start
 from pmsgate.jobs.usage import flush_gateway_usage
 from pmsgate.storage.db import open_database, session_factory
-from pmsgate.storage.gateway_usage import GatewayUsageRepository
+from pmsgate.storage.gateway_usage import GatewayUsageRepository, HourCounts, hour_start
 from pmsgate.web.users import UserService
 from tests.e2e.conftest import add_seeded_facility, gateway_settings, running_gateway
 from tests.e2e.processes import free_port

@@ -11,13 +11,12 @@ import pytest
 
 from pmsgate.app import create_app
 from pmsgate.customers.service import register_customer
-from pmsgate.gateway.usage import HourCounts
 from pmsgate.jobs.scheduler import FLUSH_GATEWAY_USAGE, REFRESH_USAGE
 from pmsgate.sandbox.platform.seed import EXISTING_WORKSPACE_SLUG
 from pmsgate.sandbox.platform.store import USD_PER_MESSAGE, USD_PER_TOOL_RUN
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import session_factory
-from pmsgate.storage.gateway_usage import GatewayUsageRepository, HourUsage
+from pmsgate.storage.gateway_usage import GatewayUsageRepository, HourCounts, HourUsage
 from tests.jobs.support import JobStack, job_stack
 
 pytestmark = pytest.mark.anyio

@@ -8,9 +8,15 @@ import pytest
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway.usage import HourCounts, UsageCounter, hour_start
+from pmsgate.gateway.usage import UsageCounter
 from pmsgate.storage.db import open_database, session_factory
-from pmsgate.storage.gateway_usage import GatewayUsageRepository, HourUsage, UsageTotal
+from pmsgate.storage.gateway_usage import (
+    GatewayUsageRepository,
+    HourCounts,
+    HourUsage,
+    UsageTotal,
+    hour_start,
+)
 
 pytestmark = pytest.mark.anyio
 

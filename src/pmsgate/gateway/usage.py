@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
@@ -30,6 +29,7 @@ from redis.asyncio import Redis
 
 from pmsgate.clock import Clock
 from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
+from pmsgate.storage.gateway_usage import HourCounts, hour_start
 
 log = structlog.get_logger(__name__)
 
@@ -38,26 +38,8 @@ _HASH_KEEP_S = 7 * 86400
 _HOUR_FORMAT = "%Y%m%dT%H"
 
 
-@dataclass
-class HourCounts:
-    """What one facility did in one hour: calls answered and requests sent upstream."""
-
-    tool_calls: int = 0
-    upstream_calls: int = 0
-
-    def add(self, other: HourCounts) -> None:
-        """Add another count to this one."""
-        self.tool_calls += other.tool_calls
-        self.upstream_calls += other.upstream_calls
-
-
 # (hotel_id, start of the UTC hour) -> counts
 UsageCounts = dict[tuple[str, datetime], HourCounts]
-
-
-def hour_start(when: datetime) -> datetime:
-    """The start of the UTC hour ``when`` falls in."""
-    return when.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 def add_counts(into: UsageCounts, counts: Mapping[tuple[str, datetime], HourCounts]) -> None:

@@ -18,7 +18,6 @@ from sqlalchemy import func, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.errors import InvalidInput
-from pmsgate.gateway.usage import HourCounts, hour_start
 from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import GatewayUsageHour
 
@@ -27,6 +26,24 @@ HOUR = timedelta(hours=1)
 MAX_SERIES_HOURS = 24 * 366
 # Rows per INSERT: four bound values each stays far below SQLite's limit on variables.
 ROWS_PER_STATEMENT = 500
+
+
+@dataclass
+class HourCounts:
+    """What one facility did in one hour: calls answered and requests sent upstream."""
+
+    tool_calls: int = 0
+    upstream_calls: int = 0
+
+    def add(self, other: HourCounts) -> None:
+        """Add another count to this one."""
+        self.tool_calls += other.tool_calls
+        self.upstream_calls += other.upstream_calls
+
+
+def hour_start(when: datetime) -> datetime:
+    """The start of the UTC hour ``when`` falls in."""
+    return when.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
 
 
 @dataclass(frozen=True)
