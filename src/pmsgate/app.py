@@ -47,14 +47,13 @@ from pmsgate.gateway.service import Gateway, GatewayPolicy
 from pmsgate.gateway.shared_state import RedisHealth
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
-from pmsgate.gateway.usage import UsageCounter
+from pmsgate.gateway.usage import UsageCounter, UsageHistory
 from pmsgate.gateway.window import WindowPolicy
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.openapi import install_openapi
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
 from pmsgate.storage.db import open_database, session_factory
-from pmsgate.storage.gateway_usage import GatewayUsageRepository
 from pmsgate.storage.idempotency import IdempotencyRepository
 from pmsgate.storage.tokens import TokenRepository
 
@@ -129,7 +128,7 @@ def open_redis(settings: Settings) -> Redis | None:
 
 
 def upstream_history(
-    usage: GatewayUsageRepository, facilities: FacilityService
+    usage: UsageHistory, facilities: FacilityService
 ) -> Callable[[str, datetime], Awaitable[list[tuple[datetime, int]]]]:
     """The limiter's memory of a key's upstream requests per hour since a time (the database's).
 
@@ -195,7 +194,7 @@ async def open_services(
             edge_margin_s=settings.limiter_edge_margin_s,
             health=health,
             outage_share=settings.limiter_outage_share,
-            history=upstream_history(GatewayUsageRepository(sessions), facilities),
+            history=upstream_history(UsageHistory(sessions), facilities),
         )
         cache = ReadCache(
             clock=clock,

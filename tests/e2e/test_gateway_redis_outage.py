@@ -25,9 +25,10 @@ from pmsgate.gateway.cache import ReadCache
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.limiter import FacilityLimiter, OutageBudgetExhausted
 from pmsgate.gateway.shared_state import RedisHealth
+from pmsgate.gateway.usage import UsageHistory
 from pmsgate.jobs.usage import flush_gateway_usage
 from pmsgate.storage.db import open_database, session_factory
-from pmsgate.storage.gateway_usage import GatewayUsageRepository, HourCounts, hour_start
+from pmsgate.storage.gateway_usage import HourCounts, hour_start
 from pmsgate.web.users import UserService
 from tests.e2e.conftest import add_seeded_facility, gateway_settings, running_gateway
 from tests.e2e.processes import free_port
@@ -248,7 +249,7 @@ async def test_hour_and_day_windows_are_rebuilt_after_redis_loses_them(
         now = clock.now()
         # What the database knows: 40 requests in the previous hour, 3 in this one, and 1000
         # two days ago (outside the day window).
-        await GatewayUsageRepository(session_factory(gateway.services.engine)).add(
+        await UsageHistory(session_factory(gateway.services.engine)).add(
             {
                 (hotel_id, hour_start(now - dt.timedelta(hours=1))): HourCounts(0, 40),
                 (hotel_id, hour_start(now)): HourCounts(0, 3),
@@ -309,7 +310,7 @@ async def test_usage_counts_survive_a_killed_replica_through_redis(
         doomed.services.usage.drain()
     async with running_gateway(settings, kross_http, clock) as survivor:
         await flush_gateway_usage(survivor.services)
-        hours = GatewayUsageRepository(session_factory(survivor.services.engine))
+        hours = UsageHistory(session_factory(survivor.services.engine))
         total = await hours.total(record["hotel_id"])
     assert total.tool_calls == 1
     assert total.upstream_calls == kross_store.stats.requests_by_hotel[record["hotel_id"]] >= 2
@@ -429,7 +430,7 @@ async def test_usage_counted_while_redis_is_away_is_flushed_from_memory_and_none
     settings = gateway_settings(database_url, proxy.url, redis_timeout_s=0.5)
     async with running_gateway(settings, kross_http, clock) as gateway:
         record, key = await add_seeded_facility(gateway.services, kross_store)
-        hours = GatewayUsageRepository(session_factory(gateway.services.engine))
+        hours = UsageHistory(session_factory(gateway.services.engine))
         warm = await gateway.tool("get-incomplete-portals", key)
         assert warm.status_code == 200, warm.text
         await gateway.services.usage.settle()

@@ -11,12 +11,13 @@ import pytest
 
 from pmsgate.app import create_app
 from pmsgate.customers.service import register_customer
+from pmsgate.gateway.usage import UsageHistory
 from pmsgate.jobs.scheduler import FLUSH_GATEWAY_USAGE, REFRESH_USAGE
 from pmsgate.sandbox.platform.seed import EXISTING_WORKSPACE_SLUG
 from pmsgate.sandbox.platform.store import USD_PER_MESSAGE, USD_PER_TOOL_RUN
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import session_factory
-from pmsgate.storage.gateway_usage import GatewayUsageRepository, HourCounts, HourUsage
+from pmsgate.storage.gateway_usage import HourCounts, HourUsage
 from tests.jobs.support import JobStack, job_stack
 
 pytestmark = pytest.mark.anyio
@@ -79,7 +80,7 @@ async def test_a_refresh_records_a_periodic_snapshot_with_the_platform_numbers(
     await add_traffic(stack, messages=12, tool_calls=30)
     await use_a_tool(stack)
     await stack.run(FLUSH_GATEWAY_USAGE)
-    upstream = await GatewayUsageRepository(stack.web.customers.sessions).total(stack.hotel_id)
+    upstream = await UsageHistory(stack.web.customers.sessions).total(stack.hotel_id)
     assert upstream.upstream_calls >= 2  # the token and the reservation list
 
     run = await stack.run(REFRESH_USAGE)
@@ -224,7 +225,7 @@ async def test_tool_calls_and_upstream_requests_reach_the_hourly_table_on_flush(
         "upstream_calls": counts.upstream_calls,
     }
     assert stack.gateway.usage.pending() == {}
-    hours = GatewayUsageRepository(session_factory(stack.gateway.engine))
+    hours = UsageHistory(session_factory(stack.gateway.engine))
     assert await hours.series(stack.hotel_id, NINE, NINE) == [
         HourUsage(hour=NINE, tool_calls=2, upstream_calls=counts.upstream_calls)
     ]
@@ -259,7 +260,7 @@ async def test_a_failed_flush_puts_the_counts_back(stack: JobStack) -> None:
 
     assert run.status == "failed"
     assert stack.gateway.usage.pending() == before
-    hours = GatewayUsageRepository(session_factory(stack.gateway.engine))
+    hours = UsageHistory(session_factory(stack.gateway.engine))
     assert (await hours.total(stack.hotel_id)).tool_calls == 0
 
     stack.gateway.usage.restore({("refused", NINE): HourCounts(tool_calls=1)})
@@ -273,6 +274,6 @@ async def test_a_tick_an_hour_later_keeps_the_hours_apart(stack: JobStack) -> No
     stack.clock.advance(3600)
     await use_a_tool(stack)
     await stack.run(FLUSH_GATEWAY_USAGE)
-    hours = GatewayUsageRepository(session_factory(stack.gateway.engine))
+    hours = UsageHistory(session_factory(stack.gateway.engine))
     series = await hours.series(stack.hotel_id, NINE, NINE + timedelta(hours=1))
     assert [point.tool_calls for point in series] == [1, 1]

@@ -8,7 +8,7 @@ import pytest
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway.usage import UsageCounter
+from pmsgate.gateway.usage import UsageCounter, UsageHistory
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.gateway_usage import (
     GatewayUsageRepository,
@@ -31,8 +31,8 @@ async def sessions(database_url: str):  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def repository(sessions) -> GatewayUsageRepository:  # type: ignore[no-untyped-def]
-    return GatewayUsageRepository(sessions)
+def repository(sessions) -> UsageHistory:  # type: ignore[no-untyped-def]
+    return UsageHistory(sessions)
 
 
 def test_the_counter_counts_per_facility_and_utc_hour_and_drain_starts_again() -> None:
@@ -79,8 +79,8 @@ async def test_two_replicas_adding_to_the_same_hour_sum_up(database_url: str) ->
     replicas[1].upstream_call("200")
     # Each replica has its own engine (its own connection pool), like separate processes.
     async with open_database(database_url) as first, open_database(database_url) as second:
-        a = GatewayUsageRepository(session_factory(first))
-        b = GatewayUsageRepository(session_factory(second))
+        a = UsageHistory(session_factory(first))
+        b = UsageHistory(session_factory(second))
         assert await a.add(replicas[0].drain()) == 1
         assert await b.add(replicas[1].drain()) == 2
         # A second flush of the same hour adds too.
@@ -93,7 +93,7 @@ async def test_two_replicas_adding_to_the_same_hour_sum_up(database_url: str) ->
 
 
 async def test_series_fills_the_hours_without_a_row_with_zeros(
-    repository: GatewayUsageRepository,
+    repository: UsageHistory,
 ) -> None:
     await repository.add(
         {
@@ -117,7 +117,7 @@ async def test_series_fills_the_hours_without_a_row_with_zeros(
     assert await repository.series("100", NINE + HOUR, NINE) == []
 
 
-async def test_totals_sum_the_hours_of_a_period(repository: GatewayUsageRepository) -> None:
+async def test_totals_sum_the_hours_of_a_period(repository: UsageHistory) -> None:
     await repository.add(
         {
             ("100", NINE - 24 * HOUR): HourCounts(tool_calls=10, upstream_calls=10),
@@ -132,7 +132,7 @@ async def test_totals_sum_the_hours_of_a_period(repository: GatewayUsageReposito
 
 
 async def test_empty_counts_write_nothing_and_naive_times_are_refused(
-    repository: GatewayUsageRepository,
+    repository: UsageHistory,
 ) -> None:
     assert await repository.add({}) == 0
     assert await repository.add({("100", NINE): HourCounts()}) == 0
@@ -142,3 +142,15 @@ async def test_empty_counts_write_nothing_and_naive_times_are_refused(
     with pytest.raises(PmsgateError) as raised:
         await repository.series("100", NINE - 400 * 24 * HOUR, NINE)
     assert raised.value.code == "invalid_usage_range"
+
+
+async def test_the_repository_writes_in_the_callers_transaction_and_never_commits(
+    sessions,  # type: ignore[no-untyped-def]
+) -> None:
+    async with sessions() as session:
+        assert await GatewayUsageRepository(session).add({("100", NINE): HourCounts(1, 1)}) == 1
+        await session.rollback()
+    assert await UsageHistory(sessions).total("100") == UsageTotal(0, 0)
+    async with sessions.begin() as session:
+        await GatewayUsageRepository(session).add({("100", NINE): HourCounts(1, 1)})
+    assert await UsageHistory(sessions).total("100") == UsageTotal(1, 1)

@@ -3,10 +3,10 @@
 The gateway counts on its hot path here (one dict lookup and an increment, no I/O,
 no await: the event loop runs one increment at a time); the ``flush-gateway-usage``
 job (:mod:`pmsgate.jobs.usage`) drains the counts every minute and adds them to
-``gateway_usage_hours`` (:class:`pmsgate.storage.gateway_usage.GatewayUsageRepository`),
-where every replica's counts add up. The console charts tool calls against upstream
-requests per hour from that table, and sums a week of upstream requests as the
-facility's budget use.
+``gateway_usage_hours`` (:class:`UsageHistory` over
+:class:`pmsgate.storage.gateway_usage.GatewayUsageRepository`), where every replica's
+counts add up. The console charts tool calls against upstream requests per hour from
+that table, and sums a week of upstream requests as the facility's budget use.
 
 Durable as they happen (issue 12). With Redis configured, the counts of one event-loop
 tick are written to Redis by one background task started on the tick's first count
@@ -26,10 +26,19 @@ from datetime import UTC, datetime
 
 import structlog
 from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock
+from pmsgate.errors import InvalidInput
 from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
-from pmsgate.storage.gateway_usage import HourCounts, hour_start
+from pmsgate.storage.gateway_usage import (
+    HOUR,
+    GatewayUsageRepository,
+    HourCounts,
+    HourUsage,
+    UsageTotal,
+    hour_start,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -183,3 +192,54 @@ class UsageCounter:
         if counts is None:
             counts = self._counts[key] = HourCounts()
         return counts
+
+
+# A console asks for days, never years: a bound keeps a mistyped range from building a huge list.
+MAX_SERIES_HOURS = 24 * 366
+
+
+def _aware(when: datetime, field: str) -> datetime:
+    if when.tzinfo is None:
+        raise InvalidInput(
+            f"{field} has no time zone.",
+            code=f"invalid_{field}",
+            hint="Give a timezone-aware time (UTC).",
+        )
+    return hour_start(when)
+
+
+class UsageHistory:
+    """The hourly table as the jobs, the limiter and the console use it: one transaction a call."""
+
+    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
+        self._sessions = sessions
+
+    async def add(self, counts: Mapping[tuple[str, datetime], HourCounts]) -> int:
+        """Add the counts to their hours (one transaction); returns the number of hours touched."""
+        for _, hour in counts:
+            _aware(hour, "hour")
+        async with self._sessions.begin() as session:
+            return await GatewayUsageRepository(session).add(counts)
+
+    async def series(self, hotel_id: str, since: datetime, until: datetime) -> list[HourUsage]:
+        """Every hour from the one holding ``since`` to the one holding ``until``, oldest first."""
+        first, last = _aware(since, "since"), _aware(until, "until")
+        if last < first:
+            return []
+        if (last - first) / HOUR >= MAX_SERIES_HOURS:
+            raise InvalidInput(
+                f"A usage series covers at most {MAX_SERIES_HOURS} hours.",
+                code="invalid_usage_range",
+                hint="Ask for a shorter period.",
+            )
+        async with self._sessions() as session:
+            return await GatewayUsageRepository(session).series(hotel_id, first, last)
+
+    async def total(
+        self, hotel_id: str, since: datetime | None = None, until: datetime | None = None
+    ) -> UsageTotal:
+        """Sums over the hours from the one holding ``since`` to the one holding ``until``."""
+        first = _aware(since, "since") if since is not None else None
+        last = _aware(until, "until") if until is not None else None
+        async with self._sessions() as session:
+            return await GatewayUsageRepository(session).total(hotel_id, first, last)

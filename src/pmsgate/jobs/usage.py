@@ -25,11 +25,10 @@ from typing import TYPE_CHECKING, Any, Literal
 import structlog
 
 from pmsgate.customers.context import CustomerServices
-from pmsgate.gateway.usage import add_counts
+from pmsgate.gateway.usage import UsageHistory, add_counts
 from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail, grid_start
 from pmsgate.platform.assistant import AssistantClient
 from pmsgate.storage.db import session_factory
-from pmsgate.storage.gateway_usage import GatewayUsageRepository
 
 if TYPE_CHECKING:
     from pmsgate.app import Services
@@ -50,7 +49,7 @@ async def refresh_usage(customers: CustomerServices) -> dict[str, Any]:
     slot = usage_slot(now, customers.settings.usage_refresh_interval_s)
     # No platform token is a configuration error: the whole tick fails, nothing is half-done.
     platform = customers.platform
-    hours = GatewayUsageRepository(customers.sessions)
+    hours = UsageHistory(customers.sessions)
     done: dict[str, list[str]] = {
         "recorded": [],
         "already_recorded": [],
@@ -79,7 +78,7 @@ async def refresh_usage(customers: CustomerServices) -> dict[str, Any]:
 async def snapshot_customer(
     customers: CustomerServices,
     platform: AssistantClient,
-    hours: GatewayUsageRepository,
+    hours: UsageHistory,
     student_id: str,
     slot: datetime,
 ) -> SnapshotOutcome:
@@ -128,7 +127,7 @@ async def flush_gateway_usage(services: Services) -> dict[str, Any]:
     counts = services.usage.drain()
     add_counts(counts, await services.usage.take_shared())
     try:
-        hours = await GatewayUsageRepository(session_factory(services.engine)).add(counts)
+        hours = await UsageHistory(session_factory(services.engine)).add(counts)
     except BaseException:
         # Back into the counter: the next flush adds them with whatever came since.
         services.usage.restore(counts)

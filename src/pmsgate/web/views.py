@@ -13,8 +13,9 @@ from datetime import UTC, datetime, timedelta
 from pmsgate.customers.context import CustomerContext
 from pmsgate.errors import NotFound
 from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.usage import UsageHistory
 from pmsgate.onboarding.report import Checklist
-from pmsgate.storage.gateway_usage import GatewayUsageRepository, HourUsage
+from pmsgate.storage.gateway_usage import HourUsage
 from pmsgate.storage.knowledge import SyncJobView
 from pmsgate.storage.onboarding import OnboardingRepository
 from pmsgate.storage.usage import UsageSnapshotView
@@ -149,9 +150,7 @@ async def _row(
     if facility is not None:
         now = web.clock.now()
         start = week_start(now)
-        used = await GatewayUsageRepository(web.customers.sessions).total(
-            facility.hotel_id, start, now
-        )
+        used = await UsageHistory(web.customers.sessions).total(facility.hotel_id, start, now)
         budget = Budget(used=used.upstream_calls, allowed=facility.limits.per_day * 7)
     return CustomerRow(
         ctx=ctx,
@@ -179,7 +178,7 @@ async def customer_page(web: WebServices, student_id: str) -> CustomerPage:
     now = web.clock.now()
     hours: list[HourUsage] = []
     if facility is not None:
-        hours = await GatewayUsageRepository(web.customers.sessions).series(
+        hours = await UsageHistory(web.customers.sessions).series(
             facility.hotel_id, now - HOURLY_HISTORY, now
         )
     active = row.last_sync if row.last_sync is not None and row.last_sync.active else None
