@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
+
+# An injectable ``sleep`` (anyio.sleep in production; one that moves a ManualClock in tests).
+Sleep = Callable[[float], Awaitable[None]]
 
 
 class Clock(Protocol):

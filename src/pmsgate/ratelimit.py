@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import uuid
 from bisect import bisect_left
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from inspect import isawaitable
 from typing import Any, TypeVar
 
@@ -59,10 +59,9 @@ from pyrate_limiter.abstracts import AbstractBucket
 from redis.asyncio import Redis
 from redis.exceptions import NoScriptError
 
-from pmsgate.clock import Clock
+from pmsgate.clock import Clock, Sleep
 
 T = TypeVar("T")
-Sleep = Callable[[float], Awaitable[None]]
 
 # A permit counts while its stamp >= now - interval (inclusive): it frees 1 ms later.
 EDGE_MS = 1

@@ -38,7 +38,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import datetime
 from decimal import Decimal
 from typing import Any, Generic, Literal, TypeVar
@@ -56,9 +56,9 @@ from pydantic import (
     ValidationError,
     model_validator,
 )
-from pyrate_limiter import Duration, InMemoryBucket, Rate, RateItem
+from pyrate_limiter import Duration, Rate
 
-from pmsgate.clock import Clock, SystemClock
+from pmsgate.clock import Clock, Sleep, SystemClock
 from pmsgate.config import Settings
 from pmsgate.platform.errors import (
     CLASSIFICATION,
@@ -75,6 +75,7 @@ from pmsgate.platform.errors import (
     PlatformValidationError,
     PlatformWriteOutcomeUnknown,
 )
+from pmsgate.ratelimit import RateWindows
 from pmsgate.upstream import (
     NOT_SENT,
     ErrorKind,
@@ -108,8 +109,6 @@ _KIND_CLASSES: dict[ErrorKind, type[PlatformError]] = {
     ErrorKind.EDGE_BLOCKED: PlatformForbidden,
     ErrorKind.UNEXPECTED: PlatformUnexpectedResponse,
 }
-
-Sleep = Callable[[float], Awaitable[None]]
 
 
 # --- wire models -------------------------------------------------------------------------------
@@ -494,56 +493,28 @@ class WorkspaceUsage(_Answer):
 class WorkspaceThrottle:
     """At most ``per_minute`` requests in any sliding minute per workspace, in this process.
 
-    pyrate-limiter buckets hold the permits; the wait is computed here and spent
-    through the injected ``sleep`` (its own Limiter sleeps on the real clock).
+    One :class:`~pmsgate.ratelimit.RateWindows` in memory, a key per scope; its waits are
+    spent through the injected ``sleep``.
     """
 
     def __init__(self, per_minute: int, *, clock: Clock, sleep: Sleep) -> None:
         if per_minute < 1:
             raise ValueError("per_minute must be at least 1")
         self.per_minute = per_minute
-        self._rate = Rate(per_minute, Duration.MINUTE)
-        self._clock = clock
+        self._rates = [Rate(per_minute, Duration.MINUTE)]
         self._sleep = sleep
-        self._buckets: dict[str, InMemoryBucket] = {}
-        self._held_until: dict[str, float] = {}  # scope -> epoch seconds (an upstream's wait)
+        self._windows = RateWindows(clock=clock, retention_ms=Duration.MINUTE.value)
 
     def __repr__(self) -> str:
         return f"WorkspaceThrottle(per_minute={self.per_minute})"
 
     def hold(self, scope: str, seconds: float) -> None:
         """Let no request of ``scope`` start for ``seconds`` (the upstream's ``Retry-After``)."""
-        until = self._clock.now().timestamp() + max(0.0, seconds)
-        self._held_until[scope] = max(until, self._held_until.get(scope, 0.0))
+        self._windows.hold(scope, seconds)
 
     async def acquire(self, scope: str) -> float:
         """Take one permit for ``scope``, waiting until one frees; returns the seconds waited."""
-        bucket = self._buckets.get(scope)
-        if bucket is None:
-            bucket = self._buckets[scope] = InMemoryBucket([self._rate])
-        waited = 0.0
-        held = self._held_until.pop(scope, None)
-        if held is not None:
-            pause = held - self._clock.now().timestamp()
-            if pause > 0:
-                await self._sleep(pause)
-                waited += pause
-        while True:
-            now_ms = self._now_ms()
-            if bucket.put(RateItem(scope, now_ms)):
-                if bucket.count() > 2 * self.per_minute:
-                    # Drop permits that left the window, so a long sync keeps memory flat.
-                    bucket.leak(now_ms)
-                return waited
-            # The per_minute-th newest permit: once it leaves the window, one more fits.
-            bound = bucket.peek(self.per_minute - 1)
-            wait_ms = 1 if bound is None else bound.timestamp + self._rate.interval - now_ms + 1
-            wait = max(wait_ms, 1) / 1000
-            await self._sleep(wait)
-            waited += wait
-
-    def _now_ms(self) -> int:
-        return int(self._clock.now().timestamp() * 1000)
+        return await self._windows.acquire(scope, self._rates, self._sleep)
 
 
 # --- the client --------------------------------------------------------------------------------

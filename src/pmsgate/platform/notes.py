@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from fractions import Fraction
@@ -72,10 +72,11 @@ from notion_client.errors import (
 )
 from notion_client.helpers import async_collect_paginated_api
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
-from pyrate_limiter import InMemoryBucket, Rate, RateItem
+from pyrate_limiter import Rate
 
-from pmsgate.clock import Clock, SystemClock
+from pmsgate.clock import Clock, Sleep, SystemClock
 from pmsgate.config import Settings
+from pmsgate.ratelimit import RateWindows
 from pmsgate.upstream import (
     NOT_SENT,
     ClassificationTable,
@@ -120,7 +121,6 @@ BLOCK_TYPES = frozenset(
 # Types whose children are other pages or databases, not this page's content.
 _SEPARATE_TREES = frozenset({"child_page", "child_database"})
 
-Sleep = Callable[[float], Awaitable[None]]
 CallKind = Literal["read", "write"]
 
 
@@ -469,11 +469,18 @@ def divider() -> dict[str, Any]:
     return {"object": "block", "type": "divider", "divider": {}}
 
 
+# The throttle's one key: the whole client (one integration token) shares one window.
+_NOTES_KEY = "notes"
+
 # --- throttle ------------------------------------------------------------------------------------
 
 
 class NotesThrottle:
-    """Keeps one integration token's requests at or under a rate, in this process."""
+    """Keeps one integration token's requests at or under a rate, in this process.
+
+    One :class:`~pmsgate.ratelimit.RateWindows` in memory with one key; its waits (and
+    a 429's hold) are spent through the injected ``sleep`` and added up in ``waited_s``.
+    """
 
     def __init__(
         self,
@@ -488,10 +495,8 @@ class NotesThrottle:
         ratio = Fraction(requests_per_second).limit_denominator(1000)
         self.requests_per_second = requests_per_second
         self.rate = Rate(ratio.numerator, 1000 * ratio.denominator)
-        self._bucket = InMemoryBucket([self.rate])
-        self._clock = clock or SystemClock()
+        self._windows = RateWindows(clock=clock or SystemClock(), retention_ms=self.rate.interval)
         self._sleep = sleep
-        self._held_until = 0.0
         self.waited_s = 0.0
 
     def __repr__(self) -> str:
@@ -499,32 +504,11 @@ class NotesThrottle:
 
     def hold(self, seconds: float) -> None:
         """Let no request through for ``seconds`` from now (the API asked us to wait)."""
-        self._held_until = max(self._held_until, self._now() + seconds)
+        self._windows.hold(_NOTES_KEY, seconds)
 
     async def acquire(self) -> None:
         """Wait until one more request fits the rate, then count it."""
-        while True:
-            now = self._now()
-            if now < self._held_until:
-                await self._pause(self._held_until - now)
-                continue
-            now_ms = int(now * 1000)
-            item = RateItem("notes", now_ms)
-            if self._bucket.put(item):
-                if self._bucket.count() > 4 * self.rate.limit:
-                    self._bucket.leak(now_ms)
-                return
-            waiting = self._bucket.waiting(item)
-            wait_ms = waiting if isinstance(waiting, int) else await waiting
-            # pyrate-limiter's window includes its lower edge: one more millisecond frees it.
-            await self._pause((max(0, wait_ms) + 1) / 1000)
-
-    def _now(self) -> float:
-        return self._clock.now().timestamp()
-
-    async def _pause(self, seconds: float) -> None:
-        self.waited_s += seconds
-        await self._sleep(seconds)
+        self.waited_s += await self._windows.acquire(_NOTES_KEY, [self.rate], self._sleep)
 
 
 # --- the client ----------------------------------------------------------------------------------
