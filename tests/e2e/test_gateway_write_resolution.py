@@ -279,8 +279,6 @@ async def test_a_write_in_flight_in_this_process_blocks_its_key_and_a_second_key
 @pytest.fixture
 async def replicas(backend, kross_http, clock):
     """Two gateways on one PostgreSQL and one Redis (each its own process, in effect)."""
-    if "redis_url" not in backend:
-        pytest.skip("two replicas share PostgreSQL and Redis")
     settings = gateway_settings(**backend)
     async with AsyncExitStack() as stack:
         yield [
@@ -289,6 +287,10 @@ async def replicas(backend, kross_http, clock):
         ]
 
 
+# Replicas share PostgreSQL and Redis: this test has no SQLite variant (never a skip).
+@pytest.mark.postgres
+@pytest.mark.redis
+@pytest.mark.parametrize("database_url", ["postgres"], indirect=True)
 async def test_a_replica_that_dies_mid_write_frees_its_key_at_once(replicas, kross_store, clock):
     first, second = replicas
     record, key = await add_seeded_facility(first.services, kross_store)
