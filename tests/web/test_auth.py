@@ -898,13 +898,16 @@ async def test_a_second_account_with_the_same_email_in_another_case_is_refused(
 async def test_a_hash_made_with_older_argon2_parameters_is_upgraded_at_sign_in(
     users: UserService, sessions: async_sessionmaker[AsyncSession], clock: ManualClock
 ) -> None:
-    records = UserRepository(sessions, clock)
     weak = PasswordHasher(time_cost=1, memory_cost=8192, parallelism=1).hash(DEFAULT_PASSWORD)
-    await records.add("old@example.com", password_hash=weak, role="admin", student_id=None)
+    async with sessions.begin() as session:
+        await UserRepository(session, clock).add(
+            "old@example.com", password_hash=weak, role="admin", student_id=None
+        )
 
     await users.sign_in("old@example.com", SecretStr(DEFAULT_PASSWORD), client="t")
 
-    stored = await records.by_email("old@example.com")
+    async with sessions() as session:
+        stored = await UserRepository(session, clock).by_email("old@example.com")
     assert stored is not None and stored.password_hash != weak
     current = PasswordHasher(
         time_cost=ARGON2_TIME_COST, memory_cost=ARGON2_MEMORY_KIB, parallelism=ARGON2_PARALLELISM

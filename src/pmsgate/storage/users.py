@@ -3,6 +3,8 @@
 A user row holds an argon2id hash, never a password. A session row holds the SHA-256
 of the session id the browser's cookie carries (never the id itself), its CSRF token
 and its expiry; deleting the row ends the session wherever the cookie still lives.
+The repositories work in the caller's session and never commit; the checks and the
+caller-facing errors are :class:`pmsgate.web.users.UserService`'s.
 """
 
 from __future__ import annotations
@@ -12,16 +14,9 @@ from datetime import datetime
 from typing import cast
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.clock import Clock
-from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
-from pmsgate.storage.integrity import (
-    FOREIGN_KEY,
-    customer_not_found,
-    translate_integrity_error,
-)
 from pmsgate.storage.models import Customer, User, UserRole, WebSession
 
 MAX_EMAIL = 254  # the column's length (RFC 5321 path limit)
@@ -53,22 +48,6 @@ class SessionRecord:
     last_seen_at: datetime
 
 
-class UserExists(Conflict):
-    """An account with this e-mail address already exists."""
-
-    code = "user_exists"
-    hint = "Choose another e-mail address, or change this user's password with set-password."
-
-
-def user_not_found(email: str) -> NotFound:
-    """The error for an account that does not exist."""
-    return NotFound(
-        f"No console user with e-mail {email}.",
-        code="user_not_found",
-        hint="List the users with `pmsgate users list`.",
-    )
-
-
 def _record(row: User) -> UserRecord:
     return UserRecord(
         id=row.id,
@@ -94,16 +73,17 @@ def _session_record(row: WebSession) -> SessionRecord:
 
 
 class UserRepository:
-    """Adds, reads, changes and removes console accounts (by e-mail address)."""
+    """Adds, reads, changes and removes console accounts (by e-mail address), in the caller's
+    session; never commits (an insert that breaks a constraint raises ``IntegrityError``)."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession], clock: Clock) -> None:
-        self._sessions = sessions
+    def __init__(self, session: AsyncSession, clock: Clock) -> None:
+        self._session = session
         self._clock = clock
 
     async def add(
         self, email: str, *, password_hash: str, role: UserRole, student_id: str | None
     ) -> UserRecord:
-        """Store a new account; user_exists or customer_not_found when it cannot be."""
+        """Store a new account (flushed, so its id is known)."""
         now = self._clock.now()
         row = User(
             email=email,
@@ -114,104 +94,74 @@ class UserRepository:
             updated_at=now,
             last_login_at=None,
         )
-        try:
-            async with self._sessions.begin() as session:
-                if student_id is not None and not await self._customer_exists(session, student_id):
-                    raise customer_not_found(student_id)
-                if await self._by_email(session, email) is not None:
-                    raise UserExists(f"A console user with e-mail {email} already exists.")
-                session.add(row)
-                await session.flush()
-                return _record(row)
-        except IntegrityError as error:
-            # A concurrent writer got there between the checks and the insert.
-            raise self._translate(error, email, student_id) from None
+        self._session.add(row)
+        await self._session.flush()
+        return _record(row)
 
     async def all(self) -> list[UserRecord]:
         """Every account, ordered by e-mail address."""
-        async with self._sessions() as session:
-            rows = (await session.execute(select(User).order_by(User.email))).scalars().all()
+        rows = (await self._session.execute(select(User).order_by(User.email))).scalars().all()
         return [_record(row) for row in rows]
 
     async def by_email(self, email: str) -> UserRecord | None:
         """The account with this (normalised) e-mail address, if any."""
-        async with self._sessions() as session:
-            row = await self._by_email(session, email)
+        row = await self._by_email(email)
         return None if row is None else _record(row)
 
-    async def remove(self, email: str) -> None:
-        """Delete the account and every session of it; user_not_found when there is none."""
-        async with self._sessions.begin() as session:
-            row = await self._by_email(session, email)
-            if row is None:
-                raise user_not_found(email)
-            # Explicit, not only ON DELETE CASCADE: the sessions must end on every backend.
-            await session.execute(delete(WebSession).where(WebSession.user_id == row.id))
-            await session.delete(row)
-
-    async def set_password_hash(self, email: str, password_hash: str) -> None:
-        """Replace the account's hash and end every session of it (a password change)."""
-        async with self._sessions.begin() as session:
-            row = await self._by_email(session, email)
-            if row is None:
-                raise user_not_found(email)
-            row.password_hash = password_hash
-            row.updated_at = self._clock.now()
-            await session.execute(delete(WebSession).where(WebSession.user_id == row.id))
-
-    async def rehash(self, user_id: int, *, old_hash: str, new_hash: str) -> None:
-        """Replace a hash made with old argon2 parameters, unless the password changed since."""
-        async with self._sessions.begin() as session:
-            await session.execute(
-                update(User)
-                .where(User.id == user_id, User.password_hash == old_hash)
-                .values(password_hash=new_hash)
-            )
-
-    async def record_login(self, user_id: int, at: datetime) -> None:
-        """Remember when the user last signed in."""
-        async with self._sessions.begin() as session:
-            await session.execute(update(User).where(User.id == user_id).values(last_login_at=at))
-
-    @staticmethod
-    async def _by_email(session: AsyncSession, email: str) -> User | None:
-        found: User | None = (
-            await session.execute(select(User).where(User.email == email))
-        ).scalar_one_or_none()
-        return found
-
-    @staticmethod
-    async def _customer_exists(session: AsyncSession, student_id: str) -> bool:
+    async def customer_exists(self, student_id: str) -> bool:
+        """Whether a customer with this student_id exists (a customer user's must)."""
         found = (
-            await session.execute(select(Customer.id).where(Customer.student_id == student_id))
+            await self._session.execute(
+                select(Customer.id).where(Customer.student_id == student_id)
+            )
         ).first()
         return found is not None
 
-    @staticmethod
-    def _translate(error: IntegrityError, email: str, student_id: str | None) -> PmsgateError:
-        table = User.__table__
-        return translate_integrity_error(
-            error,
-            table,  # type: ignore[arg-type]
-            {
-                "uq_users_email": lambda: UserExists(
-                    f"A console user with e-mail {email} already exists."
-                ),
-                FOREIGN_KEY: lambda: customer_not_found(student_id or ""),
-                "ck_users_role_student": lambda: InvalidInput(
-                    "A customer user needs a student_id; an admin has none.",
-                    code="invalid_role_student",
-                    hint="Give --student-id with --role customer only.",
-                ),
-            },
+    async def remove(self, email: str) -> bool:
+        """Delete the account and every session of it; False when there is none."""
+        row = await self._by_email(email)
+        if row is None:
+            return False
+        # Explicit, not only ON DELETE CASCADE: the sessions must end on every backend.
+        await self._session.execute(delete(WebSession).where(WebSession.user_id == row.id))
+        await self._session.delete(row)
+        return True
+
+    async def set_password_hash(self, email: str, password_hash: str) -> bool:
+        """Replace the account's hash and end every session of it; False when there is none."""
+        row = await self._by_email(email)
+        if row is None:
+            return False
+        row.password_hash = password_hash
+        row.updated_at = self._clock.now()
+        await self._session.execute(delete(WebSession).where(WebSession.user_id == row.id))
+        return True
+
+    async def rehash(self, user_id: int, *, old_hash: str, new_hash: str) -> None:
+        """Replace a hash made with old argon2 parameters, unless the password changed since."""
+        await self._session.execute(
+            update(User)
+            .where(User.id == user_id, User.password_hash == old_hash)
+            .values(password_hash=new_hash)
         )
+
+    async def record_login(self, user_id: int, at: datetime) -> None:
+        """Remember when the user last signed in."""
+        await self._session.execute(update(User).where(User.id == user_id).values(last_login_at=at))
+
+    async def _by_email(self, email: str) -> User | None:
+        found: User | None = (
+            await self._session.execute(select(User).where(User.email == email))
+        ).scalar_one_or_none()
+        return found
 
 
 class WebSessionRepository:
-    """Creates, finds, touches and ends console sessions (by the hash of their id)."""
+    """Creates, finds, touches and ends console sessions (by the hash of their id), in the
+    caller's session; never commits."""
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
-        self._sessions = sessions
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
 
     async def create(
         self,
@@ -231,50 +181,45 @@ class WebSessionRepository:
             expires_at=expires_at,
             last_seen_at=created_at,
         )
-        async with self._sessions.begin() as session:
-            session.add(row)
+        self._session.add(row)
+        await self._session.flush()
         return _session_record(row)
 
     async def live(self, id_hash: str, now: datetime) -> tuple[SessionRecord, UserRecord] | None:
         """The unexpired session with this hash and its user, if any."""
-        async with self._sessions() as session:
-            found = (
-                await session.execute(
-                    select(WebSession, User)
-                    .join(User, User.id == WebSession.user_id)
-                    .where(WebSession.id_hash == id_hash, WebSession.expires_at > now)
-                )
-            ).one_or_none()
+        found = (
+            await self._session.execute(
+                select(WebSession, User)
+                .join(User, User.id == WebSession.user_id)
+                .where(WebSession.id_hash == id_hash, WebSession.expires_at > now)
+            )
+        ).one_or_none()
         if found is None:
             return None
         return _session_record(found[0]), _record(found[1])
 
     async def touch(self, id_hash: str, at: datetime) -> None:
         """Record that the session was just used."""
-        async with self._sessions.begin() as session:
-            await session.execute(
-                update(WebSession).where(WebSession.id_hash == id_hash).values(last_seen_at=at)
-            )
+        await self._session.execute(
+            update(WebSession).where(WebSession.id_hash == id_hash).values(last_seen_at=at)
+        )
 
     async def end(self, id_hash: str) -> None:
         """Delete the session (a no-op when it is already gone)."""
-        async with self._sessions.begin() as session:
-            await session.execute(delete(WebSession).where(WebSession.id_hash == id_hash))
+        await self._session.execute(delete(WebSession).where(WebSession.id_hash == id_hash))
 
     async def delete_expired(self, now: datetime) -> int:
         """Delete every expired session; how many were deleted."""
-        async with self._sessions.begin() as session:
-            result = await session.execute(delete(WebSession).where(WebSession.expires_at <= now))
+        result = await self._session.execute(delete(WebSession).where(WebSession.expires_at <= now))
         return int(getattr(result, "rowcount", 0) or 0)
 
     async def count_for(self, user_id: int, now: datetime) -> int:
         """How many live sessions the user has."""
-        async with self._sessions() as session:
-            rows = (
-                await session.execute(
-                    select(WebSession.id_hash).where(
-                        WebSession.user_id == user_id, WebSession.expires_at > now
-                    )
+        rows = (
+            await self._session.execute(
+                select(WebSession.id_hash).where(
+                    WebSession.user_id == user_id, WebSession.expires_at > now
                 )
-            ).all()
+            )
+        ).all()
         return len(rows)

@@ -38,16 +38,24 @@ from pyrate_limiter import InMemoryBucket, Rate, RateItem, RedisBucket
 from pyrate_limiter.abstracts import AbstractBucket
 from pyrate_limiter.buckets.redis_bucket import LuaScript
 from redis.exceptions import NoScriptError
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.boundary import has_control_characters
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
-from pmsgate.errors import InvalidInput, PmsgateError, Unauthorized
+from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError, Unauthorized
 from pmsgate.gateway.limiter import PyrateClock
 from pmsgate.gateway.shared_state import RedisHealth
-from pmsgate.storage.integrity import email_address, one_of, optional_text
-from pmsgate.storage.models import UserRole
+from pmsgate.storage.integrity import (
+    FOREIGN_KEY,
+    customer_not_found,
+    email_address,
+    one_of,
+    optional_text,
+    translate_integrity_error,
+)
+from pmsgate.storage.models import User, UserRole
 from pmsgate.storage.users import (
     MAX_EMAIL,
     UserRecord,
@@ -68,6 +76,41 @@ HASHING_CONCURRENCY = 4
 _EXPIRY_MARGIN_S = 60
 # pyrate-limiter counts an item while its timestamp >= now - interval, so it frees 1 ms later.
 _EDGE_MS = 1
+
+
+class UserExists(Conflict):
+    """An account with this e-mail address already exists."""
+
+    code = "user_exists"
+    hint = "Choose another e-mail address, or change this user's password with set-password."
+
+
+def user_not_found(email: str) -> NotFound:
+    """The error for an account that does not exist."""
+    return NotFound(
+        f"No console user with e-mail {email}.",
+        code="user_not_found",
+        hint="List the users with `pmsgate users list`.",
+    )
+
+
+def _user_refused(error: IntegrityError, email: str, student_id: str | None) -> PmsgateError:
+    """The caller-facing error for an insert a concurrent writer made break a constraint."""
+    return translate_integrity_error(
+        error,
+        User.__table__,  # type: ignore[arg-type]
+        {
+            "uq_users_email": lambda: UserExists(
+                f"A console user with e-mail {email} already exists."
+            ),
+            FOREIGN_KEY: lambda: customer_not_found(student_id or ""),
+            "ck_users_role_student": lambda: InvalidInput(
+                "A customer user needs a student_id; an admin has none.",
+                code="invalid_role_student",
+                hint="Give --student-id with --role customer only.",
+            ),
+        },
+    )
 
 
 @dataclass(frozen=True)
@@ -348,8 +391,7 @@ class UserService:
     ) -> None:
         self._clock = clock
         self._settings = settings
-        self._users = UserRepository(sessions, clock)
-        self._sessions = WebSessionRepository(sessions)
+        self._database = sessions
         self._hasher = PasswordHasher(
             time_cost=ARGON2_TIME_COST,
             memory_cost=ARGON2_MEMORY_KIB,
@@ -406,26 +448,45 @@ class UserService:
             )
         value = check_password_policy(password)
         password_hash = await self._hash(value)
-        record = await self._users.add(
-            address, password_hash=password_hash, role=checked_role, student_id=student
-        )
+        try:
+            async with self._database.begin() as session:
+                users = UserRepository(session, self._clock)
+                if student is not None and not await users.customer_exists(student):
+                    raise customer_not_found(student)
+                if await users.by_email(address) is not None:
+                    raise UserExists(f"A console user with e-mail {address} already exists.")
+                record = await users.add(
+                    address, password_hash=password_hash, role=checked_role, student_id=student
+                )
+        except IntegrityError as error:
+            # A concurrent writer got there between the checks and the insert.
+            raise _user_refused(error, address, student) from None
         log.info("web_user_added", user_id=record.id, role=record.role)
         return _view(record)
 
     async def list(self) -> list[UserView]:
         """Every account, ordered by e-mail address."""
-        return [_view(record) for record in await self._users.all()]
+        async with self._database() as session:
+            return [_view(record) for record in await UserRepository(session, self._clock).all()]
 
     async def remove(self, email: str) -> None:
         """Delete the account and end all its sessions."""
-        await self._users.remove(normalise_email(email))
+        address = normalise_email(email)
+        async with self._database.begin() as session:
+            if not await UserRepository(session, self._clock).remove(address):
+                raise user_not_found(address)
         log.info("web_user_removed")
 
     async def set_password(self, email: str, password: SecretStr) -> None:
         """Give the account a new password and end all its sessions."""
         address = normalise_email(email)
         value = check_password_policy(password)
-        await self._users.set_password_hash(address, await self._hash(value))
+        password_hash = await self._hash(value)
+        async with self._database.begin() as session:
+            if not await UserRepository(session, self._clock).set_password_hash(
+                address, password_hash
+            ):
+                raise user_not_found(address)
         log.info("web_user_password_changed")
 
     # --- sign-in and sessions ----------------------------------------------------------------
@@ -449,7 +510,7 @@ class UserService:
             # An address with a control character (NUL included) names no account and must
             # not reach PostgreSQL: it is answered like any unknown address.
             lookup = 0 < len(address) <= MAX_EMAIL and not has_control_characters(address)
-            user = await self._users.by_email(address) if lookup else None
+            user = await self._user_by_email(address) if lookup else None
             if len(value) > MAX_PASSWORD:
                 ok = False  # never hash an oversized input; it cannot be anyone's password
             elif user is None:
@@ -463,21 +524,25 @@ class UserService:
                 # Neither the address nor the password: users type passwords into the wrong field.
                 log.info("web_sign_in_failed", client=client)
                 raise invalid_credentials()
-        if self._hasher.check_needs_rehash(user.password_hash):
-            await self._users.rehash(
-                user.id, old_hash=user.password_hash, new_hash=await self._hash(value)
-            )
-        now = self._clock.now()
-        await self._sessions.delete_expired(now)
-        raw_session_id = secrets.token_urlsafe(32)
-        stored = await self._sessions.create(
-            id_hash=session_id_hash(raw_session_id),
-            user_id=user.id,
-            csrf_token=secrets.token_urlsafe(32),
-            created_at=now,
-            expires_at=now + timedelta(seconds=self._settings.session_ttl_s),
+        rehashed = (
+            await self._hash(value) if self._hasher.check_needs_rehash(user.password_hash) else None
         )
-        await self._users.record_login(user.id, now)
+        now = self._clock.now()
+        raw_session_id = secrets.token_urlsafe(32)
+        async with self._database.begin() as session:
+            users = UserRepository(session, self._clock)
+            web_sessions = WebSessionRepository(session)
+            if rehashed is not None:
+                await users.rehash(user.id, old_hash=user.password_hash, new_hash=rehashed)
+            await web_sessions.delete_expired(now)
+            stored = await web_sessions.create(
+                id_hash=session_id_hash(raw_session_id),
+                user_id=user.id,
+                csrf_token=secrets.token_urlsafe(32),
+                created_at=now,
+                expires_at=now + timedelta(seconds=self._settings.session_ttl_s),
+            )
+            await users.record_login(user.id, now)
         log.info("web_signed_in", user_id=user.id, role=user.role)
         principal = Principal(
             user_id=user.id,
@@ -494,12 +559,14 @@ class UserService:
             return None
         id_hash = session_id_hash(raw_session_id)
         now = self._clock.now()
-        found = await self._sessions.live(id_hash, now)
-        if found is None:
-            return None
-        stored, user = found
-        if now - stored.last_seen_at >= TOUCH_EVERY:
-            await self._sessions.touch(id_hash, now)
+        async with self._database.begin() as session:
+            web_sessions = WebSessionRepository(session)
+            found = await web_sessions.live(id_hash, now)
+            if found is None:
+                return None
+            stored, user = found
+            if now - stored.last_seen_at >= TOUCH_EVERY:
+                await web_sessions.touch(id_hash, now)
         return Principal(
             user_id=user.id,
             email=user.email,
@@ -510,8 +577,13 @@ class UserService:
 
     async def sign_out(self, raw_session_id: str) -> None:
         """End the session (a no-op when it has already ended)."""
-        await self._sessions.end(session_id_hash(raw_session_id))
+        async with self._database.begin() as session:
+            await WebSessionRepository(session).end(session_id_hash(raw_session_id))
         log.info("web_signed_out")
+
+    async def _user_by_email(self, address: str) -> UserRecord | None:
+        async with self._database() as session:
+            return await UserRepository(session, self._clock).by_email(address)
 
     # --- hashing -------------------------------------------------------------------------------
 
