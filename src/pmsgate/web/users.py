@@ -21,12 +21,11 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from inspect import isawaitable
-from typing import TypeVar, cast, get_args
+from typing import cast, get_args
 
 import anyio
 import redis.asyncio as aioredis
@@ -34,10 +33,7 @@ import structlog
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError
 from pydantic import SecretStr
-from pyrate_limiter import InMemoryBucket, Rate, RateItem, RedisBucket
-from pyrate_limiter.abstracts import AbstractBucket
-from pyrate_limiter.buckets.redis_bucket import LuaScript
-from redis.exceptions import NoScriptError
+from pyrate_limiter import Rate
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -45,8 +41,8 @@ from pmsgate.boundary import has_control_characters
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError, Unauthorized
-from pmsgate.gateway.limiter import PyrateClock
 from pmsgate.gateway.shared_state import RedisHealth
+from pmsgate.ratelimit import RateWindows
 from pmsgate.storage.integrity import (
     FOREIGN_KEY,
     customer_not_found,
@@ -64,7 +60,6 @@ from pmsgate.storage.users import (
 )
 
 log = structlog.get_logger(__name__)
-T = TypeVar("T")
 
 MIN_PASSWORD = 12
 MAX_PASSWORD = 1024  # argon2 takes any length; this bounds the work one request can ask for
@@ -74,8 +69,6 @@ TOUCH_EVERY = timedelta(seconds=60)
 HASHING_CONCURRENCY = 4
 # A Redis failure bucket outlives its window by this much, then disappears.
 _EXPIRY_MARGIN_S = 60
-# pyrate-limiter counts an item while its timestamp >= now - interval, so it frees 1 ms later.
-_EDGE_MS = 1
 
 
 class UserExists(Conflict):
@@ -167,13 +160,6 @@ def invalid_credentials() -> Unauthorized:
     )
 
 
-async def _resolve(value: T | Awaitable[T]) -> T:
-    # pyrate-limiter answers plainly in memory and with awaitables on async Redis.
-    if isawaitable(value):
-        return await value
-    return value
-
-
 def _password_bytes(password: str) -> bytes:
     """UTF-8, as argon2-cffi would encode it; a lone surrogate (from JSON) does not raise."""
     return password.encode("utf-8", "surrogatepass")
@@ -232,7 +218,12 @@ def check_password_policy(password: SecretStr) -> str:
 
 
 class LoginThrottle:
-    """Failed sign-ins per key over one sliding window, in memory or shared through Redis."""
+    """Failed sign-ins per key over one sliding window, in memory or shared through Redis.
+
+    A policy on :class:`~pmsgate.ratelimit.RateWindows`: a key's window holds its failures
+    (a permit per failure), a key is shut while it holds ``max_failures``, and without
+    Redis nothing is decided (fail closed).
+    """
 
     def __init__(
         self,
@@ -244,101 +235,41 @@ class LoginThrottle:
         namespace: str = "pmsgate",
         health: RedisHealth | None = None,
     ) -> None:
-        self._clock = PyrateClock(clock)
         # Fail closed: without Redis the failures of other replicas cannot be counted, so a
         # sign-in is refused (503 shared_state_unavailable) rather than left unthrottled.
         self._health = health if health is not None else RedisHealth(clock)
-        self._rate = Rate(max_failures, max(1, int(window_s * 1000)))
-        self._redis = redis
-        self._namespace = namespace
-        self._memory: dict[str, InMemoryBucket] = {}
-        self._last_sweep_ms = 0
-        self._script_hash: str | None = None
+        self._rates = [Rate(max_failures, max(1, int(window_s * 1000)))]
+        self._windows = RateWindows(
+            clock=clock,
+            retention_ms=self._rates[0].interval,
+            redis=redis,
+            key_prefix=f"{namespace}:login-failures",
+            expiry_margin_s=_EXPIRY_MARGIN_S,
+            trim_every_ms=0,
+        )
 
     async def check(self, *keys: str) -> None:
         """TooManyLoginAttempts when any key has used up its failures in the window."""
         with self._health.use("check sign-in attempts"):
-            await self._check(*keys)
-
-    async def _check(self, *keys: str) -> None:
-        now_ms = self._clock.now()
-        wait_ms = 0
-        for key in keys:
-            bucket = await self._bucket(key, create=False)
-            if bucket is None:
-                continue
-            # The max_failures-th newest failure: while it is in the window, the key is shut.
-            bound: RateItem | None = await _resolve(bucket.peek(self._rate.limit - 1))
-            if bound is not None and bound.timestamp >= now_ms - self._rate.interval:
-                wait_ms = max(wait_ms, bound.timestamp + self._rate.interval - now_ms + _EDGE_MS)
-        if wait_ms > 0:
-            raise TooManyLoginAttempts(wait_ms / 1000)
+            wait_ms = 0
+            for key in keys:
+                # While its max_failures-th newest failure is in the window, the key is shut.
+                wait, _ = await self._windows.wait_ms(self.key_name(key), self._rates)
+                wait_ms = max(wait_ms, wait)
+            if wait_ms > 0:
+                raise TooManyLoginAttempts(wait_ms / 1000)
 
     async def record_failure(self, *keys: str) -> None:
         """Count one failed sign-in against every key."""
         with self._health.use("count a failed sign-in"):
-            await self._record_failure(*keys)
-
-    async def _record_failure(self, *keys: str) -> None:
-        now_ms = self._clock.now()
-        for key in keys:
-            bucket = await self._bucket(key, create=True)
-            assert bucket is not None
-            # A refused put means the key is already shut: nothing more to count.
-            await self._put(bucket, RateItem(key, now_ms))
-            await _resolve(bucket.leak(now_ms))
-            if isinstance(bucket, RedisBucket):
-                assert self._redis is not None
-                await self._redis.expire(
-                    bucket.bucket_key, math.ceil(self._rate.interval / 1000) + _EXPIRY_MARGIN_S
-                )
-        self._sweep(now_ms)
+            for key in keys:
+                # A refused put means the key is already shut: nothing more to count.
+                await self._windows.put(self.key_name(key), self._rates)
 
     def key_name(self, key: str) -> str:
         """The key as stored: hashed, so addresses stay out of Redis and process memory."""
         # surrogatepass: a lone surrogate in an address must not make hashing raise.
         return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-
-    async def _bucket(self, key: str, *, create: bool) -> AbstractBucket | None:
-        name = self.key_name(key)
-        if self._redis is None:
-            bucket = self._memory.get(name)
-            if bucket is None and create:
-                bucket = self._memory[name] = InMemoryBucket([self._rate])
-            return bucket
-        return RedisBucket(
-            [self._rate],
-            self._redis,
-            f"{self._namespace}:login-failures:{name}",
-            await self._script(),
-        )
-
-    async def _script(self) -> str:
-        if self._script_hash is None:
-            assert self._redis is not None
-            self._script_hash = str(await self._redis.script_load(LuaScript.PUT_ITEM))
-        return self._script_hash
-
-    async def _put(self, bucket: AbstractBucket, item: RateItem) -> None:
-        try:
-            await _resolve(bucket.put(item))
-        except NoScriptError:
-            # Redis lost its script cache (restart, SCRIPT FLUSH): load it again, retry once.
-            assert isinstance(bucket, RedisBucket)
-            self._script_hash = None
-            bucket.script_hash = await self._script()
-            await _resolve(bucket.put(item))
-
-    def _sweep(self, now_ms: int) -> None:
-        """Forget in-memory keys whose failures all left the window (bounded memory)."""
-        if self._redis is not None or now_ms - self._last_sweep_ms < self._rate.interval:
-            return
-        self._last_sweep_ms = now_ms
-        for name in list(self._memory):
-            bucket = self._memory[name]
-            bucket.leak(now_ms)
-            if not bucket.items:
-                del self._memory[name]
 
 
 @dataclass
