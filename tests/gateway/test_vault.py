@@ -7,7 +7,14 @@ import base64
 import pytest
 
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway.vault import Vault, VaultError, facility_context, generate_key_spec
+from pmsgate.gateway.vault import (
+    Vault,
+    VaultError,
+    facility_context,
+    generate_key_spec,
+    parse_ciphertext,
+    parse_key_spec,
+)
 
 KEY_1 = generate_key_spec("k1")
 KEY_2 = generate_key_spec("k2")
@@ -117,3 +124,20 @@ def test_generated_key_specs_are_distinct_and_usable() -> None:
     assert first != second
     vault = Vault(f"{first},{second}")
     assert vault.decrypt(vault.encrypt("x", context="c"), context="c") == "x"
+
+
+def test_the_vault_parses_its_own_ciphertext_and_key_spec() -> None:
+    first, second = generate_key_spec("k1"), generate_key_spec("k2")
+    vault = Vault(f"{first},{second}")
+    ciphertext = vault.encrypt("secret-value", context="ctx")
+
+    key_id, sealed = parse_ciphertext(ciphertext)
+
+    assert key_id == "k1"
+    assert sealed is not None and len(sealed) == 12 + len("secret-value") + 16
+    assert parse_ciphertext("plain-token-value") == ("plain-token-value", b"")
+    assert parse_ciphertext("k1:not base64!") == ("k1", None)
+    assert list(parse_key_spec(f"{first},{second}")) == ["k1", "k2"]
+    assert parse_key_spec(first)["k1"] == base64.b64decode(first.partition(":")[2])
+    assert vault.needs_rotation("k2:AAAA") and vault.needs_rotation("k1")
+    assert not vault.needs_rotation(ciphertext)

@@ -552,28 +552,6 @@ async def test_the_notes_token_is_stored_only_as_vault_ciphertext(
     )
 
 
-async def test_a_plaintext_token_is_refused_and_never_stored(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
-):
-    await add_customer(customers)
-    integrations = IntegrationRepository(sessions)
-    notes = await integrations.add("stu-1001", "notes")
-
-    with pytest.raises(PmsgateError) as on_add:
-        await integrations.add("stu-1001", "notes", token_enc="secret_plaintext_token")
-    with pytest.raises(PmsgateError) as on_update:
-        await integrations.set_notes_connection(
-            notes.id,
-            notes_workspace_id="ws",
-            apartments_database_id="db",
-            token_enc="ntn_plaintext_token_value",
-        )
-
-    assert code_of(on_add) == code_of(on_update) == "token_not_encrypted"
-    assert "plaintext" not in on_update.value.message
-    assert await integrations.token_ciphertext(notes.id) is None
-
-
 async def test_notes_fields_stay_off_the_booking_system_row_in_repository_and_database(
     sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
 ):

@@ -36,8 +36,9 @@ def generate_key_spec(key_id: str | None = None) -> str:
     return f"{key_id}:{base64.b64encode(AESGCM.generate_key(bit_length=256)).decode()}"
 
 
-def _parse_keys(spec: str) -> dict[str, AESGCM]:
-    keys: dict[str, AESGCM] = {}
+def parse_key_spec(spec: str) -> dict[str, bytes]:
+    """The 32-byte keys of a PMSGATE_SECRET_KEYS spec by id, the primary (first) one first."""
+    keys: dict[str, bytes] = {}
     for entry in (part.strip() for part in spec.split(",")):
         if not entry:
             continue
@@ -64,7 +65,7 @@ def _parse_keys(spec: str) -> dict[str, AESGCM]:
                 code="invalid_secret_keys",
                 hint="Give every key its own id.",
             )
-        keys[key_id] = AESGCM(raw)
+        keys[key_id] = raw
     if not keys:
         raise ConfigurationError(
             "PMSGATE_SECRET_KEYS is not set: credentials cannot be stored encrypted.",
@@ -74,11 +75,21 @@ def _parse_keys(spec: str) -> dict[str, AESGCM]:
     return keys
 
 
+def parse_ciphertext(ciphertext: str) -> tuple[str, bytes | None]:
+    """The key id of ``<key id>:<base64(nonce ‖ ciphertext+tag)>`` and its sealed bytes
+    (None when they are not base64)."""
+    key_id, _, encoded = ciphertext.partition(":")
+    try:
+        return key_id, base64.b64decode(encoded, validate=True)
+    except binascii.Error:
+        return key_id, None
+
+
 class Vault:
     """Encrypts and decrypts secrets bound to a context (facility and field)."""
 
     def __init__(self, key_spec: str) -> None:
-        self._keys = _parse_keys(key_spec)
+        self._keys = {key_id: AESGCM(raw) for key_id, raw in parse_key_spec(key_spec).items()}
         self.primary_key_id = next(iter(self._keys))
 
     def __repr__(self) -> str:
@@ -94,19 +105,20 @@ class Vault:
 
     def decrypt(self, ciphertext: str, *, context: str) -> str:
         """The plaintext, if the ciphertext was made for this context with a known key."""
-        key_id, _, encoded = ciphertext.partition(":")
+        key_id, blob = parse_ciphertext(ciphertext)
         aead = self._keys.get(key_id)
         if aead is None:
             raise VaultError(f"No configured key has id {key_id!r}.")
         try:
-            blob = base64.b64decode(encoded, validate=True)
+            if blob is None:
+                raise ValueError("not base64")
             return aead.decrypt(blob[:NONCE_BYTES], blob[NONCE_BYTES:], context.encode()).decode()
-        except (InvalidTag, binascii.Error, ValueError):
+        except (InvalidTag, ValueError):
             raise VaultError("A stored secret failed authentication for its context.") from None
 
     def needs_rotation(self, ciphertext: str) -> bool:
         """True when the ciphertext was not made with the primary key."""
-        return not ciphertext.startswith(f"{self.primary_key_id}:")
+        return ":" not in ciphertext or parse_ciphertext(ciphertext)[0] != self.primary_key_id
 
     def rotate(self, ciphertext: str, *, context: str) -> str:
         """The same secret re-encrypted under the primary key."""

@@ -12,8 +12,6 @@ The notes token is stored only as vault ciphertext: the caller encrypts it with
 
 from __future__ import annotations
 
-import base64
-import binascii
 import re
 import secrets
 from dataclasses import dataclass
@@ -48,9 +46,6 @@ MAX_REFERENCE = 100
 MAX_ERROR = 2000
 
 _INTEGRATION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
-# The vault's form `<key id>:<base64(nonce ‖ ciphertext+tag)>`: 12 + 16 bytes at least.
-_CIPHERTEXT = re.compile(r"^[A-Za-z0-9]+:[A-Za-z0-9+/]+={0,2}$")
-_MIN_SEALED_BYTES = 12 + 16 + 1
 
 
 def new_integration_id() -> str:
@@ -107,25 +102,6 @@ def _with_hotel_id() -> Select[PmsIntegration, str | None]:
     )
 
 
-def _ciphertext(token_enc: str | None) -> str | None:
-    if token_enc is None:
-        return None
-    sealed = b""
-    if _CIPHERTEXT.match(token_enc):
-        try:
-            sealed = base64.b64decode(token_enc.partition(":")[2], validate=True)
-        except binascii.Error:
-            sealed = b""
-    if len(sealed) < _MIN_SEALED_BYTES:
-        # Never echo the value: it is most likely the plaintext token itself.
-        raise InvalidInput(
-            "token_enc is not vault ciphertext; a token is never stored in plain text.",
-            code="token_not_encrypted",
-            hint="Encrypt it with Vault.encrypt(token, context=token_context(integration_id)).",
-        )
-    return token_enc
-
-
 def integration_not_found(integration_id: str) -> NotFound:
     """The error for an unknown integration row id."""
     return NotFound(
@@ -169,7 +145,7 @@ class IntegrationRepository:
             "apartments_database_id": optional_text(
                 apartments_database_id, "apartments_database_id", MAX_REFERENCE
             ),
-            "token_enc": _ciphertext(token_enc),
+            "token_enc": token_enc,
         }
         if provider != "notes" and any(value is not None for value in notes_fields.values()):
             raise InvalidInput(
@@ -332,7 +308,7 @@ class IntegrationRepository:
             "apartments_database_id": optional_text(
                 apartments_database_id, "apartments_database_id", MAX_REFERENCE
             ),
-            "token_enc": _ciphertext(token_enc),
+            "token_enc": token_enc,
         }
         async with self._sessions.begin() as session:
             row = await session.get(PmsIntegration, integration_id.strip())

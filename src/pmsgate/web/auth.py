@@ -14,7 +14,6 @@ HTML forms); SameSite=Lax alone would still let a top-level cross-site form POST
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 from functools import lru_cache
@@ -31,7 +30,7 @@ from pydantic import BaseModel, Field, SecretStr
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import ConfigurationError, Forbidden, PmsgateError, Unauthorized
-from pmsgate.gateway.vault import Vault
+from pmsgate.gateway.vault import parse_key_spec
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
 
@@ -68,9 +67,7 @@ router = APIRouter()
 
 @lru_cache(maxsize=4)
 def _key_from_vault_spec(spec: str) -> bytes:
-    Vault(spec)  # validates every entry with the vault's own errors
-    primary = next(entry.strip() for entry in spec.split(",") if entry.strip())
-    raw = base64.b64decode(primary.partition(":")[2])
+    raw = next(iter(parse_key_spec(spec).values()))  # validated with the vault's own errors
     # A separate key for another purpose: the AES key itself never signs anything.
     return HKDF(algorithm=hashes.SHA256(), length=32, salt=None, info=HKDF_INFO).derive(raw)
 
