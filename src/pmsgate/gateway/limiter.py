@@ -1,10 +1,9 @@
 """The per-facility upstream budget: minute, hour and day windows taken atomically.
 
-Built on pyrate-limiter 3 buckets: one bucket holds the three rates, so one
-``put`` checks all windows and records the permit in one step — in memory
-(``InMemoryBucket``) or in Redis (``RedisBucket``, one Lua script over one sorted
-set, atomic across replicas). Timestamps come from our :class:`~pmsgate.clock.Clock`
-through a pyrate-limiter ``AbstractClock``, so tests move time instead of sleeping.
+A policy on :class:`pmsgate.ratelimit.RateWindows` (pyrate-limiter buckets): one ``put``
+checks the three windows and records the permit in one step — in memory or in Redis (one
+Lua script over one sorted set per key, atomic across replicas). Timestamps come from our
+:class:`~pmsgate.clock.Clock`, so tests move time instead of sleeping.
 
 Clock skew between replicas (issue 12). Every replica stamps its permits with its own
 clock, and those clocks differ by a few milliseconds (NTP) or more. pyrate-limiter's
@@ -13,10 +12,10 @@ replica whose clock is ahead lies in the *future* of the others and is not count
 and a permit stamped by a replica that is behind leaves the window early — with one
 replica 5 ms behind the other, 19 calls passed for a limit of 10. So:
 
-* We load **our own Lua script** (:data:`PUT_ITEM`, pyrate-limiter's arguments plus the
-  window's marker key, run by a ``RedisBucket`` subclass, :class:`_SharedBucket`): a
-  window counts every permit stamped at or after ``now - interval``, with **no upper
-  bound** — a permit in another replica's future still counts. ``remaining`` counts the same way.
+* The windows' **own Lua script** (:data:`pmsgate.ratelimit.PUT_ITEM`, pyrate-limiter's
+  arguments plus the window's marker key): a window counts every permit stamped at or
+  after ``now - interval``, with **no upper bound** — a permit in another replica's future
+  still counts. ``remaining`` counts the same way.
 * Every window is **widened by an edge margin** (``edge_margin_s``, default 0.5 s): a
   permit counts for ``interval + margin``. A permit taken by a replica whose clock is
   ``d`` behind the deciding one would otherwise leave that replica's window ``d`` early;
@@ -47,26 +46,23 @@ members are deterministic, so writing twice adds nothing) and the shared windows
 again — no restart.
 
 Windows Redis lost (a restart without persistence, a flush). Next to each window's sorted
-set is a marker key (same expiry). :data:`PUT_ITEM` admits nothing when the marker is
-missing and the limiter rebuilds the window first, conservatively: the ``history``
-callback's upstream requests per hour of the last day (``gateway_usage_hours``), each
-hour's stamped at the hour's end — the current hour's at now, so it counts in the minute
-window too — plus this process's own permits of the last minute; then it sets the marker
-(a new *generation*). Every other replica learns the generation from its next permit and
-adds its own permits of the last minute. Member names are deterministic, so replicas
-rebuilding at once count each permit once. What no one can restore: the counts of the last
-flush interval that were only in Redis.
+set is a marker key (same expiry). The windows admit nothing when the marker is missing
+(:class:`~pmsgate.ratelimit.WindowLost`) and the limiter rebuilds the window first,
+conservatively: the ``history`` callback's upstream requests per hour of the last day
+(``gateway_usage_hours``), each hour's stamped at the hour's end — the current hour's at
+now, so it counts in the minute window too — plus this process's own permits of the last
+minute; then it sets the marker (a new *generation*). Every other replica learns the
+generation from its next permit and adds its own permits of the last minute. Member names
+are deterministic, so replicas rebuilding at once count each permit once. What no one can
+restore: the counts of the last flush interval that were only in Redis.
 
-We use the buckets but not pyrate-limiter's ``Limiter`` orchestration, because
-its delay loop sleeps on the real clock (``asyncio.sleep``/``time.sleep``, not
-injectable), its ``Leaker`` starts a background thread or task per factory, it
-serialises every key behind one lock, and on refusal it reports only the first
-full window, not when *all* windows have room again (the ``Retry-After`` we owe).
+The windows report, on refusal, when *all* windows have room again (the ``Retry-After``
+we owe), which pyrate-limiter's own ``Limiter`` does not (:mod:`pmsgate.ratelimit`).
 
 Priority policy (reserved headroom): interactive calls may use a whole window;
 background calls only while the window holds fewer than
 ``floor(limit * background_share)`` permits. Both kinds share one bucket (the
-same list / the same Redis key), so the last ``1 - background_share`` of every
+same history / the same Redis key), so the last ``1 - background_share`` of every
 window is always left for interactive calls and background work can never
 starve them; interactive calls may use the background part when it is free.
 
@@ -80,28 +76,23 @@ import enum
 import itertools
 import math
 import uuid
-from bisect import bisect_left
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from inspect import isawaitable
-from typing import Any, Protocol, TypeVar
+from typing import Protocol
 
 import anyio
 import structlog
-from pyrate_limiter import AbstractClock, Duration, InMemoryBucket, Rate, RateItem, RedisBucket
-from pyrate_limiter.abstracts import AbstractBucket
+from pyrate_limiter import Duration, Rate
 from redis.asyncio import Redis
-from redis.exceptions import NoScriptError
 
 from pmsgate.clock import Clock
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
+from pmsgate.ratelimit import EDGE_MS, RateWindows, WindowLost
 
 log = structlog.get_logger(__name__)
-
-T = TypeVar("T")
 
 WINDOWS: tuple[tuple[str, Duration], ...] = (
     ("minute", Duration.MINUTE),
@@ -112,49 +103,10 @@ WINDOWS: tuple[tuple[str, Duration], ...] = (
 _LEAK_EVERY_MS = 60_000
 # A Redis bucket outlives its longest window by this much, then disappears if unused.
 _EXPIRY_MARGIN_S = 120
-# A permit counts while its timestamp >= now - interval (inclusive), so it frees one
-# millisecond after it reaches the window's edge.
-_EDGE_MS = 1
 # How much longer than its window a permit counts (clock skew, network; module docstring).
 DEFAULT_EDGE_MARGIN_S = 0.5
 # The share of each window one process may use alone while Redis is unreachable.
 DEFAULT_OUTAGE_SHARE = 0.2
-
-# pyrate-limiter's PUT_ITEM with the same arguments, except that:
-# - a window counts every permit from ``now - interval`` on, including permits stamped in the
-#   future by a replica whose clock is ahead (pyrate-limiter stops at ``now``);
-# - KEYS[2] is the window's marker: when it is missing, Redis has lost the window (a restart
-#   without persistence, a flush), and the script takes nothing and answers -2 so that the
-#   limiter rebuilds the window first (module docstring);
-# - it answers {index of the full window or -1, the marker's generation}.
-PUT_ITEM = """
-local bucket = KEYS[1]
-local marker = KEYS[2]
-local now = tonumber(ARGV[1])
-local space_required = tonumber(ARGV[2])
-local item_name = ARGV[3]
-local rates_count = tonumber(ARGV[4])
-
-local generation = redis.call('GET', marker)
-if not generation then
-    return {-2, false}
-end
-
-for i=1,rates_count do
-    local offset = (i - 1) * 2
-    local interval = tonumber(ARGV[5 + offset])
-    local limit = tonumber(ARGV[5 + offset + 1])
-    local count = redis.call('ZCOUNT', bucket, now - interval, '+inf')
-    if limit - tonumber(count) < space_required then
-        return {i - 1, generation}
-    end
-end
-
-for i=1,space_required do
-    redis.call('ZADD', bucket, now, item_name..i)
-end
-return {-1, generation}
-"""
 
 # Hour rows of usage history, (start of the hour, upstream requests), for a limiter key.
 UsageHistory = Callable[[str, datetime], Awaitable[list[tuple[datetime, int]]]]
@@ -240,68 +192,11 @@ class _Limits:
     per_day: int
 
 
-class _WindowLost(Exception):
-    """The window's marker is gone: Redis lost the window (restart without persistence)."""
-
-
-class _SharedBucket(RedisBucket):
-    """pyrate-limiter's RedisBucket running :data:`PUT_ITEM` with the window's marker.
-
-    The permit's member in the sorted set is the item's name (plus "1"), chosen by the
-    limiter, so writing the same permit again (after an outage, into a rebuilt window)
-    adds nothing twice.
-    """
-
-    def __init__(
-        self, rates: list[Rate], redis: Redis, bucket_key: str, script_hash: str, marker_key: str
-    ) -> None:
-        super().__init__(rates, redis, bucket_key, script_hash)
-        self.marker_key = marker_key
-        self.generation: str | None = None
-
-    async def _check_and_insert(self, item: RateItem) -> Rate | None:
-        rates = [value for rate in self.rates for value in (rate.interval, rate.limit)]
-        args: list[str | int] = [item.timestamp, item.weight, item.name, len(self.rates), *rates]
-        awaited = self.redis.evalsha(self.script_hash, 2, self.bucket_key, self.marker_key, *args)
-        index, generation = await _resolve(awaited)
-        if int(index) == -2:
-            raise _WindowLost
-        self.generation = generation.decode() if isinstance(generation, bytes) else generation
-        return None if int(index) < 0 else self.rates[int(index)]
-
-
-class PyrateClock(AbstractClock):
-    """Our injectable clock as pyrate-limiter's clock: milliseconds since the epoch."""
-
-    def __init__(self, clock: Clock) -> None:
-        self._clock = clock
-
-    def now(self) -> int:
-        """Current time in milliseconds."""
-        return int(self._clock.now().timestamp() * 1000)
-
-
-@dataclass
-class _Buckets:
-    """One key's bucket, as seen by each priority (both views share the permits)."""
-
-    limits: tuple[int, int, int]
-    rates: list[Rate]
-    interactive: AbstractBucket
-    background_rates: list[Rate]  # empty when some window gives background calls nothing
-    background: AbstractBucket | None
-    last_leak_ms: int = -_LEAK_EVERY_MS
-
-
-async def _resolve(value: T | Awaitable[T]) -> T:
-    # pyrate-limiter returns plain values for in-memory buckets, awaitables for async Redis.
-    if isawaitable(value):
-        return await value
-    return value
-
-
 def _limits_tuple(limits: WindowLimits) -> tuple[int, int, int]:
-    return (int(limits.per_minute), int(limits.per_hour), int(limits.per_day))
+    wanted = (int(limits.per_minute), int(limits.per_hour), int(limits.per_day))
+    if min(wanted) < 1:
+        raise ValueError("every limit must be at least 1")
+    return wanted
 
 
 class FacilityLimiter:
@@ -326,21 +221,27 @@ class FacilityLimiter:
             raise ValueError("edge_margin_s must be between 0 and 60 seconds")
         if not 0.0 <= outage_share <= 1.0:
             raise ValueError("outage_share must be between 0 and 1")
-        # Every bucket rate is its window plus this margin (see the module docstring).
+        # Every window is its interval plus this margin (see the module docstring).
         self._margin_ms = round(edge_margin_s * 1000)
         self._base_clock = clock
-        self._clock = PyrateClock(clock)
         self._redis = redis
-        self._namespace = namespace
+        self._windows = RateWindows(
+            clock=clock,
+            retention_ms=WINDOWS[-1][1].value + self._margin_ms,
+            redis=redis,
+            key_prefix=f"{namespace}:limiter",
+            marker_prefix=f"{namespace}:limiter-window",
+            expiry_margin_s=_EXPIRY_MARGIN_S,
+            trim_every_ms=_LEAK_EVERY_MS,
+        )
         self._background_share = background_share
         self._sleep = sleep
-        self._buckets: dict[str, _Buckets] = {}
-        self._script_hash: str | None = None
         # Redis only: the outage fallback, and what this process knows of its own permits.
         self._health = health if health is not None else RedisHealth(clock)
         self._outage_share = outage_share
         self._history = history
         self._outage: FacilityLimiter | None = None
+        self._seeded: set[str] = set()  # an outage limiter: keys given their recent permits
         self._instance = uuid.uuid4().hex[:12]
         self._sequence = itertools.count()
         # Own permits of the last minute window (stamp, member), written into a rebuilt window.
@@ -402,7 +303,7 @@ class FacilityLimiter:
             raise OutageBudgetExhausted(
                 retry_after_s=refused.retry_after_s, window=refused.window, priority=priority
             ) from None
-        now_ms = self._clock.now()
+        now_ms = self._windows.now_ms()
         self._unwritten.setdefault(key, []).append((now_ms, self._member(now_ms) + "1"))
 
     async def remaining(self, key: str, limits: WindowLimits) -> dict[str, int]:
@@ -420,51 +321,69 @@ class FacilityLimiter:
         return await self._remaining(key, limits)
 
     async def _remaining(self, key: str, limits: WindowLimits) -> dict[str, int]:
-        buckets = await self._buckets_for(key, limits)
-        now_ms = self._clock.now()
-        counts = await self._in_window_counts(key, buckets, now_ms)
+        rates = self._rates(_limits_tuple(limits))
+        counts = await self._windows.counts(key, rates)
         return {
             self._window_name(rate): max(0, rate.limit - count)
-            for rate, count in zip(buckets.rates, counts, strict=True)
+            for rate, count in zip(rates, counts, strict=True)
         }
 
     async def retry_after(
         self, key: str, limits: WindowLimits, priority: Priority = Priority.INTERACTIVE
     ) -> float:
         """Seconds until a call of this priority could take a permit (0 when one is free now)."""
-        buckets = await self._buckets_for(key, limits)
-        bucket, rates = self._view(buckets, priority)
-        if bucket is None:
+        rates = self._view(_limits_tuple(limits), priority)
+        if not rates:
             return WINDOWS[-1][1].value / 1000
-        wait_ms, _ = await self._earliest_permit(bucket, rates, self._clock.now())
-        return wait_ms / 1000
+        wait, _ = await self._windows.wait_ms(key, rates)
+        return wait / 1000
 
     async def _acquire(
         self, key: str, limits: WindowLimits, priority: Priority, wait_s: float
     ) -> None:
         waited = 0.0
         while True:
-            buckets = await self._buckets_for(key, limits)
-            now_ms = self._clock.now()
-            bucket, rates = self._view(buckets, priority)
-            if bucket is None:
+            wanted = _limits_tuple(limits)
+            rates = self._view(wanted, priority)
+            if not rates:
                 # background_share leaves background calls nothing in some window.
                 raise BudgetExhausted(
                     retry_after_s=WINDOWS[-1][1].value / 1000,
-                    window=self._zero_share_window(buckets),
+                    window=self._zero_share_window(wanted),
                     priority=priority,
                 )
-            if await self._put(key, buckets, bucket, now_ms):
-                await self._maybe_leak(buckets, now_ms)
+            now_ms = self._windows.now_ms()
+            if await self._put(key, wanted, rates, now_ms):
                 return
-            wait_ms, window = await self._earliest_permit(bucket, rates, now_ms)
-            wait = wait_ms / 1000
+            wait_ms, slowest = await self._windows.wait_ms(key, rates, now_ms=now_ms)
+            # A refused put always means some window is full; never answer "retry now".
+            wait = max(wait_ms, EDGE_MS) / 1000
+            window = self._window_name(slowest or rates[0])
             # Give up at once when the permit frees after the deadline: waiting is useless.
             if waited + wait > wait_s:
                 raise BudgetExhausted(retry_after_s=wait, window=window, priority=priority)
             await self._sleep(wait)
             # Count the time we asked to sleep, not the clock: an injected sleep may not move it.
             waited += wait
+
+    async def _put(
+        self, key: str, limits: tuple[int, int, int], rates: list[Rate], now_ms: int
+    ) -> bool:
+        if self._redis is None:
+            return await self._windows.put(key, rates, now_ms=now_ms)
+        member = self._member(now_ms)
+        for last_try in (False, False, True):
+            try:
+                taken = await self._windows.put(key, rates, now_ms=now_ms, member=member)
+                break
+            except WindowLost:
+                if last_try:
+                    raise
+                await self._rebuild(key, limits[-1], now_ms)
+        if taken:
+            self._remember(key, now_ms, member + "1")
+        await self._contribute(key)
+        return taken
 
     # --- Redis away and back (module docstring) ------------------------------------------------
 
@@ -478,10 +397,11 @@ class FacilityLimiter:
                 sleep=self._sleep,
             )
         outage = self._outage
-        if key not in outage._buckets:
-            seeded = await outage._buckets_for(key, scaled)
+        if key not in outage._seeded:
+            outage._seeded.add(key)
+            rates = outage._rates(_limits_tuple(scaled))
             for stamp, _ in self._recent.get(key, ()):
-                await _resolve(seeded.interactive.put(RateItem(key, stamp)))
+                await outage._windows.put(key, rates, now_ms=stamp)
         return outage
 
     def _outage_limits(self, limits: WindowLimits) -> _Limits | None:
@@ -490,21 +410,21 @@ class FacilityLimiter:
         return _Limits(*scaled) if min(scaled) >= 1 else None
 
     def _member(self, now_ms: int) -> str:
-        # Unique per process and permit; PUT_ITEM appends "1" (the permit's weight index).
+        # Unique per process and permit; the windows append "1" (the permit's weight index).
         return f"{self._instance}:{now_ms}:{next(self._sequence)}:"
 
     async def _write_unwritten(self) -> None:
         """Write the permits taken during an outage into the Redis windows: they still count."""
         if not self._unwritten:
             return
-        assert self._redis is not None
         pending, self._unwritten = self._unwritten, {}
         try:
-            async with self._redis.pipeline(transaction=False) as pipe:
-                for key, permits in pending.items():
-                    pipe.zadd(self._redis_key(key), {member: stamp for stamp, member in permits})
-                    pipe.expire(self._redis_key(key), _bucket_ttl_s())
-                await pipe.execute()
+            await self._windows.record(
+                {
+                    key: {member: stamp for stamp, member in permits}
+                    for key, permits in pending.items()
+                }
+            )
         except BaseException:
             for key, permits in pending.items():
                 self._unwritten.setdefault(key, []).extend(permits)
@@ -520,7 +440,7 @@ class FacilityLimiter:
         while recent and recent[0][0] < horizon:
             recent.popleft()
 
-    async def _rebuild(self, key: str, buckets: _Buckets, now_ms: int) -> None:
+    async def _rebuild(self, key: str, per_day: int, now_ms: int) -> None:
         """Redis lost the window: rebuild its hour and day counts from what we know.
 
         The database's hourly upstream requests of the last day, each hour's stamped at its
@@ -528,12 +448,10 @@ class FacilityLimiter:
         this process's own permits of the last minute. Member names are deterministic, so
         replicas rebuilding at once add each permit once.
         """
-        assert self._redis is not None
         members: dict[str, int] = {}
         day_ms = WINDOWS[-1][1].value + self._margin_ms
         if self._history is not None:
             now = self._base_clock.now()
-            per_day = buckets.limits[-1]
             for hour, count in await self._history(key, now - timedelta(milliseconds=day_ms)):
                 stamp = min(int((hour + timedelta(hours=1)).timestamp() * 1000), now_ms)
                 if stamp < now_ms - day_ms:
@@ -541,29 +459,20 @@ class FacilityLimiter:
                 label = hour.strftime("%Y%m%dT%H")
                 members.update({f"db:{label}:{i}": stamp for i in range(min(count, per_day))})
         members.update({member: stamp for stamp, member in self._recent.get(key, ())})
-        name = self._redis_key(key)
-        async with self._redis.pipeline(transaction=True) as pipe:
-            if members:
-                pipe.zadd(name, members)
-            pipe.set(self._marker_key(key), uuid.uuid4().hex, nx=True, ex=_bucket_ttl_s())
-            pipe.expire(name, _bucket_ttl_s())
-            await pipe.execute()
+        await self._windows.restore(key, members)
         log.info("limiter_window_rebuilt", key=key, permits=len(members))
 
-    async def _contribute(self, key: str, bucket: _SharedBucket) -> None:
+    async def _contribute(self, key: str) -> None:
         """A window rebuilt by another replica gets this process's recent permits too."""
-        generation = bucket.generation
+        generation = self._windows.generation(key)
         if generation is None or self._generations.get(key) == generation:
             return
         recent = self._recent.get(key)
         if recent:
-            assert self._redis is not None
-            await self._redis.zadd(
-                self._redis_key(key), {member: stamp for stamp, member in recent}
-            )
+            await self._windows.record({key: {member: stamp for stamp, member in recent}})
         self._generations[key] = generation
 
-    # --- buckets -------------------------------------------------------------------------------
+    # --- windows -------------------------------------------------------------------------------
 
     def _rates(self, limits: tuple[int, int, int], share: float = 1.0) -> list[Rate]:
         rates = []
@@ -575,154 +484,23 @@ class FacilityLimiter:
             rates.append(Rate(allowed, duration.value + self._margin_ms))
         return rates
 
+    def _view(self, limits: tuple[int, int, int], priority: Priority) -> list[Rate]:
+        """The windows a call of this priority sees (empty: its share of some window is 0).
+
+        Both priorities see the same permits; background calls through smaller limits.
+        """
+        if priority is Priority.BACKGROUND:
+            return self._rates(limits, self._background_share)
+        return self._rates(limits)
+
     def _window_name(self, rate: Rate) -> str:
         for name, duration in WINDOWS:
             if rate.interval == duration.value + self._margin_ms:
                 return name
         return f"{rate.interval} ms"
 
-    async def _buckets_for(self, key: str, limits: WindowLimits) -> _Buckets:
-        wanted = _limits_tuple(limits)
-        if min(wanted) < 1:
-            raise ValueError("every limit must be at least 1")
-        current = self._buckets.get(key)
-        if current is not None and current.limits == wanted:
-            return current
-        # New key, or the facility's limits changed: rebuild the views over the same permits,
-        # so a change takes effect on the next call and the history still counts.
-        rates = self._rates(wanted)
-        background_rates = self._rates(wanted, self._background_share)
-        if self._redis is None:
-            memory = InMemoryBucket(rates)
-            if current is not None and isinstance(current.interactive, InMemoryBucket):
-                memory.items = current.interactive.items
-            background: AbstractBucket | None = None
-            if background_rates:
-                shared = InMemoryBucket(background_rates)
-                # Same list object: background and interactive permits are one history.
-                shared.items = memory.items
-                background = shared
-            interactive: AbstractBucket = memory
-        else:
-            script_hash = await self._script()
-            name = self._redis_key(key)
-            marker = self._marker_key(key)
-            interactive = _SharedBucket(rates, self._redis, name, script_hash, marker)
-            background = (
-                _SharedBucket(background_rates, self._redis, name, script_hash, marker)
-                if background_rates
-                else None
-            )
-        built = _Buckets(
-            limits=wanted,
-            rates=rates,
-            interactive=interactive,
-            background_rates=background_rates,
-            background=background,
-            last_leak_ms=current.last_leak_ms if current is not None else -_LEAK_EVERY_MS,
-        )
-        self._buckets[key] = built
-        return built
-
-    def _view(
-        self, buckets: _Buckets, priority: Priority
-    ) -> tuple[AbstractBucket | None, list[Rate]]:
-        if priority is Priority.BACKGROUND:
-            return buckets.background, buckets.background_rates
-        return buckets.interactive, buckets.rates
-
-    def _zero_share_window(self, buckets: _Buckets) -> str:
-        for (name, _), limit in zip(WINDOWS, buckets.limits, strict=True):
+    def _zero_share_window(self, limits: tuple[int, int, int]) -> str:
+        for (name, _), limit in zip(WINDOWS, limits, strict=True):
             if math.floor(limit * self._background_share + 1e-9) < 1:
                 return name
         return WINDOWS[-1][0]
-
-    def _redis_key(self, key: str) -> str:
-        return f"{self._namespace}:limiter:{key}"
-
-    def _marker_key(self, key: str) -> str:
-        return f"{self._namespace}:limiter-window:{key}"
-
-    async def _script(self) -> str:
-        if self._script_hash is None:
-            assert self._redis is not None
-            self._script_hash = str(await self._redis.script_load(PUT_ITEM))
-        return self._script_hash
-
-    async def _put(self, key: str, buckets: _Buckets, bucket: AbstractBucket, now_ms: int) -> bool:
-        if not isinstance(bucket, _SharedBucket):
-            return bool(await _resolve(bucket.put(RateItem(key, now_ms))))
-        item = RateItem(self._member(now_ms), now_ms)
-        for last_try in (False, False, True):
-            try:
-                taken = bool(await bucket.put(item))  # type: ignore[misc]  # async with Redis
-                break
-            except NoScriptError:
-                if last_try:
-                    raise
-                # Redis lost its script cache (restart, SCRIPT FLUSH): load it again and retry.
-                self._script_hash = None
-                script_hash = await self._script()
-                for view in (buckets.interactive, buckets.background):
-                    if isinstance(view, RedisBucket):
-                        view.script_hash = script_hash
-            except _WindowLost:
-                if last_try:
-                    raise
-                await self._rebuild(key, buckets, now_ms)
-        if taken:
-            self._remember(key, now_ms, item.name + "1")
-        await self._contribute(key, bucket)
-        return taken
-
-    async def _earliest_permit(
-        self, bucket: AbstractBucket, rates: list[Rate], now_ms: int
-    ) -> tuple[int, str]:
-        """Milliseconds until every window has room for one more permit, and the slowest one."""
-        wait_ms, window = 0, self._window_name(rates[0])
-        for rate in rates:
-            # The limit-th newest permit: once it leaves the window, one more fits.
-            bound: RateItem | None = await _resolve(bucket.peek(rate.limit - 1))
-            if bound is None or bound.timestamp < now_ms - rate.interval:
-                continue
-            frees_in = bound.timestamp + rate.interval - now_ms + _EDGE_MS
-            if frees_in > wait_ms:
-                wait_ms, window = frees_in, self._window_name(rate)
-        # A refused put always means some window is full; never answer "retry now".
-        return max(wait_ms, _EDGE_MS), window
-
-    async def _in_window_counts(self, key: str, buckets: _Buckets, now_ms: int) -> list[int]:
-        # pyrate-limiter only exposes the bucket's total count, so each window is counted
-        # here as PUT_ITEM and the in-memory bucket count it: from now - interval on,
-        # permits stamped in the future (a replica whose clock is ahead) included.
-        if self._redis is None:
-            bucket = buckets.interactive
-            assert isinstance(bucket, InMemoryBucket)
-            stamps = [item.timestamp for item in bucket.items]
-            return [len(stamps) - bisect_left(stamps, now_ms - r.interval) for r in buckets.rates]
-        name = self._redis_key(key)
-        async with self._redis.pipeline(transaction=False) as pipe:
-            for rate in buckets.rates:
-                pipe.zcount(name, now_ms - rate.interval, "+inf")
-            counts: list[Any] = await pipe.execute()
-        return [int(count) for count in counts]
-
-    async def _maybe_leak(self, buckets: _Buckets, now_ms: int) -> None:
-        """Drop permits older than the longest window; keep idle Redis keys from lingering."""
-        if now_ms - buckets.last_leak_ms < _LEAK_EVERY_MS:
-            return
-        buckets.last_leak_ms = now_ms
-        # One millisecond early: Redis removes scores <= the bound, and a permit stamped
-        # exactly at now - interval still counts.
-        await _resolve(buckets.interactive.leak(now_ms - 1))
-        if isinstance(buckets.interactive, _SharedBucket):
-            assert self._redis is not None
-            async with self._redis.pipeline(transaction=False) as pipe:
-                pipe.expire(buckets.interactive.bucket_key, _bucket_ttl_s())
-                pipe.expire(buckets.interactive.marker_key, _bucket_ttl_s())
-                await pipe.execute()
-
-
-def _bucket_ttl_s() -> int:
-    """How long an unused Redis window (and its marker) is kept."""
-    return WINDOWS[-1][1].value // 1000 + _EXPIRY_MARGIN_S
