@@ -13,9 +13,9 @@ import structlog.testing
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError
+from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import Job, JobPartlyFailed, Scheduler, grid_start, next_tick
 from pmsgate.storage.db import open_database, session_factory
-from pmsgate.storage.jobs import JobRunRepository
 from tests.jobs.support import ParkingSleep, ParkingSleepEach
 
 pytestmark = pytest.mark.anyio
@@ -29,9 +29,9 @@ def clock() -> ManualClock:
 
 
 @pytest.fixture
-async def runs(database_url: str, clock: ManualClock) -> AsyncIterator[JobRunRepository]:
+async def runs(database_url: str, clock: ManualClock) -> AsyncIterator[JobRuns]:
     async with open_database(database_url) as engine:
-        yield JobRunRepository(session_factory(engine), clock)
+        yield JobRuns(session_factory(engine), clock)
 
 
 class Flaky:
@@ -49,7 +49,7 @@ class Flaky:
 
 
 async def test_a_failing_job_is_recorded_failed_and_runs_again_on_the_next_tick_then_succeeds(
-    runs: JobRunRepository, clock: ManualClock
+    runs: JobRuns, clock: ManualClock
 ) -> None:
     work = Flaky(failures=1)
     sleep = ParkingSleep(clock, allowed=1)
@@ -67,7 +67,7 @@ async def test_a_failing_job_is_recorded_failed_and_runs_again_on_the_next_tick_
 
 
 async def test_ticks_fall_on_the_interval_grid_of_the_manual_clock(
-    runs: JobRunRepository, clock: ManualClock
+    runs: JobRuns, clock: ManualClock
 ) -> None:
     work = Flaky(failures=0)
     sleep = ParkingSleep(clock, allowed=3)
@@ -85,9 +85,7 @@ async def test_ticks_fall_on_the_interval_grid_of_the_manual_clock(
     assert work.calls == 4
 
 
-async def test_one_job_failing_does_not_stop_another(
-    runs: JobRunRepository, clock: ManualClock
-) -> None:
+async def test_one_job_failing_does_not_stop_another(runs: JobRuns, clock: ManualClock) -> None:
     healthy = Flaky(failures=0)
 
     async def broken() -> dict[str, Any]:
@@ -117,7 +115,7 @@ async def test_one_job_failing_does_not_stop_another(
 
 
 async def test_a_partly_failed_job_keeps_its_summary_next_to_the_error(
-    runs: JobRunRepository, clock: ManualClock
+    runs: JobRuns, clock: ManualClock
 ) -> None:
     async def partial() -> dict[str, Any]:
         raise JobPartlyFailed("1 of 2 failed.", {"done": ["a"], "failed": [{"id": "b"}]})
@@ -132,7 +130,7 @@ async def test_a_partly_failed_job_keeps_its_summary_next_to_the_error(
 
 
 async def test_a_job_that_succeeded_in_the_current_interval_does_not_run_again_at_start(
-    runs: JobRunRepository, clock: ManualClock
+    runs: JobRuns, clock: ManualClock
 ) -> None:
     work = Flaky(failures=0)
     scheduler = Scheduler([Job("hourly", 3600, work)], clock, runs)
@@ -145,9 +143,7 @@ async def test_a_job_that_succeeded_in_the_current_interval_does_not_run_again_a
     assert sleep.calls == [3600 - 630.0]  # until 10:00
 
 
-async def test_a_job_that_last_failed_runs_at_start(
-    runs: JobRunRepository, clock: ManualClock
-) -> None:
+async def test_a_job_that_last_failed_runs_at_start(runs: JobRuns, clock: ManualClock) -> None:
     work = Flaky(failures=1)
     await Scheduler([Job("hourly", 3600, work)], clock, runs).run_once("hourly")
     sleep = ParkingSleep(clock, allowed=0)
@@ -157,7 +153,7 @@ async def test_a_job_that_last_failed_runs_at_start(
 
 
 async def test_a_job_stopped_mid_run_is_recorded_failed_as_cancelled(
-    runs: JobRunRepository, clock: ManualClock
+    runs: JobRuns, clock: ManualClock
 ) -> None:
     started = anyio.Event()
 
@@ -177,7 +173,7 @@ async def test_a_job_stopped_mid_run_is_recorded_failed_as_cancelled(
 
 
 async def test_stopping_lets_a_tick_under_way_finish_instead_of_cutting_it(
-    runs: JobRunRepository, clock: ManualClock
+    runs: JobRuns, clock: ManualClock
 ) -> None:
     started, release = anyio.Event(), anyio.Event()
 
@@ -202,7 +198,7 @@ async def release_soon(release: anyio.Event) -> None:
 
 
 async def test_a_job_marked_to_run_at_exit_runs_once_more_when_the_scheduler_stops(
-    runs: JobRunRepository, clock: ManualClock
+    runs: JobRuns, clock: ManualClock
 ) -> None:
     work = Flaky(failures=0)
     sleep = ParkingSleep(clock, allowed=0)
@@ -213,7 +209,7 @@ async def test_a_job_marked_to_run_at_exit_runs_once_more_when_the_scheduler_sto
 
 
 async def test_run_once_of_an_unknown_job_is_job_not_found_and_underscores_are_dashes(
-    runs: JobRunRepository, clock: ManualClock
+    runs: JobRuns, clock: ManualClock
 ) -> None:
     scheduler = Scheduler([Job("refresh-usage", 60, Flaky(0))], clock, runs)
     with pytest.raises(PmsgateError) as raised:
@@ -222,9 +218,7 @@ async def test_run_once_of_an_unknown_job_is_job_not_found_and_underscores_are_d
     assert (await scheduler.run_once("refresh_usage")).status == "succeeded"
 
 
-async def test_runs_older_than_the_retention_are_pruned(
-    runs: JobRunRepository, clock: ManualClock
-) -> None:
+async def test_runs_older_than_the_retention_are_pruned(runs: JobRuns, clock: ManualClock) -> None:
     scheduler = Scheduler([Job("daily", 86400, Flaky(0))], clock, runs)
     first = await scheduler.run_once("daily")
     clock.advance(15 * 86400)
@@ -234,7 +228,7 @@ async def test_runs_older_than_the_retention_are_pruned(
 
 
 async def test_latest_by_job_gives_each_job_its_newest_run(
-    runs: JobRunRepository, clock: ManualClock
+    runs: JobRuns, clock: ManualClock
 ) -> None:
     scheduler = Scheduler([Job("a", 60, Flaky(0)), Job("b", 60, Flaky(1))], clock, runs)
     await scheduler.run_once("a")

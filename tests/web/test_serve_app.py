@@ -9,9 +9,9 @@ from pydantic import SecretStr
 from pmsgate.app import create_app
 from pmsgate.config import Settings
 from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import FLUSH_GATEWAY_USAGE
 from pmsgate.storage.db import open_database, session_factory
-from pmsgate.storage.jobs import JobRunRepository
 
 pytestmark = pytest.mark.anyio
 
@@ -28,7 +28,7 @@ def serve_settings(database_url: str, **overrides: object) -> Settings:
 
 async def job_names_run(database_url: str) -> set[str]:
     async with open_database(database_url) as engine:
-        runs = await JobRunRepository(session_factory(engine)).latest_by_job()
+        runs = await JobRuns(session_factory(engine)).latest_by_job()
     return set(runs)
 
 

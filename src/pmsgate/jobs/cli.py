@@ -28,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from pmsgate.cli_support import fail
 from pmsgate.cli_support import run as run_async
 from pmsgate.config import get_settings
+from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import (
     JOB_SPECS,
     REFRESH_USAGE,
@@ -38,7 +39,7 @@ from pmsgate.jobs.scheduler import (
 )
 from pmsgate.knowledge.cli import Upstreams
 from pmsgate.storage.db import database_unavailable, open_database, session_factory
-from pmsgate.storage.jobs import JobRunRepository, JobRunView
+from pmsgate.storage.jobs import JobRunView
 
 jobs_app = typer.Typer(
     help="Scheduled jobs: usage snapshots, hourly gateway usage, connection checks, "
@@ -161,7 +162,7 @@ def run_command(
 async def _latest_runs() -> dict[str, JobRunView]:
     try:
         async with open_database(get_settings().effective_database_url) as engine:
-            return await JobRunRepository(session_factory(engine)).latest_by_job()
+            return await JobRuns(session_factory(engine)).latest_by_job()
     except (SQLAlchemyError, OSError) as error:
         raise database_unavailable(error) from None
 

@@ -34,7 +34,8 @@ import structlog
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import NotFound, PmsgateError
-from pmsgate.storage.jobs import JobRunRepository, JobRunView
+from pmsgate.jobs.runs import JobRuns
+from pmsgate.storage.jobs import JobRunView
 
 if TYPE_CHECKING:
     from pmsgate.web.context import WebServices
@@ -124,7 +125,7 @@ class Scheduler:
         self,
         jobs: Sequence[Job],
         clock: Clock,
-        runs: JobRunRepository,
+        runs: JobRuns,
         sleep: Sleep = anyio.sleep,
         exit_grace_s: float = EXIT_GRACE_S,
     ) -> None:
@@ -375,7 +376,7 @@ def build_scheduler(
     web: WebServices, *, sleep: Sleep = anyio.sleep, only: Collection[str] | None = None
 ) -> Scheduler:
     """The scheduler of the four jobs (or of those named in ``only``); enter it to run them."""
-    runs = JobRunRepository(web.customers.sessions, web.clock)
+    runs = JobRuns(web.customers.sessions, web.clock)
     jobs = [job for job in build_jobs(web) if only is None or job.name in only]
     return Scheduler(jobs, web.clock, runs, sleep=sleep)
 

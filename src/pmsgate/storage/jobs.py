@@ -4,7 +4,9 @@ Every tick of a job is a row: ``running`` when it starts, then ``succeeded`` wit
 the job's summary or ``failed`` with the error's code and message (never a
 secret: the scheduler writes only the service's own error codes and messages, or
 an exception's type). Replicas share the table, so a replica starting up can tell
-whether another one already ran a job in the current interval.
+whether another one already ran a job in the current interval. The repository works in
+the caller's session and never commits; :class:`pmsgate.jobs.runs.JobRuns` checks the
+names and statuses and owns the transactions.
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import delete, func, select
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.clock import Clock, SystemClock
-from pmsgate.errors import InvalidInput, NotFound
 from pmsgate.storage.models import JobRun, JobRunStatus
 
 MAX_JOB_NAME = 64
@@ -73,17 +73,6 @@ def _view(row: JobRun) -> JobRunView:
     )
 
 
-def _job_name(job: str) -> str:
-    name = job.strip()
-    if not name or len(name) > MAX_JOB_NAME:
-        raise InvalidInput(
-            f"A job name has 1 to {MAX_JOB_NAME} characters.",
-            code="invalid_job_name",
-            hint="Use one of the names `pmsgate jobs list` shows.",
-        )
-    return name
-
-
 def _json(detail: dict[str, Any] | None) -> dict[str, Any] | None:
     # Summaries may hold dates or decimals: store them as the strings they print as.
     if detail is None:
@@ -93,84 +82,58 @@ def _json(detail: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 class JobRunRepository:
-    """Records job ticks and reads the latest ones."""
+    """Records job ticks and reads the latest ones, in the caller's session; never commits."""
 
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
 
-    async def start(self, job: str) -> JobRunView:
-        """Record that a tick of ``job`` starts now."""
-        row = JobRun(job=_job_name(job), status="running", started_at=self._clock.now())
-        async with self._sessions.begin() as session:
-            session.add(row)
+    async def start(self, job: str, at: datetime) -> JobRunView:
+        """Record that a tick of ``job`` started ``at`` (flushed, so the run has its id)."""
+        row = JobRun(job=job, status="running", started_at=at)
+        self._session.add(row)
+        await self._session.flush()
         return _view(row)
 
     async def finish(
-        self, run_id: int, status: str, detail: dict[str, Any] | None = None
-    ) -> JobRunView:
-        """Record how the run ended (``succeeded`` or ``failed``) and what it did."""
-        if status not in FINISHED:
-            raise InvalidInput(
-                f"A run ends as one of {', '.join(FINISHED)}.",
-                code="invalid_job_status",
-                hint="Record succeeded or failed.",
-            )
-        async with self._sessions.begin() as session:
-            row = await session.get(JobRun, run_id)
-            if row is None:
-                raise NotFound(
-                    f"No job run with id {run_id}.",
-                    code="job_run_not_found",
-                    hint="Record the run's start first.",
-                )
-            row.status = status
-            row.finished_at = self._clock.now()
-            row.detail = _json(detail)
+        self, run_id: int, status: JobRunStatus, at: datetime, detail: dict[str, Any] | None
+    ) -> JobRunView | None:
+        """Record how the run ended and what it did; None when there is no such run."""
+        row = await self._session.get(JobRun, run_id)
+        if row is None:
+            return None
+        row.status = status
+        row.finished_at = at
+        row.detail = _json(detail)
+        await self._session.flush()
         return _view(row)
 
-    async def latest(self, job: str) -> JobRunView | None:
-        """The most recent run of ``job``, whatever its status."""
-        return await self._latest(job, None)
+    async def latest(self, job: str, status: JobRunStatus | None = None) -> JobRunView | None:
+        """The most recent run of ``job`` (with that status, when given)."""
+        statement = select(JobRun).where(JobRun.job == job)
+        if status is not None:
+            statement = statement.where(JobRun.status == status)
+        row = await self._session.scalar(
+            statement.order_by(JobRun.started_at.desc(), JobRun.id.desc()).limit(1)
+        )
+        return _view(row) if row is not None else None
 
-    async def last_succeeded(self, job: str) -> JobRunView | None:
-        """The most recent successful run of ``job``."""
-        return await self._latest(job, "succeeded")
-
-    async def recent(self, job: str | None = None, *, limit: int = 20) -> list[JobRunView]:
-        """The latest runs, newest first (of one job when given)."""
+    async def recent(self, job: str | None, limit: int) -> list[JobRunView]:
+        """The latest ``limit`` runs, newest first (of one job when given)."""
         statement = select(JobRun)
         if job is not None:
-            statement = statement.where(JobRun.job == job.strip())
-        async with self._sessions() as session:
-            rows = await session.scalars(
-                statement.order_by(JobRun.started_at.desc(), JobRun.id.desc()).limit(
-                    max(1, min(limit, 1000))
-                )
-            )
-            return [_view(row) for row in rows]
+            statement = statement.where(JobRun.job == job)
+        rows = await self._session.scalars(
+            statement.order_by(JobRun.started_at.desc(), JobRun.id.desc()).limit(limit)
+        )
+        return [_view(row) for row in rows]
 
     async def latest_by_job(self) -> dict[str, JobRunView]:
         """The most recent run of every job that ever ran, by job name."""
         newest = select(JobRun.job, func.max(JobRun.id).label("id")).group_by(JobRun.job).subquery()
-        async with self._sessions() as session:
-            rows = await session.scalars(select(JobRun).join(newest, JobRun.id == newest.c.id))
-            return {row.job: _view(row) for row in rows}
+        rows = await self._session.scalars(select(JobRun).join(newest, JobRun.id == newest.c.id))
+        return {row.job: _view(row) for row in rows}
 
     async def prune(self, before: datetime) -> int:
         """Delete the runs started before ``before``; returns how many went."""
-        async with self._sessions.begin() as session:
-            result = await session.execute(delete(JobRun).where(JobRun.started_at < before))
+        result = await self._session.execute(delete(JobRun).where(JobRun.started_at < before))
         return int(getattr(result, "rowcount", 0) or 0)
-
-    async def _latest(self, job: str, status: str | None) -> JobRunView | None:
-        statement = select(JobRun).where(JobRun.job == job.strip())
-        if status is not None:
-            statement = statement.where(JobRun.status == status)
-        async with self._sessions() as session:
-            row = await session.scalar(
-                statement.order_by(JobRun.started_at.desc(), JobRun.id.desc()).limit(1)
-            )
-        return _view(row) if row is not None else None
