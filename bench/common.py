@@ -21,9 +21,11 @@ import httpx
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from pmsgate.app import Services, create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
+from pmsgate.container import open_container
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import Limits, NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
@@ -64,7 +66,7 @@ def gateway_settings(database_url: str, kross_base_url: str, **overrides: Any) -
 
 
 def sqlite_url(directory: str, name: str = "gateway.db") -> str:
-    """An aiosqlite URL of a file in ``directory`` (created and migrated by open_services)."""
+    """An aiosqlite URL of a file in ``directory`` (created and migrated by open_container)."""
     return f"sqlite+aiosqlite:///{os.path.join(directory, name)}"
 
 
@@ -133,7 +135,7 @@ class ServerTimer:
 class RunningGateway:
     """A gateway served in-process: services, the timed app, a client on it."""
 
-    services: Services
+    services: GatewayServices
     app: FastAPI
     timer: ServerTimer
     http: httpx.AsyncClient
@@ -143,9 +145,10 @@ class RunningGateway:
 async def in_process_gateway(
     settings: Settings, kross_http: httpx.AsyncClient, clock: Clock
 ) -> AsyncIterator[RunningGateway]:
-    """The real gateway (open_services + create_app, lifespan entered) behind an ASGI transport."""
-    async with open_services(settings, kross_http=kross_http, clock=clock) as services:
-        app = create_app(settings, services=services)
+    """The real gateway (open_container + create_app, lifespan entered) behind an ASGI transport."""
+    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
+        services = container.gateway
+        app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
             timer = ServerTimer(app)
             transport = httpx.ASGITransport(app=timer)

@@ -47,7 +47,8 @@ from pydantic import SecretStr
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
-from pmsgate.customers.context import CustomerServices, open_customer_services
+from pmsgate.container import open_container
+from pmsgate.customers.context import CustomerServices
 from pmsgate.customers.service import (
     Subscription,
     configure_workspace,
@@ -334,9 +335,9 @@ async def run_knowledge_sync(
         settings = _settings(f"sqlite+aiosqlite:///{Path(scratch) / 'bench.db'}")
         async with (
             virtual.running(),
-            open_customer_services(
+            open_container(
                 settings, clock=clock, http_factory=http_factory, sleep=virtual.sleep
-            ) as opened,
+            ) as container,
         ):
             # The same services, with the platform client's budget as configured here.
             platform_http = http_factory()
@@ -351,8 +352,9 @@ async def run_knowledge_sync(
             services = CustomerServices(
                 settings=settings,
                 clock=clock,
-                sessions=opened.sessions,
-                vault=opened.vault,
+                sessions=container.sessions,
+                vault=container.vault,
+                facilities=container.gateway.facilities,
                 platform=platform,
                 http_factory=http_factory,
                 sleep=virtual.sleep,

@@ -58,9 +58,9 @@ from bench.common import (
     sqlite_url,
 )
 from bench.serve import LONG_FRESHNESS
-from pmsgate.app import Services
 from pmsgate.clock import SystemClock
 from pmsgate.config import DEFAULT_USER_AGENT
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.pms.client import PmsClient
 from pmsgate.pms.credentials import Credentials
@@ -105,7 +105,7 @@ class Setup:
     record: dict[str, Any]
     gateway_timings: Callable[[], Awaitable[dict[str, list[float]]]]
     emulator_timings: Callable[[], Awaitable[dict[str, list[float]]]]
-    services: Services | None = None  # in-process only: for the breakdown of a cached call
+    services: GatewayServices | None = None  # in-process only: for the breakdown of a cached call
 
 
 def _ranges(start: dt.date) -> Iterator[dict[str, str]]:
@@ -229,7 +229,7 @@ async def _reservation_in_window(setup: Setup) -> int:
 
 
 async def breakdown(
-    setup: Setup, services: Services, kinds: list[Kind], rounds: int
+    setup: Setup, services: GatewayServices, kinds: list[Kind], rounds: int
 ) -> dict[str, Any]:
     """Where a cached call's server time goes: the key check and the tool, timed apart.
 

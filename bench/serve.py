@@ -27,8 +27,9 @@ from bench.common import (
     new_facility,
     sqlite_url,
 )
-from pmsgate.app import create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.clock import SystemClock
+from pmsgate.container import open_container
 from pmsgate.logs import configure_logging
 from pmsgate.sandbox.kross.app import create_kross_app
 from pmsgate.sandbox.kross.store import KrossStore
@@ -82,9 +83,9 @@ async def serve_gateway(kross_url: str, record: dict[str, Any]) -> None:
             sqlite_url(directory), kross_url, cache_max_age_s=LONG_FRESHNESS
         )
         # kross_http=None: the gateway's own httpx client, over real HTTP.
-        async with open_services(settings, clock=SystemClock()) as services:
-            _, key = await services.facilities.add(new_facility(record, UNLIMITED))
-            app = create_app(settings, services=services)
+        async with open_container(settings, clock=SystemClock()) as container:
+            _, key = await container.gateway.facilities.add(new_facility(record, UNLIMITED))
+            app = create_app(settings, container=container)
             await _serve(ServerTimer(app), _listening_socket(), {"key": key})
 
 

@@ -19,10 +19,11 @@ import yaml
 from typer.testing import CliRunner, Result
 
 import pmsgate.catalogue
-from pmsgate.app import create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.catalogue.loader import FILES
 from pmsgate.cli import app
 from pmsgate.clock import ManualClock
+from pmsgate.container import open_container
 from pmsgate.sandbox.kross.store import KrossStore
 from tests.e2e.conftest import add_seeded_facility, gateway_settings
 from tests.e2e.processes import free_port
@@ -92,12 +93,12 @@ async def live_gateway(
 ) -> AsyncIterator[tuple[str, str, dict[str, Any]]]:
     """A gateway served by uvicorn on a free loopback port: (base URL, key, facility)."""
     settings = gateway_settings(database_url)
-    async with open_services(settings, kross_http=kross_http, clock=clock) as services:
-        record, key = await add_seeded_facility(services, kross_store)
+    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
+        record, key = await add_seeded_facility(container.gateway, kross_store)
         port = free_port()
         server = uvicorn.Server(
             uvicorn.Config(
-                create_app(settings, services=services),
+                create_app(settings, container=container),
                 host="127.0.0.1",
                 port=port,
                 log_config=None,

@@ -26,11 +26,11 @@ from pydantic import SecretStr
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.container import Container, open_container
 from pmsgate.customers.context import (
     CustomerContext,
     CustomerServices,
     HttpFactory,
-    open_customer_services,
 )
 from pmsgate.customers.service import (
     RegistrySyncResult,
@@ -117,7 +117,7 @@ class EnrolledSandbox:
     """The sandbox, the services on it, and the enrolled customer's seeded ground truth."""
 
     sandbox: Sandbox
-    services: CustomerServices
+    container: Container  # the test process's container, on the sandbox
     student_id: str
     facility: dict[str, Any]  # the kross facility summary: hotel_id, credentials, apartments
     notes_ground_truth: dict[str, Any]  # the notes workspace: token, database_id, pages
@@ -126,6 +126,12 @@ class EnrolledSandbox:
     sleep: ClockSleep
     app: FastAPI
     gateway_facility_registered: bool = False
+
+    @property
+    def services(self) -> CustomerServices:
+        """The customer services of the container."""
+        return self.container.customers
+
     last_sync: RegistrySyncResult | None = None
     _original_password: str = field(default="", repr=False)
 
@@ -199,12 +205,12 @@ async def enrolled_sandbox(
     settings = sandbox_settings(database_url, **dict(settings_overrides or {}))
     facility = sandbox.kross.facility_summaries()[student_index]
     truth = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
-    async with open_customer_services(
+    async with open_container(
         settings, clock=clock, http_factory=sandbox_http_factory(app), sleep=sleep
-    ) as services:
+    ) as container:
         enrolled = EnrolledSandbox(
             sandbox=sandbox,
-            services=services,
+            container=container,
             student_id=student_id_of(facility),
             facility=facility,
             notes_ground_truth=truth,

@@ -7,7 +7,8 @@ import pytest
 from pydantic import SecretStr
 from sqlalchemy import select
 
-from pmsgate.customers.context import CustomerServices, open_customer_services
+from pmsgate.container import open_container
+from pmsgate.customers.context import CustomerServices
 from pmsgate.errors import PmsgateError
 from pmsgate.storage.db import open_database
 from pmsgate.storage.integrations import token_context
@@ -126,7 +127,8 @@ async def test_without_a_platform_token_the_platform_is_a_configuration_error(
     database_url: str,
 ) -> None:
     settings = sandbox_settings(database_url, platform_api_token=None)
-    async with open_customer_services(settings) as services:
+    async with open_container(settings) as container:
+        services = container.customers
         assert isinstance(services, CustomerServices)
         with pytest.raises(PmsgateError) as caught:
             _ = services.platform
@@ -136,6 +138,7 @@ async def test_without_a_platform_token_the_platform_is_a_configuration_error(
 async def test_the_services_never_show_a_secret_in_their_repr(database_url: str) -> None:
     secret = "platform-token-that-must-stay-hidden"
     settings = sandbox_settings(database_url, platform_api_token=SecretStr(secret))
-    async with open_customer_services(settings) as services:
+    async with open_container(settings) as container:
+        services = container.customers
         assert secret not in repr(services)
         assert secret not in repr(services.platform)

@@ -3,20 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 from pydantic import SecretStr
 
-from pmsgate.app import Services, open_services
 from pmsgate.customers.reconnect import KrossConnection, connect_kross
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import Limits
 from pmsgate.storage.integrations import IntegrationView
-from tests.customers.support import SANDBOX_URL, EnrolledSandbox, enrolled_sandbox
+from tests.customers.support import EnrolledSandbox, enrolled_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -29,7 +28,7 @@ class Reconnectable:
     """An enrolled customer and the gateway's services on the same sandbox and database."""
 
     enrolled: EnrolledSandbox
-    gateway: Services
+    gateway: GatewayServices
 
     @property
     def hotel_id(self) -> str:
@@ -61,14 +60,8 @@ async def reconnectable(database_url: str, **options: Any) -> AsyncIterator[Reco
     """The seeded partner customer with four apartments, and a gateway on its sandbox."""
     options.setdefault("seed", 7)
     options.setdefault("student_index", 1)
-    async with enrolled_sandbox(database_url, **options) as enrolled, AsyncExitStack() as stack:
-        kross_http = await stack.enter_async_context(
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=enrolled.app), base_url=SANDBOX_URL)
-        )
-        gateway = await stack.enter_async_context(
-            open_services(enrolled.settings, kross_http=kross_http, clock=enrolled.clock)
-        )
-        yield Reconnectable(enrolled, gateway)
+    async with enrolled_sandbox(database_url, **options) as enrolled:
+        yield Reconnectable(enrolled, enrolled.container.gateway)
 
 
 async def test_a_gateway_call_failing_authentication_puts_the_customers_row_in_error(

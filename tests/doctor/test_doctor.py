@@ -12,9 +12,9 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from pmsgate.app import open_services
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.container import open_container
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.doctor.kross import PROBE_REQUESTS
 from pmsgate.doctor.notes import probe_notes
@@ -66,11 +66,8 @@ async def facility(
 ) -> AsyncIterator[dict[str, Any]]:
     """A partner facility of the sandbox, registered (migrates the database too)."""
     record = next(f for f in sandbox.kross.facility_summaries() if f["kind"] == "partner")
-    async with (
-        http_factory() as http,
-        open_services(settings, kross_http=http, clock=clock) as services,
-    ):
-        await services.facilities.add(
+    async with open_container(settings, http_factory=http_factory, clock=clock) as container:
+        await container.gateway.facilities.add(
             NewFacility(
                 hotel_id=record["hotel_id"],
                 username=record["username"],

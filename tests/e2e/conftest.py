@@ -14,9 +14,11 @@ import stamina
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from pmsgate.app import Services, create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.container import Container, open_container
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
@@ -92,11 +94,16 @@ def running(tmp_path_factory) -> Iterator[dict[str, Any]]:
 
 @dataclass
 class Gateway:
-    """One running gateway: its services, its app, and an HTTP client on it."""
+    """One running gateway: its container, its app, and an HTTP client on it."""
 
-    services: Services
+    container: Container
     app: FastAPI
     http: httpx.AsyncClient
+
+    @property
+    def services(self) -> GatewayServices:
+        """The gateway's services (``container.gateway``)."""
+        return self.container.gateway
 
     async def tool(self, name: str, key: str, **arguments: Any) -> httpx.Response:
         """POST /v1/tools/{name} with a gateway key."""
@@ -109,19 +116,19 @@ class Gateway:
 async def running_gateway(
     settings: Settings, kross_http: httpx.AsyncClient, clock: ManualClock
 ) -> AsyncIterator[Gateway]:
-    """Services, app (with its lifespan, for MCP) and a client, closed on exit."""
-    async with open_services(settings, kross_http=kross_http, clock=clock) as services:
-        app = create_app(settings, services=services)
+    """Container, app (with its lifespan, for MCP) and a client, closed on exit."""
+    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
+        app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)
             async with httpx.AsyncClient(
                 transport=transport, base_url="http://gateway.test"
             ) as http:
-                yield Gateway(services, app, http)
+                yield Gateway(container, app, http)
 
 
 async def add_seeded_facility(
-    services: Services, store: KrossStore, index: int = 0, **overrides: Any
+    services: GatewayServices, store: KrossStore, index: int = 0, **overrides: Any
 ) -> tuple[dict[str, Any], str]:
     """Register one of the emulator's facilities; returns its sandbox record and gateway key."""
     record = store.facility_summaries()[index]

@@ -38,7 +38,6 @@ from pmsgate.config import Settings
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.operations import PAYLOAD_MODELS
 from pmsgate.web.auth import CSRF_HEADER, SESSION_COOKIE
-from pmsgate.web.context import open_web_services
 from tests.e2e.conftest import ADMIN_TOKEN
 
 pytestmark = pytest.mark.anyio
@@ -156,39 +155,38 @@ async def test_the_openapi_fuzzed_gets_no_5xx_and_only_documented_answers(
     await gateway.services.facilities.set_limits(
         str(record["hotel_id"]), Limits(per_minute=big, per_hour=big, per_day=big)
     )
-    async with open_web_services(gateway.services) as web:
-        gateway.app.state.web = web
-        failures: list[str] = []
+    web = gateway.container.web
+    failures: list[str] = []
 
-        answered: Counter[tuple[str, int]] = Counter()
+    answered: Counter[tuple[str, int]] = Counter()
 
-        async def send(kwargs: dict[str, Any]) -> httpx.Response:
-            response = await gateway.http.request(**kwargs)
-            answered[(httpx.URL(kwargs["url"]).path.split("/")[1], response.status_code)] += 1
-            return response
+    async def send(kwargs: dict[str, Any]) -> httpx.Response:
+        response = await gateway.http.request(**kwargs)
+        answered[(httpx.URL(kwargs["url"]).path.split("/")[1], response.status_code)] += 1
+        return response
 
-        known = {"hotel_id": str(record["hotel_id"])}
-        # A signed-in admin of the console, so the web API is exercised past its sign-in.
-        await web.users.add(WEB_ADMIN, SecretStr(WEB_PASSWORD), role="admin")
-        signed_in = await gateway.http.post(
-            "/api/auth/login", json={"email": WEB_ADMIN, "password": WEB_PASSWORD}
-        )
-        session, csrf = signed_in.cookies[SESSION_COOKIE], signed_in.json()["csrfToken"]
+    known = {"hotel_id": str(record["hotel_id"])}
+    # A signed-in admin of the console, so the web API is exercised past its sign-in.
+    await web.users.add(WEB_ADMIN, SecretStr(WEB_PASSWORD), role="admin")
+    signed_in = await gateway.http.post(
+        "/api/auth/login", json={"email": WEB_ADMIN, "password": WEB_PASSWORD}
+    )
+    session, csrf = signed_in.cookies[SESSION_COOKIE], signed_in.json()["csrfToken"]
 
-        def fuzz() -> None:
-            for operation in _operations(gateway.app):
-                credentials = _credentials(operation.path, key, session, csrf)
-                for mode in _modes(operation):
-                    try:
-                        _run_cases(operation, mode, credentials, send, known)
-                    except Unsatisfiable:
-                        continue  # nothing can be negative here (no parameters, no body)
-                    # Collect all, then fail once with every one (schemathesis reports the
-                    # failures of a case as a BaseExceptionGroup).
-                    except (Exception, BaseExceptionGroup) as error:
-                        failures.append(f"{operation.label} [{mode.value}]: {error}")
+    def fuzz() -> None:
+        for operation in _operations(gateway.app):
+            credentials = _credentials(operation.path, key, session, csrf)
+            for mode in _modes(operation):
+                try:
+                    _run_cases(operation, mode, credentials, send, known)
+                except Unsatisfiable:
+                    continue  # nothing can be negative here (no parameters, no body)
+                # Collect all, then fail once with every one (schemathesis reports the
+                # failures of a case as a BaseExceptionGroup).
+                except (Exception, BaseExceptionGroup) as error:
+                    failures.append(f"{operation.label} [{mode.value}]: {error}")
 
-        await anyio.to_thread.run_sync(fuzz)
+    await anyio.to_thread.run_sync(fuzz)
     assert not failures, "\n\n".join(failures)
     # The keys worked: the fuzzing reached past authentication on the gateway and admin API.
     assert answered[("v1", 200)] and answered[("admin", 200)] and answered[("api", 200)], answered

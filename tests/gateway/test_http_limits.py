@@ -15,11 +15,13 @@ import pytest
 from fastapi import FastAPI, Request
 from pydantic import SecretStr
 
-from pmsgate.app import Services, create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.boundary import MAX_JSON_DEPTH
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.container import open_container
 from pmsgate.errors import install_error_handlers
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.http_limits import BodyLimitMiddleware
@@ -37,7 +39,7 @@ MAX_UPLOAD = 256 * 1024
 @dataclass
 class Gateway:
     app: FastAPI
-    services: Services
+    services: GatewayServices
     key: str
 
     def client(self) -> httpx.AsyncClient:
@@ -62,7 +64,8 @@ async def gateway(
         max_body_bytes=MAX_BODY,
         max_upload_body_bytes=MAX_UPLOAD,
     )
-    async with open_services(settings, kross_http=kross_http, clock=clock) as services:
+    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
+        services = container.gateway
         record = kross_store.facility_summaries()[0]
         _, key = await services.facilities.add(
             NewFacility(
@@ -74,7 +77,7 @@ async def gateway(
                 integration_id=f"int-{record['hotel_id']}",
             )
         )
-        app = create_app(settings, services=services)
+        app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
             yield Gateway(app=app, services=services, key=key)
 

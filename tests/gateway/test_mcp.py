@@ -14,7 +14,7 @@ Two stacks:
   real definitions; ``call`` answers with the facility it was given or raises a
   scripted error) — it pins schemas, results, error mapping and key isolation,
   including failures the real tools cannot be made to produce on demand;
-- the real gateway: ``create_app`` over ``open_services`` with the booking-system
+- the real gateway: ``create_app`` over ``open_container`` with the booking-system
   emulator, exactly what ``pmsgate serve`` runs.
 """
 
@@ -37,11 +37,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
 from pydantic import BaseModel, SecretStr
 
-from pmsgate.app import Services, create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.container import open_container
 from pmsgate.errors import InvalidInput, PmsgateError, install_error_handlers
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityService, FacilityView, NewFacility
 from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.gateway.vault import Vault, generate_key_spec
@@ -379,7 +381,7 @@ async def test_any_host_name_is_accepted_behind_the_key(stack: Stack) -> None:
 
 
 # --- the real gateway -------------------------------------------------------------------
-# The app `pmsgate serve` runs (create_app over open_services), its booking system the
+# The app `pmsgate serve` runs (create_app over open_container), its booking system the
 # emulator through an ASGI transport: keys, tools, cache and limiter are all the real ones.
 
 
@@ -388,7 +390,7 @@ class RealGateway:
     """The assembled gateway with two of the emulator's facilities registered."""
 
     app: FastAPI
-    services: Services
+    services: GatewayServices
     keys: dict[str, str]
     hotel_ids: dict[str, str]
 
@@ -414,7 +416,8 @@ async def real(
         secret_keys=SecretStr(generate_key_spec("t1")),
         limiter_wait_s=0.0,
     )
-    async with open_services(settings, kross_http=kross_http, clock=clock) as services:
+    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
+        services = container.gateway
         keys: dict[str, str] = {}
         hotel_ids: dict[str, str] = {}
         for who, record in zip("AB", kross_store.facility_summaries()[:2], strict=True):
@@ -429,7 +432,7 @@ async def real(
                 )
             )
             hotel_ids[who] = record["hotel_id"]
-        app = create_app(settings, services=services)
+        app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
             yield RealGateway(app=app, services=services, keys=keys, hotel_ids=hotel_ids)
 

@@ -1,9 +1,9 @@
 """The whole stack the jobs run on: an enrolled customer, the gateway and the web services.
 
 ``job_stack(database_url)`` enrols one seeded facility on the in-process emulators
-(:func:`tests.customers.support.enrolled_sandbox`), opens the gateway's
-:class:`~pmsgate.app.Services` and the :class:`~pmsgate.web.context.WebServices` on
-the same database, clock and emulators, and builds the scheduler of the four jobs.
+(:func:`tests.customers.support.enrolled_sandbox`, whose container holds the gateway's
+and the web application's services on the same database, clock and emulators), and
+builds the scheduler of the four jobs.
 Nothing waits for real: every wait moves the shared ManualClock.
 """
 
@@ -17,14 +17,14 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from pmsgate.app import Services, open_services
 from pmsgate.clock import ManualClock
 from pmsgate.customers.context import CustomerContext
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.jobs.scheduler import Scheduler, build_scheduler
 from pmsgate.storage.jobs import JobRunView
-from pmsgate.web.context import WebServices, open_web_services
-from tests.customers.support import EnrolledSandbox, enrolled_sandbox, sandbox_http_factory
+from pmsgate.web.context import WebServices
+from tests.customers.support import EnrolledSandbox, enrolled_sandbox
 
 
 class ParkingSleep:
@@ -82,7 +82,7 @@ class JobStack:
     """The enrolled customer and the services the jobs take."""
 
     enrolled: EnrolledSandbox
-    gateway: Services
+    gateway: GatewayServices
     web: WebServices
     scheduler: Scheduler
 
@@ -132,16 +132,10 @@ class JobStack:
 async def job_stack(database_url: str, **options: Any) -> AsyncIterator[JobStack]:
     """The enrolled sandbox with the gateway and web services on it (see the module docstring)."""
     async with enrolled_sandbox(database_url, **options) as enrolled:
-        factory = sandbox_http_factory(enrolled.app)
-        settings, clock = enrolled.settings, enrolled.clock
-        async with (
-            factory() as kross_http,
-            open_services(settings, kross_http=kross_http, clock=clock) as gateway,
-            open_web_services(gateway, http_factory=factory, sleep=enrolled.sleep) as web,
-        ):
-            yield JobStack(
-                enrolled=enrolled,
-                gateway=gateway,
-                web=web,
-                scheduler=build_scheduler(web, sleep=enrolled.sleep),
-            )
+        container = enrolled.container
+        yield JobStack(
+            enrolled=enrolled,
+            gateway=container.gateway,
+            web=container.web,
+            scheduler=build_scheduler(container.web, sleep=enrolled.sleep),
+        )

@@ -236,7 +236,7 @@ async def test_tool_calls_and_upstream_requests_reach_the_hourly_table_on_flush(
 
 
 async def test_a_tool_called_over_http_is_counted_for_its_facility(stack: JobStack) -> None:
-    app = create_app(stack.gateway.settings, services=stack.gateway)
+    app = create_app(stack.gateway.settings, container=stack.enrolled.container)
     _, key = await stack.gateway.facilities.mint_key(stack.hotel_id, "test")
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:

@@ -22,7 +22,8 @@ from fastapi import FastAPI
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
-from pmsgate.onboarding.context import OnboardingServices, open_onboarding
+from pmsgate.container import open_container
+from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.customers import customer_document as sandbox_customer_document
@@ -189,9 +190,10 @@ async def onboarding_sandbox(
     facility = sandbox.kross.facility_summaries()[student_index]
     notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
     document, env = customer_document(facility, notes)
-    async with open_onboarding(
+    async with open_container(
         settings, clock=clock, http_factory=sandbox_http_factory(app), sleep=sleep
-    ) as services:
+    ) as container:
+        services = container.onboarding
         yield OnboardingSandbox(
             sandbox=sandbox,
             app=app,

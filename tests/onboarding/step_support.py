@@ -19,8 +19,9 @@ import anyio
 import httpx
 import uvicorn
 
-from pmsgate.app import create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.config import Settings
+from pmsgate.container import open_container
 from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
@@ -31,7 +32,6 @@ from tests.customers.support import (
     SANDBOX_URL,
     EnrolledSandbox,
     enrolled_sandbox,
-    sandbox_http_factory,
 )
 from tests.e2e.processes import free_port
 
@@ -106,13 +106,9 @@ async def step_sandbox(
     port = gateway_port or free_port()
     overrides = {"gateway_public_url": f"http://127.0.0.1:{port}/"}
     overrides.update(options.pop("settings_overrides", {}))
-    async with (
-        enrolled_sandbox(database_url, settings_overrides=overrides, **options) as enrolled,
-        sandbox_http_factory(enrolled.app)() as kross_http,
-        open_services(enrolled.settings, kross_http=kross_http, clock=enrolled.clock) as services,
-    ):
+    async with enrolled_sandbox(database_url, settings_overrides=overrides, **options) as enrolled:
         copied = {f.name: getattr(enrolled, f.name) for f in fields(enrolled)}
-        yield StepSandbox(**copied, gateway=services.gateway)
+        yield StepSandbox(**copied, gateway=enrolled.container.gateway.gateway)
 
 
 @asynccontextmanager
@@ -121,10 +117,11 @@ async def live_gateway(settings: Settings, app: Any, clock: Any) -> AsyncIterato
     url = (settings.gateway_public_url or "").rstrip("/")
     port = int(url.rsplit(":", 1)[1])
     kross_http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=SANDBOX_URL)
-    async with kross_http, open_services(settings, kross_http=kross_http, clock=clock) as services:
+    opened = open_container(settings, kross_http=kross_http, clock=clock)
+    async with kross_http, opened as container:
         server = uvicorn.Server(
             uvicorn.Config(
-                create_app(settings, services=services),
+                create_app(settings, container=container),
                 host="127.0.0.1",
                 port=port,
                 log_config=None,

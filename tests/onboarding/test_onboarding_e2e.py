@@ -18,7 +18,8 @@ import pytest
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
-from pmsgate.onboarding.context import OnboardingServices, open_onboarding
+from pmsgate.container import open_container
+from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.onboarding.report import RunReport
 from pmsgate.onboarding.runner import OnboardingRunner
@@ -79,9 +80,10 @@ async def world(database_url: str, data_dir: Path, student_index: int) -> AsyncI
         data_dir=data_dir,
     )
     document = customer_document(facility, notes, student_id=f"stu-{facility['hotel_id']}")
-    async with open_onboarding(
+    async with open_container(
         settings, clock=clock, http_factory=sandbox_http_factory(app), sleep=ClockSleep(clock)
-    ) as services:
+    ) as container:
+        services = container.onboarding
         yield World(
             sandbox=sandbox,
             app=app,

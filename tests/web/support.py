@@ -3,12 +3,11 @@
 ``web_sandbox(database_url, …)`` builds on :func:`tests.customers.support.enrolled_sandbox`
 (one seeded facility enrolled as a customer through the real services) and adds:
 
-- the gateway's services (:func:`pmsgate.app.open_services`) whose booking-system client
-  talks to the sandbox app, on the sandbox's ManualClock;
-- the web services (:func:`pmsgate.web.context.open_web_services`) whose upstream clients
-  talk to the sandbox app, waiting through :class:`GatedSleep` (moves the ManualClock,
-  and can be held closed to keep a background sync running while a test looks at it);
-- the app (:func:`pmsgate.app.create_app` with both: the gateway, its admin API and the
+- a container (:func:`pmsgate.container.open_container`, as the app's process builds
+  it) whose upstream clients talk to the sandbox app, on the sandbox's ManualClock,
+  waiting through :class:`GatedSleep` (moves the ManualClock, and can be held closed
+  to keep a background sync running while a test looks at it);
+- the app (:func:`pmsgate.app.create_app` on it: the gateway, its admin API and the
   web application — accounts, JSON API, console, ``/static``);
 - ``client``: an httpx client on the app (``base_url`` :data:`WEB_URL`, its own cookies).
 
@@ -38,11 +37,12 @@ import httpx
 from fastapi import FastAPI
 from pydantic import SecretStr
 
-from pmsgate.app import Services, create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
-from pmsgate.web.context import WebServices, open_web_services
+from pmsgate.container import open_container
+from pmsgate.gateway.context import GatewayServices
+from pmsgate.web.context import WebServices
 from tests.customers.support import (
-    SANDBOX_URL,
     ClockSleep,
     EnrolledSandbox,
     enrolled_sandbox,
@@ -85,7 +85,7 @@ class WebSandbox:
     """The enrolled sandbox, the gateway and web services on it, the app and a client."""
 
     enrolled: EnrolledSandbox
-    gateway: Services
+    gateway: GatewayServices
     web: WebServices
     app: FastAPI
     client: httpx.AsyncClient
@@ -164,18 +164,17 @@ async def web_sandbox(
         ) as enrolled,
         AsyncExitStack() as stack,
     ):
-        kross_http = await stack.enter_async_context(
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=enrolled.app), base_url=SANDBOX_URL)
-        )
-        gateway = await stack.enter_async_context(
-            open_services(enrolled.settings, kross_http=kross_http, clock=enrolled.clock)
-        )
         sleep = GatedSleep(enrolled.clock)
-        web = await stack.enter_async_context(
-            open_web_services(gateway, http_factory=sandbox_http_factory(enrolled.app), sleep=sleep)
+        container = await stack.enter_async_context(
+            open_container(
+                enrolled.settings,
+                http_factory=sandbox_http_factory(enrolled.app),
+                clock=enrolled.clock,
+                sleep=sleep,
+            )
         )
-        # create_app mounts the web application (auth, API, console, /static) given ``web``.
-        app = create_app(enrolled.settings, services=gateway, web=web)
+        gateway, web = container.gateway, container.web
+        app = create_app(enrolled.settings, container=container)
         client = await stack.enter_async_context(
             httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=WEB_URL)
         )

@@ -25,7 +25,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from pmsgate.cli_support import fail, run
 from pmsgate.config import get_settings
-from pmsgate.customers.context import CustomerContext, CustomerServices, open_customer_services
+from pmsgate.container import open_container
+from pmsgate.customers.context import CustomerContext, CustomerServices
 from pmsgate.customers.service import (
     Subscription,
     configure_workspace,
@@ -61,8 +62,8 @@ Student = Annotated[str, typer.Argument(help="The customer's student_id.")]
 def _with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:
     async def _go() -> T:
         try:
-            async with open_customer_services(get_settings()) as services:
-                return await work(services)
+            async with open_container(get_settings()) as container:
+                return await work(container.customers)
         except (SQLAlchemyError, OSError) as error:
             raise database_unavailable(error) from None
 

@@ -1,8 +1,9 @@
 """The customer as a service: its records in one snapshot, and the upstream clients it runs on.
 
-:class:`CustomerServices` is built once per process by :func:`open_customer_services`
-(database migrated, vault, one shared assistant-platform client) and is what the
-knowledge bridge, onboarding and the CLI take. :meth:`CustomerServices.context` reads
+:class:`CustomerServices` is ``container.customers``, built once per process by
+:func:`pmsgate.container.open_container` (the process's one engine, its vault and
+facility service, one shared assistant-platform client), and is what the knowledge
+bridge, onboarding and the CLI take. :meth:`CustomerServices.context` reads
 everything stored about one customer into a frozen :class:`CustomerContext`;
 :meth:`CustomerServices.notes` opens a notes client on the customer's own
 integration token, decrypted only for the life of that client.
@@ -15,7 +16,7 @@ app; production passes nothing and gets real clients).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
 import anyio
@@ -23,17 +24,16 @@ import httpx
 from pydantic import SecretStr
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.clock import Clock, SystemClock
+from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import ConfigurationError, Conflict, NotFound
-from pmsgate.gateway.facilities import FacilityService, vault_from_settings
+from pmsgate.gateway.facilities import FacilityService
 from pmsgate.gateway.vault import Vault
 from pmsgate.platform.assistant import AssistantClient
 from pmsgate.platform.notes import NotesClient, NotesThrottle
 from pmsgate.storage.allowlist import AllowlistRepository
 from pmsgate.storage.apartments import ApartmentRepository, ApartmentView
 from pmsgate.storage.customers import CustomerRepository, CustomerView
-from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.integrations import IntegrationRepository, IntegrationView, token_context
 from pmsgate.storage.usage import UsageSnapshotRepository
 from pmsgate.storage.workspaces import (
@@ -116,6 +116,7 @@ class CustomerServices:
         clock: Clock,
         sessions: async_sessionmaker[AsyncSession],
         vault: Vault,
+        facilities: FacilityService,
         platform: AssistantClient | None,
         http_factory: HttpFactory,
         sleep: Sleep = anyio.sleep,
@@ -132,7 +133,7 @@ class CustomerServices:
         self.apartments = ApartmentRepository(sessions, clock)
         self.usage = UsageSnapshotRepository(sessions)
         self.allowlist = AllowlistRepository(sessions, clock)
-        self.facilities = FacilityService(sessions, vault, clock, settings.partner_api_key)
+        self.facilities = facilities  # the gateway's: one key cache per process
         self._platform = platform
         # One throttle per notes token (integration row): clients of one token share its rate.
         self._notes_throttles: dict[str, NotesThrottle] = {}
@@ -217,35 +218,3 @@ class CustomerServices:
                 self.settings.notes_requests_per_second, clock=self.clock, sleep=self.sleep
             )
         return throttle
-
-
-@asynccontextmanager
-async def open_customer_services(
-    settings: Settings,
-    *,
-    clock: Clock | None = None,
-    http_factory: HttpFactory | None = None,
-    sleep: Sleep = anyio.sleep,
-) -> AsyncIterator[CustomerServices]:
-    """Customer services on the configured database (migrated first), vault and platform."""
-    clock = clock or SystemClock()
-    factory = http_factory or default_http_factory
-    vault = vault_from_settings(settings)
-    async with AsyncExitStack() as stack:
-        engine = await stack.enter_async_context(open_database(settings.effective_database_url))
-        platform = None
-        if settings.platform_api_token is not None:
-            platform_http = factory()
-            stack.push_async_callback(platform_http.aclose)
-            platform = AssistantClient.from_settings(
-                settings, platform_http, clock=clock, sleep=sleep
-            )
-        yield CustomerServices(
-            settings=settings,
-            clock=clock,
-            sessions=session_factory(engine),
-            vault=vault,
-            platform=platform,
-            http_factory=factory,
-            sleep=sleep,
-        )

@@ -25,7 +25,7 @@ Neither the password nor the api key is ever logged, returned or put in an error
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import structlog
 from pydantic import SecretStr
@@ -33,13 +33,11 @@ from pydantic import SecretStr
 from pmsgate.customers.context import CustomerServices
 from pmsgate.customers.service import RegistrySyncResult, pms_not_linked, sync_registry
 from pmsgate.errors import Conflict, InvalidInput, PmsgateError
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import pms_verifier
 from pmsgate.platform.errors import PlatformError
 from pmsgate.pms.client import Token
 from pmsgate.pms.credentials import credential_problems
-
-if TYPE_CHECKING:
-    from pmsgate.app import Services
 
 log = structlog.get_logger(__name__)
 
@@ -118,7 +116,7 @@ def _check_rules(
 
 async def connect_kross(
     customers: CustomerServices,
-    gateway: Services,
+    gateway: GatewayServices,
     student_id: str,
     *,
     username: str,

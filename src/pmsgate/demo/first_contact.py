@@ -18,9 +18,9 @@ import httpx
 from pydantic import SecretStr
 from rich.console import Console
 
-from pmsgate.app import open_services
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.container import open_container
 from pmsgate.doctor.command import render
 from pmsgate.doctor.findings import Report
 from pmsgate.doctor.runner import Target, run_doctor
@@ -58,11 +58,8 @@ async def first_contact_chapter(console: Console, *, seed: int, start: datetime)
             limiter_wait_s=0.0,
         )
         record = next(f for f in box.kross.facility_summaries() if f["kind"] == "partner")
-        async with (
-            http_factory() as http,
-            open_services(settings, kross_http=http, clock=clock) as services,
-        ):
-            await services.facilities.add(
+        async with open_container(settings, http_factory=http_factory, clock=clock) as container:
+            await container.gateway.facilities.add(
                 NewFacility(
                     hotel_id=record["hotel_id"],
                     username=record["username"],

@@ -16,9 +16,11 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from pmsgate.app import Services, create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.container import open_container
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import Limits, NewFacility
 from pmsgate.gateway.tools import AVAILABILITY_WINDOW_DAYS
 from pmsgate.sandbox.app import Sandbox
@@ -43,7 +45,7 @@ class GatewayTour:
     """One in-process gateway on the sandbox, and what the demo shows with it."""
 
     console: Console
-    services: Services
+    services: GatewayServices
     app: Any
     http: httpx.AsyncClient
     box: Sandbox
@@ -62,8 +64,9 @@ class GatewayTour:
         clock: ManualClock,
     ) -> AsyncIterator[GatewayTour]:
         """A gateway app on the sandbox, served in-process."""
-        async with open_services(settings, kross_http=kross_http, clock=clock) as services:
-            app = create_app(settings, services=services)
+        async with open_container(settings, kross_http=kross_http, clock=clock) as container:
+            services = container.gateway
+            app = create_app(settings, container=container)
             async with app.router.lifespan_context(app):
                 transport = httpx.ASGITransport(app=app)
                 async with httpx.AsyncClient(transport=transport, base_url=GATEWAY_HOST) as http:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -12,13 +12,13 @@ import httpx
 from pydantic import SecretStr
 from rich.console import Console
 
-from pmsgate.app import create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.container import Container, open_container
 from pmsgate.demo.platform import served_on_loopback
-from pmsgate.gateway.service import Gateway
 from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.onboarding.context import open_onboarding
+from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.onboarding.report import RunReport, render_report
 from pmsgate.onboarding.runner import OnboardingRunner
@@ -34,19 +34,40 @@ from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
 
 
 @asynccontextmanager
-async def live_gateway(
-    settings: Settings, app: Any, clock: ManualClock
-) -> AsyncIterator[tuple[str, Gateway]]:
-    """The gateway on the onboarding database, served on loopback for the platform's tool runs.
+async def live_gateway(settings: Settings, app: Any, clock: ManualClock) -> AsyncIterator[Served]:
+    """The demo process's container on the sandbox, its app served on loopback.
 
-    Yields its URL and its core: the onboarding's own booking-system requests share its
-    limiter and tokens.
+    The platform's tool runs call the served gateway; the onboarding's own booking-system
+    requests share its limiter and tokens (the same container).
     """
     kross_http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=SANDBOX_URL)
-    async with kross_http, open_services(settings, kross_http=kross_http, clock=clock) as services:
-        served = create_app(settings, services=services)
+    async with (
+        kross_http,
+        open_container(
+            settings,
+            kross_http=kross_http,
+            http_factory=sandbox_http_factory(app),
+            clock=clock,
+            sleep=ClockSleep(clock),
+        ) as container,
+    ):
+        served = create_app(settings, container=container)
         async with served.router.lifespan_context(served), served_on_loopback(served) as url:
-            yield url, services.gateway
+            yield Served(url, container)
+
+
+@dataclass(frozen=True)
+class Served:
+    """The served gateway's URL and the container behind it."""
+
+    url: str
+    container: Container
+
+    @property
+    def onboarding(self) -> OnboardingServices:
+        """The container's onboarding services, told the gateway's public URL."""
+        settings = self.container.settings.model_copy(update={"gateway_public_url": self.url})
+        return replace(self.container.onboarding, settings=settings)
 
 
 def sandbox_settings(data_dir: Path, **overrides: Any) -> Settings:
@@ -121,24 +142,16 @@ async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> 
     partner, _ = demo_facilities(sandbox)
     base = sandbox_settings(data_dir, limiter_wait_s=0.0)
     workspace_id = prepare_route_a(sandbox)
-    async with live_gateway(base, app, clock) as (gateway_url, gateway):
-        settings = base.model_copy(update={"gateway_public_url": gateway_url})
-        async with open_onboarding(
-            settings,
-            clock=clock,
-            http_factory=sandbox_http_factory(app),
-            sleep=ClockSleep(clock),
-            gateway=gateway,
-        ) as services:
-            runner = OnboardingRunner(services)
-            reports = await onboard_demo_customers(runner, sandbox, console)
-            before = sandbox.platform.stats.requests_by_route.copy()
-            again = await runner.run(customer_file_of(sandbox, partner))
-            writes = sum(
-                n - before.get(route, 0)
-                for route, n in sandbox.platform.stats.requests_by_route.items()
-                if not route.startswith("GET ")
-            )
+    async with live_gateway(base, app, clock) as served:
+        runner = OnboardingRunner(served.onboarding)
+        reports = await onboard_demo_customers(runner, sandbox, console)
+        before = sandbox.platform.stats.requests_by_route.copy()
+        again = await runner.run(customer_file_of(sandbox, partner))
+        writes = sum(
+            n - before.get(route, 0)
+            for route, n in sandbox.platform.stats.requests_by_route.items()
+            if not route.startswith("GET ")
+        )
     nodes = sum(1 for n in sandbox.platform.nodes(workspace_id) if not n.is_directory)
     for name, report in reports:
         done = sum(1 for o in report.outcomes if o.status == "done")

@@ -22,8 +22,9 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from pmsgate.app import create_app, open_services
+from pmsgate.app import create_app
 from pmsgate.clock import FastForwardClock
+from pmsgate.container import open_container
 from pmsgate.demo.onboarding import (
     demo_facilities,
     onboard_demo_customers,
@@ -32,11 +33,10 @@ from pmsgate.demo.onboarding import (
 )
 from pmsgate.errors import PmsgateError
 from pmsgate.jobs.scheduler import build_scheduler
-from pmsgate.onboarding.context import open_onboarding
 from pmsgate.onboarding.runner import OnboardingRunner
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.customers import ClockSleep, customer_document, sandbox_http_factory
-from pmsgate.web.context import WebServices, open_web_services
+from pmsgate.web.context import WebServices
 
 ADMIN_EMAIL = "admin@platform-team.example"
 # The demo notices a changed booking-system password this soon (production: 15 minutes).
@@ -165,25 +165,17 @@ async def serve_demo(console: Console, *, seed: int, sandbox_port: int, gateway_
             pms_check_interval_s=DEMO_PMS_CHECK_INTERVAL_S,
             cookie_secure="never",
         )
-        async with (
-            factory() as kross_http,
-            open_services(settings, kross_http=kross_http, clock=clock) as services,
-            open_web_services(services, http_factory=factory) as web,
-        ):
-            app = create_app(settings, services=services, web=web)
+        async with open_container(
+            settings, http_factory=factory, clock=clock, sleep=ClockSleep(clock)
+        ) as container:
+            services, web = container.gateway, container.web
+            app = create_app(settings, container=container)
             servers = [_server(sandbox_app, sandbox_port), _server(app, gateway_port)]
             serving = [asyncio.create_task(server.serve()) for server in servers]
             await _started(*servers)
             console.rule("[bold]Onboarding the demo customers")
             prepare_route_a(sandbox)
-            async with open_onboarding(
-                settings,
-                clock=clock,
-                http_factory=factory,
-                sleep=ClockSleep(clock),
-                gateway=services.gateway,
-            ) as onboarding:
-                await onboard_demo_customers(OnboardingRunner(onboarding), sandbox, console)
+            await onboard_demo_customers(OnboardingRunner(container.onboarding), sandbox, console)
             logins = await _create_logins(web, sandbox)
             partner, _ = demo_facilities(sandbox)
             _, gateway_key = await services.facilities.mint_key(str(partner["hotel_id"]), "demo")

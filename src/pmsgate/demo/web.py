@@ -11,11 +11,12 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.table import Table
 
-from pmsgate.app import create_app, open_services
+from pmsgate.app import create_app
+from pmsgate.container import open_container
 from pmsgate.demo.onboarding import Onboarded, customer_file_of, demo_facilities
 from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, REFRESH_USAGE, build_scheduler
 from pmsgate.sandbox.customers import ClockSleep, sandbox_http_factory
-from pmsgate.web.context import WebServices, open_web_services
+from pmsgate.web.context import WebServices
 
 APP_URL = "http://pmsgate.local"
 
@@ -43,12 +44,11 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
     customer = customer_file_of(sandbox, partner)
     other = customer_file_of(sandbox, own)
     factory = sandbox_http_factory(sandbox.asgi_app())
-    async with (
-        factory() as kross_http,
-        open_services(settings, kross_http=kross_http, clock=clock) as services,
-        open_web_services(services, http_factory=factory, sleep=ClockSleep(clock)) as web,
-    ):
-        app = create_app(settings, services=services, web=web)
+    async with open_container(
+        settings, http_factory=factory, clock=clock, sleep=ClockSleep(clock)
+    ) as container:
+        web = container.web
+        app = create_app(settings, container=container)
         scheduler = build_scheduler(web)
         admin = await _signed_in(web, app, "admin@platform-team.example", role="admin")
         owner = await _signed_in(

@@ -21,12 +21,12 @@ import httpx
 from pmsgate.config import Settings
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.pms.client import BROWSER_UA_PREFIX
 from pmsgate.pms.errors import PmsError
 from pmsgate.upstream.http import NOT_SENT
 
 if TYPE_CHECKING:
-    from pmsgate.app import Services
     from pmsgate.gateway.facilities import FacilityView
 
 AREA = "booking system"
@@ -71,7 +71,7 @@ async def check_reachable(settings: Settings, http: httpx.AsyncClient, report: R
     )
 
 
-async def probe_facility(services: Services, hotel_id: str, report: Report) -> None:
+async def probe_facility(services: GatewayServices, hotel_id: str, report: Report) -> None:
     """The read-only first-contact probe of one registered facility."""
     try:
         facility = await services.facilities.get(hotel_id)
@@ -102,7 +102,7 @@ async def probe_facility(services: Services, hotel_id: str, report: Report) -> N
     await _probe_paths(services, facility, report, rows)
 
 
-async def _token(services: Services, facility: FacilityView, report: Report) -> bool:
+async def _token(services: GatewayServices, facility: FacilityView, report: Report) -> bool:
     try:
         await services.tokens.token(facility.hotel_id)
     except (PmsError, PmsgateError) as error:
@@ -125,14 +125,14 @@ async def _token(services: Services, facility: FacilityView, report: Report) -> 
     return True
 
 
-def _list_body(services: Services, offset: int, **extra: Any) -> dict[str, Any]:
+def _list_body(services: GatewayServices, offset: int, **extra: Any) -> dict[str, Any]:
     op = services.pms.operations.resolve(LIST)
     body: dict[str, Any] = {"with_rooms": True, "limit": PROBE_PAGE, "offset": offset, **extra}
     return {op.wire_name(k): v for k, v in body.items()}
 
 
 async def _read(
-    services: Services,
+    services: GatewayServices,
     facility: FacilityView,
     report: Report,
     check: str,
@@ -219,7 +219,7 @@ def _ids(rows: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 async def _probe_offset(
-    services: Services,
+    services: GatewayServices,
     facility: FacilityView,
     report: Report,
     first: Sequence[Mapping[str, Any]],
@@ -246,7 +246,7 @@ async def _probe_offset(
         report.add(AREA, "offset", Status.OK, "offset is honoured (the second page is new).")
 
 
-async def _probe_filters(services: Services, facility: FacilityView, report: Report) -> None:
+async def _probe_filters(services: GatewayServices, facility: FacilityView, report: Report) -> None:
     # Nothing can have been booked in the future: any row means the filter was ignored.
     start = services.clock.now() + timedelta(days=2)
     body = _list_body(
@@ -272,7 +272,7 @@ async def _probe_filters(services: Services, facility: FacilityView, report: Rep
 
 
 async def _probe_paths(
-    services: Services,
+    services: GatewayServices,
     facility: FacilityView,
     report: Report,
     rows: Sequence[Mapping[str, Any]],
@@ -300,7 +300,7 @@ async def _probe_paths(
     )
 
 
-def _resolved_paths(services: Services) -> dict[str, str]:
+def _resolved_paths(services: GatewayServices) -> dict[str, str]:
     resolved = getattr(services.pms, "resolved_paths", None)
     return dict(resolved()) if callable(resolved) else {}
 

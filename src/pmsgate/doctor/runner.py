@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
-from pmsgate.customers.context import HttpFactory, default_http_factory, open_customer_services
+from pmsgate.container import open_container
+from pmsgate.customers.context import HttpFactory, default_http_factory
 from pmsgate.doctor import assistant, kross, local, notes
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.errors import PmsgateError
@@ -68,9 +69,8 @@ async def run_doctor(
 async def _probe(
     settings: Settings, target: Target, factory: HttpFactory, clock: Clock, report: Report
 ) -> None:
-    from pmsgate.app import open_services
-
-    async with open_customer_services(settings, clock=clock, http_factory=factory) as customers:
+    async with open_container(settings, clock=clock, http_factory=factory) as container:
+        customers = container.customers
         hotel_id, workspace_id = target.hotel_id, target.workspace_id
         notes_token, database_id = None, None
         if target.student_id is not None:
@@ -87,11 +87,7 @@ async def _probe(
         if hotel_id is None:
             report.add(kross.AREA, "facility", Status.SKIP, "No facility given (--hotel-id).")
         else:
-            async with (
-                factory() as kross_http,
-                open_services(settings, kross_http=kross_http, clock=clock) as services,
-            ):
-                await kross.probe_facility(services, hotel_id, report)
+            await kross.probe_facility(container.gateway, hotel_id, report)
         if workspace_id is None or settings.platform_api_token is None:
             report.add(
                 assistant.AREA,

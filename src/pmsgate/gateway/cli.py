@@ -31,6 +31,7 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from pmsgate.cli_support import fail, run
 from pmsgate.config import get_settings
+from pmsgate.container import open_container
 from pmsgate.errors import InvalidInput
 from pmsgate.gateway.facilities import (
     FacilityService,
@@ -38,7 +39,6 @@ from pmsgate.gateway.facilities import (
     KeyView,
     Limits,
     NewFacility,
-    open_facility_service,
     pms_verifier,
 )
 from pmsgate.gateway.vault import generate_key_spec
@@ -102,8 +102,8 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
 def _with_service(work: Callable[[FacilityService], Awaitable[T]]) -> T:
     async def _go() -> T:
         try:
-            async with open_facility_service(get_settings()) as service:
-                return await work(service)
+            async with open_container(get_settings()) as container:
+                return await work(container.gateway.facilities)
         except (SQLAlchemyError, OSError) as error:
             raise database_unavailable(error) from None
 

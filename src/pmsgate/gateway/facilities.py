@@ -10,8 +10,7 @@ Every change is one transaction: a failing call leaves nothing half-written.
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Any, Literal
 
@@ -20,7 +19,7 @@ from cachetools import TTLCache
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.clock import Clock, SystemClock
+from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import ConfigurationError, InvalidInput, NotFound, PmsgateError, Unauthorized
 from pmsgate.gateway.keys import hash_key, is_well_formed, mint_key
@@ -29,7 +28,6 @@ from pmsgate.gateway.vault import Vault, facility_context
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
 from pmsgate.pms.errors import AuthenticationFailed, InvalidRequest, PmsError
-from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.facilities import FacilityExists, FacilityRepository, GatewayKeyRepository
 from pmsgate.storage.models import Facility, GatewayKey
 
@@ -671,15 +669,3 @@ def vault_from_settings(settings: Settings) -> Vault:
     """The vault of PMSGATE_SECRET_KEYS (a clear configuration error when unset)."""
     spec = settings.secret_keys.get_secret_value() if settings.secret_keys else ""
     return Vault(spec)
-
-
-@asynccontextmanager
-async def open_facility_service(
-    settings: Settings, *, clock: Clock | None = None
-) -> AsyncIterator[FacilityService]:
-    """A facility service on the configured database (migrated first) and vault."""
-    vault = vault_from_settings(settings)
-    async with open_database(settings.effective_database_url) as engine:
-        yield FacilityService(
-            session_factory(engine), vault, clock or SystemClock(), settings.partner_api_key
-        )

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
+from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import typer
@@ -28,6 +28,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from pmsgate.cli_support import fail
 from pmsgate.cli_support import run as run_async
 from pmsgate.config import get_settings
+from pmsgate.container import open_container
 from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import (
     JOB_SPECS,
@@ -38,7 +39,7 @@ from pmsgate.jobs.scheduler import (
     job_not_found,
 )
 from pmsgate.knowledge.cli import Upstreams
-from pmsgate.storage.db import database_unavailable, open_database, session_factory
+from pmsgate.storage.db import database_unavailable
 from pmsgate.storage.jobs import JobRunView
 
 jobs_app = typer.Typer(
@@ -62,26 +63,15 @@ JsonOption = Annotated[
 
 @asynccontextmanager
 async def open_scheduler() -> AsyncIterator[Scheduler]:
-    """The jobs on freshly opened gateway and web services (not started: run them one by one)."""
-    from pmsgate.app import open_services
-    from pmsgate.web.context import open_web_services
-
-    settings = get_settings()
+    """The jobs on a freshly opened container (not started: run them one by one)."""
     try:
-        async with AsyncExitStack() as stack:
-            kross_http = None
-            if upstreams.http_factory is not None:
-                kross_http = upstreams.http_factory()
-                stack.push_async_callback(kross_http.aclose)
-            gateway = await stack.enter_async_context(
-                open_services(settings, kross_http=kross_http, clock=upstreams.clock)
-            )
-            web = await stack.enter_async_context(
-                open_web_services(
-                    gateway, http_factory=upstreams.http_factory, sleep=upstreams.sleep
-                )
-            )
-            yield build_scheduler(web, sleep=upstreams.sleep)
+        async with open_container(
+            get_settings(),
+            http_factory=upstreams.http_factory,
+            clock=upstreams.clock,
+            sleep=upstreams.sleep,
+        ) as container:
+            yield build_scheduler(container.web, sleep=upstreams.sleep)
     except (SQLAlchemyError, OSError) as error:
         raise database_unavailable(error) from None
 
@@ -161,8 +151,8 @@ def run_command(
 
 async def _latest_runs() -> dict[str, JobRunView]:
     try:
-        async with open_database(get_settings().effective_database_url) as engine:
-            return await JobRuns(session_factory(engine)).latest_by_job()
+        async with open_container(get_settings()) as container:
+            return await JobRuns(container.sessions).latest_by_job()
     except (SQLAlchemyError, OSError) as error:
         raise database_unavailable(error) from None
 

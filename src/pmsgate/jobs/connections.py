@@ -19,18 +19,16 @@ own calls exercise the credentials anyway.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import structlog
 
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.limiter import BudgetExhausted, Priority
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail
 from pmsgate.pms import errors as pms
-
-if TYPE_CHECKING:
-    from pmsgate.app import Services
 
 log = structlog.get_logger(__name__)
 
@@ -42,7 +40,9 @@ AUTH_FAILED = "pms_auth_failed"
 CheckOutcome = Literal["ok", "now_in_error", "skipped", "deferred", "failed"]
 
 
-async def check_facility(services: Services, hotel_id: str) -> tuple[CheckOutcome, dict[str, str]]:
+async def check_facility(
+    services: GatewayServices, hotel_id: str
+) -> tuple[CheckOutcome, dict[str, str]]:
     """Check one facility's booking-system access with one background read."""
     # Read again: another replica's check (or a caller) may have just marked it.
     facility = await services.facilities.get(hotel_id)
@@ -63,7 +63,7 @@ async def check_facility(services: Services, hotel_id: str) -> tuple[CheckOutcom
     return "ok", {}
 
 
-async def check_connections(services: Services) -> dict[str, Any]:
+async def check_connections(services: GatewayServices) -> dict[str, Any]:
     """Check every connected facility; the tick fails when a check could not be done."""
     found: dict[str, list[Any]] = {
         "ok": [],

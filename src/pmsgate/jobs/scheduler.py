@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -36,9 +36,7 @@ from pmsgate.config import Settings
 from pmsgate.errors import NotFound, PmsgateError
 from pmsgate.jobs.runs import JobRuns
 from pmsgate.storage.jobs import JobRunView
-
-if TYPE_CHECKING:
-    from pmsgate.web.context import WebServices
+from pmsgate.web.context import WebServices
 
 log = structlog.get_logger(__name__)
 

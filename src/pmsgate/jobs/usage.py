@@ -20,18 +20,16 @@ memory), so nothing is lost, only added later.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import structlog
 
 from pmsgate.customers.context import CustomerServices
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.usage import UsageHistory, add_counts
 from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail, grid_start
 from pmsgate.platform.assistant import AssistantClient
 from pmsgate.storage.db import session_factory
-
-if TYPE_CHECKING:
-    from pmsgate.app import Services
 
 log = structlog.get_logger(__name__)
 
@@ -118,7 +116,7 @@ async def snapshot_customer(
     return "recorded" if stored else "already_recorded"
 
 
-async def flush_gateway_usage(services: Services) -> dict[str, Any]:
+async def flush_gateway_usage(services: GatewayServices) -> dict[str, Any]:
     """Add the counts of tool calls and upstream requests to the hourly table.
 
     This process's own (in memory) and, with Redis, every replica's written there.

@@ -33,12 +33,12 @@ from pmsgate.catalogue import KnowledgeTemplate, load_catalogue
 from pmsgate.cli_support import fail, run
 from pmsgate.clock import Clock
 from pmsgate.config import get_settings
+from pmsgate.container import open_container
 from pmsgate.customers.context import (
     CustomerContext,
     CustomerServices,
     HttpFactory,
     Sleep,
-    open_customer_services,
 )
 from pmsgate.customers.service import upstream_error
 from pmsgate.errors import InvalidInput, NotFound, PmsgateError
@@ -101,13 +101,13 @@ class NotesPageRef:
 async def open_services() -> AsyncIterator[CustomerServices]:
     """The customer services on the configured database and upstreams (see :class:`Upstreams`)."""
     try:
-        async with open_customer_services(
+        async with open_container(
             get_settings(),
             clock=upstreams.clock,
             http_factory=upstreams.http_factory,
             sleep=upstreams.sleep,
-        ) as services:
-            yield services
+        ) as container:
+            yield container.customers
     except (SQLAlchemyError, OSError) as error:
         raise database_unavailable(error) from None
 

@@ -39,9 +39,10 @@ from typer.core import TyperGroup
 
 from pmsgate.cli_support import fail, run
 from pmsgate.config import get_settings
+from pmsgate.container import open_container
 from pmsgate.errors import PmsgateError
 from pmsgate.knowledge import cli as knowledge_cli
-from pmsgate.onboarding.context import OnboardingServices, open_onboarding
+from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import load_customer_file
 from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.report import (
@@ -89,13 +90,13 @@ async def open_services() -> AsyncIterator[OnboardingServices]:
     """Onboarding services on the configured database and upstreams (the knowledge seam)."""
     upstreams = knowledge_cli.upstreams
     try:
-        async with open_onboarding(
+        async with open_container(
             get_settings(),
             clock=upstreams.clock,
             http_factory=upstreams.http_factory,
             sleep=upstreams.sleep,
-        ) as services:
-            yield services
+        ) as container:
+            yield container.onboarding
     except (SQLAlchemyError, OSError) as error:
         raise database_unavailable(error) from None
 

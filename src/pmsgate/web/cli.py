@@ -21,9 +21,9 @@ from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
 from pmsgate.cli_support import run
-from pmsgate.clock import SystemClock
 from pmsgate.config import get_settings
-from pmsgate.storage.db import database_unavailable, open_database, session_factory
+from pmsgate.container import open_container
+from pmsgate.storage.db import database_unavailable
 from pmsgate.web.users import UserService, UserView
 
 T = TypeVar("T")
@@ -48,14 +48,9 @@ Email = Annotated[str, typer.Argument(help="The account's e-mail address.")]
 
 def _with_users(work: Callable[[UserService], Awaitable[T]]) -> T:
     async def _go() -> T:
-        settings = get_settings()
         try:
-            async with open_database(settings.effective_database_url) as engine:
-                # Redis only shares sign-in throttling, which no command here does.
-                users = UserService(
-                    session_factory(engine), clock=SystemClock(), settings=settings, redis=None
-                )
-                return await work(users)
+            async with open_container(get_settings()) as container:
+                return await work(container.web.users)
         except (SQLAlchemyError, OSError) as error:
             raise database_unavailable(error) from None
 

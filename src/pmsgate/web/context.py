@@ -1,35 +1,28 @@
-"""What the web application runs on, built once per process next to the gateway's services.
+"""What the web application runs on: ``container.web``, one attribute of the process container.
 
-:func:`open_web_services` takes the gateway's :class:`~pmsgate.app.Services` (the same
-database, vault, booking-system client, token manager and cache) and adds the customer
-services (platform and notes clients), the knowledge-sync jobs of this process and the
-accounts. Tests and the demo pass an ``http_factory`` whose clients reach the emulators.
+:class:`WebServices` is built once per process by :func:`pmsgate.container.open_container`
+next to the gateway's services (the same engine, vault, booking-system client, token
+manager and cache): the customer services (platform and notes clients), the
+knowledge-sync jobs of this process and the accounts. It is never opened on its own.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
-import anyio
-
-from pmsgate.app import Services
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
-from pmsgate.customers.context import CustomerServices, HttpFactory, Sleep, open_customer_services
+from pmsgate.customers.context import CustomerServices
+from pmsgate.gateway.context import GatewayServices
 from pmsgate.knowledge.jobs import SyncJobs
-from pmsgate.knowledge.sync import KnowledgeSync
-from pmsgate.storage.db import session_factory
-from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from pmsgate.web.users import UserService
 
 
-@dataclass
+@dataclass(frozen=True)
 class WebServices:
-    """Everything the web app's routes use (``request.app.state.web``)."""
+    """Everything the web app's routes use (``container.web``)."""
 
-    gateway: Services
+    gateway: GatewayServices
     customers: CustomerServices
     sync_jobs: SyncJobs
     users: UserService
@@ -43,29 +36,3 @@ class WebServices:
     def clock(self) -> Clock:
         """The process clock."""
         return self.gateway.clock
-
-
-@asynccontextmanager
-async def open_web_services(
-    gateway: Services,
-    *,
-    http_factory: HttpFactory | None = None,
-    sleep: Sleep = anyio.sleep,
-) -> AsyncIterator[WebServices]:
-    """Customer services, sync jobs and accounts on the gateway's database and clock."""
-    settings, clock = gateway.settings, gateway.clock
-    async with AsyncExitStack() as stack:
-        customers = await stack.enter_async_context(
-            open_customer_services(settings, clock=clock, http_factory=http_factory, sleep=sleep)
-        )
-        repo = KnowledgeSyncRepository(customers.sessions, clock)
-        sync = KnowledgeSync(customers, repo, clock=clock, sleep=sleep)
-        jobs = await stack.enter_async_context(SyncJobs(sync, repo, clock=clock))
-        users = UserService(
-            session_factory(gateway.engine),
-            clock=clock,
-            settings=settings,
-            redis=gateway.redis,
-            health=gateway.redis_health,
-        )
-        yield WebServices(gateway=gateway, customers=customers, sync_jobs=jobs, users=users)

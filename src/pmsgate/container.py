@@ -1,0 +1,307 @@
+"""The composition root: the one container of a process and the one function that builds it.
+
+:func:`open_container` builds everything one process runs on, once — one database
+engine (migrated), Redis, the vault, the upstream clients and the services of every
+bounded context — and closes it all on exit. Every entry point uses it the same way:
+``pmsgate serve`` (through :func:`pmsgate.app.create_app`), each CLI command group, the
+demo, the benchmarks and the tests' fixtures. The overrides (``kross_http``,
+``http_factory``, ``clock``, ``sleep``) are the seams tests and the demo use to reach
+the emulators and drive time; production passes none of them.
+
+Only entry points import this module. Code below takes the attribute it needs
+(``container.gateway``, ``container.customers``, ``container.web``,
+``container.onboarding``, or one service of them) as an argument; each of those types
+lives in its own package (``gateway/context.py``, ``customers/context.py``,
+``web/context.py``, ``onboarding/context.py``) and is never opened on its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import anyio
+import httpx
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
+
+from pmsgate.clock import Clock, SystemClock
+from pmsgate.config import Settings
+from pmsgate.customers.context import (
+    CustomerServices,
+    HttpFactory,
+    Sleep,
+    default_http_factory,
+)
+from pmsgate.gateway.cache import ReadCache
+from pmsgate.gateway.context import GatewayServices
+from pmsgate.gateway.facilities import FacilityService, vault_from_settings
+from pmsgate.gateway.limiter import FacilityLimiter
+from pmsgate.gateway.locks import liveness_for, locks_for
+from pmsgate.gateway.metrics import GatewayMetrics
+from pmsgate.gateway.operations import Operations
+from pmsgate.gateway.service import Gateway, GatewayPolicy
+from pmsgate.gateway.shared_state import RedisHealth
+from pmsgate.gateway.tokens import TokenManager
+from pmsgate.gateway.tools import Tools
+from pmsgate.gateway.usage import UsageCounter, UsageHistory
+from pmsgate.gateway.vault import Vault
+from pmsgate.gateway.window import WindowPolicy
+from pmsgate.knowledge.jobs import SyncJobs
+from pmsgate.knowledge.sync import KnowledgeSync
+from pmsgate.onboarding.context import OnboardingServices
+from pmsgate.platform.assistant import AssistantClient
+from pmsgate.pms.client import PmsClient
+from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.idempotency import IdempotencyRepository
+from pmsgate.storage.knowledge import KnowledgeSyncRepository
+from pmsgate.storage.onboarding import OnboardingRepository
+from pmsgate.web.context import WebServices
+from pmsgate.web.users import UserService
+
+
+@dataclass(frozen=True)
+class Container:
+    """Everything one process runs on, built once by :func:`open_container`."""
+
+    settings: Settings
+    clock: Clock
+    engine: AsyncEngine
+    sessions: async_sessionmaker[AsyncSession]
+    redis: Redis | None
+    vault: Vault
+    gateway: GatewayServices
+    customers: CustomerServices
+    web: WebServices
+    onboarding: OnboardingServices
+
+
+def open_redis(settings: Settings) -> Redis | None:
+    """The shared Redis client, or None when no Redis is configured.
+
+    Short timeouts and one quick retry (redis-py's own ``Retry``: a connection dropped by a
+    Redis restart is re-opened once, at once), so an outage is noticed within about
+    ``redis_timeout_s`` instead of after redis-py's default ten retries with backoff.
+    """
+    if not settings.redis_url:
+        return None
+    return Redis.from_url(
+        settings.redis_url,
+        socket_connect_timeout=settings.redis_timeout_s,
+        socket_timeout=settings.redis_timeout_s,
+        retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), retries=1),
+    )
+
+
+def upstream_history(
+    usage: UsageHistory, facilities: FacilityService
+) -> Callable[[str, datetime], Awaitable[list[tuple[datetime, int]]]]:
+    """The limiter's memory of a key's upstream requests per hour since a time (the database's).
+
+    A key is a hotel_id, or ``account:<username>`` when the budget is per API account
+    (then the hours of every facility of that account add up).
+    """
+
+    async def history(key: str, since: datetime) -> list[tuple[datetime, int]]:
+        if key.startswith("account:"):
+            username = key.removeprefix("account:")
+            hotel_ids = [f.hotel_id for f in await facilities.list() if f.username == username]
+        else:
+            hotel_ids = [key]
+        hours: dict[datetime, int] = {}
+        for hotel_id in hotel_ids:
+            for row in await usage.series(hotel_id, since, since + timedelta(days=2)):
+                if row.upstream_calls:
+                    hours[row.hour] = hours.get(row.hour, 0) + row.upstream_calls
+        return sorted(hours.items())
+
+    return history
+
+
+@asynccontextmanager
+async def open_container(
+    settings: Settings,
+    *,
+    kross_http: httpx.AsyncClient | None = None,
+    http_factory: HttpFactory | None = None,
+    clock: Clock | None = None,
+    sleep: Sleep = anyio.sleep,
+) -> AsyncIterator[Container]:
+    """Build the process's container from the settings; close everything on exit.
+
+    ``kross_http`` is the booking-system client's httpx client (default: one from
+    ``http_factory`` when given, else a real one); ``http_factory`` makes the other
+    upstreams' clients (platform, notes); ``clock`` and ``sleep`` drive time.
+    """
+    clock = clock or SystemClock()
+    factory = http_factory or default_http_factory
+    async with AsyncExitStack() as stack:
+        engine = await stack.enter_async_context(open_database(settings.effective_database_url))
+        sessions = session_factory(engine)
+        redis = open_redis(settings)
+        if redis is not None:
+            stack.push_async_callback(redis.aclose)
+        if kross_http is None:
+            kross_http = await stack.enter_async_context(
+                http_factory()
+                if http_factory is not None
+                else httpx.AsyncClient(timeout=settings.kross_timeout_s)
+            )
+        vault = vault_from_settings(settings)
+        gateway = await _open_gateway(
+            stack, settings, clock, engine, sessions, redis, vault, kross_http
+        )
+        platform = None
+        if settings.platform_api_token is not None:
+            platform_http = factory()
+            stack.push_async_callback(platform_http.aclose)
+            platform = AssistantClient.from_settings(
+                settings, platform_http, clock=clock, sleep=sleep
+            )
+        customers = CustomerServices(
+            settings=settings,
+            clock=clock,
+            sessions=sessions,
+            vault=vault,
+            facilities=gateway.facilities,
+            platform=platform,
+            http_factory=factory,
+            sleep=sleep,
+        )
+        knowledge_repo = KnowledgeSyncRepository(sessions, clock)
+        knowledge = KnowledgeSync(customers, knowledge_repo, clock=clock, sleep=sleep)
+        sync_jobs = await stack.enter_async_context(
+            SyncJobs(knowledge, knowledge_repo, clock=clock)
+        )
+        users = UserService(
+            sessions, clock=clock, settings=settings, redis=redis, health=gateway.redis_health
+        )
+        yield Container(
+            settings=settings,
+            clock=clock,
+            engine=engine,
+            sessions=sessions,
+            redis=redis,
+            vault=vault,
+            gateway=gateway,
+            customers=customers,
+            web=WebServices(gateway=gateway, customers=customers, sync_jobs=sync_jobs, users=users),
+            onboarding=OnboardingServices(
+                settings=settings,
+                clock=clock,
+                customers=customers,
+                facilities=gateway.facilities,
+                gateway=gateway.gateway,
+                knowledge=knowledge,
+                repository=OnboardingRepository(sessions, clock),
+            ),
+        )
+
+
+async def _open_gateway(
+    stack: AsyncExitStack,
+    settings: Settings,
+    clock: Clock,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    redis: Redis | None,
+    vault: Vault,
+    kross_http: httpx.AsyncClient,
+) -> GatewayServices:
+    """The gateway's services on the container's engine, Redis and vault (closed by ``stack``)."""
+    metrics = GatewayMetrics()
+    health = RedisHealth(
+        clock, retry_interval_s=settings.redis_retry_interval_s, gauge=metrics.redis_up
+    )
+    usage = UsageCounter(clock, redis=redis, health=health, namespace=settings.redis_namespace)
+    stack.push_async_callback(usage.settle)  # the last tick's counts reach Redis
+    facilities = FacilityService(
+        sessions,
+        vault,
+        clock,
+        settings.partner_api_key,
+        key_cache_s=settings.gateway_key_cache_s,
+    )
+    pms_client = PmsClient.from_settings(settings, kross_http, clock)
+    limiter = FacilityLimiter(
+        clock=clock,
+        redis=redis,
+        namespace=settings.redis_namespace,
+        background_share=settings.limiter_background_share,
+        edge_margin_s=settings.limiter_edge_margin_s,
+        health=health,
+        outage_share=settings.limiter_outage_share,
+        history=upstream_history(UsageHistory(sessions), facilities),
+    )
+    cache = ReadCache(
+        clock=clock,
+        redis_url=settings.redis_url,
+        namespace=settings.redis_namespace,
+        keep_s=settings.cache_keep_s,
+        lock_ttl_s=settings.cache_lock_ttl_s,
+        health=health,
+        redis_timeout_s=settings.redis_timeout_s,
+    )
+    stack.push_async_callback(cache.close)
+    tokens = TokenManager(
+        pms=pms_client,
+        sessions=sessions,
+        vault=vault,
+        clock=clock,
+        credentials=facilities.credentials,
+        acquire_permit=lambda hotel_id: gateway.token_permit(hotel_id),
+        locks=locks_for(
+            redis,
+            namespace=settings.redis_namespace,
+            timeout_s=settings.token_lock_timeout_s,
+            wait_s=settings.token_lock_wait_s,
+        ),
+        refresh_ahead_s=settings.token_refresh_ahead_s,
+        health=health,
+    )
+    gateway = Gateway(
+        facilities=facilities,
+        pms_client=pms_client,
+        tokens=tokens,
+        limiter=limiter,
+        cache=cache,
+        clock=clock,
+        metrics=metrics,
+        usage=usage,
+        policy=GatewayPolicy(
+            limiter_wait_s=settings.limiter_wait_s,
+            reauth_interval_s=settings.reauth_interval_s,
+            limit_by_account=settings.limiter_scope == "account",
+            refresh_ahead_ratio=settings.cache_refresh_ahead_ratio,
+        ),
+    )
+    stack.push_async_callback(gateway.aclose)
+    # Which gateway processes run: a write left in flight by a dead one is settled at once.
+    liveness = await liveness_for(redis, namespace=settings.redis_namespace)
+    stack.push_async_callback(liveness.aclose)
+    return GatewayServices(
+        settings=settings,
+        clock=clock,
+        engine=engine,
+        redis=redis,
+        redis_health=health,
+        facilities=facilities,
+        pms=pms_client,
+        limiter=limiter,
+        cache=cache,
+        tokens=tokens,
+        gateway=gateway,
+        tools=Tools(
+            gateway,
+            settings.cache_max_age_s,
+            settings.cache_default_max_age_s,
+            window=WindowPolicy.from_settings(settings),
+        ),
+        operations=Operations(gateway, IdempotencyRepository(sessions), liveness=liveness),
+        metrics=metrics,
+        usage=usage,
+    )

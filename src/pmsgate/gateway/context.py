@@ -1,0 +1,50 @@
+"""The gateway's view of the process container: what the gateway's routes, jobs and probes use.
+
+:class:`GatewayServices` is one attribute of the process's
+:class:`~pmsgate.container.Container` (``container.gateway``), built by
+:func:`~pmsgate.container.open_container` and never opened on its own. Code below the
+composition root takes it (or one of its pieces) as an argument and never imports the
+module that builds it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from redis.asyncio import Redis
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pmsgate.clock import Clock
+from pmsgate.config import Settings
+from pmsgate.gateway.cache import ReadCache
+from pmsgate.gateway.facilities import FacilityService
+from pmsgate.gateway.limiter import FacilityLimiter
+from pmsgate.gateway.metrics import GatewayMetrics
+from pmsgate.gateway.operations import Operations
+from pmsgate.gateway.service import Gateway
+from pmsgate.gateway.shared_state import RedisHealth
+from pmsgate.gateway.tokens import TokenManager
+from pmsgate.gateway.tools import Tools
+from pmsgate.gateway.usage import UsageCounter
+from pmsgate.pms.client import PmsClient
+
+
+@dataclass(frozen=True)
+class GatewayServices:
+    """Everything the gateway runs on in one process (``container.gateway``)."""
+
+    settings: Settings
+    clock: Clock
+    engine: AsyncEngine
+    redis: Redis | None
+    redis_health: RedisHealth
+    facilities: FacilityService
+    pms: PmsClient
+    limiter: FacilityLimiter
+    cache: ReadCache
+    tokens: TokenManager
+    gateway: Gateway
+    tools: Tools
+    operations: Operations
+    metrics: GatewayMetrics
+    usage: UsageCounter
