@@ -24,7 +24,6 @@ from pmsgate.pms.credentials import Credentials
 from pmsgate.pms.errors import AuthenticationFailed
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.models import FacilityToken
-from pmsgate.storage.tokens import TokenRepository
 
 from .facility_support import (
     KEY_1,
@@ -83,7 +82,7 @@ class Facility:
             settings = Settings(kross_base_url=str(self.kross_http.base_url))
             yield TokenManager(
                 pms=PmsClient.from_settings(settings, self.kross_http, clock=self.clock),
-                tokens=TokenRepository(session_factory(engine)),
+                sessions=session_factory(engine),
                 vault=Vault(KEY_1),
                 clock=self.clock,
                 credentials=self.credentials,

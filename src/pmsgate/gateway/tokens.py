@@ -34,15 +34,17 @@ from datetime import datetime, timedelta
 
 import structlog
 from pydantic import SecretStr
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock
+from pmsgate.errors import NotFound
 from pmsgate.gateway.locks import LocalLocks, Locks, SingleFlight
 from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
 from pmsgate.gateway.vault import Vault, VaultError, facility_context
 from pmsgate.pms.client import PmsClient, Token
 from pmsgate.pms.credentials import Credentials
 from pmsgate.pms.errors import AuthenticationFailed
-from pmsgate.storage.tokens import TokenRepository
+from pmsgate.storage.tokens import StoredToken, TokenRepository
 
 log = structlog.get_logger(__name__)
 
@@ -76,7 +78,7 @@ class TokenManager:
         self,
         *,
         pms: PmsClient,
-        tokens: TokenRepository,
+        sessions: async_sessionmaker[AsyncSession],
         vault: Vault,
         clock: Clock,
         credentials: Callable[[str], Awaitable[Credentials]],
@@ -86,7 +88,7 @@ class TokenManager:
         health: RedisHealth | None = None,
     ) -> None:
         self._pms = pms
-        self._tokens = tokens
+        self._sessions = sessions
         self._vault = vault
         self._clock = clock
         self._credentials = credentials
@@ -142,7 +144,8 @@ class TokenManager:
     async def forget(self, hotel_id: str) -> None:
         """Drop the facility's token everywhere (e.g. after its credentials changed)."""
         self._held.pop(hotel_id, None)
-        await self._tokens.delete(hotel_id)
+        async with self._sessions.begin() as session:
+            await TokenRepository(session).delete(hotel_id)
 
     # --- internals ------------------------------------------------------------------------
 
@@ -226,17 +229,26 @@ class TokenManager:
         return token
 
     async def _store(self, hotel_id: str, token: Token, obtained_at: datetime) -> None:
-        await self._tokens.put(
-            hotel_id,
-            token_enc=self._vault.encrypt(
-                token.value.get_secret_value(), context=facility_context(hotel_id, "token")
-            ),
-            expires_at=token.expires_at,
-            obtained_at=obtained_at,
+        token_enc = self._vault.encrypt(
+            token.value.get_secret_value(), context=facility_context(hotel_id, "token")
         )
+        async with self._sessions.begin() as session:
+            stored = await TokenRepository(session).put(
+                hotel_id, token_enc=token_enc, expires_at=token.expires_at, obtained_at=obtained_at
+            )
+        if not stored:
+            raise NotFound(
+                f"No facility with hotel_id {hotel_id} is registered.",
+                code="facility_not_found",
+                hint="Register it with `pmsgate facilities add`.",
+            )
+
+    async def _stored(self, hotel_id: str) -> StoredToken | None:
+        async with self._sessions() as session:
+            return await TokenRepository(session).get(hotel_id)
 
     async def _load(self, hotel_id: str) -> _Held | None:
-        stored = await self._tokens.get(hotel_id)
+        stored = await self._stored(hotel_id)
         if stored is None:
             return None
         try:
@@ -253,7 +265,7 @@ class TokenManager:
         return _Held(token, stored.obtained_at)
 
     async def _delete_stored(self, hotel_id: str, value: str) -> None:
-        stored = await self._tokens.get(hotel_id)
+        stored = await self._stored(hotel_id)
         if stored is None:
             return
         try:
@@ -265,5 +277,7 @@ class TokenManager:
         if current is not None and not hmac.compare_digest(current.encode(), value.encode()):
             return
         # Compare-and-delete on the ciphertext: a token stored meanwhile is kept.
-        if await self._tokens.delete_if(hotel_id, stored.token_enc):
+        async with self._sessions.begin() as session:
+            deleted = await TokenRepository(session).delete_if(hotel_id, stored.token_enc)
+        if deleted:
             log.info("pms_token_invalidated", hotel_id=hotel_id)
