@@ -345,10 +345,6 @@ class Settings(BaseSettings):
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
 
-    def cache_max_age_for(self, tool: str) -> float:
-        """The freshness bound of one tool's cached reads, in seconds."""
-        return self.cache_max_age_s.get(tool, self.cache_default_max_age_s)
-
     @property
     def effective_database_url(self) -> str:
         """The database URL to use, defaulting to a SQLite file in the data directory."""

@@ -139,11 +139,3 @@ class KnowledgeTemplate(BaseModel):
             if length > best[0]:
                 best = (length, section.id)
         return best[1]
-
-    def render_blocks(self, *, wifi_network: str, wifi_password: str) -> list[dict[str, Any]]:
-        """The 23 canonical blocks as Notion block JSON, with the apartment's WiFi filled in."""
-        values = {"wifi_network": wifi_network, "wifi_password": wifi_password}
-        for name, value in values.items():
-            if not value.strip() or len(value) > _VALUE_MAX or "\n" in value:
-                raise ValueError(f"{name} must be one non-empty line of at most {_VALUE_MAX}")
-        return [block.render(values) for block in self.blocks]

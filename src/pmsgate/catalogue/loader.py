@@ -82,19 +82,11 @@ class Catalogue(BaseModel):
         """The escalation-language guardrail of spec §4.3 step 7."""
         return next(g for g in self.guardrails if g.id == ESCALATION_LANGUAGE_ID)
 
-    def standard_skills(self) -> list[SkillDefinition]:
-        """The skills every customer gets."""
-        return [s for s in self.skills.values() if s.standard]
-
     def skills_for(self, profile: CustomerProfile | Mapping[str, bool]) -> list[SkillDefinition]:
         """The skills to attach for a customer: the standard ones and any its profile calls for."""
         if not isinstance(profile, CustomerProfile):
             profile = CustomerProfile.model_validate(profile)
         return [s for s in self.skills.values() if s.applies_to(profile)]
-
-    def custom_tool_bodies(self, workspace_id: str) -> list[dict[str, Any]]:
-        """The six ``POST /v1/custom-tools`` bodies, in the catalogue's order."""
-        return [tool.custom_tool_body(workspace_id) for tool in self.tools.values()]
 
     def agent_body(self, workspace_id: str, skill_ids: Sequence[str]) -> dict[str, Any]:
         """The ``POST /v1/agents`` body: the agent with every guardrail and these skills."""

@@ -76,10 +76,6 @@ class SingleFlight(Generic[T]):
             task.add_done_callback(lambda done: self._landed(key, done))
         return await asyncio.shield(task)
 
-    def in_flight(self, key: str) -> bool:
-        """True while a call for ``key`` runs."""
-        return key in self._flights
-
     async def cancel_all(self) -> None:
         """Cancel every call in flight and wait for them to end (on shutdown)."""
         tasks = list(self._flights.values())

@@ -28,8 +28,6 @@ cancels on shutdown are marked ``failed`` with ``sync_cancelled`` at once.
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from types import TracebackType
@@ -342,12 +340,3 @@ class _ProgressWriter:
 def _atomic() -> anyio.CancelScope:
     """A database write that a cancellation waits for rather than cuts (no half transaction)."""
     return anyio.CancelScope(shield=True)
-
-
-@asynccontextmanager
-async def open_sync_jobs(
-    sync: KnowledgeSync, repo: KnowledgeSyncRepository, **options: Any
-) -> AsyncIterator[SyncJobs]:
-    """Sync jobs of this process, recovered on entry and cancelled on exit."""
-    async with SyncJobs(sync, repo, **options) as jobs:
-        yield jobs

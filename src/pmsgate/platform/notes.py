@@ -479,7 +479,7 @@ class NotesThrottle:
     """Keeps one integration token's requests at or under a rate, in this process.
 
     One :class:`~pmsgate.ratelimit.RateWindows` in memory with one key; its waits (and
-    a 429's hold) are spent through the injected ``sleep`` and added up in ``waited_s``.
+    a 429's hold) are spent through the injected ``sleep``.
     """
 
     def __init__(
@@ -497,7 +497,6 @@ class NotesThrottle:
         self.rate = Rate(ratio.numerator, 1000 * ratio.denominator)
         self._windows = RateWindows(clock=clock or SystemClock(), retention_ms=self.rate.interval)
         self._sleep = sleep
-        self.waited_s = 0.0
 
     def __repr__(self) -> str:
         return f"NotesThrottle(requests_per_second={self.requests_per_second})"
@@ -508,7 +507,7 @@ class NotesThrottle:
 
     async def acquire(self) -> None:
         """Wait until one more request fits the rate, then count it."""
-        self.waited_s += await self._windows.acquire(_NOTES_KEY, [self.rate], self._sleep)
+        await self._windows.acquire(_NOTES_KEY, [self.rate], self._sleep)
 
 
 # --- the client ----------------------------------------------------------------------------------

@@ -107,10 +107,6 @@ class Token(BaseModel):
         """True when the token is no longer valid at ``now``."""
         return now >= self.expires_at
 
-    def expires_in(self, now: datetime) -> timedelta:
-        """Time left until expiry (negative once expired)."""
-        return self.expires_at - now
-
 
 @dataclass(frozen=True)
 class PmsResult:

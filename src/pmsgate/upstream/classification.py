@@ -17,7 +17,7 @@ not a branch to the code.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -154,8 +154,3 @@ class _TableSpec(BaseModel):
 
 def _frozen(values: Iterable[Any] | None) -> frozenset[Any] | None:
     return None if values is None else frozenset(values)
-
-
-def rules_from(mapping: Mapping[str, Any]) -> list[Rule]:
-    """Rules from a mapping like the YAML's (for tests and deployment overrides)."""
-    return [r.to_rule() for r in _TableSpec.model_validate(mapping).rules]

@@ -679,10 +679,6 @@ class NotesStore:
             for ws in self._workspaces.values()
         ]
 
-    def workspace_for_token(self, token: str) -> Workspace:
-        """The workspace of a token (for tests and the demo), or unauthorized."""
-        return self.authenticate(token)
-
     def set_rate_limit(
         self,
         requests_per_second: float | None = None,
