@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from pyrate_limiter import Rate
@@ -32,6 +33,17 @@ def make_windows(
         return RateWindows(redis=redis, key_prefix=f"{redis_namespace}:w", **kwargs)  # type: ignore[arg-type]
 
     yield make
+
+
+def in_redis(clock: ManualClock, redis: object, namespace: str, **kwargs: Any) -> RateWindows:
+    """Windows in the test Redis, under the test's namespace."""
+    return RateWindows(
+        clock=clock,
+        retention_ms=HOUR.interval,
+        redis=redis,  # type: ignore[arg-type]
+        key_prefix=f"{namespace}:w",
+        **kwargs,
+    )
 
 
 async def test_a_permit_is_taken_only_when_every_rate_has_room(
@@ -105,13 +117,7 @@ async def test_a_permit_stops_counting_once_it_leaves_every_window(
 async def test_a_lost_marked_window_is_refused_until_restored(
     clock: ManualClock, redis_client: object, redis_namespace: str
 ) -> None:
-    windows = RateWindows(
-        clock=clock,
-        retention_ms=HOUR.interval,
-        redis=redis_client,  # type: ignore[arg-type]
-        key_prefix=f"{redis_namespace}:w",
-        marker_prefix=f"{redis_namespace}:m",
-    )
+    windows = in_redis(clock, redis_client, redis_namespace, marker_prefix=f"{redis_namespace}:m")
     with pytest.raises(WindowLost):
         await windows.put("k", [MINUTE])
     assert await windows.counts("k", [MINUTE]) == [0]
@@ -134,12 +140,7 @@ async def test_a_lost_marked_window_is_refused_until_restored(
 async def test_a_lost_script_is_loaded_again(
     clock: ManualClock, redis_client: object, redis_namespace: str
 ) -> None:
-    windows = RateWindows(
-        clock=clock,
-        retention_ms=HOUR.interval,
-        redis=redis_client,  # type: ignore[arg-type]
-        key_prefix=f"{redis_namespace}:w",
-    )
+    windows = in_redis(clock, redis_client, redis_namespace)
     assert await windows.put("k", [MINUTE])
     # What a Redis restart does to the script cache, without flushing the shared test server's.
     windows._script_hash = "0" * 40

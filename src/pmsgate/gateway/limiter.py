@@ -149,12 +149,17 @@ class BudgetExhausted(PmsgateError):
         self.window = window
         self.priority = priority
         seconds = max(1, math.ceil(retry_after_s))
+        message, hint = self._explain(window, priority, seconds)
+        super().__init__(message, hint=hint, headers={"Retry-After": str(seconds)})
+
+    @staticmethod
+    def _explain(window: str, priority: Priority, seconds: int) -> tuple[str, str]:
+        """The message and the hint."""
         share = " background share of the" if priority is Priority.BACKGROUND else ""
-        super().__init__(
+        return (
             f"The{share} booking-system budget of this facility for the current {window} "
             "is used up.",
-            hint=f"Retry in {seconds} s, when the {window} window frees a call.",
-            headers={"Retry-After": str(seconds)},
+            f"Retry in {seconds} s, when the {window} window frees a call.",
         )
 
 
@@ -164,25 +169,16 @@ class OutageBudgetExhausted(BudgetExhausted):
     code = "shared_state_unavailable"
     status = 503
 
-    def __init__(
-        self,
-        *,
-        retry_after_s: float,
-        window: str,
-        priority: Priority = Priority.INTERACTIVE,
-    ) -> None:
-        super().__init__(retry_after_s=retry_after_s, window=window, priority=priority)
-        seconds = self.headers["Retry-After"]
-        self.message = (
+    @staticmethod
+    def _explain(window: str, priority: Priority, seconds: int) -> tuple[str, str]:
+        """The message and the hint."""
+        return (
             "Redis, through which the gateway replicas share the facility's booking-system "
             f"budget, is unreachable, and this replica's outage share of the {window} "
-            "budget is used up."
-        )
-        self.hint = (
+            "budget is used up.",
             f"Retry in {seconds} s. Operators: check the Redis server of PMSGATE_REDIS_URL "
-            "(PMSGATE_LIMITER_OUTAGE_SHARE sets the share)."
+            "(PMSGATE_LIMITER_OUTAGE_SHARE sets the share).",
         )
-        self.args = (self.message,)
 
 
 @dataclass(frozen=True)
