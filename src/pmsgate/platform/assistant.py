@@ -664,10 +664,7 @@ class AssistantClient:
 
     async def get_custom_tool(self, tool_id: str, *, workspace_id: str | None = None) -> CustomTool:
         """One custom tool."""
-        answer = await self._call(
-            "GET", f"/v1/custom-tools/{_seg(tool_id)}", self._scope_of(tool_id, workspace_id)
-        )
-        return self._one(CustomTool, answer)
+        return await self._get_object(CustomTool, "/v1/custom-tools", tool_id, workspace_id)
 
     async def update_custom_tool(
         self,
@@ -678,14 +675,9 @@ class AssistantClient:
         idempotency_key: str | None = None,
     ) -> CustomTool:
         """Change the fields set in ``changes``."""
-        answer = await self._call(
-            "PATCH",
-            f"/v1/custom-tools/{_seg(tool_id)}",
-            self._scope_of(tool_id, workspace_id),
-            body=_dump_changes(changes),
-            idempotency_key=idempotency_key,
+        return await self._update_object(
+            CustomTool, "/v1/custom-tools", tool_id, changes, workspace_id, idempotency_key
         )
-        return self._one(CustomTool, answer)
 
     async def delete_custom_tool(
         self,
@@ -695,13 +687,7 @@ class AssistantClient:
         idempotency_key: str | None = None,
     ) -> None:
         """Delete a custom tool."""
-        await self._call(
-            "DELETE",
-            f"/v1/custom-tools/{_seg(tool_id)}",
-            self._scope_of(tool_id, workspace_id),
-            idempotency_key=idempotency_key,
-        )
-        self._owners.pop(tool_id, None)
+        await self._delete_object("/v1/custom-tools", tool_id, workspace_id, idempotency_key)
 
     async def run_custom_tool(
         self,
@@ -777,10 +763,7 @@ class AssistantClient:
 
     async def get_agent(self, agent_id: str, *, workspace_id: str | None = None) -> Agent:
         """One agent."""
-        answer = await self._call(
-            "GET", f"/v1/agents/{_seg(agent_id)}", self._scope_of(agent_id, workspace_id)
-        )
-        return self._one(Agent, answer)
+        return await self._get_object(Agent, "/v1/agents", agent_id, workspace_id)
 
     async def update_agent(
         self,
@@ -791,14 +774,9 @@ class AssistantClient:
         idempotency_key: str | None = None,
     ) -> Agent:
         """Change the fields set in ``changes``."""
-        answer = await self._call(
-            "PATCH",
-            f"/v1/agents/{_seg(agent_id)}",
-            self._scope_of(agent_id, workspace_id),
-            body=_dump_changes(changes),
-            idempotency_key=idempotency_key,
+        return await self._update_object(
+            Agent, "/v1/agents", agent_id, changes, workspace_id, idempotency_key
         )
-        return self._one(Agent, answer)
 
     # --- test conversations (EMULATOR-ONLY: the real platform's API for this is not public) -----
 
@@ -943,10 +921,7 @@ class AssistantClient:
 
     async def get_node(self, node_id: str, *, workspace_id: str | None = None) -> KbNode:
         """One knowledge node."""
-        answer = await self._call(
-            "GET", f"/v1/kb/nodes/{_seg(node_id)}", self._scope_of(node_id, workspace_id)
-        )
-        return self._one(KbNode, answer)
+        return await self._get_object(KbNode, "/v1/kb/nodes", node_id, workspace_id)
 
     async def create_node(
         self, workspace_id: str, node: NewKbNode, *, idempotency_key: str | None = None
@@ -991,14 +966,9 @@ class AssistantClient:
         idempotency_key: str | None = None,
     ) -> KbNode:
         """Change the fields set in ``changes`` (``PATCH /v1/kb/nodes/{id}``)."""
-        answer = await self._call(
-            "PATCH",
-            f"/v1/kb/nodes/{_seg(node_id)}",
-            self._scope_of(node_id, workspace_id),
-            body=_dump_changes(changes),
-            idempotency_key=idempotency_key,
+        return await self._update_object(
+            KbNode, "/v1/kb/nodes", node_id, changes, workspace_id, idempotency_key
         )
-        return self._one(KbNode, answer)
 
     async def delete_node(
         self,
@@ -1008,13 +978,7 @@ class AssistantClient:
         idempotency_key: str | None = None,
     ) -> None:
         """Delete a knowledge node (a directory must be empty)."""
-        await self._call(
-            "DELETE",
-            f"/v1/kb/nodes/{_seg(node_id)}",
-            self._scope_of(node_id, workspace_id),
-            idempotency_key=idempotency_key,
-        )
-        self._owners.pop(node_id, None)
+        await self._delete_object("/v1/kb/nodes", node_id, workspace_id, idempotency_key)
 
     # --- secrets -------------------------------------------------------------------------------
 
@@ -1192,6 +1156,45 @@ class AssistantClient:
             if len(self._owners) >= _KNOWN_OWNERS_MAX:
                 self._owners.pop(next(iter(self._owners)))
             self._owners[object_id] = workspace_id
+
+    # One object by id (custom tools, agents, knowledge nodes): read, change, delete.
+
+    async def _get_object(
+        self, model: type[M], path: str, object_id: str, workspace_id: str | None
+    ) -> M:
+        answer = await self._call(
+            "GET", f"{path}/{_seg(object_id)}", self._scope_of(object_id, workspace_id)
+        )
+        return self._one(model, answer)
+
+    async def _update_object(
+        self,
+        model: type[M],
+        path: str,
+        object_id: str,
+        changes: BaseModel,
+        workspace_id: str | None,
+        idempotency_key: str | None,
+    ) -> M:
+        answer = await self._call(
+            "PATCH",
+            f"{path}/{_seg(object_id)}",
+            self._scope_of(object_id, workspace_id),
+            body=_dump_changes(changes),
+            idempotency_key=idempotency_key,
+        )
+        return self._one(model, answer)
+
+    async def _delete_object(
+        self, path: str, object_id: str, workspace_id: str | None, idempotency_key: str | None
+    ) -> None:
+        await self._call(
+            "DELETE",
+            f"{path}/{_seg(object_id)}",
+            self._scope_of(object_id, workspace_id),
+            idempotency_key=idempotency_key,
+        )
+        self._owners.pop(object_id, None)
 
     def _one(self, model: type[M], answer: Any) -> M:
         try:
