@@ -51,13 +51,13 @@ from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.usage import UsageCounter, UsageHistory
 from pmsgate.gateway.vault import Vault
 from pmsgate.gateway.window import WindowPolicy
+from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.knowledge.jobs import SyncJobs
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.platform.assistant import AssistantClient
 from pmsgate.pms.client import PmsClient
 from pmsgate.storage.db import open_database, session_factory
-from pmsgate.storage.idempotency import IdempotencyRepository
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from pmsgate.storage.onboarding import OnboardingRepository
 from pmsgate.web.context import WebServices
@@ -301,7 +301,7 @@ async def _open_gateway(
             settings.cache_default_max_age_s,
             window=WindowPolicy.from_settings(settings),
         ),
-        operations=Operations(gateway, IdempotencyRepository(sessions), liveness=liveness),
+        operations=Operations(gateway, WriteRecords(sessions), liveness=liveness),
         metrics=metrics,
         usage=usage,
     )

@@ -18,9 +18,9 @@ import pytest
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.operations import _validate
 from pmsgate.gateway.service import body_hash
+from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.sandbox.kross.store import NewGuest, PictureUpload
 from pmsgate.storage.db import session_factory
-from pmsgate.storage.idempotency import IdempotencyRepository
 from tests.e2e.conftest import add_seeded_facility, gateway_settings, running_gateway
 
 pytestmark = pytest.mark.anyio
@@ -226,7 +226,7 @@ async def in_flight(gateway, api_key: str, key: str, body, owner: str) -> None:
     """The record a check-in in flight in process ``owner`` leaves in the database."""
     facility = await gateway.services.facilities.authenticate(api_key)
     payload = _validate("check-in-guest", body, gateway.services.clock.now().date())
-    records = IdempotencyRepository(session_factory(gateway.services.engine))
+    records = WriteRecords(session_factory(gateway.services.engine))
     await records.claim(
         facility_id=facility.id,
         key=key,

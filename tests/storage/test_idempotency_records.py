@@ -8,8 +8,8 @@ import pytest
 from alembic import command
 from sqlalchemy import bindparam, text
 
+from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.storage.db import alembic_config, current_revision, open_database, session_factory
-from pmsgate.storage.idempotency import IdempotencyRepository
 from pmsgate.storage.models import Facility, UtcDateTime
 
 pytestmark = pytest.mark.anyio
@@ -40,7 +40,7 @@ async def test_records_written_before_0006_stay_readable_and_unowned(database_ur
             await connection.execute(insert, {"facility": facility.id, "now": WHEN})
     async with open_database(database_url) as engine:
         assert await current_revision(engine) == "0006"
-        records = IdempotencyRepository(session_factory(engine))
+        records = WriteRecords(session_factory(engine))
         record = await records.get(facility_id=facility.id, key="k")
         assert record is not None
         assert (record.state, record.owner, record.read_before) == ("unknown", None, None)

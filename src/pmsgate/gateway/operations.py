@@ -53,6 +53,7 @@ from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.locks import Liveness, LocalLiveness
 from pmsgate.gateway.service import Gateway, body_hash
 from pmsgate.gateway.upstream_errors import translate
+from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.pms import errors as pms
 from pmsgate.pms.client import TOKEN_OPERATION, PmsResult
 from pmsgate.pms.dates import enforce_reservation_filters
@@ -80,7 +81,7 @@ from pmsgate.pms.reservation_rows import (
     parse_row,
     save_body,
 )
-from pmsgate.storage.idempotency import IdempotencyRepository, WriteRecord
+from pmsgate.storage.idempotency import WriteRecord
 
 log = structlog.get_logger(__name__)
 
@@ -127,7 +128,7 @@ class Operations:
     def __init__(
         self,
         gateway: Gateway,
-        records: IdempotencyRepository,
+        records: WriteRecords,
         *,
         liveness: Liveness | None = None,
         in_flight_timeout_s: float = 300.0,

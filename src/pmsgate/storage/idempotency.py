@@ -13,8 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import IdempotencyRecord
 
@@ -58,12 +57,17 @@ def _snapshot(row: IdempotencyRecord) -> WriteRecord:
 
 
 class IdempotencyRepository:
-    """Claims, completes and releases write records; the unique key makes claims atomic."""
+    """Inserts, changes and releases write records in the caller's session; never commits.
 
-    def __init__(self, sessions: async_sessionmaker[AsyncSession]) -> None:
-        self._sessions = sessions
+    The unique (facility, key) makes a claim atomic: :meth:`insert` raises the database's
+    ``IntegrityError`` when the key is taken (:class:`pmsgate.gateway.write_records.WriteRecords`
+    then reads the existing record).
+    """
 
-    async def claim(
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def insert(
         self,
         *,
         facility_id: int,
@@ -72,8 +76,8 @@ class IdempotencyRepository:
         body_hash: str,
         now: datetime,
         owner: str | None = None,
-    ) -> tuple[WriteRecord, bool]:
-        """Insert an in-flight record, or return the existing one; True when this call made it."""
+    ) -> WriteRecord:
+        """Insert an in-flight record (flushed: ``IntegrityError`` when the key is taken)."""
         row = IdempotencyRecord(
             facility_id=facility_id,
             key=key,
@@ -84,56 +88,41 @@ class IdempotencyRepository:
             created_at=now,
             updated_at=now,
         )
-        try:
-            async with self._sessions.begin() as session:
-                session.add(row)
-            return _snapshot(row), True
-        except IntegrityError:
-            existing = await self.get(facility_id=facility_id, key=key)
-            if existing is None:  # released between our insert and read: claim again
-                return await self.claim(
-                    facility_id=facility_id,
-                    key=key,
-                    operation=operation,
-                    body_hash=body_hash,
-                    now=now,
-                    owner=owner,
-                )
-            return existing, False
+        self._session.add(row)
+        await self._session.flush()
+        return _snapshot(row)
 
     async def get(self, *, facility_id: int, key: str) -> WriteRecord | None:
         """The record for this facility and key, if any."""
-        async with self._sessions() as session:
-            row = (
-                await session.execute(
-                    select(IdempotencyRecord).where(
-                        IdempotencyRecord.facility_id == facility_id, IdempotencyRecord.key == key
-                    )
+        row = (
+            await self._session.execute(
+                select(IdempotencyRecord).where(
+                    IdempotencyRecord.facility_id == facility_id, IdempotencyRecord.key == key
                 )
-            ).scalar_one_or_none()
-            return _snapshot(row) if row else None
+            )
+        ).scalar_one_or_none()
+        return _snapshot(row) if row else None
 
     async def unresolved_twins(self, record: WriteRecord) -> list[WriteRecord]:
         """Other records of the same facility, operation and body still in flight or unknown."""
-        async with self._sessions() as session:
-            rows = (
-                (
-                    await session.execute(
-                        select(IdempotencyRecord)
-                        .where(
-                            IdempotencyRecord.facility_id == record.facility_id,
-                            IdempotencyRecord.operation == record.operation,
-                            IdempotencyRecord.body_hash == record.body_hash,
-                            IdempotencyRecord.state.in_(UNRESOLVED),
-                            IdempotencyRecord.id != record.id,
-                        )
-                        .order_by(IdempotencyRecord.id)
+        rows = (
+            (
+                await self._session.execute(
+                    select(IdempotencyRecord)
+                    .where(
+                        IdempotencyRecord.facility_id == record.facility_id,
+                        IdempotencyRecord.operation == record.operation,
+                        IdempotencyRecord.body_hash == record.body_hash,
+                        IdempotencyRecord.state.in_(UNRESOLVED),
+                        IdempotencyRecord.id != record.id,
                     )
+                    .order_by(IdempotencyRecord.id)
                 )
-                .scalars()
-                .all()
             )
-            return [_snapshot(r) for r in rows]
+            .scalars()
+            .all()
+        )
+        return [_snapshot(r) for r in rows]
 
     async def finish(
         self,
@@ -146,7 +135,7 @@ class IdempotencyRepository:
         owner: str | None = None,
     ) -> bool:
         """Store the outcome, only while ``owner`` still owns the record; False otherwise."""
-        statement = (
+        result = await self._session.execute(
             update(IdempotencyRecord)
             .where(
                 IdempotencyRecord.id == record_id,
@@ -154,16 +143,14 @@ class IdempotencyRepository:
             )
             .values(state=state, status_code=status_code, response=response, updated_at=now)
         )
-        async with self._sessions.begin() as session:
-            result = await session.execute(statement)
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def take_over(self, record: WriteRecord, *, owner: str | None, now: datetime) -> bool:
         """Make ``owner`` run an unsettled write, if its state and owner are still ``record``'s.
 
         Atomic: of several processes taking over the same record, one succeeds.
         """
-        statement = (
+        result = await self._session.execute(
             update(IdempotencyRecord)
             .where(
                 IdempotencyRecord.id == record.id,
@@ -172,36 +159,31 @@ class IdempotencyRepository:
             )
             .values(state="in_flight", owner=owner, status_code=None, response=None, updated_at=now)
         )
-        async with self._sessions.begin() as session:
-            result = await session.execute(statement)
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def remember_read(
         self, record_id: int, read_before: dict[str, Any], *, owner: str | None
     ) -> None:
         """Keep what the read just before sending showed (compared by the read-back)."""
-        async with self._sessions.begin() as session:
-            await session.execute(
-                update(IdempotencyRecord)
-                .where(
-                    IdempotencyRecord.id == record_id,
-                    IdempotencyRecord.owner.is_not_distinct_from(owner),
-                )
-                .values(read_before=read_before)
+        await self._session.execute(
+            update(IdempotencyRecord)
+            .where(
+                IdempotencyRecord.id == record_id,
+                IdempotencyRecord.owner.is_not_distinct_from(owner),
             )
+            .values(read_before=read_before)
+        )
 
     async def release(self, record_id: int, *, owner: str | None = None) -> None:
         """Forget a write the upstream certainly did not apply, so the key can be used again."""
-        async with self._sessions.begin() as session:
-            await session.execute(
-                delete(IdempotencyRecord).where(
-                    IdempotencyRecord.id == record_id,
-                    IdempotencyRecord.owner.is_not_distinct_from(owner),
-                )
+        await self._session.execute(
+            delete(IdempotencyRecord).where(
+                IdempotencyRecord.id == record_id,
+                IdempotencyRecord.owner.is_not_distinct_from(owner),
             )
+        )
 
     async def all_rows(self) -> list[WriteRecord]:
         """Every record (for admin views and tests)."""
-        async with self._sessions() as session:
-            rows = (await session.execute(select(IdempotencyRecord))).scalars().all()
-            return [_snapshot(r) for r in rows]
+        rows = (await self._session.execute(select(IdempotencyRecord))).scalars().all()
+        return [_snapshot(r) for r in rows]
