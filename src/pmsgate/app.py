@@ -10,26 +10,25 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
-from datetime import datetime
 
 import structlog
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import SecretStr
 from sqlalchemy import text
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pmsgate.boundary import refuse_control_characters
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
+from pmsgate.customers.reconnect import reconnect_facility
 from pmsgate.errors import PmsgateError, install_error_handlers
 from pmsgate.gateway import admin, http
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.facilities import FacilityView, pms_verifier
+from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.openapi import install_openapi
-from pmsgate.pms.client import Token
-from pmsgate.pms.credentials import Credentials
 
 log = structlog.get_logger(__name__)
 
@@ -117,31 +116,24 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
     app.include_router(http.router)
     install_web(app)
 
-    # The token that proved a facility's new credentials, until the reconnect is stored.
-    verified: dict[str, tuple[Token, datetime]] = {}
-
-    async def verify(credentials: Credentials) -> None:
-        current: GatewayServices = app.state.services
-        hotel_id, now = credentials.hotel_id, current.clock.now()
-        # Trying credentials spends the facility's upstream budget like any token request.
-        await pms_verifier(
-            current.pms,
-            current.gateway.token_permit,
-            keep=lambda token: verified.__setitem__(hotel_id, (token, now)),
-        )(credentials)
-
-    async def on_reconnected(hotel_id: str) -> None:
-        current: GatewayServices = app.state.services
-        kept = verified.pop(hotel_id, None)
-        if kept is not None:
-            await current.tokens.adopt(hotel_id, *kept)  # one session upstream, not two
-        else:
-            await current.tokens.forget(hotel_id)
-        await current.cache.invalidate(hotel_id)
+    async def reconnect(
+        hotel_id: str, *, username: str, password: SecretStr, api_key: SecretStr | None
+    ) -> FacilityView:
+        # The one reconnect path (the CLI's and the web app's too): listings syncs restarted.
+        current: Container = app.state.container
+        reconnected = await reconnect_facility(
+            current.customers,
+            current.gateway,
+            hotel_id,
+            username=username,
+            password=password,
+            api_key=api_key,
+        )
+        return reconnected.facility
 
     app.include_router(
         admin.build_admin_router(
-            lambda: app.state.services.facilities, settings.admin_token, verify, on_reconnected
+            lambda: app.state.services.facilities, settings.admin_token, reconnect
         )
     )
 

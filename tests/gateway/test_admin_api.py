@@ -46,7 +46,14 @@ def _admin_client(
     app = FastAPI()
     install_error_handlers(app)
     token = SecretStr(admin_token) if admin_token is not None else None
-    app.include_router(build_admin_router(lambda: service, token, verify))
+    app.include_router(
+        build_admin_router(
+            lambda: service,
+            token,
+            # The credentials are verified by the emulator before they are stored.
+            lambda hotel_id, **given: service.reconnect(hotel_id, verify=verify, **given),
+        )
+    )
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test")
 
 

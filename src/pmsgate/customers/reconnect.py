@@ -1,7 +1,12 @@
-"""Reconnecting a customer's booking system with new credentials (spec §3, §4.3, §2.1).
+"""Reconnecting a booking system with new credentials: the one path (spec §3, §4.3, §2.1).
 
-:func:`connect_kross` is what ``PUT /api/admin/kross/connect`` (and the customer's own
-reconnect form) runs. In order:
+:func:`reconnect_facility` is the one reconnect of a facility, whoever asks for it:
+``pmsgate facilities reconnect``, the admin API (``POST /admin/facilities/{id}/reconnect``)
+and the web app (through :func:`connect_kross`). It verifies and stores the credentials,
+gives the gateway the new token, drops the answers read with the old ones and restarts
+the listings sync of every customer whose kross row is linked to the facility (steps 3-5
+below). :func:`connect_kross` is what ``PUT /api/admin/kross/connect`` (and the
+customer's own reconnect form) runs: it resolves the customer's facility first. In order:
 
 1. the credentials are checked against the rules of spec §2.1 (each rule its own code);
 2. the customer must have a kross integration row linked to a gateway facility;
@@ -30,11 +35,11 @@ from typing import Any, Literal
 import structlog
 from pydantic import SecretStr
 
-from pmsgate.customers.context import CustomerServices
+from pmsgate.customers.context import PMS_PROVIDER, CustomerServices
 from pmsgate.customers.service import RegistrySyncResult, pms_not_linked, sync_registry
 from pmsgate.errors import Conflict, InvalidInput, PmsgateError
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.facilities import pms_verifier
+from pmsgate.gateway.facilities import FacilityView, pms_verifier
 from pmsgate.platform.errors import PlatformError
 from pmsgate.pms.client import Token
 from pmsgate.pms.credentials import credential_problems
@@ -114,6 +119,80 @@ def _check_rules(
         raise problems[0]
 
 
+@dataclass(frozen=True)
+class ListingsRestart:
+    """What the reconnect did to the listings sync of one customer linked to the facility."""
+
+    student_id: str
+    integration_id: str
+    listings_sync: ListingsSync
+    registry: RegistrySyncResult | None
+
+
+@dataclass(frozen=True)
+class Reconnected:
+    """A facility with its new credentials, and the listings syncs it restarted."""
+
+    facility: FacilityView
+    restarts: tuple[ListingsRestart, ...]
+
+    def restart_of(self, integration_id: str) -> ListingsRestart | None:
+        """The restart of one kross row (None when the row is not linked to the facility)."""
+        return next((r for r in self.restarts if r.integration_id == integration_id), None)
+
+
+async def reconnect_facility(
+    customers: CustomerServices,
+    gateway: GatewayServices,
+    hotel_id: str,
+    *,
+    username: str,
+    password: SecretStr,
+    api_key: SecretStr | None,
+) -> Reconnected:
+    """The one reconnect: verify, store, new token, fresh reads, listings syncs restarted.
+
+    The credentials are tried upstream before anything is stored (a refusal changes
+    nothing); the token request takes a permit of the facility's budget, so attempts
+    cannot make the gateway hammer the booking system.
+    """
+    # The token that proves the new credentials becomes the facility's token (one session).
+    issued: list[Token] = []
+    verified_at = gateway.clock.now()
+    facility = await gateway.facilities.reconnect(
+        hotel_id,
+        username=username,
+        password=password,
+        api_key=api_key,
+        verify=pms_verifier(gateway.pms, gateway.gateway.token_permit, keep=issued.append),
+    )
+    # The old token and the answers read with it belong to the old credentials.
+    if issued:
+        await gateway.tokens.adopt(facility.hotel_id, issued[-1], verified_at)
+    else:
+        await gateway.tokens.forget(facility.hotel_id)
+    await gateway.cache.invalidate(facility.hotel_id)
+
+    given_key = api_key if api_key is not None and api_key.get_secret_value().strip() else None
+    restarts = []
+    for row in await customers.integrations.all(provider=PMS_PROVIDER):
+        if row.facility_hotel_id != facility.hotel_id:
+            continue
+        ctx = await customers.context(row.student_id)
+        listings_sync, registry = await _restart_listings_sync(
+            customers,
+            student_id=ctx.student_id,
+            integration_id=row.id,
+            workspace_id=ctx.workspace_id,
+            hotel_id=facility.hotel_id,
+            username=facility.username,
+            password=password,
+            api_key=given_key,
+        )
+        restarts.append(ListingsRestart(ctx.student_id, row.id, listings_sync, registry))
+    return Reconnected(facility=facility, restarts=tuple(restarts))
+
+
 async def connect_kross(
     customers: CustomerServices,
     gateway: GatewayServices,
@@ -146,18 +225,14 @@ async def connect_kross(
             "to; moving a customer to another facility is not a reconnect.",
         )
 
-    # The token that proves the new credentials becomes the facility's token (one session).
-    issued: list[Token] = []
-    verified_at = gateway.clock.now()
     try:
-        facility = await gateway.facilities.reconnect(
+        reconnected = await reconnect_facility(
+            customers,
+            gateway,
             linked,
             username=username,
             password=password,
             api_key=api_key,
-            # The token request spends the facility's budget: a signed-in customer cannot
-            # make the gateway hammer the booking system with attempts.
-            verify=pms_verifier(gateway.pms, gateway.gateway.token_permit, keep=issued.append),
         )
     except PmsgateError as error:
         if error.status == 422 and error.code in _REFUSALS:
@@ -169,23 +244,10 @@ async def connect_kross(
                 "in the booking-system panel under Settings → API, then try again.",
             ) from None
         raise
-    # The old token and the answers read with it belong to the old credentials.
-    if issued:
-        await gateway.tokens.adopt(facility.hotel_id, issued[-1], verified_at)
-    else:
-        await gateway.tokens.forget(facility.hotel_id)
-    await gateway.cache.invalidate(facility.hotel_id)
-
-    listings_sync, registry = await _restart_listings_sync(
-        customers,
-        student_id=ctx.student_id,
-        integration_id=row.id,
-        workspace_id=ctx.workspace_id,
-        hotel_id=facility.hotel_id,
-        username=facility.username,
-        password=password,
-        api_key=api_key if api_key is not None and api_key.get_secret_value().strip() else None,
-    )
+    facility = reconnected.facility
+    restart = reconnected.restart_of(row.id)
+    listings_sync: ListingsSync = restart.listings_sync if restart is not None else "not_applicable"
+    registry = restart.registry if restart is not None else None
     current = await customers.integrations.get(row.id)
     log.info(
         "kross_connected",

@@ -8,8 +8,9 @@ lifetimes and tests pass real ones:
   (typically read from ``app.state`` once the lifespan has opened the database);
 - ``admin_token`` — ``PMSGATE_ADMIN_TOKEN``; when unset every admin call answers
   503 ``admin_api_disabled`` (the API is off, not open);
-- ``verify`` — checks new credentials upstream before a reconnect stores them
-  (e.g. :func:`pmsgate.gateway.facilities.pms_verifier` of a ``PmsClient``).
+- ``reconnect_facility`` — the process's one reconnect path
+  (:func:`pmsgate.customers.reconnect.reconnect_facility`: verified upstream before
+  anything is stored, new token, fresh reads, listings syncs restarted).
 
 Every route needs ``Authorization: Bearer <PMSGATE_ADMIN_TOKEN>`` (compared in
 constant time; wrong or missing → 401 ``invalid_admin_token``). Errors are the
@@ -31,7 +32,7 @@ booking system's reason when refused, and nothing changed).
 
 import hmac
 from collections.abc import Awaitable, Callable
-from typing import Annotated
+from typing import Annotated, Protocol
 
 from fastapi import APIRouter, Depends, Path, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -45,7 +46,6 @@ from pmsgate.gateway.facilities import (
     KeyView,
     Limits,
     NewFacility,
-    Verifier,
 )
 
 _bearer = HTTPBearer(auto_error=False, description="PMSGATE_ADMIN_TOKEN")
@@ -143,17 +143,20 @@ def _no_store(response: Response) -> None:
     response.headers["Cache-Control"] = "no-store"
 
 
+class Reconnect(Protocol):
+    """Replaces a facility's credentials once the booking system accepted them."""
+
+    def __call__(
+        self, hotel_id: str, *, username: str, password: SecretStr, api_key: SecretStr | None
+    ) -> Awaitable[FacilityView]: ...
+
+
 def build_admin_router(
     get_service: Callable[[], FacilityService],
     admin_token: SecretStr | None,
-    verify: Verifier,
-    on_reconnected: Callable[[str], Awaitable[None]] | None = None,
+    reconnect_facility: Reconnect,
 ) -> APIRouter:
-    """The admin API router, guarded by the admin bearer token.
-
-    ``on_reconnected(hotel_id)`` runs after credentials were replaced (the app drops the
-    facility's cached token and reads there, so the new credentials are used at once).
-    """
+    """The admin API router, guarded by the admin bearer token."""
 
     async def require_admin(
         credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
@@ -233,19 +236,10 @@ def build_admin_router(
         return await facilities.revoke_key(hotel_id, key_id)
 
     @router.post("/facilities/{hotel_id}/reconnect", response_model=FacilityView)
-    async def reconnect(
-        hotel_id: HotelIdPath, body: ReconnectBody, facilities: Service
-    ) -> FacilityView:
+    async def reconnect(hotel_id: HotelIdPath, body: ReconnectBody) -> FacilityView:
         """Replace the facility's credentials once the booking system accepts them."""
-        facility = await facilities.reconnect(
-            hotel_id,
-            username=body.username,
-            password=body.password,
-            api_key=body.api_key,
-            verify=verify,
+        return await reconnect_facility(
+            hotel_id, username=body.username, password=body.password, api_key=body.api_key
         )
-        if on_reconnected is not None:
-            await on_reconnected(hotel_id)
-        return facility
 
     return router

@@ -21,7 +21,6 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
-import httpx
 import typer
 from pydantic import BaseModel, SecretStr
 from rich.console import Console
@@ -31,7 +30,8 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from pmsgate.cli_support import fail, run
 from pmsgate.config import get_settings
-from pmsgate.container import open_container
+from pmsgate.container import Container, open_container
+from pmsgate.customers.reconnect import reconnect_facility
 from pmsgate.errors import InvalidInput
 from pmsgate.gateway.facilities import (
     FacilityService,
@@ -39,10 +39,9 @@ from pmsgate.gateway.facilities import (
     KeyView,
     Limits,
     NewFacility,
-    pms_verifier,
 )
 from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.pms.client import PmsClient
+from pmsgate.knowledge.cli import Upstreams
 from pmsgate.storage.db import database_unavailable
 
 T = TypeVar("T")
@@ -99,15 +98,31 @@ def _run(work: Callable[[], Awaitable[T]]) -> T:
     return run(_main())
 
 
-def _with_service(work: Callable[[FacilityService], Awaitable[T]]) -> T:
+# How the commands reach the upstreams: real clients by default; tests set the emulators'.
+upstreams = Upstreams()
+
+
+def _with_container(work: Callable[[Container], Awaitable[T]]) -> T:
     async def _go() -> T:
         try:
-            async with open_container(get_settings()) as container:
-                return await work(container.gateway.facilities)
+            async with open_container(
+                get_settings(),
+                http_factory=upstreams.http_factory,
+                clock=upstreams.clock,
+                sleep=upstreams.sleep,
+            ) as container:
+                return await work(container)
         except (SQLAlchemyError, OSError) as error:
             raise database_unavailable(error) from None
 
     return _run(_go)
+
+
+def _with_service(work: Callable[[FacilityService], Awaitable[T]]) -> T:
+    async def on_facilities(container: Container) -> T:
+        return await work(container.gateway.facilities)
+
+    return _with_container(on_facilities)
 
 
 def _print_json(payload: dict[str, Any]) -> None:
@@ -398,19 +413,21 @@ def reconnect(
     password = _read_password(password_stdin, stdin)
     new_key = _read_api_key(api_key, api_key_stdin, stdin, prompt=False)
 
-    async def work(service: FacilityService) -> FacilityView:
-        settings = get_settings()
-        user = username if username is not None else (await service.get(hotel_id)).username
-        async with httpx.AsyncClient(timeout=settings.kross_timeout_s) as http:
-            return await service.reconnect(
-                hotel_id,
-                username=user,
-                password=password,
-                api_key=new_key,
-                verify=pms_verifier(PmsClient.from_settings(settings, http)),
-            )
+    async def work(container: Container) -> FacilityView:
+        facilities = container.gateway.facilities
+        user = username if username is not None else (await facilities.get(hotel_id)).username
+        # The one reconnect path (the admin API's and the web app's too).
+        reconnected = await reconnect_facility(
+            container.customers,
+            container.gateway,
+            hotel_id,
+            username=user,
+            password=password,
+            api_key=new_key,
+        )
+        return reconnected.facility
 
-    view = _with_service(work)
+    view = _with_container(work)
     if json_output:
         _print_json({"facility": _dump(view)})
         return

@@ -1,0 +1,116 @@
+"""The one reconnect path: the CLI, the admin API and the web app each restart the listings sync.
+
+Each entry point runs :func:`pmsgate.customers.reconnect.reconnect_facility` on the
+process's container: after the booking-system password changed, a reconnect with the
+new one gives the emulated platform's connection the new credentials and runs the
+registry's listings sync (the platform lists every apartment again). The web app's
+path is covered in ``test_reconnect.py`` (``connect_kross``) and ``tests/web``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+import httpx
+import pytest
+import structlog
+from pydantic import SecretStr
+from typer.testing import CliRunner
+
+from pmsgate.app import create_app
+from pmsgate.cli import app as cli_app
+from pmsgate.config import get_settings
+from pmsgate.gateway import cli as gateway_cli
+from pmsgate.knowledge.cli import Upstreams
+from tests.customers.support import ClockSleep, EnrolledSandbox, enrolled_sandbox
+from tests.customers.support import sandbox_http_factory as http_factory
+
+pytestmark = pytest.mark.anyio
+
+NEW_PASSWORD = "a-brand-new-api-password-2217"
+ADMIN_TOKEN = "admin-token-for-reconnect-tests-0123"
+
+
+@pytest.fixture
+async def enrolled(database_url: str) -> AsyncIterator[EnrolledSandbox]:
+    """The seeded partner customer with four apartments, its password changed upstream."""
+    overrides = {"admin_token": SecretStr(ADMIN_TOKEN)}
+    async with enrolled_sandbox(
+        database_url, seed=7, student_index=1, settings_overrides=overrides
+    ) as box:
+        box.sandbox.kross.change_password(box.hotel_id, NEW_PASSWORD)
+        ctx = await box.context()
+        assert ctx.workspace_id is not None
+        # The platform's own connection no longer authenticates: its listings are gone.
+        assert box.sandbox.platform.listings(ctx.workspace_id) == []
+        yield box
+
+
+async def listings_after_reconnect(box: EnrolledSandbox) -> int:
+    """How many listings the platform shows, and the kross row connected again."""
+    ctx = await box.context()
+    assert ctx.pms is not None and ctx.pms.status == "connected"
+    assert ctx.workspace_id is not None
+    credentials = await box.container.gateway.facilities.credentials(box.hotel_id)
+    assert credentials.password.get_secret_value() == NEW_PASSWORD
+    return len(box.sandbox.platform.listings(ctx.workspace_id))
+
+
+async def test_the_admin_api_reconnect_restarts_the_listings_sync(
+    enrolled: EnrolledSandbox,
+) -> None:
+    app = create_app(enrolled.settings, container=enrolled.container)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
+        answer = await http.post(
+            f"/admin/facilities/{enrolled.hotel_id}/reconnect",
+            json={"username": enrolled.facility["username"], "password": NEW_PASSWORD},
+            headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+        )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["status"] == "connected"
+    assert NEW_PASSWORD not in answer.text
+    assert await listings_after_reconnect(enrolled) == len(enrolled.facility["apartments"])
+
+
+async def test_the_cli_reconnect_restarts_the_listings_sync(
+    enrolled: EnrolledSandbox, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = enrolled.settings
+    env = {
+        "PMSGATE_DATABASE_URL": settings.effective_database_url,
+        "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
+        "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
+        "PMSGATE_NOTES_API_URL": settings.notes_api_url,
+    }
+    for name in ("secret_keys", "partner_api_key", "platform_api_token"):
+        env[f"PMSGATE_{name.upper()}"] = getattr(settings, name).get_secret_value()
+    for key, value in env.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setattr(
+        gateway_cli,
+        "upstreams",
+        Upstreams(
+            http_factory=http_factory(enrolled.app),
+            clock=enrolled.clock,
+            sleep=ClockSleep(enrolled.clock),
+        ),
+    )
+    args = ["facilities", "reconnect", enrolled.hotel_id, "--password-stdin", "--json"]
+    saved_logging = structlog.get_config()
+    get_settings.cache_clear()
+    try:
+
+        def invoke() -> Any:
+            return CliRunner().invoke(cli_app, args, input=f"{NEW_PASSWORD}\n")
+
+        result = await anyio.to_thread.run_sync(invoke)
+    finally:
+        # The CLI points structlog at the runner's stream, which is closed once it returns.
+        structlog.configure(**saved_logging)
+        get_settings.cache_clear()
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    assert NEW_PASSWORD not in result.stdout + result.stderr
+    assert await listings_after_reconnect(enrolled) == len(enrolled.facility["apartments"])
