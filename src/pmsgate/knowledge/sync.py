@@ -62,7 +62,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.alias_generators import to_camel
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue
-from pmsgate.clock import Clock
+from pmsgate.clock import Clock, Sleep
 from pmsgate.customers.context import CustomerContext, CustomerServices
 from pmsgate.customers.service import upstream_error, workspace_not_created
 from pmsgate.errors import PmsgateError
@@ -107,7 +107,6 @@ UnresolvedReason = Literal[
     "pms_not_linked", "pms_integration_error", "no_listing", "listing_not_active"
 ]
 T = TypeVar("T")
-Sleep = Callable[[float], Awaitable[None]]
 
 
 # --- reports -----------------------------------------------------------------------------------
