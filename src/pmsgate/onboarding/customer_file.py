@@ -337,13 +337,6 @@ def parse_customer_file(
     return parsed
 
 
-def inline_secret_fields(data: Any) -> list[str]:
-    """The paths of secrets written inline (not as ``${ENV}``) in a parsed document."""
-    inline: list[str] = []
-    _resolve(data, "", {}, inline, [])
-    return inline
-
-
 def load_customer_file(path: Path | str, *, env: Mapping[str, str] | None = None) -> CustomerFile:
     """Read, resolve and validate a customer file; InvalidCustomerFile naming the field."""
     file = Path(path)
