@@ -18,9 +18,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import ManualClock
+from pmsgate.customers.allowlist import Allowlist
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import Vault, generate_key_spec
-from pmsgate.storage.allowlist import AllowlistComment, AllowlistRepository
+from pmsgate.storage.allowlist import AllowlistComment
 from pmsgate.storage.apartments import ApartmentRepository
 from pmsgate.storage.customers import CustomerProfile, CustomerRepository
 from pmsgate.storage.db import alembic_config, current_revision, open_database, session_factory
@@ -870,7 +871,7 @@ async def test_a_usage_snapshot_is_checked_before_it_is_stored(
 async def test_allowlist_entries_take_effect_at_once_and_keep_their_comment(
     sessions: async_sessionmaker[AsyncSession], clock: ManualClock
 ):
-    allowlist = AllowlistRepository(sessions, clock)
+    allowlist = Allowlist(sessions, clock)
     assert not await allowlist.is_allowed("owner@example.test")
 
     entry = await allowlist.add(
@@ -899,7 +900,7 @@ async def test_allowlist_entries_take_effect_at_once_and_keep_their_comment(
 async def test_an_address_already_on_the_allowlist_is_a_conflict_whatever_its_case(
     sessions: async_sessionmaker[AsyncSession],
 ):
-    allowlist = AllowlistRepository(sessions)
+    allowlist = Allowlist(sessions)
     await allowlist.add("owner@example.test")
 
     with pytest.raises(PmsgateError) as excinfo:
@@ -912,7 +913,7 @@ async def test_an_address_already_on_the_allowlist_is_a_conflict_whatever_its_ca
 async def test_put_admits_an_address_or_replaces_its_comment(
     sessions: async_sessionmaker[AsyncSession], clock: ManualClock
 ):
-    allowlist = AllowlistRepository(sessions, clock)
+    allowlist = Allowlist(sessions, clock)
     first = await allowlist.put("owner@example.test", AllowlistComment(apartments=3))
     clock.advance(3600)
 
@@ -933,7 +934,7 @@ async def test_put_admits_an_address_or_replaces_its_comment(
 async def test_allowlist_errors_name_the_missing_entry_and_the_bad_address(
     sessions: async_sessionmaker[AsyncSession],
 ):
-    allowlist = AllowlistRepository(sessions)
+    allowlist = Allowlist(sessions)
 
     with pytest.raises(PmsgateError) as missing:
         await allowlist.remove("nobody@example.test")

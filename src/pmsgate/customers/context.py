@@ -26,12 +26,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
+from pmsgate.customers.allowlist import Allowlist
 from pmsgate.errors import ConfigurationError, Conflict, NotFound
 from pmsgate.gateway.facilities import FacilityService
 from pmsgate.gateway.vault import Vault
 from pmsgate.platform.assistant import AssistantClient
 from pmsgate.platform.notes import NotesClient, NotesThrottle
-from pmsgate.storage.allowlist import AllowlistRepository
 from pmsgate.storage.apartments import ApartmentRepository, ApartmentView
 from pmsgate.storage.customers import CustomerRepository, CustomerView
 from pmsgate.storage.integrations import IntegrationRepository, IntegrationView, token_context
@@ -132,7 +132,7 @@ class CustomerServices:
         self.integrations = IntegrationRepository(sessions, clock)
         self.apartments = ApartmentRepository(sessions, clock)
         self.usage = UsageSnapshotRepository(sessions)
-        self.allowlist = AllowlistRepository(sessions, clock)
+        self.allowlist = Allowlist(sessions, clock)
         self.facilities = facilities  # the gateway's: one key cache per process
         self._platform = platform
         # One throttle per notes token (integration row): clients of one token share its rate.

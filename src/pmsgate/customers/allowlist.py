@@ -1,0 +1,116 @@
+"""The knowledge bridge's beta allowlist as a service (spec §4.3 step 2).
+
+Checks the address and the comment, raises the caller-facing errors and runs each call
+in one transaction over :class:`pmsgate.storage.allowlist.AllowlistRepository`.
+Addresses are compared lower-cased.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from pmsgate.clock import Clock, SystemClock
+from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
+from pmsgate.storage.allowlist import AllowlistComment, AllowlistEntryView, AllowlistRepository
+from pmsgate.storage.integrity import email_address, optional_text, translate_integrity_error
+from pmsgate.storage.models import AllowlistEntry
+
+
+def entry_not_found(email: str) -> NotFound:
+    """The error for an address that is not on the allowlist."""
+    return NotFound(
+        f"{email} is not on the knowledge allowlist.",
+        code="allowlist_entry_not_found",
+        hint="List the entries to check the address.",
+    )
+
+
+def _entry_refused(error: IntegrityError, email: str) -> PmsgateError:
+    return translate_integrity_error(
+        error,
+        AllowlistEntry.__table__,  # type: ignore[arg-type]
+        {
+            "uq_knowledge_allowlist_email": lambda: Conflict(
+                f"{email} is already on the knowledge allowlist.",
+                code="allowlist_entry_exists",
+                hint="Replace its comment with put, or remove it first.",
+            )
+        },
+    )
+
+
+class Allowlist:
+    """Adds, replaces, reads and removes allowlist entries; answers whether one is allowed."""
+
+    def __init__(
+        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock or SystemClock()
+
+    async def add(self, email: str, comment: AllowlistComment | None = None) -> AllowlistEntryView:
+        """Admit an address; one already on the list is an ``allowlist_entry_exists`` conflict."""
+        address = email_address(email)
+        values = self._comment(comment)
+        try:
+            async with self._sessions.begin() as session:
+                return await AllowlistRepository(session).insert(address, values, self._clock.now())
+        except IntegrityError as error:
+            raise _entry_refused(error, address) from None
+
+    async def put(self, email: str, comment: AllowlistComment | None = None) -> AllowlistEntryView:
+        """Admit an address or replace its comment (onboarding may run step 2 again)."""
+        address = email_address(email)
+        values = self._comment(comment)
+        async with self._sessions.begin() as session:
+            return await AllowlistRepository(session).upsert(address, values, self._clock.now())
+
+    async def find(self, email: str) -> AllowlistEntryView | None:
+        """The entry of this address, if any."""
+        async with self._sessions() as session:
+            return await AllowlistRepository(session).find(email.strip().lower())
+
+    async def get(self, email: str) -> AllowlistEntryView:
+        """The entry of this address; ``allowlist_entry_not_found`` otherwise."""
+        found = await self.find(email)
+        if found is None:
+            raise entry_not_found(email.strip().lower())
+        return found
+
+    async def is_allowed(self, email: str) -> bool:
+        """True when the address is on the allowlist now."""
+        async with self._sessions() as session:
+            return await AllowlistRepository(session).contains(email.strip().lower())
+
+    async def all(self) -> list[AllowlistEntryView]:
+        """Every entry, by address."""
+        async with self._sessions() as session:
+            return await AllowlistRepository(session).all()
+
+    async def remove(self, email: str) -> None:
+        """Take an address off the list; ``allowlist_entry_not_found`` when it is not on it."""
+        address = email.strip().lower()
+        async with self._sessions.begin() as session:
+            removed = await AllowlistRepository(session).delete(address)
+        if not removed:
+            raise entry_not_found(address)
+
+    def _comment(self, comment: AllowlistComment | None) -> dict[str, object]:
+        comment = comment or AllowlistComment()
+        apartments = comment.apartments
+        if apartments is not None and (
+            isinstance(apartments, bool) or not isinstance(apartments, int) or apartments < 0
+        ):
+            raise InvalidInput(
+                "apartments must be a whole number, at least 0.",
+                code="invalid_apartments",
+                hint="Give the number of the customer's apartments, or leave it out.",
+            )
+        return {
+            "added_on": comment.added_on or self._clock.now().date(),
+            "contract": optional_text(comment.contract, "contract", 100) or "",
+            "workspace": optional_text(comment.workspace, "workspace", 200) or "",
+            "apartments": apartments,
+            "subscription": optional_text(comment.subscription, "subscription", 100) or "",
+        }
