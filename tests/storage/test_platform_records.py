@@ -19,6 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import ManualClock
 from pmsgate.customers.allowlist import Allowlist
+from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.storage.allowlist import AllowlistComment
@@ -36,7 +37,6 @@ from pmsgate.storage.models import (
     PmsIntegration,
     WorkspaceConfiguration,
 )
-from pmsgate.storage.usage import UsageSnapshotRepository
 from pmsgate.storage.workspaces import WorkspaceConfigurationRepository
 
 pytestmark = pytest.mark.anyio
@@ -742,7 +742,7 @@ async def test_the_baseline_is_recorded_once_and_a_second_one_returns_the_first(
     sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
 ):
     await add_customer(customers)
-    usage = UsageSnapshotRepository(sessions)
+    usage = UsageSnapshots(sessions)
     start = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 
     first, created = await usage.record(
@@ -775,7 +775,7 @@ async def test_latest_is_the_newest_snapshot_and_the_baseline_stays_the_first(
     sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
 ):
     await add_customer(customers)
-    usage = UsageSnapshotRepository(sessions)
+    usage = UsageSnapshots(sessions)
     start = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
     await usage.record(
         "stu-1001",
@@ -820,7 +820,7 @@ async def test_a_repeated_tick_does_not_duplicate_a_periodic_snapshot(
     sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
 ):
     await add_customer(customers)
-    usage = UsageSnapshotRepository(sessions)
+    usage = UsageSnapshots(sessions)
     when = datetime(2026, 11, 22, 15, 0, tzinfo=UTC)
     values = {"usd_spent": "2", "messages": 5, "tool_calls": 1, "upstream_calls": 1}
 
@@ -860,7 +860,7 @@ async def test_a_usage_snapshot_is_checked_before_it_is_stored(
     values.update(changes)
 
     with pytest.raises(PmsgateError) as excinfo:
-        await UsageSnapshotRepository(sessions).record(**values)
+        await UsageSnapshots(sessions).record(**values)
 
     assert code_of(excinfo) == code
 

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.allowlist import Allowlist
+from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.errors import ConfigurationError, Conflict, NotFound
 from pmsgate.gateway.facilities import FacilityService
 from pmsgate.gateway.vault import Vault
@@ -35,7 +36,6 @@ from pmsgate.platform.notes import NotesClient, NotesThrottle
 from pmsgate.storage.apartments import ApartmentRepository, ApartmentView
 from pmsgate.storage.customers import CustomerRepository, CustomerView
 from pmsgate.storage.integrations import IntegrationRepository, IntegrationView, token_context
-from pmsgate.storage.usage import UsageSnapshotRepository
 from pmsgate.storage.workspaces import (
     WorkspaceConfigurationRepository,
     WorkspaceConfigurationView,
@@ -131,7 +131,7 @@ class CustomerServices:
         self.workspaces = WorkspaceConfigurationRepository(sessions, clock)
         self.integrations = IntegrationRepository(sessions, clock)
         self.apartments = ApartmentRepository(sessions, clock)
-        self.usage = UsageSnapshotRepository(sessions)
+        self.usage = UsageSnapshots(sessions)
         self.allowlist = Allowlist(sessions, clock)
         self.facilities = facilities  # the gateway's: one key cache per process
         self._platform = platform
