@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from pmsgate.clock import ManualClock
 from pmsgate.customers.allowlist import Allowlist
 from pmsgate.customers.usage import UsageSnapshots
+from pmsgate.customers.workspaces import Workspaces
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.storage.allowlist import AllowlistComment
@@ -37,7 +38,6 @@ from pmsgate.storage.models import (
     PmsIntegration,
     WorkspaceConfiguration,
 )
-from pmsgate.storage.workspaces import WorkspaceConfigurationRepository
 
 pytestmark = pytest.mark.anyio
 
@@ -250,7 +250,7 @@ async def test_workspace_configuration_upsert_updates_in_place_and_keeps_the_wor
     clock: ManualClock,
 ):
     await add_customer(customers)
-    workspaces = WorkspaceConfigurationRepository(sessions, clock)
+    workspaces = Workspaces(sessions, clock)
     created = await workspaces.upsert(
         "stu-1001",
         workspace_name="Acme Rentals",
@@ -282,7 +282,7 @@ async def test_billing_mode_other_than_partner_markup_is_refused_by_repository_a
     sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
 ):
     await add_customer(customers)
-    workspaces = WorkspaceConfigurationRepository(sessions)
+    workspaces = Workspaces(sessions)
 
     with pytest.raises(PmsgateError) as excinfo:
         await workspaces.upsert(
@@ -341,7 +341,7 @@ async def test_workspace_configuration_values_are_checked(
     values.update(changes)
 
     with pytest.raises(PmsgateError) as excinfo:
-        await WorkspaceConfigurationRepository(sessions).upsert("stu-1001", **values)
+        await Workspaces(sessions).upsert("stu-1001", **values)
 
     assert code_of(excinfo) == code
 
@@ -351,7 +351,7 @@ async def test_a_workspace_slug_or_id_of_another_customer_is_a_conflict(
 ):
     await add_customer(customers, "stu-1")
     await add_customer(customers, "stu-2")
-    workspaces = WorkspaceConfigurationRepository(sessions)
+    workspaces = Workspaces(sessions)
     common = {"workspace_name": "Acme", "plan_limit_usd": 100, "alert_threshold_pct": 80}
     await workspaces.upsert("stu-1", workspace_slug="acme", workspace_id="ws_1", **common)
     await workspaces.upsert("stu-2", workspace_slug="acme-two", **common)
@@ -369,7 +369,7 @@ async def test_a_workspace_slug_or_id_of_another_customer_is_a_conflict(
 async def test_a_workspace_configuration_needs_a_registered_customer(
     sessions: async_sessionmaker[AsyncSession],
 ):
-    workspaces = WorkspaceConfigurationRepository(sessions)
+    workspaces = Workspaces(sessions)
 
     with pytest.raises(PmsgateError) as upsert:
         await workspaces.upsert(

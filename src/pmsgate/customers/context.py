@@ -28,6 +28,7 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.allowlist import Allowlist
 from pmsgate.customers.usage import UsageSnapshots
+from pmsgate.customers.workspaces import Workspaces
 from pmsgate.errors import ConfigurationError, Conflict, NotFound
 from pmsgate.gateway.facilities import FacilityService
 from pmsgate.gateway.vault import Vault
@@ -36,10 +37,7 @@ from pmsgate.platform.notes import NotesClient, NotesThrottle
 from pmsgate.storage.apartments import ApartmentRepository, ApartmentView
 from pmsgate.storage.customers import CustomerRepository, CustomerView
 from pmsgate.storage.integrations import IntegrationRepository, IntegrationView, token_context
-from pmsgate.storage.workspaces import (
-    WorkspaceConfigurationRepository,
-    WorkspaceConfigurationView,
-)
+from pmsgate.storage.workspaces import WorkspaceConfigurationView
 
 Sleep = Callable[[float], Awaitable[None]]
 HttpFactory = Callable[[], httpx.AsyncClient]
@@ -128,7 +126,7 @@ class CustomerServices:
         self.http_factory = http_factory
         self.sleep = sleep
         self.customers = CustomerRepository(sessions, clock)
-        self.workspaces = WorkspaceConfigurationRepository(sessions, clock)
+        self.workspaces = Workspaces(sessions, clock)
         self.integrations = IntegrationRepository(sessions, clock)
         self.apartments = ApartmentRepository(sessions, clock)
         self.usage = UsageSnapshots(sessions)
