@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import structlog
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Response
 from fastapi.responses import JSONResponse
 from pydantic import SecretStr
 from sqlalchemy import text
@@ -24,7 +24,7 @@ from pmsgate.container import Container, open_container
 from pmsgate.customers.reconnect import reconnect_facility
 from pmsgate.errors import PmsgateError, install_error_handlers
 from pmsgate.gateway import admin, http
-from pmsgate.gateway.context import GatewayServices
+from pmsgate.gateway.context import GatewayServicesDep
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.http_limits import BodyLimitMiddleware
@@ -133,19 +133,19 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
 
     app.include_router(
         admin.build_admin_router(
-            lambda: app.state.services.facilities, settings.admin_token, reconnect
+            lambda: app.state.container.gateway.facilities, settings.admin_token, reconnect
         )
     )
 
     async def authenticate(raw_key: str) -> FacilityView:
-        facility: FacilityView = await app.state.services.facilities.authenticate(raw_key)
+        facility: FacilityView = await app.state.container.gateway.facilities.authenticate(raw_key)
         return facility
 
     def record_call(tool: str, outcome: str) -> None:
-        app.state.services.metrics.tool_calls.labels(tool, outcome).inc()
+        app.state.container.gateway.metrics.tool_calls.labels(tool, outcome).inc()
 
     mcp_app, mcp_lifespan = create_mcp_app(
-        tools_provider=lambda: app.state.services.tools,
+        tools_provider=lambda: app.state.container.gateway.tools,
         authenticate=authenticate,
         record_call=record_call,
     )
@@ -157,13 +157,12 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         return {"status": "ok"}
 
     @app.get("/readyz", include_in_schema=False)
-    async def readyz(request: Request) -> Response:
+    async def readyz(current: GatewayServicesDep) -> Response:
         """Ready when the database and (if configured) Redis answer; 503 names what is missing.
 
         A replica without Redis still answers what it safely can (docs/gateway.md, When Redis
         is away), but it is not fully ready: this is what an orchestrator should see.
         """
-        current: GatewayServices = request.app.state.services
         checks: dict[str, str] = {}
         try:
             async with current.engine.connect() as connection:
@@ -191,8 +190,7 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         return JSONResponse({"status": "ready", "checks": checks})
 
     @app.get("/metrics", include_in_schema=False)
-    async def metrics(request: Request) -> Response:
-        current: GatewayServices = request.app.state.services
+    async def metrics(current: GatewayServicesDep) -> Response:
         for facility in await current.facilities.list():
             key = current.gateway.limit_key(facility)
             for window, left in (await current.limiter.remaining(key, facility.limits)).items():
@@ -205,5 +203,3 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
 def _serve(app: FastAPI, container: Container) -> None:
     """Make ``container`` the one the app's routes use."""
     app.state.container = container
-    app.state.services = container.gateway
-    app.state.web = container.web

@@ -51,7 +51,7 @@ async def test_with_the_scheduler_disabled_only_the_per_process_flush_runs_in_th
 ) -> None:
     app = create_app(serve_settings(database_url, scheduler_enabled=False))
     async with app.router.lifespan_context(app):
-        assert app.state.web is not None
+        assert app.state.container.web is not None
     # The shared jobs are left to the external scheduler; this process's counts are not.
     assert await job_names_run(database_url) == {FLUSH_GATEWAY_USAGE}
 

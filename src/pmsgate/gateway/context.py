@@ -5,12 +5,17 @@
 :func:`~pmsgate.container.open_container` and never opened on its own. Code below the
 composition root takes it (or one of its pieces) as an argument and never imports the
 module that builds it.
+
+Routes take it as a typed dependency, :data:`GatewayServicesDep`, whose function reads
+``app.state.container`` — the one place an app keeps its container.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
 
+from fastapi import Depends, Request
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -48,3 +53,12 @@ class GatewayServices:
     operations: Operations
     metrics: GatewayMetrics
     usage: UsageCounter
+
+
+def gateway_services(request: Request) -> GatewayServices:
+    """The gateway's services of the app's container (a route dependency)."""
+    services: GatewayServices = request.app.state.container.gateway
+    return services
+
+
+GatewayServicesDep = Annotated[GatewayServices, Depends(gateway_services)]

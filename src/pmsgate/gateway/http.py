@@ -1,4 +1,7 @@
-"""The gateway's HTTP API: ``/v1/tools`` and ``/v1/operations`` for callers with a gateway key."""
+"""The gateway's HTTP API: ``/v1/tools`` and ``/v1/operations`` for callers with a gateway key.
+
+Routes take the gateway's services as a typed dependency (:data:`GatewayServicesDep`).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from fastapi.responses import JSONResponse
 from pmsgate.boundary import loads_json
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import InvalidInput, Unauthorized
+from pmsgate.gateway.context import GatewayServices, GatewayServicesDep
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.operations import PAYLOAD_MODELS
 from pmsgate.openapi import json_body, schema_of
@@ -32,10 +36,8 @@ def bearer_key(authorization: str | None) -> str:
     return key.strip()
 
 
-async def _facility(request: Request, authorization: str | None) -> FacilityView:
-    services = request.app.state.services
-    facility: FacilityView = await services.facilities.authenticate(bearer_key(authorization))
-    return facility
+async def _facility(services: GatewayServices, authorization: str | None) -> FacilityView:
+    return await services.facilities.authenticate(bearer_key(authorization))
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
@@ -52,9 +54,9 @@ async def _json_object(request: Request) -> dict[str, Any]:
 
 
 @router.get("/tools")
-async def list_tools(request: Request) -> dict[str, Any]:
+async def list_tools(services: GatewayServicesDep) -> dict[str, Any]:
     """The six tools with their JSON Schemas."""
-    tools = request.app.state.services.tools
+    tools = services.tools
     return {
         "tools": [
             {"name": t.name, "description": t.description, "input_schema": t.input_schema()}
@@ -64,12 +66,14 @@ async def list_tools(request: Request) -> dict[str, Any]:
 
 
 async def call_tool(
-    name: str, request: Request, authorization: str | None = Header(default=None)
+    name: str,
+    request: Request,
+    services: GatewayServicesDep,
+    authorization: str | None = Header(default=None),
 ) -> JSONResponse:
     """Call one tool for the key's facility."""
-    services = request.app.state.services
     services.tools.definition(name)
-    facility = await _facility(request, authorization)
+    facility = await _facility(services, authorization)
     arguments = await _json_object(request)
     outcome = "error"
     try:
@@ -83,13 +87,13 @@ async def call_tool(
 async def call_operation(
     path: str,
     request: Request,
+    services: GatewayServicesDep,
     authorization: str | None = Header(default=None),
     idempotency_key: str | None = Header(default=None),
 ) -> JSONResponse:
     """Call one allowed booking-system operation (writes need an Idempotency-Key)."""
-    services = request.app.state.services
     services.gateway.operation(path)  # refuse unknown and out-of-scope before anything else
-    facility = await _facility(request, authorization)
+    facility = await _facility(services, authorization)
     payload = await _json_object(request)
     outcome = "error"
     try:
@@ -110,9 +114,11 @@ async def call_operation(
 
 def _add_tool_route(tool: ToolDefinition) -> None:
     async def endpoint(
-        request: Request, authorization: str | None = Header(default=None)
+        request: Request,
+        services: GatewayServicesDep,
+        authorization: str | None = Header(default=None),
     ) -> JSONResponse:
-        return await call_tool(tool.name, request, authorization)
+        return await call_tool(tool.name, request, services, authorization)
 
     router.add_api_route(
         f"/tools/{tool.name}",
@@ -128,13 +134,14 @@ def _add_tool_route(tool: ToolDefinition) -> None:
 def _add_operation_route(name: str, write: bool) -> None:
     async def endpoint(
         request: Request,
+        services: GatewayServicesDep,
         authorization: str | None = Header(default=None),
         idempotency_key: str | None = Header(
             default=None,
             description="Required for a write: the same key replays the first answer.",
         ),
     ) -> JSONResponse:
-        return await call_operation(name, request, authorization, idempotency_key)
+        return await call_operation(name, request, services, authorization, idempotency_key)
 
     model = PAYLOAD_MODELS.get(name)
     router.add_api_route(

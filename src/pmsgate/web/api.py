@@ -35,7 +35,7 @@ from pmsgate.errors import Conflict, Forbidden, InvalidInput, PmsgateError
 from pmsgate.knowledge.jobs import job_summary
 from pmsgate.storage.knowledge import SyncJobView, job_not_found
 from pmsgate.web.auth import AdminWrite, SignedIn, SignedInWrite, ensure_can_act_on
-from pmsgate.web.context import WebServices
+from pmsgate.web.context import WebDep, WebServices
 from pmsgate.web.users import Principal, has_control_characters
 
 router = APIRouter(tags=["web"])
@@ -132,11 +132,6 @@ class JobError(PmsgateError):
 # --- helpers -------------------------------------------------------------------------------------
 
 
-def _web(request: Request) -> WebServices:
-    web: WebServices = request.app.state.web
-    return web
-
-
 async def student_of(web: WebServices, assistant: str) -> str | None:
     """The student_id an ``{assistant}`` segment names: a workspace slug, else a student_id."""
     key = assistant.strip()
@@ -226,6 +221,7 @@ def _finished(job: SyncJobView, status_url: str) -> JSONResponse:
 @router.post("/api/{assistant}/sync-knowledge")
 async def sync_knowledge(
     request: Request,
+    web: WebDep,
     assistant: str,
     body: SyncBody,
     principal: SignedInWrite,
@@ -234,7 +230,6 @@ async def sync_knowledge(
     ] = True,
 ) -> JSONResponse:
     """Run the customer's knowledge sync (dry run or commit); counters, or the job to poll."""
-    web = _web(request)
     student_id = await resolve_assistant(web, principal, assistant)
     ready_for_sync(await web.customers.context(student_id))
     jobs = web.sync_jobs
@@ -260,9 +255,10 @@ async def sync_knowledge(
 
 
 @router.get("/api/{assistant}/sync-knowledge")
-async def latest_sync(request: Request, assistant: str, principal: SignedIn) -> JSONResponse:
+async def latest_sync(
+    request: Request, web: WebDep, assistant: str, principal: SignedIn
+) -> JSONResponse:
     """The customer's most recent sync job."""
-    web = _web(request)
     student_id = await resolve_assistant(web, principal, assistant)
     job = await web.sync_jobs.latest(student_id)
     if job is None:
@@ -277,10 +273,9 @@ async def latest_sync(request: Request, assistant: str, principal: SignedIn) -> 
 
 @router.get("/api/{assistant}/sync-knowledge/{job_id}")
 async def sync_job(
-    request: Request, assistant: str, job_id: str, principal: SignedIn
+    request: Request, web: WebDep, assistant: str, job_id: str, principal: SignedIn
 ) -> JSONResponse:
     """One sync job of the customer: status, progress, counters, error."""
-    web = _web(request)
     student_id = await resolve_assistant(web, principal, assistant)
     job = await web.sync_jobs.status(job_id)
     if job.student_id != student_id:
@@ -302,11 +297,8 @@ def _job(request: Request, assistant: str, job: SyncJobView) -> JSONResponse:
 
 
 @router.put("/api/admin/kross/connect")
-async def admin_connect(
-    request: Request, body: AdminConnectBody, principal: AdminWrite
-) -> JSONResponse:
+async def admin_connect(web: WebDep, body: AdminConnectBody, principal: AdminWrite) -> JSONResponse:
     """Platform admin: new booking-system credentials for a customer (spec §3, §4.3, §5.6)."""
-    web = _web(request)
     given = [value for value in (body.student_id, body.assistant) if value and value.strip()]
     if len(given) != 1:
         raise InvalidInput(
@@ -327,10 +319,9 @@ async def admin_connect(
 
 @router.put("/api/{assistant}/kross/connect")
 async def connect(
-    request: Request, assistant: str, body: ConnectBody, principal: SignedInWrite
+    web: WebDep, assistant: str, body: ConnectBody, principal: SignedInWrite
 ) -> JSONResponse:
     """The customer's own reconnect (an admin may do it too): same rules, same answer."""
-    web = _web(request)
     student_id = await resolve_assistant(web, principal, assistant)
     return await _connect(web, student_id, body)
 
@@ -352,9 +343,8 @@ async def _connect(web: WebServices, student_id: str, body: ConnectBody) -> JSON
 
 
 @router.get("/api/{assistant}/status")
-async def status(request: Request, assistant: str, principal: SignedIn) -> JSONResponse:
+async def status(web: WebDep, assistant: str, principal: SignedIn) -> JSONResponse:
     """What the console polls: integration states, registry listings, the latest sync."""
-    web = _web(request)
     student_id = await resolve_assistant(web, principal, assistant)
     ctx = await web.customers.context(student_id)
     latest = await web.sync_jobs.latest(student_id)

@@ -15,8 +15,8 @@ STATIC_DIR = Path(__file__).parent / "static"
 
 
 async def require_web(request: Request) -> None:
-    """Refuse web routes of an app that serves the gateway only (tests, embedded gateways)."""
-    if getattr(request.app.state, "web", None) is None:
+    """Refuse web routes of an app that serves no container yet (its lifespan not entered)."""
+    if getattr(request.app.state, "container", None) is None:
         raise PmsgateError(
             "The web application is not running in this process.",
             code="web_unavailable",
@@ -26,7 +26,10 @@ async def require_web(request: Request) -> None:
 
 
 def install_web(app: FastAPI) -> None:
-    """Add the web routers and ``/static`` to ``app`` (``app.state.web`` is set by its owner)."""
+    """Add the web routers and ``/static`` to ``app``.
+
+    Their dependencies read ``app.state.container``, set by the app's owner.
+    """
     from pmsgate.web import api, auth, console
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")

@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from functools import lru_cache
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 from urllib.parse import urlsplit
 
 from cryptography.hazmat.primitives import hashes
@@ -31,11 +31,9 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import ConfigurationError, Forbidden, PmsgateError, Unauthorized
 from pmsgate.gateway.vault import parse_key_spec
+from pmsgate.web.context import web_services
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
-
-if TYPE_CHECKING:
-    from pmsgate.web.context import WebServices
 
 SESSION_COOKIE = "pmsgate_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -99,23 +97,18 @@ class SessionCookieSigner(TimestampSigner):
         return int(self._clock.now().timestamp())
 
 
-def _web(request: Request) -> WebServices:
-    web: WebServices = request.app.state.web
-    return web
-
-
 def session_signer(settings: Settings, clock: Clock) -> SessionCookieSigner:
     """The signer of session cookies for these settings."""
     return SessionCookieSigner(session_signing_key(settings), clock)
 
 
 def _signer(request: Request) -> SessionCookieSigner:
-    web = _web(request)
+    web = web_services(request)
     return session_signer(web.settings, web.clock)
 
 
 def _cookie_secure(request: Request) -> bool:
-    mode = _web(request).settings.cookie_secure
+    mode = web_services(request).settings.cookie_secure
     if mode == "auto":
         return request.url.scheme == "https"
     return mode == "always"
@@ -123,7 +116,7 @@ def _cookie_secure(request: Request) -> bool:
 
 def set_session_cookie(response: Response, request: Request, raw_session_id: str) -> None:
     """Put the signed session id on the response (HttpOnly, SameSite=Lax, Path=/)."""
-    settings = _web(request).settings
+    settings = web_services(request).settings
     response.set_cookie(
         SESSION_COOKIE,
         _signer(request).sign(raw_session_id).decode(),
@@ -147,7 +140,9 @@ def _raw_session_id(request: Request) -> str | None:
     if not value:
         return None
     try:
-        raw = _signer(request).unsign(value, max_age=int(_web(request).settings.session_ttl_s))
+        raw = _signer(request).unsign(
+            value, max_age=int(web_services(request).settings.session_ttl_s)
+        )
         return raw.decode("ascii")
     except (BadSignature, UnicodeDecodeError):
         return None
@@ -161,7 +156,7 @@ async def _session(request: Request) -> tuple[Principal, str] | None:
     found: tuple[Principal, str] | None = None
     raw = _raw_session_id(request)
     if raw is not None:
-        principal = await _web(request).users.principal(raw)
+        principal = await web_services(request).users.principal(raw)
         if principal is not None:
             found = (principal, raw)
     setattr(request.state, _STATE_KEY, found)
@@ -310,7 +305,7 @@ def principal_json(principal: Principal) -> dict[str, Any]:
 async def _end_current_session(request: Request) -> None:
     found = await _session(request)
     if found is not None:
-        await _web(request).users.sign_out(found[1])
+        await web_services(request).users.sign_out(found[1])
     setattr(request.state, _STATE_KEY, None)
 
 
@@ -335,7 +330,7 @@ async def login_form(
     """Sign in from the HTML form: 303 onwards with the cookie, or the form again with why."""
     target = safe_next(next_url)
     try:
-        _, raw = await _web(request).users.sign_in(email, password, client=_client(request))
+        _, raw = await web_services(request).users.sign_in(email, password, client=_client(request))
     except PmsgateError as error:
         return _login_page(request, next_url=target, email=email.strip()[:254], error=error)
     await _end_current_session(request)
@@ -367,7 +362,7 @@ class LoginBody(BaseModel):
 @router.post("/api/auth/login", tags=["web: accounts"])
 async def api_login(body: LoginBody, request: Request) -> JSONResponse:
     """Sign in: the user and its CSRF token, with the session cookie set."""
-    principal, raw = await _web(request).users.sign_in(
+    principal, raw = await web_services(request).users.sign_in(
         body.email, body.password, client=_client(request)
     )
     await _end_current_session(request)

@@ -25,7 +25,7 @@ from pmsgate.web.api import ready_for_sync
 from pmsgate.web.app import login_redirect
 from pmsgate.web.auth import SignedInWrite, ensure_can_act_on, optional_principal
 from pmsgate.web.charts import Series, bar_chart, line_chart, time_label
-from pmsgate.web.context import WebServices
+from pmsgate.web.context import WebDep, web_services
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
 from pmsgate.web.views import (
@@ -55,11 +55,6 @@ PAGE_HEADERS = {
 }
 
 MaybePrincipal = Annotated[Principal | None, Depends(optional_principal)]
-
-
-def _web(request: Request) -> WebServices:
-    web: WebServices = request.app.state.web
-    return web
 
 
 def _is_htmx(request: Request) -> bool:
@@ -101,7 +96,7 @@ async def root() -> RedirectResponse:
 
 
 @router.get("/console", response_class=HTMLResponse)
-async def home(request: Request, principal: MaybePrincipal) -> Response:
+async def home(request: Request, web: WebDep, principal: MaybePrincipal) -> Response:
     """Admins: every customer at a glance; a customer: its own page."""
     if principal is None:
         return login_redirect(request)
@@ -109,7 +104,7 @@ async def home(request: Request, principal: MaybePrincipal) -> Response:
         if principal.student_id is None:  # a customer login always has one (CHECK constraint)
             return error_page(request, principal, Forbidden("This login has no customer."))
         return RedirectResponse(customer_path(principal.student_id), status_code=303)
-    rows = await customer_rows(_web(request))
+    rows = await customer_rows(web)
     return _render(
         request,
         "admin_home.html",
@@ -149,7 +144,7 @@ def _charts(page: CustomerPage) -> dict[str, Any]:
 async def _customer_context(
     request: Request, principal: Principal, student_id: str, **extra: Any
 ) -> dict[str, Any]:
-    page = await customer_page(_web(request), student_id)
+    page = await customer_page(web_services(request), student_id)
     return {
         "principal": principal,
         "page": page,
@@ -192,12 +187,12 @@ async def sync_panel(request: Request, student_id: str, principal: MaybePrincipa
 @router.post("/console/customers/{student_id}/sync", response_class=HTMLResponse)
 async def start_sync(
     request: Request,
+    web: WebDep,
     student_id: str,
     principal: SignedInWrite,
     commit: Annotated[str, Form()] = "false",
 ) -> Response:
     """Start a dry run or a commit in the background; show its live progress."""
-    web = _web(request)
     try:
         # Whose page it is comes first: a refusal must not render the other customer's panel.
         ensure_can_act_on(principal, student_id)
@@ -222,6 +217,7 @@ async def start_sync(
 @router.post("/console/customers/{student_id}/reconnect", response_class=HTMLResponse)
 async def reconnect(
     request: Request,
+    web: WebDep,
     student_id: str,
     principal: SignedInWrite,
     username: Annotated[str, Form()] = "",
@@ -229,7 +225,6 @@ async def reconnect(
     api_key: Annotated[str, Form()] = "",
 ) -> Response:
     """Try new booking-system credentials; on success the integration is ``connected``."""
-    web = _web(request)
     try:
         ensure_can_act_on(principal, student_id)
         await web.customers.context(student_id)

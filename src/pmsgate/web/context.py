@@ -4,11 +4,16 @@
 next to the gateway's services (the same engine, vault, booking-system client, token
 manager and cache): the customer services (platform and notes clients), the
 knowledge-sync jobs of this process and the accounts. It is never opened on its own.
+Routes take it as a typed dependency, :data:`WebDep`, whose function reads
+``app.state.container`` — the one place an app keeps its container.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Annotated
+
+from fastapi import Depends, Request
 
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
@@ -36,3 +41,12 @@ class WebServices:
     def clock(self) -> Clock:
         """The process clock."""
         return self.gateway.clock
+
+
+def web_services(request: Request) -> WebServices:
+    """The web services of the app's container (a route dependency)."""
+    web: WebServices = request.app.state.container.web
+    return web
+
+
+WebDep = Annotated[WebServices, Depends(web_services)]
