@@ -55,11 +55,11 @@ from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.knowledge.jobs import SyncJobs
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.context import OnboardingServices
+from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.platform.assistant import AssistantClient
 from pmsgate.pms.client import PmsClient
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
-from pmsgate.storage.onboarding import OnboardingRepository
 from pmsgate.web.context import WebServices
 from pmsgate.web.users import UserService
 
@@ -197,7 +197,7 @@ async def open_container(
                 facilities=gateway.facilities,
                 gateway=gateway.gateway,
                 knowledge=knowledge,
-                repository=OnboardingRepository(sessions, clock),
+                repository=OnboardingRecords(sessions, clock),
             ),
         )
 

@@ -20,8 +20,8 @@ from pmsgate.gateway.facilities import FacilityService
 from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile
+from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.onboarding.steps import OnboardingContext
-from pmsgate.storage.onboarding import OnboardingRepository
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ class OnboardingServices:
     facilities: FacilityService
     gateway: Gateway
     knowledge: KnowledgeSync
-    repository: OnboardingRepository
+    repository: OnboardingRecords
 
     def context(
         self,

@@ -15,10 +15,8 @@ from datetime import date, datetime
 from typing import Any, cast
 
 from sqlalchemy import func, select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.clock import Clock, SystemClock
 from pmsgate.storage.models import (
     OnboardingRecorder,
     OnboardingRun,
@@ -175,69 +173,57 @@ def _clip(text: str | None) -> str | None:
 
 
 class OnboardingRepository:
-    """Starts and finishes runs, records step results, reads checklists."""
+    """Adds and finishes runs, records step results and reads them, in the caller's session;
+    never commits (a run number taken at the same moment raises ``IntegrityError``)."""
 
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
 
-    async def start_run(self, student_id: str, *, dry_run: bool) -> RunView:
-        """Record the start of a run (numbered after the customer's last one)."""
-        student_id = student_id.strip()
-        for attempt in range(3):
-            try:
-                async with self._sessions.begin() as session:
-                    last = await session.scalar(
-                        select(func.max(OnboardingRun.number)).where(
-                            OnboardingRun.student_id == student_id
-                        )
-                    )
-                    row = OnboardingRun(
-                        id=new_run_id(),
-                        student_id=student_id,
-                        number=(last or 0) + 1,
-                        status="running",
-                        route=None,
-                        dry_run=dry_run,
-                        started_at=self._clock.now(),
-                    )
-                    session.add(row)
-                return _run_view(row)
-            except IntegrityError:
-                # Another run of the customer took this number at the same moment.
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")  # pragma: no cover
+    async def add_run(self, student_id: str, *, dry_run: bool, started_at: datetime) -> RunView:
+        """Add a run numbered after the customer's last one (flushed)."""
+        last = await self._session.scalar(
+            select(func.max(OnboardingRun.number)).where(OnboardingRun.student_id == student_id)
+        )
+        row = OnboardingRun(
+            id=new_run_id(),
+            student_id=student_id,
+            number=(last or 0) + 1,
+            status="running",
+            route=None,
+            dry_run=dry_run,
+            started_at=started_at,
+        )
+        self._session.add(row)
+        await self._session.flush()
+        return _run_view(row)
 
     async def finish_run(
         self,
         run_id: str,
         status: OnboardingRunStatus,
         *,
+        finished_at: datetime,
         route: str | None = None,
         ended_at_step: str | None = None,
         error_code: str | None = None,
         message: str | None = None,
     ) -> None:
         """Record how a run ended."""
-        async with self._sessions.begin() as session:
-            await session.execute(
-                update(OnboardingRun)
-                .where(OnboardingRun.id == run_id)
-                .values(
-                    status=status,
-                    route=route,
-                    finished_at=self._clock.now(),
-                    ended_at_step=ended_at_step,
-                    error_code=error_code,
-                    message=_clip(message),
-                )
+        await self._session.execute(
+            update(OnboardingRun)
+            .where(OnboardingRun.id == run_id)
+            .values(
+                status=status,
+                route=route,
+                finished_at=finished_at,
+                ended_at_step=ended_at_step,
+                error_code=error_code,
+                message=_clip(message),
             )
+        )
 
-    async def record(self, new: NewStepResult) -> StepResultView:
-        """Store one step result."""
+    async def record(self, new: NewStepResult, *, recorded_at: datetime) -> StepResultView:
+        """Store one step result (flushed)."""
         row = OnboardingStepResult(
             run_id=new.run_id,
             student_id=new.student_id.strip(),
@@ -252,54 +238,29 @@ class OnboardingRepository:
             fix=_clip(new.fix),
             waiting_for=_clip(new.waiting_for),
             due=new.due,
-            recorded_at=self._clock.now(),
+            recorded_at=recorded_at,
             recorded_by=new.recorded_by,
             person=new.person,
         )
-        async with self._sessions.begin() as session:
-            session.add(row)
+        self._session.add(row)
+        await self._session.flush()
         return _result_view(row)
 
     async def results(self, student_id: str, *, run_id: str | None = None) -> list[StepResultView]:
         """Every result of the customer (of one run, when given), oldest first."""
         statement = select(OnboardingStepResult).where(
-            OnboardingStepResult.student_id == student_id.strip()
+            OnboardingStepResult.student_id == student_id
         )
         if run_id is not None:
             statement = statement.where(OnboardingStepResult.run_id == run_id)
-        async with self._sessions() as session:
-            rows = await session.scalars(statement.order_by(OnboardingStepResult.id))
-            return [_result_view(row) for row in rows]
-
-    async def checklist(self, student_id: str) -> dict[str, StepResultView]:
-        """The latest result per step id, dry runs left out."""
-        latest: dict[str, StepResultView] = {}
-        for result in await self.results(student_id):
-            if not result.dry_run:
-                latest[result.step_id] = result
-        return latest
-
-    async def confirmations(self, student_id: str) -> dict[str, StepResultView]:
-        """The latest result recorded by a person, per step id."""
-        latest: dict[str, StepResultView] = {}
-        for result in await self.results(student_id):
-            if result.recorded_by == "person":
-                latest[result.step_id] = result
-        return latest
+        rows = await self._session.scalars(statement.order_by(OnboardingStepResult.id))
+        return [_result_view(row) for row in rows]
 
     async def runs(self, student_id: str) -> list[RunView]:
         """The customer's runs, oldest first."""
-        async with self._sessions() as session:
-            rows = await session.scalars(
-                select(OnboardingRun)
-                .where(OnboardingRun.student_id == student_id.strip())
-                .order_by(OnboardingRun.number)
-            )
-            return [_run_view(row) for row in rows]
-
-    async def last_run(self, student_id: str, *, dry_run: bool | None = False) -> RunView | None:
-        """The customer's most recent run (real ones by default)."""
-        runs = [
-            run for run in await self.runs(student_id) if dry_run is None or run.dry_run is dry_run
-        ]
-        return runs[-1] if runs else None
+        rows = await self._session.scalars(
+            select(OnboardingRun)
+            .where(OnboardingRun.student_id == student_id)
+            .order_by(OnboardingRun.number)
+        )
+        return [_run_view(row) for row in rows]

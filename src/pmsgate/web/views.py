@@ -14,10 +14,10 @@ from pmsgate.customers.context import CustomerContext
 from pmsgate.errors import NotFound
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.usage import UsageHistory
+from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.onboarding.report import Checklist
 from pmsgate.storage.gateway_usage import HourUsage
 from pmsgate.storage.knowledge import SyncJobView
-from pmsgate.storage.onboarding import OnboardingRepository
 from pmsgate.storage.usage import UsageSnapshotView
 from pmsgate.web.context import WebServices
 
@@ -139,7 +139,7 @@ async def _facility(web: WebServices, ctx: CustomerContext) -> FacilityView | No
 async def _row(
     web: WebServices, ctx: CustomerContext, facility: FacilityView | None
 ) -> CustomerRow:
-    onboarding = OnboardingRepository(web.customers.sessions, web.clock)
+    onboarding = OnboardingRecords(web.customers.sessions, web.clock)
     latest = await onboarding.checklist(ctx.student_id)
     checklist = (
         Checklist.build(ctx.student_id, latest, await onboarding.last_run(ctx.student_id))
