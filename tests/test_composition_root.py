@@ -21,7 +21,7 @@ ROOTS = ("pmsgate.container", "pmsgate.app")
 def _is_entry_point(relative: Path) -> bool:
     name = relative.as_posix()
     return (
-        name in {"app.py", "container.py", "cli.py", "doctor/runner.py"}
+        name in {"app.py", "container.py", "cli.py", "cli_support.py", "doctor/runner.py"}
         or relative.name in {"cli.py", "sync_cli.py"}
         or name.startswith("demo/")
     )

@@ -1,20 +1,62 @@
-"""What every `pmsgate` command group shares: how a service error ends a command."""
+"""What every `pmsgate` command group shares: its container, and how a service error ends it.
+
+:func:`open_cli_container` is how every command group opens the process's container
+(:func:`pmsgate.container.open_container`), on the settings of the environment and the
+group's :class:`Upstreams` seam; a database that cannot be used ends the command with
+``database_unavailable``.
+"""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import AsyncIterator, Coroutine
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
+import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
+from sqlalchemy.exc import SQLAlchemyError
 
+from pmsgate.clock import Clock
+from pmsgate.config import get_settings
+from pmsgate.container import Container, open_container
+from pmsgate.customers.context import HttpFactory, Sleep
 from pmsgate.errors import PmsgateError
+from pmsgate.storage.db import database_unavailable
 
 err_console = Console(stderr=True, highlight=False)
 
 T = TypeVar("T")
+
+
+@dataclass
+class Upstreams:
+    """How the commands reach the upstreams: real clients by default.
+
+    The sandbox and tests set ``http_factory`` (httpx clients on the emulators' ASGI
+    app) and a clock and sleep shared with the emulators; it is the same seam the
+    services take in production, no behaviour is replaced.
+    """
+
+    http_factory: HttpFactory | None = None
+    clock: Clock | None = None
+    sleep: Sleep = anyio.sleep
+
+
+@asynccontextmanager
+async def open_cli_container(upstreams: Upstreams | None = None) -> AsyncIterator[Container]:
+    """The command's container on the environment's settings and the group's upstreams."""
+    seams = upstreams or Upstreams()
+    try:
+        async with open_container(
+            get_settings(), http_factory=seams.http_factory, clock=seams.clock, sleep=seams.sleep
+        ) as container:
+            yield container
+    except (SQLAlchemyError, OSError) as error:
+        raise database_unavailable(error) from None
 
 
 def fail(error: PmsgateError) -> typer.Exit:

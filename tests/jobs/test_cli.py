@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 import pytest
 import structlog
 
+from pmsgate.cli_support import Upstreams
 from pmsgate.config import get_settings
 from pmsgate.customers.service import register_customer
 from pmsgate.jobs import cli as jobs_cli
-from pmsgate.knowledge.cli import Upstreams
 from pmsgate.storage.customers import CustomerProfile
 from tests.cli_support import CliRecorder
 from tests.customers.support import ClockSleep, EnrolledSandbox, enrolled_sandbox

@@ -21,11 +21,8 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from sqlalchemy.exc import SQLAlchemyError
 
-from pmsgate.cli_support import fail, run
-from pmsgate.config import get_settings
-from pmsgate.container import open_container
+from pmsgate.cli_support import fail, open_cli_container, run
 from pmsgate.customers.context import CustomerContext, CustomerServices
 from pmsgate.customers.service import (
     Subscription,
@@ -37,7 +34,6 @@ from pmsgate.customers.service import (
 )
 from pmsgate.errors import InvalidInput
 from pmsgate.storage.customers import CustomerProfile, CustomerView
-from pmsgate.storage.db import database_unavailable
 from pmsgate.storage.integrations import IntegrationView
 
 T = TypeVar("T")
@@ -61,11 +57,8 @@ Student = Annotated[str, typer.Argument(help="The customer's student_id.")]
 
 def _with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:
     async def _go() -> T:
-        try:
-            async with open_container(get_settings()) as container:
-                return await work(container.customers)
-        except (SQLAlchemyError, OSError) as error:
-            raise database_unavailable(error) from None
+        async with open_cli_container() as container:
+            return await work(container.customers)
 
     return run(_go())
 

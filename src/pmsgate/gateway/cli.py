@@ -26,11 +26,9 @@ from pydantic import BaseModel, SecretStr
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from sqlalchemy.exc import SQLAlchemyError
 
-from pmsgate.cli_support import fail, run
-from pmsgate.config import get_settings
-from pmsgate.container import Container, open_container
+from pmsgate.cli_support import Upstreams, fail, open_cli_container, run
+from pmsgate.container import Container
 from pmsgate.customers.reconnect import reconnect_facility
 from pmsgate.errors import InvalidInput
 from pmsgate.gateway.facilities import (
@@ -41,8 +39,6 @@ from pmsgate.gateway.facilities import (
     NewFacility,
 )
 from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.knowledge.cli import Upstreams
-from pmsgate.storage.db import database_unavailable
 
 T = TypeVar("T")
 
@@ -104,16 +100,8 @@ upstreams = Upstreams()
 
 def _with_container(work: Callable[[Container], Awaitable[T]]) -> T:
     async def _go() -> T:
-        try:
-            async with open_container(
-                get_settings(),
-                http_factory=upstreams.http_factory,
-                clock=upstreams.clock,
-                sleep=upstreams.sleep,
-            ) as container:
-                return await work(container)
-        except (SQLAlchemyError, OSError) as error:
-            raise database_unavailable(error) from None
+        async with open_cli_container(upstreams) as container:
+            return await work(container)
 
     return _run(_go)
 

@@ -25,7 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from pmsgate.cli_support import fail
+from pmsgate.cli_support import Upstreams, fail, open_cli_container
 from pmsgate.cli_support import run as run_async
 from pmsgate.config import get_settings
 from pmsgate.container import open_container
@@ -38,7 +38,6 @@ from pmsgate.jobs.scheduler import (
     build_scheduler,
     job_not_found,
 )
-from pmsgate.knowledge.cli import Upstreams
 from pmsgate.storage.db import database_unavailable
 from pmsgate.storage.jobs import JobRunView
 
@@ -64,16 +63,8 @@ JsonOption = Annotated[
 @asynccontextmanager
 async def open_scheduler() -> AsyncIterator[Scheduler]:
     """The jobs on a freshly opened container (not started: run them one by one)."""
-    try:
-        async with open_container(
-            get_settings(),
-            http_factory=upstreams.http_factory,
-            clock=upstreams.clock,
-            sleep=upstreams.sleep,
-        ) as container:
-            yield build_scheduler(container.web, sleep=upstreams.sleep)
-    except (SQLAlchemyError, OSError) as error:
-        raise database_unavailable(error) from None
+    async with open_cli_container(upstreams) as container:
+        yield build_scheduler(container.web, sleep=upstreams.sleep)
 
 
 async def _run_job(name: str) -> JobRunView:

@@ -20,32 +20,24 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Annotated, Any, TypeVar
 
-import anyio
 import typer
 from pydantic import SecretStr, ValidationError
 from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from sqlalchemy.exc import SQLAlchemyError
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue
-from pmsgate.cli_support import fail, run
-from pmsgate.clock import Clock
-from pmsgate.config import get_settings
-from pmsgate.container import open_container
+from pmsgate.cli_support import Upstreams, fail, open_cli_container, run
 from pmsgate.customers.context import (
     CustomerContext,
     CustomerServices,
-    HttpFactory,
-    Sleep,
 )
 from pmsgate.customers.service import upstream_error
 from pmsgate.errors import InvalidInput, NotFound, PmsgateError
 from pmsgate.knowledge.patcher import PatchOutcome, PatchPlan, apply_patch, plan_patch
 from pmsgate.knowledge.template import WIFI, PageCheck, WifiCredentials, check_page
 from pmsgate.platform.notes import NotesClient, NotesError
-from pmsgate.storage.db import database_unavailable
 
 T = TypeVar("T")
 
@@ -67,20 +59,6 @@ JsonOption = Annotated[
 ]
 
 
-@dataclass
-class Upstreams:
-    """How the commands reach the upstreams: real clients by default.
-
-    The sandbox and tests set ``http_factory`` (httpx clients on the emulators' ASGI
-    app) and a clock and sleep shared with the emulators; it is the same seam the
-    services take in production, no behaviour is replaced.
-    """
-
-    http_factory: HttpFactory | None = None
-    clock: Clock | None = None
-    sleep: Sleep = anyio.sleep
-
-
 upstreams = Upstreams()
 
 
@@ -100,16 +78,8 @@ class NotesPageRef:
 @asynccontextmanager
 async def open_services() -> AsyncIterator[CustomerServices]:
     """The customer services on the configured database and upstreams (see :class:`Upstreams`)."""
-    try:
-        async with open_container(
-            get_settings(),
-            clock=upstreams.clock,
-            http_factory=upstreams.http_factory,
-            sleep=upstreams.sleep,
-        ) as container:
-            yield container.customers
-    except (SQLAlchemyError, OSError) as error:
-        raise database_unavailable(error) from None
+    async with open_cli_container(upstreams) as container:
+        yield container.customers
 
 
 def run_with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:

@@ -34,12 +34,9 @@ from rich.live import Live
 from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
-from sqlalchemy.exc import SQLAlchemyError
 from typer.core import TyperGroup
 
-from pmsgate.cli_support import fail, run
-from pmsgate.config import get_settings
-from pmsgate.container import open_container
+from pmsgate.cli_support import fail, open_cli_container, run
 from pmsgate.errors import PmsgateError
 from pmsgate.knowledge import cli as knowledge_cli
 from pmsgate.onboarding.context import OnboardingServices
@@ -54,7 +51,6 @@ from pmsgate.onboarding.report import (
 )
 from pmsgate.onboarding.runner import OnboardingRunner, StepEvent, confirm_step
 from pmsgate.onboarding.steps import Step
-from pmsgate.storage.db import database_unavailable
 
 T = TypeVar("T")
 
@@ -89,16 +85,8 @@ JsonOption = Annotated[
 async def open_services() -> AsyncIterator[OnboardingServices]:
     """Onboarding services on the configured database and upstreams (the knowledge seam)."""
     upstreams = knowledge_cli.upstreams
-    try:
-        async with open_container(
-            get_settings(),
-            clock=upstreams.clock,
-            http_factory=upstreams.http_factory,
-            sleep=upstreams.sleep,
-        ) as container:
-            yield container.onboarding
-    except (SQLAlchemyError, OSError) as error:
-        raise database_unavailable(error) from None
+    async with open_cli_container(upstreams) as container:
+        yield container.onboarding
 
 
 def _run_async(work: Callable[[OnboardingServices], Awaitable[T]]) -> T:

@@ -18,12 +18,8 @@ from pydantic import SecretStr
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
-from sqlalchemy.exc import SQLAlchemyError
 
-from pmsgate.cli_support import run
-from pmsgate.config import get_settings
-from pmsgate.container import open_container
-from pmsgate.storage.db import database_unavailable
+from pmsgate.cli_support import open_cli_container, run
 from pmsgate.web.users import UserService, UserView
 
 T = TypeVar("T")
@@ -48,11 +44,8 @@ Email = Annotated[str, typer.Argument(help="The account's e-mail address.")]
 
 def _with_users(work: Callable[[UserService], Awaitable[T]]) -> T:
     async def _go() -> T:
-        try:
-            async with open_container(get_settings()) as container:
-                return await work(container.web.users)
-        except (SQLAlchemyError, OSError) as error:
-            raise database_unavailable(error) from None
+        async with open_cli_container() as container:
+            return await work(container.web.users)
 
     return run(_go())
 
