@@ -19,13 +19,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import ManualClock
 from pmsgate.customers.allowlist import Allowlist
+from pmsgate.customers.registry import Customers
 from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.customers.workspaces import Workspaces
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.storage.allowlist import AllowlistComment
 from pmsgate.storage.apartments import ApartmentRepository
-from pmsgate.storage.customers import CustomerProfile, CustomerRepository
+from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import alembic_config, current_revision, open_database, session_factory
 from pmsgate.storage.integrations import (
     IntegrationRepository,
@@ -58,12 +59,12 @@ async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncS
 
 
 @pytest.fixture
-def customers(sessions: async_sessionmaker[AsyncSession], clock: ManualClock) -> CustomerRepository:
-    return CustomerRepository(sessions, clock)
+def customers(sessions: async_sessionmaker[AsyncSession], clock: ManualClock) -> Customers:
+    return Customers(sessions, clock)
 
 
 async def add_customer(
-    customers: CustomerRepository, student_id: str = "stu-1001", **changes: object
+    customers: Customers, student_id: str = "stu-1001", **changes: object
 ) -> None:
     values: dict[str, object] = {
         "student_id": student_id,
@@ -136,7 +137,7 @@ async def test_platform_migration_downgrades_to_the_gateway_schema_and_upgrades_
 
 
 async def test_a_customer_is_added_and_read_back_with_its_profile(
-    customers: CustomerRepository,
+    customers: Customers,
 ):
     await add_customer(customers, email="Owner@Example.TEST", handles_upsell=True)
 
@@ -151,7 +152,7 @@ async def test_a_customer_is_added_and_read_back_with_its_profile(
 
 
 async def test_a_second_customer_with_the_same_student_id_is_a_conflict(
-    customers: CustomerRepository,
+    customers: Customers,
 ):
     await add_customer(customers)
 
@@ -163,7 +164,7 @@ async def test_a_second_customer_with_the_same_student_id_is_a_conflict(
 
 
 async def test_upserting_a_customer_replaces_its_profile_and_keeps_its_subscription(
-    customers: CustomerRepository, clock: ManualClock
+    customers: Customers, clock: ManualClock
 ):
     await add_customer(customers)
     await customers.set_subscription(
@@ -191,7 +192,7 @@ async def test_upserting_a_customer_replaces_its_profile_and_keeps_its_subscript
 
 
 async def test_an_active_subscription_counts_only_on_the_contract_price(
-    customers: CustomerRepository,
+    customers: Customers,
 ):
     await add_customer(customers)
 
@@ -220,7 +221,7 @@ async def test_an_active_subscription_counts_only_on_the_contract_price(
     ],
 )
 async def test_customer_input_is_refused_with_its_own_code_before_any_write(
-    customers: CustomerRepository, changes: dict[str, Any], code: str
+    customers: Customers, changes: dict[str, Any], code: str
 ):
     with pytest.raises(PmsgateError) as excinfo:
         await add_customer(customers, **changes)
@@ -229,7 +230,7 @@ async def test_customer_input_is_refused_with_its_own_code_before_any_write(
     assert await customers.all() == []
 
 
-async def test_an_unknown_customer_is_customer_not_found(customers: CustomerRepository):
+async def test_an_unknown_customer_is_customer_not_found(customers: Customers):
     with pytest.raises(PmsgateError) as read:
         await customers.get("stu-missing")
     with pytest.raises(PmsgateError) as subscription:
@@ -246,7 +247,7 @@ async def test_an_unknown_customer_is_customer_not_found(customers: CustomerRepo
 
 async def test_workspace_configuration_upsert_updates_in_place_and_keeps_the_workspace_id(
     sessions: async_sessionmaker[AsyncSession],
-    customers: CustomerRepository,
+    customers: Customers,
     clock: ManualClock,
 ):
     await add_customer(customers)
@@ -279,7 +280,7 @@ async def test_workspace_configuration_upsert_updates_in_place_and_keeps_the_wor
 
 
 async def test_billing_mode_other_than_partner_markup_is_refused_by_repository_and_database(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     workspaces = Workspaces(sessions)
@@ -327,7 +328,7 @@ async def test_billing_mode_other_than_partner_markup_is_refused_by_repository_a
 )
 async def test_workspace_configuration_values_are_checked(
     sessions: async_sessionmaker[AsyncSession],
-    customers: CustomerRepository,
+    customers: Customers,
     changes: dict[str, object],
     code: str,
 ):
@@ -347,7 +348,7 @@ async def test_workspace_configuration_values_are_checked(
 
 
 async def test_a_workspace_slug_or_id_of_another_customer_is_a_conflict(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers, "stu-1")
     await add_customer(customers, "stu-2")
@@ -390,7 +391,7 @@ async def test_a_workspace_configuration_needs_a_registered_customer(
 
 
 async def test_integration_rows_have_their_own_id_and_one_row_per_customer_and_provider(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     integrations = IntegrationRepository(sessions)
@@ -412,7 +413,7 @@ async def test_integration_rows_have_their_own_id_and_one_row_per_customer_and_p
 
 
 async def test_an_integration_id_equal_to_the_student_id_is_refused_by_repository_and_database(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     when = datetime(2026, 11, 22, tzinfo=UTC)
@@ -437,7 +438,7 @@ async def test_an_integration_id_equal_to_the_student_id_is_refused_by_repositor
 
 
 async def test_a_student_id_given_where_the_integration_row_id_belongs_is_named_as_such(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     integrations = IntegrationRepository(sessions)
@@ -456,7 +457,7 @@ async def test_a_student_id_given_where_the_integration_row_id_belongs_is_named_
 
 async def test_integration_status_moves_to_error_with_its_reason_and_back_to_connected(
     sessions: async_sessionmaker[AsyncSession],
-    customers: CustomerRepository,
+    customers: Customers,
     clock: ManualClock,
 ):
     await add_customer(customers)
@@ -481,7 +482,7 @@ async def test_integration_status_moves_to_error_with_its_reason_and_back_to_con
 
 
 async def test_the_booking_system_row_links_the_gateway_facility_registered_for_it(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     integrations = IntegrationRepository(sessions)
@@ -506,7 +507,7 @@ async def test_the_booking_system_row_links_the_gateway_facility_registered_for_
 
 
 async def test_a_facility_registered_first_names_the_integration_row_id_to_create(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     await add_facility(sessions, "1001", "int-1001")
@@ -519,7 +520,7 @@ async def test_a_facility_registered_first_names_the_integration_row_id_to_creat
 
 
 async def test_the_notes_token_is_stored_only_as_vault_ciphertext(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     vault = Vault(generate_key_spec("k1"))
@@ -554,7 +555,7 @@ async def test_the_notes_token_is_stored_only_as_vault_ciphertext(
 
 
 async def test_notes_fields_stay_off_the_booking_system_row_in_repository_and_database(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     await add_customer(customers, "stu-2")
@@ -601,7 +602,7 @@ async def test_an_integration_row_needs_a_registered_customer(
 
 async def test_a_row_created_by_the_listings_sync_is_completed_with_its_notes_page_in_place(
     sessions: async_sessionmaker[AsyncSession],
-    customers: CustomerRepository,
+    customers: Customers,
     clock: ManualClock,
 ):
     await add_customer(customers)
@@ -629,7 +630,7 @@ async def test_a_row_created_by_the_listings_sync_is_completed_with_its_notes_pa
 
 
 async def test_separate_updates_complete_an_existing_row_and_never_create_one(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     registry = ApartmentRepository(sessions)
@@ -651,7 +652,7 @@ async def test_separate_updates_complete_an_existing_row_and_never_create_one(
 
 
 async def test_a_listing_or_notes_page_maps_to_one_apartment_only(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     registry = ApartmentRepository(sessions)
@@ -673,7 +674,7 @@ async def test_a_listing_or_notes_page_maps_to_one_apartment_only(
 
 
 async def test_the_registry_unique_keys_are_database_constraints_scoped_to_the_customer(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers, "stu-1")
     await add_customer(customers, "stu-2")
@@ -703,7 +704,7 @@ async def test_the_registry_unique_keys_are_database_constraints_scoped_to_the_c
 
 
 async def test_concurrent_upserts_of_one_apartment_leave_one_complete_row(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     registry = ApartmentRepository(sessions)
@@ -718,7 +719,7 @@ async def test_concurrent_upserts_of_one_apartment_leave_one_complete_row(
 
 
 async def test_registry_rows_are_removed_and_a_missing_one_is_not_found(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     registry = ApartmentRepository(sessions)
@@ -739,7 +740,7 @@ async def test_registry_rows_are_removed_and_a_missing_one_is_not_found(
 
 
 async def test_the_baseline_is_recorded_once_and_a_second_one_returns_the_first(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     usage = UsageSnapshots(sessions)
@@ -772,7 +773,7 @@ async def test_the_baseline_is_recorded_once_and_a_second_one_returns_the_first(
 
 
 async def test_latest_is_the_newest_snapshot_and_the_baseline_stays_the_first(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     usage = UsageSnapshots(sessions)
@@ -817,7 +818,7 @@ async def test_latest_is_the_newest_snapshot_and_the_baseline_stays_the_first(
 
 
 async def test_a_repeated_tick_does_not_duplicate_a_periodic_snapshot(
-    sessions: async_sessionmaker[AsyncSession], customers: CustomerRepository
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     usage = UsageSnapshots(sessions)
@@ -844,7 +845,7 @@ async def test_a_repeated_tick_does_not_duplicate_a_periodic_snapshot(
 )
 async def test_a_usage_snapshot_is_checked_before_it_is_stored(
     sessions: async_sessionmaker[AsyncSession],
-    customers: CustomerRepository,
+    customers: Customers,
     changes: dict[str, object],
     code: str,
 ):

@@ -15,7 +15,8 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import ManualClock
-from pmsgate.storage.customers import CustomerProfile, CustomerRepository
+from pmsgate.customers.registry import Customers
+from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.users import UserRepository, WebSessionRepository
 
@@ -35,7 +36,7 @@ async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncS
 async def session(
     sessions: async_sessionmaker[AsyncSession], clock: ManualClock
 ) -> AsyncIterator[AsyncSession]:
-    await CustomerRepository(sessions, clock).add(
+    await Customers(sessions, clock).add(
         CustomerProfile(
             student_id=STUDENT, email="owner@example.test", name="Owner", kind="partner"
         )

@@ -27,9 +27,10 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.customers.registry import Customers
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.storage.customers import CustomerProfile, CustomerRepository
+from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.users import UserRepository
 from pmsgate.web.app import STATIC_DIR
@@ -120,7 +121,7 @@ async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncS
     """Sessions on a migrated database holding one customer (STUDENT)."""
     async with open_database(database_url) as engine:
         factory = session_factory(engine)
-        await CustomerRepository(factory, ManualClock()).add(
+        await Customers(factory, ManualClock()).add(
             CustomerProfile(student_id=STUDENT, email="o@example.com", name="O", kind="partner")
         )
         yield factory

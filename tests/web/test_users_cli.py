@@ -15,9 +15,10 @@ from typer.testing import CliRunner, Result
 from pmsgate.cli import app
 from pmsgate.clock import ManualClock
 from pmsgate.config import get_settings
+from pmsgate.customers.registry import Customers
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.storage.customers import CustomerProfile, CustomerRepository
+from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.web.users import UserService
 
@@ -46,7 +47,7 @@ def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]
 async def customer(cli_env: str) -> str:
     """A registered customer's student_id."""
     async with open_database(cli_env) as engine:
-        await CustomerRepository(session_factory(engine), ManualClock()).add(
+        await Customers(session_factory(engine), ManualClock()).add(
             CustomerProfile(student_id=STUDENT, email="o@example.com", name="O", kind="partner")
         )
     return STUDENT

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.allowlist import Allowlist
+from pmsgate.customers.registry import Customers
 from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.customers.workspaces import Workspaces
 from pmsgate.errors import ConfigurationError, Conflict, NotFound
@@ -35,7 +36,7 @@ from pmsgate.gateway.vault import Vault
 from pmsgate.platform.assistant import AssistantClient
 from pmsgate.platform.notes import NotesClient, NotesThrottle
 from pmsgate.storage.apartments import ApartmentRepository, ApartmentView
-from pmsgate.storage.customers import CustomerRepository, CustomerView
+from pmsgate.storage.customers import CustomerView
 from pmsgate.storage.integrations import IntegrationRepository, IntegrationView, token_context
 from pmsgate.storage.workspaces import WorkspaceConfigurationView
 
@@ -125,7 +126,7 @@ class CustomerServices:
         self.vault = vault
         self.http_factory = http_factory
         self.sleep = sleep
-        self.customers = CustomerRepository(sessions, clock)
+        self.customers = Customers(sessions, clock)
         self.workspaces = Workspaces(sessions, clock)
         self.integrations = IntegrationRepository(sessions, clock)
         self.apartments = ApartmentRepository(sessions, clock)

@@ -2,30 +2,22 @@
 
 A customer is keyed by its ``student_id``. Its profile (contact, kind, contract,
 autonomy) comes from the customer file and is upserted as a whole; its
-subscription changes on its own (billing) and has its own method.
+subscription changes on its own (billing) and has its own method. The repository works
+in the caller's session and never commits; :class:`pmsgate.customers.registry.Customers`
+checks the values, raises the caller-facing errors and owns the transactions.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast, get_args
+from typing import cast
 
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.clock import Clock, SystemClock
-from pmsgate.errors import Conflict, PmsgateError
-from pmsgate.storage.integrity import (
-    customer_not_found,
-    dialect_insert,
-    email_address,
-    one_of,
-    optional_text,
-    required_text,
-    translate_integrity_error,
-)
+from pmsgate.storage.integrity import dialect_insert, required_text
 from pmsgate.storage.models import Customer, CustomerKind, SubscriptionStatus
 
 MAX_STUDENT_ID = 64
@@ -103,137 +95,55 @@ def student_id_value(student_id: str) -> str:
     return required_text(student_id, "student_id", MAX_STUDENT_ID)
 
 
-class CustomerExists(Conflict):
-    """A customer with this student_id is already registered."""
-
-    code = "customer_exists"
-    hint = "Update it (upsert) instead of adding it again."
-
-
-def _profile_values(profile: CustomerProfile) -> dict[str, object]:
-    return {
-        "student_id": student_id_value(profile.student_id),
-        "email": email_address(profile.email),
-        "name": required_text(profile.name, "name", MAX_NAME),
-        "kind": one_of(profile.kind.strip().lower(), get_args(CustomerKind), "kind"),
-        "contract_ref": optional_text(profile.contract_ref, "contract_ref", MAX_REFERENCE),
-        "contract_price_id": optional_text(
-            profile.contract_price_id, "contract_price_id", MAX_REFERENCE
-        ),
-        "handles_upsell": bool(profile.handles_upsell),
-        "handles_late_check_in": bool(profile.handles_late_check_in),
-    }
-
-
 class CustomerRepository:
-    """Adds, upserts and reads customers; sets their subscription."""
+    """Inserts, upserts and reads customers and sets their subscription (values already
+    checked), in the caller's session; never commits (a taken student_id on insert raises
+    ``IntegrityError``)."""
 
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
 
-    async def add(self, profile: CustomerProfile) -> CustomerView:
-        """Register a new customer; an existing student_id is a ``customer_exists`` conflict."""
-        values = _profile_values(profile)
-        now = self._clock.now()
+    async def insert(self, values: Mapping[str, object], now: datetime) -> CustomerView:
+        """Store a new customer (flushed)."""
         row = Customer(**values, created_at=now, updated_at=now)
-        try:
-            async with self._sessions.begin() as session:
-                session.add(row)
-        except IntegrityError as error:
-            raise self._translate(error, str(values["student_id"])) from None
+        self._session.add(row)
+        await self._session.flush()
         return _view(row)
 
-    async def upsert(self, profile: CustomerProfile) -> CustomerView:
+    async def upsert(self, values: Mapping[str, object], now: datetime) -> CustomerView:
         """Insert the customer, or replace its profile; its subscription is left as it is."""
-        values = _profile_values(profile)
-        now = self._clock.now()
         changes = {key: value for key, value in values.items() if key != "student_id"}
-        try:
-            async with self._sessions.begin() as session:
-                statement = dialect_insert(session, Customer).values(
-                    **values, created_at=now, updated_at=now
-                )
-                row = (
-                    await session.scalars(
-                        statement.on_conflict_do_update(
-                            index_elements=[Customer.student_id],
-                            set_={**changes, "updated_at": now},
-                        ).returning(Customer)
-                    )
-                ).one()
-        except IntegrityError as error:
-            raise self._translate(error, str(values["student_id"])) from None
+        statement = dialect_insert(self._session, Customer).values(
+            **values, created_at=now, updated_at=now
+        )
+        row = (
+            await self._session.scalars(
+                statement.on_conflict_do_update(
+                    index_elements=[Customer.student_id],
+                    set_={**changes, "updated_at": now},
+                ).returning(Customer)
+            )
+        ).one()
         return _view(row)
 
     async def find(self, student_id: str) -> CustomerView | None:
         """The customer with this student_id, if any."""
-        if "\x00" in student_id:
-            # No customer can have one, and PostgreSQL refuses NUL in a text parameter.
-            return None
-        async with self._sessions() as session:
-            row = await session.scalar(
-                select(Customer).where(Customer.student_id == student_id.strip())
-            )
+        row = await self._session.scalar(select(Customer).where(Customer.student_id == student_id))
         return _view(row) if row is not None else None
-
-    async def get(self, student_id: str) -> CustomerView:
-        """The customer with this student_id; ``customer_not_found`` otherwise."""
-        found = await self.find(student_id)
-        if found is None:
-            raise customer_not_found(student_id)
-        return found
 
     async def all(self) -> list[CustomerView]:
         """Every customer, by student_id."""
-        async with self._sessions() as session:
-            rows = await session.scalars(select(Customer).order_by(Customer.student_id))
-            return [_view(row) for row in rows]
+        rows = await self._session.scalars(select(Customer).order_by(Customer.student_id))
+        return [_view(row) for row in rows]
 
     async def set_subscription(
-        self,
-        student_id: str,
-        *,
-        subscription_id: str | None,
-        status: str | None,
-        price_id: str | None,
-    ) -> CustomerView:
-        """Record the customer's subscription as billing reports it (None: no subscription)."""
-        values = {
-            "subscription_id": optional_text(subscription_id, "subscription_id", MAX_REFERENCE),
-            "subscription_status": (
-                None
-                if status is None
-                else one_of(
-                    status.strip().lower(), get_args(SubscriptionStatus), "subscription_status"
-                )
-            ),
-            "subscription_price_id": optional_text(
-                price_id, "subscription_price_id", MAX_REFERENCE
-            ),
-            "updated_at": self._clock.now(),
-        }
-        async with self._sessions.begin() as session:
-            row = await session.scalar(
-                update(Customer)
-                .where(Customer.student_id == student_id.strip())
-                .values(**values)
-                .returning(Customer)
-            )
-            if row is None:
-                raise customer_not_found(student_id)
-            return _view(row)
-
-    @staticmethod
-    def _translate(error: IntegrityError, student_id: str) -> PmsgateError:
-        return translate_integrity_error(
-            error,
-            Customer.__table__,  # type: ignore[arg-type]
-            {
-                "uq_customers_student_id": lambda: CustomerExists(
-                    f"A customer with student_id {student_id} already exists."
-                )
-            },
+        self, student_id: str, values: Mapping[str, object]
+    ) -> CustomerView | None:
+        """Record the customer's subscription values; None when there is no such customer."""
+        row = await self._session.scalar(
+            update(Customer)
+            .where(Customer.student_id == student_id)
+            .values(**values)
+            .returning(Customer)
         )
+        return _view(row) if row is not None else None
