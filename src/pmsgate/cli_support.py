@@ -12,20 +12,20 @@ import asyncio
 from collections.abc import AsyncIterator, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import anyio
 import typer
 from rich.console import Console
 from rich.markup import escape
-from sqlalchemy.exc import SQLAlchemyError
 
 from pmsgate.clock import Clock
 from pmsgate.config import get_settings
-from pmsgate.container import Container, open_container
-from pmsgate.customers.context import HttpFactory, Sleep
 from pmsgate.errors import PmsgateError
-from pmsgate.storage.db import database_unavailable
+
+if TYPE_CHECKING:
+    from pmsgate.container import Container
+    from pmsgate.customers.context import HttpFactory, Sleep
 
 err_console = Console(stderr=True, highlight=False)
 
@@ -49,6 +49,12 @@ class Upstreams:
 @asynccontextmanager
 async def open_cli_container(upstreams: Upstreams | None = None) -> AsyncIterator[Container]:
     """The command's container on the environment's settings and the group's upstreams."""
+    # Imported here: `pmsgate --help` and the light commands do not load every service.
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from pmsgate.container import open_container
+    from pmsgate.storage.db import database_unavailable
+
     seams = upstreams or Upstreams()
     try:
         async with open_container(

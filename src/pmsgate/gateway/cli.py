@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel, SecretStr
@@ -28,7 +28,6 @@ from rich.markup import escape
 from rich.table import Table
 
 from pmsgate.cli_support import Upstreams, fail, open_cli_container, run
-from pmsgate.container import Container
 from pmsgate.customers.reconnect import reconnect_facility
 from pmsgate.errors import InvalidInput
 from pmsgate.gateway.facilities import (
@@ -39,6 +38,9 @@ from pmsgate.gateway.facilities import (
     NewFacility,
 )
 from pmsgate.gateway.vault import generate_key_spec
+
+if TYPE_CHECKING:
+    from pmsgate.container import Container
 
 T = TypeVar("T")
 
