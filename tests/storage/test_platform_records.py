@@ -19,13 +19,13 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import ManualClock
 from pmsgate.customers.allowlist import Allowlist
+from pmsgate.customers.apartments import Apartments
 from pmsgate.customers.registry import Customers
 from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.customers.workspaces import Workspaces
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.storage.allowlist import AllowlistComment
-from pmsgate.storage.apartments import ApartmentRepository
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import alembic_config, current_revision, open_database, session_factory
 from pmsgate.storage.integrations import (
@@ -606,7 +606,7 @@ async def test_a_row_created_by_the_listings_sync_is_completed_with_its_notes_pa
     clock: ManualClock,
 ):
     await add_customer(customers)
-    registry = ApartmentRepository(sessions, clock)
+    registry = Apartments(sessions, clock)
     # The automatic listings sync knows only the listing and the room type it mirrors.
     synced, synced_created = await registry.upsert(
         "stu-1001", "rt-101", assistant_listing_id="lst-9"
@@ -633,7 +633,7 @@ async def test_separate_updates_complete_an_existing_row_and_never_create_one(
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    registry = ApartmentRepository(sessions)
+    registry = Apartments(sessions)
     await registry.upsert("stu-1001", "rt-101", assistant_listing_id="lst-9")
 
     await registry.update_notes_page("stu-1001", "rt-101", "page-abc")
@@ -655,7 +655,7 @@ async def test_a_listing_or_notes_page_maps_to_one_apartment_only(
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    registry = ApartmentRepository(sessions)
+    registry = Apartments(sessions)
     await registry.upsert("stu-1001", "rt-101", assistant_listing_id="lst-1", notes_page_id="p-1")
     await registry.upsert("stu-1001", "rt-102")
 
@@ -678,7 +678,7 @@ async def test_the_registry_unique_keys_are_database_constraints_scoped_to_the_c
 ):
     await add_customer(customers, "stu-1")
     await add_customer(customers, "stu-2")
-    registry = ApartmentRepository(sessions)
+    registry = Apartments(sessions)
     await registry.upsert("stu-1", "rt-101", assistant_listing_id="lst-1", notes_page_id="p-1")
     # Another customer may use the same ids: every key is per customer.
     await registry.upsert("stu-2", "rt-101", assistant_listing_id="lst-1", notes_page_id="p-1")
@@ -707,7 +707,7 @@ async def test_concurrent_upserts_of_one_apartment_leave_one_complete_row(
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    registry = ApartmentRepository(sessions)
+    registry = Apartments(sessions)
 
     async with anyio.create_task_group() as group:
         group.start_soon(lambda: registry.upsert("stu-1001", "rt-7", assistant_listing_id="l-7"))
@@ -722,7 +722,7 @@ async def test_registry_rows_are_removed_and_a_missing_one_is_not_found(
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    registry = ApartmentRepository(sessions)
+    registry = Apartments(sessions)
     await registry.upsert("stu-1001", "rt-101")
 
     await registry.remove("stu-1001", "rt-101")

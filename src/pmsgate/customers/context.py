@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.allowlist import Allowlist
+from pmsgate.customers.apartments import Apartments
 from pmsgate.customers.registry import Customers
 from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.customers.workspaces import Workspaces
@@ -35,7 +36,7 @@ from pmsgate.gateway.facilities import FacilityService
 from pmsgate.gateway.vault import Vault
 from pmsgate.platform.assistant import AssistantClient
 from pmsgate.platform.notes import NotesClient, NotesThrottle
-from pmsgate.storage.apartments import ApartmentRepository, ApartmentView
+from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.customers import CustomerView
 from pmsgate.storage.integrations import IntegrationRepository, IntegrationView, token_context
 from pmsgate.storage.workspaces import WorkspaceConfigurationView
@@ -129,7 +130,7 @@ class CustomerServices:
         self.customers = Customers(sessions, clock)
         self.workspaces = Workspaces(sessions, clock)
         self.integrations = IntegrationRepository(sessions, clock)
-        self.apartments = ApartmentRepository(sessions, clock)
+        self.apartments = Apartments(sessions, clock)
         self.usage = UsageSnapshots(sessions)
         self.allowlist = Allowlist(sessions, clock)
         self.facilities = facilities  # the gateway's: one key cache per process
