@@ -5,7 +5,8 @@ built from three injected things, so the composition root decides their
 lifetimes and tests pass real ones:
 
 - ``get_service`` — called per request, returns the :class:`FacilityService`
-  (typically read from ``app.state`` once the lifespan has opened the database);
+  (the app reads ``app.state.container.gateway.facilities``, set once its container
+  is built);
 - ``admin_token`` — ``PMSGATE_ADMIN_TOKEN``; when unset every admin call answers
   503 ``admin_api_disabled`` (the API is off, not open);
 - ``reconnect_facility`` — the process's one reconnect path
