@@ -18,6 +18,7 @@ from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from pmsgate.errors import ConfigurationError, PmsgateError
+from pmsgate.storage.models import Ciphertext
 
 NONCE_BYTES = 12
 
@@ -95,13 +96,13 @@ class Vault:
     def __repr__(self) -> str:
         return f"Vault(primary={self.primary_key_id!r}, keys={len(self._keys)})"
 
-    def encrypt(self, plaintext: str, *, context: str) -> str:
+    def encrypt(self, plaintext: str, *, context: str) -> Ciphertext:
         """Ciphertext of the plaintext under the primary key, bound to the context."""
         nonce = os.urandom(NONCE_BYTES)
         sealed = self._keys[self.primary_key_id].encrypt(
             nonce, plaintext.encode(), context.encode()
         )
-        return f"{self.primary_key_id}:{base64.b64encode(nonce + sealed).decode()}"
+        return Ciphertext(f"{self.primary_key_id}:{base64.b64encode(nonce + sealed).decode()}")
 
     def decrypt(self, ciphertext: str, *, context: str) -> str:
         """The plaintext, if the ciphertext was made for this context with a known key."""

@@ -34,6 +34,7 @@ from pmsgate.storage.integrity import (
     translate_integrity_error,
 )
 from pmsgate.storage.models import (
+    Ciphertext,
     Customer,
     Facility,
     IntegrationProvider,
@@ -131,7 +132,7 @@ class IntegrationRepository:
         facility_hotel_id: str | None = None,
         notes_workspace_id: str | None = None,
         apartments_database_id: str | None = None,
-        token_enc: str | None = None,
+        token_enc: Ciphertext | None = None,
     ) -> IntegrationView:
         """Create the customer's row for a provider; its id is generated unless given."""
         student_id = student_id_value(student_id)
@@ -298,7 +299,7 @@ class IntegrationRepository:
         *,
         notes_workspace_id: str | None,
         apartments_database_id: str | None,
-        token_enc: str | None,
+        token_enc: Ciphertext | None,
     ) -> IntegrationView:
         """Record the notes workspace, its apartments database and the encrypted token."""
         values = {

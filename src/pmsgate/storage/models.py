@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, date, datetime
 from decimal import Decimal
-from typing import Any, Literal, get_args
+from typing import Any, Literal, NewType, get_args
 
 from sqlalchemy import (
     JSON,
@@ -25,6 +25,10 @@ from sqlalchemy.orm import Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 from pmsgate.storage.db import Base
+
+# A secret as the vault sealed it (`Vault.encrypt`'s answer, never a plain value): the only
+# type the repositories accept for a column holding a secret, so mypy refuses a plaintext.
+Ciphertext = NewType("Ciphertext", str)
 
 
 class UtcDateTime(TypeDecorator[datetime]):

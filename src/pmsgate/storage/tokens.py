@@ -18,7 +18,7 @@ from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.storage.models import Facility, FacilityToken
+from pmsgate.storage.models import Ciphertext, Facility, FacilityToken
 
 
 @dataclass(frozen=True)
@@ -57,7 +57,7 @@ class TokenRepository:
         )
 
     async def put(
-        self, hotel_id: str, *, token_enc: str, expires_at: datetime, obtained_at: datetime
+        self, hotel_id: str, *, token_enc: Ciphertext, expires_at: datetime, obtained_at: datetime
     ) -> bool:
         """Store the facility's token, replacing any earlier one; False when no such facility."""
         facility_id = (
