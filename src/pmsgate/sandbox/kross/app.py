@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
@@ -41,6 +40,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Res
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pmsgate.sandbox.core import bearer_token, json_object
 from pmsgate.sandbox.kross import errors, wire
 from pmsgate.sandbox.kross.errors import KrossError
 from pmsgate.sandbox.kross.store import (
@@ -275,7 +275,7 @@ def _api_router(store: KrossStore) -> APIRouter:
             raise KrossError(errors.OPERATION_NOT_FOUND, f"no operation {path!r}")
         if operation == GET_TOKEN:
             return _json(await _get_token(store, request))
-        hotel_id = store.authenticate(_bearer_token(request))
+        hotel_id = store.authenticate(bearer_token(request))
         store.admit(hotel_id)
         _maybe_fail(store)
         if operation in WRITE_OPERATIONS:
@@ -406,22 +406,12 @@ def _list_envelope(
     }
 
 
-def _bearer_token(request: Request) -> str | None:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else None
-
-
 async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise KrossError(errors.INVALID_REQUEST, "the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise KrossError(errors.INVALID_REQUEST, "the body must be a JSON object")
-    return body
+    return json_object(
+        await request.body(),
+        not_json=lambda: KrossError(errors.INVALID_REQUEST, "the body is not valid JSON"),
+        not_object=lambda: KrossError(errors.INVALID_REQUEST, "the body must be a JSON object"),
+    )
 
 
 def _parse(model: type[_Model], body: dict[str, Any]) -> _Model:

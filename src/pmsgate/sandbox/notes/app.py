@@ -32,6 +32,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pmsgate.sandbox.core import bearer_token, json_object
 from pmsgate.sandbox.notes import errors
 from pmsgate.sandbox.notes.errors import NotesApiError, validation
 from pmsgate.sandbox.notes.seed import ADDRESS_PROPERTY, ROOM_TYPE_PROPERTY, TITLE_PROPERTY
@@ -218,7 +219,7 @@ async def _enter(
     if store.faults.latency_s > 0:
         await anyio.sleep(store.faults.latency_s)
     version = store.check_version(request.headers.get("notion-version"))
-    workspace = store.authenticate(_bearer_token(request))
+    workspace = store.authenticate(bearer_token(request))
     store.admit(workspace)
     fault = store.draw_fault(request.url.path)
     if fault is not None:
@@ -527,25 +528,16 @@ def _json(payload: dict[str, Any], status: int = 200) -> JSONResponse:
     return JSONResponse({**payload, "request_id": _request_id()}, status_code=status)
 
 
-def _bearer_token(request: Request) -> str | None:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else None
-
-
 async def _json_body(request: Request) -> dict[str, Any]:
     return _parse_json(await request.body())
 
 
 def _parse_json(raw: bytes) -> dict[str, Any]:
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise NotesApiError(errors.INVALID_JSON) from None
-    if not isinstance(body, dict):
-        raise validation("body should be an object.")
-    return body
+    return json_object(
+        raw,
+        not_json=lambda: NotesApiError(errors.INVALID_JSON),
+        not_object=lambda: validation("body should be an object."),
+    )
 
 
 def _install_error_handlers(app: FastAPI, store: NotesStore) -> None:

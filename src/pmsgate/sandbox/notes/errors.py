@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pmsgate.sandbox.core import EmulatedError
+
 
 @dataclass(frozen=True)
 class ErrorSpec:
@@ -51,20 +53,8 @@ SERVICE_UNAVAILABLE = ErrorSpec(
 )
 
 
-class NotesApiError(Exception):
+class NotesApiError(EmulatedError[ErrorSpec]):
     """An error answer: raised anywhere in the emulator, rendered by the app's handler."""
-
-    def __init__(
-        self,
-        spec: ErrorSpec,
-        message: str | None = None,
-        *,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message or spec.message)
-        self.spec = spec
-        self.message = message or spec.message
-        self.headers = headers or {}
 
     def body(self, request_id: str) -> dict[str, Any]:
         """The JSON error object."""

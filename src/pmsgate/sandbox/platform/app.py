@@ -31,6 +31,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from pmsgate.sandbox.core import bearer_token, json_object
 from pmsgate.sandbox.platform import errors
 from pmsgate.sandbox.platform.errors import PlatformApiError
 from pmsgate.sandbox.platform.store import (
@@ -756,7 +757,7 @@ def _enter(
     ):
         # Like a platform without this endpoint: nothing is counted, nothing is checked.
         raise PlatformApiError(errors.NOT_FOUND, "no such endpoint")
-    token = store.authenticate(_bearer_token(request))
+    token = store.authenticate(bearer_token(request))
     if body is not None:
         workspace_id = _body_workspace(body)
     if resource_id is not None:
@@ -844,11 +845,6 @@ def _route_name(request: Request) -> str:
     return f"{request.method} {path}"
 
 
-def _bearer_token(request: Request) -> str | None:
-    scheme, _, token = request.headers.get("authorization", "").partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else None
-
-
 def _required_query(request: Request, name: str) -> str:
     value = request.query_params.get(name)
     if not value:
@@ -864,16 +860,11 @@ def _body_workspace(body: dict[str, Any]) -> str:
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        body = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        raise PlatformApiError(errors.BAD_REQUEST, "the body is not valid JSON") from None
-    if not isinstance(body, dict):
-        raise PlatformApiError(errors.BAD_REQUEST, "the body must be a JSON object")
-    return body
+    return json_object(
+        await request.body(),
+        not_json=lambda: PlatformApiError(errors.BAD_REQUEST, "the body is not valid JSON"),
+        not_object=lambda: PlatformApiError(errors.BAD_REQUEST, "the body must be a JSON object"),
+    )
 
 
 def _parse(model: type[_Model], body: dict[str, Any]) -> _Model:
