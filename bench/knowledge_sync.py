@@ -58,16 +58,16 @@ from pmsgate.customers.service import (
     sync_registry,
 )
 from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.integrations.assistant.client import AssistantClient
 from pmsgate.knowledge.patcher import apply_patch, plan_patch
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.template import WifiCredentials, check_page
-from pmsgate.platform.assistant import AssistantClient
 from pmsgate.sandbox.app import Sandbox
+from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.assistant.store import PlatformStore
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
-from pmsgate.sandbox.notes.store import NotesStore
-from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
-from pmsgate.sandbox.platform.store import PlatformStore
+from pmsgate.sandbox.notion.store import NotesStore
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
 

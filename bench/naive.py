@@ -2,7 +2,7 @@
 
 What a typical credential/MCP gateway does: for every tool call, log in
 (``auth/get-token``, a new token each time) and send exactly one operation through
-the real :class:`~pmsgate.pms.client.PmsClient`; no cache, no limiter, no
+the real :class:`~pmsgate.integrations.kross.client.PmsClient`; no cache, no limiter, no
 single-flight, no retries. Same URL and key scheme as pmsgate (``POST
 /v1/tools/{name}`` with ``Authorization: Bearer <key>``), so the workload drives
 both with the same requests. Answers are the upstream data, lightly shaped; the
@@ -20,9 +20,9 @@ from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse
 
 from pmsgate.gateway.upstream_errors import translate
-from pmsgate.pms import errors as pms
-from pmsgate.pms.client import PmsClient
-from pmsgate.pms.credentials import Credentials
+from pmsgate.integrations.kross import errors as pms
+from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.credentials import Credentials
 
 
 def _error(code: str, status: int, message: str) -> JSONResponse:

@@ -62,9 +62,9 @@ from pmsgate.clock import SystemClock
 from pmsgate.config import DEFAULT_USER_AGENT
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView
-from pmsgate.pms.client import PmsClient
-from pmsgate.pms.credentials import Credentials
-from pmsgate.pms.operations import load_operations
+from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.credentials import Credentials
+from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.sandbox.kross.app import create_kross_app
 from pmsgate.sandbox.kross.store import KrossStore
 

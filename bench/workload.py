@@ -45,9 +45,9 @@ from bench.common import (
 from bench.naive import NaiveGateway
 from pmsgate.clock import ManualClock
 from pmsgate.config import DEFAULT_USER_AGENT
-from pmsgate.pms.client import PmsClient
-from pmsgate.pms.credentials import Credentials
-from pmsgate.pms.operations import load_operations
+from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.credentials import Credentials
+from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.sandbox.kross.app import create_kross_app
 from pmsgate.sandbox.kross.records import Facility
 from pmsgate.sandbox.kross.store import KrossStore

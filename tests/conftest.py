@@ -37,7 +37,7 @@ def isolated_logging() -> Iterator[None]:
 
 @pytest.fixture(autouse=True)
 def no_retry_waits() -> Iterator[None]:
-    # Every upstream client retries through stamina (pmsgate.upstream.retry); in tests the
+    # Every upstream client retries through stamina (pmsgate.integrations.kit.retry); in tests the
     # decisions and attempt counts stay real and only the wall-clock waits are skipped.
     with stamina.set_testing(True, attempts=1_000, cap=True):
         yield

@@ -8,7 +8,7 @@ import typer
 
 from pmsgate.cli_support import run
 from pmsgate.errors import NotFound
-from pmsgate.platform.errors import PlatformUnavailable
+from pmsgate.integrations.assistant.errors import PlatformUnavailable
 
 
 async def _failing_in_a_task_group(*errors: Exception) -> None:

@@ -202,7 +202,7 @@ def sandbox(
     from rich.table import Table
 
     from pmsgate.sandbox.app import Sandbox
-    from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
+    from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
 
     box = Sandbox(seed=seed)
     table = Table(title=f"Seeded facilities (seed {seed})")

@@ -91,8 +91,8 @@ def first_error(group: BaseExceptionGroup[Any]) -> PmsgateError:
     is raised as is; anything else is an ``internal_error`` naming the exception's type."""
     # Imported here: command modules stay light until a command actually failed.
     from pmsgate.customers.service import upstream_error
-    from pmsgate.platform.errors import PlatformError
-    from pmsgate.platform.notes import NotesError
+    from pmsgate.integrations.assistant.errors import PlatformError
+    from pmsgate.integrations.notion.client import NotesError
 
     leaves: list[BaseException] = []
     pending: list[BaseException] = [group]

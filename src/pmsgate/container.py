@@ -52,12 +52,12 @@ from pmsgate.gateway.usage import UsageCounter, UsageHistory
 from pmsgate.gateway.vault import Vault
 from pmsgate.gateway.window import WindowPolicy
 from pmsgate.gateway.write_records import WriteRecords
-from pmsgate.knowledge.jobs import SyncJobs
+from pmsgate.integrations.assistant.client import AssistantClient
+from pmsgate.integrations.kross.client import PmsClient
 from pmsgate.knowledge.sync import KnowledgeSync
+from pmsgate.knowledge.sync_jobs import SyncJobs
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.records import OnboardingRecords
-from pmsgate.platform.assistant import AssistantClient
-from pmsgate.pms.client import PmsClient
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from pmsgate.web.context import WebServices

@@ -2,7 +2,7 @@
 
 Every rate window of pmsgate is a :class:`RateWindows`: the facility limiter
 (:mod:`pmsgate.gateway.limiter`, three windows per facility), the assistant platform's
-and the notes workspace's client throttles (:mod:`pmsgate.platform`) and the console's
+and the notes workspace's client throttles (:mod:`pmsgate.integrations`) and the console's
 sign-in throttle (:mod:`pmsgate.web.users`). Each keeps its own policy on top — who may
 use how much, what a refusal answers, what happens when Redis is away.
 

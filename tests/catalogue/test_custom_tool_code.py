@@ -50,8 +50,8 @@ def test_rendered_code_compiles_defines_main_and_holds_no_key(name):
 def test_rendered_code_imports_only_what_the_python_runtime_lists(name):
     # GET /v1/custom-tools/runtimes is the documented code contract (standard library
     # always importable, a curated package list); the emulator answers it the same way.
-    from pmsgate.platform.assistant import CustomToolRuntime
-    from pmsgate.sandbox.platform.store import RUNTIMES
+    from pmsgate.integrations.assistant.client import CustomToolRuntime
+    from pmsgate.sandbox.assistant.store import RUNTIMES
 
     python = next(
         CustomToolRuntime.model_validate(r) for r in RUNTIMES if r["language"] == "python"

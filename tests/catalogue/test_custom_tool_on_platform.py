@@ -23,11 +23,11 @@ from pmsgate.catalogue import (
     load_catalogue,
 )
 from pmsgate.clock import ManualClock
-from pmsgate.platform.assistant import AssistantClient, NewAgent, NewCustomTool, NewSkill
+from pmsgate.integrations.assistant.client import AssistantClient, NewAgent, NewCustomTool, NewSkill
+from pmsgate.sandbox.assistant.app import create_platform_app
+from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.assistant.store import PlatformStore
 from pmsgate.sandbox.kross.store import KrossStore
-from pmsgate.sandbox.platform.app import create_platform_app
-from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
-from pmsgate.sandbox.platform.store import PlatformStore
 
 from .support import KEY_SECRET, URL_SECRET, live_gateway
 

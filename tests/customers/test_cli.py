@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 from pmsgate.cli import app
 from pmsgate.config import get_settings
 from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
 
 from ..e2e.processes import free_port, serving
 from ..gateway.facility_support import all_stored_text

@@ -22,8 +22,8 @@ from pmsgate.doctor.runner import Target, run_doctor
 from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
+from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
-from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
 
 pytestmark = pytest.mark.anyio
 

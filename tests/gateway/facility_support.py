@@ -14,7 +14,7 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.gateway.facilities import FacilityService, NewFacility, Verifier, pms_verifier
 from pmsgate.gateway.vault import Vault, generate_key_spec
-from pmsgate.pms.client import PmsClient
+from pmsgate.integrations.kross.client import PmsClient
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.storage.db import Base, open_database, session_factory
 from pmsgate.storage.models import Facility, GatewayKey

@@ -12,7 +12,7 @@ from anyio import wait_all_tasks_blocked
 from pmsgate.clock import ManualClock
 from pmsgate.gateway.cache import Cached, ReadCache
 from pmsgate.gateway.limiter import BudgetExhausted
-from pmsgate.pms.errors import InvalidRequest, UpstreamUnavailable
+from pmsgate.integrations.kross.errors import InvalidRequest, UpstreamUnavailable
 
 pytestmark = pytest.mark.anyio
 

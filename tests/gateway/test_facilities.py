@@ -19,8 +19,8 @@ from pmsgate.errors import InvalidInput, PmsgateError
 from pmsgate.gateway.facilities import FacilityService, Limits
 from pmsgate.gateway.keys import KEY_PREFIX
 from pmsgate.gateway.vault import Vault, VaultError, facility_context, generate_key_spec
+from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.logs import configure_logging
-from pmsgate.pms.credentials import Credentials
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.models import Facility, FacilityToken, GatewayKey
 

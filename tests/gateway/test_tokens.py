@@ -19,9 +19,9 @@ from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter
 from pmsgate.gateway.locks import Locks, RedisLocks
 from pmsgate.gateway.tokens import REFRESH_RETRY_S, TokenManager
 from pmsgate.gateway.vault import Vault
-from pmsgate.pms.client import PmsClient, Token
-from pmsgate.pms.credentials import Credentials
-from pmsgate.pms.errors import AuthenticationFailed
+from pmsgate.integrations.kross.client import PmsClient, Token
+from pmsgate.integrations.kross.credentials import Credentials
+from pmsgate.integrations.kross.errors import AuthenticationFailed
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.models import FacilityToken
 

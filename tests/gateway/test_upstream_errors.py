@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pmsgate.gateway.upstream_errors import translate
-from pmsgate.pms.errors import InvalidRequest, PmsError, RateLimited, TokenRejected
-from pmsgate.upstream import ErrorKind
+from pmsgate.integrations.kit import ErrorKind
+from pmsgate.integrations.kross.errors import InvalidRequest, PmsError, RateLimited, TokenRejected
 
 
 @pytest.mark.parametrize(

@@ -13,8 +13,8 @@ import pytest
 
 from pmsgate.gateway.limiter import BudgetExhausted
 from pmsgate.gateway.window import WindowPolicy, read_pages
-from pmsgate.pms.client import PmsResult
-from pmsgate.pms.errors import UnexpectedResponse, UpstreamUnavailable
+from pmsgate.integrations.kross.client import PmsResult
+from pmsgate.integrations.kross.errors import UnexpectedResponse, UpstreamUnavailable
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from pmsgate.customers.context import CustomerContext
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.jobs.scheduler import Scheduler, build_scheduler
-from pmsgate.storage.jobs import JobRunView
+from pmsgate.storage.job_runs import JobRunView
 from pmsgate.web.context import WebServices
 from tests.customers.support import EnrolledSandbox, enrolled_sandbox
 

@@ -13,8 +13,8 @@ from pmsgate.app import create_app
 from pmsgate.customers.service import register_customer
 from pmsgate.gateway.usage import UsageHistory
 from pmsgate.jobs.scheduler import FLUSH_GATEWAY_USAGE, REFRESH_USAGE
-from pmsgate.sandbox.platform.seed import EXISTING_WORKSPACE_SLUG
-from pmsgate.sandbox.platform.store import USD_PER_MESSAGE, USD_PER_TOOL_RUN
+from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG
+from pmsgate.sandbox.assistant.store import USD_PER_MESSAGE, USD_PER_TOOL_RUN
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import session_factory
 from pmsgate.storage.gateway_usage import HourCounts, HourUsage

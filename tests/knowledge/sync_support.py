@@ -7,11 +7,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from pmsgate.integrations.notion.client import Block
 from pmsgate.knowledge.patcher import apply_patch, plan_patch
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.template import WifiCredentials, check_page
-from pmsgate.platform.notes import Block
-from pmsgate.sandbox.platform.store import KbNode
+from pmsgate.sandbox.assistant.store import KbNode
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import EnrolledSandbox, enrolled_sandbox
 

@@ -13,6 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 from pmsgate.clock import ManualClock
+from pmsgate.integrations.notion.client import Annotations, Block, NotesClient, RichText
 from pmsgate.knowledge.patcher import (
     PatchPlan,
     apply_patch,
@@ -27,9 +28,8 @@ from pmsgate.knowledge.template import (
     check_page,
     section_of_title,
 )
-from pmsgate.platform.notes import Annotations, Block, NotesClient, RichText
-from pmsgate.sandbox.notes.app import create_notes_app
-from pmsgate.sandbox.notes.store import NotesStore
+from pmsgate.sandbox.notion.app import create_notes_app
+from pmsgate.sandbox.notion.store import NotesStore
 
 from .test_template import (
     SECTIONS,

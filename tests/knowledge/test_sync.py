@@ -18,10 +18,10 @@ import anyio
 import pytest
 from typer.testing import Result
 
+from pmsgate.integrations.notion.client import Block, paragraph, toggle
 from pmsgate.knowledge.nodes import FORMAT_VERSION, content_hash, page_nodes, source_key
 from pmsgate.knowledge.sync import SYNC_FOLDER_KEY, SyncProgress
 from pmsgate.knowledge.template import check_page
-from pmsgate.platform.notes import Block, paragraph, toggle
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import EnrolledSandbox
 from tests.knowledge.sync_support import (

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from pmsgate.errors import Conflict
-from pmsgate.knowledge.jobs import SyncJobs, job_summary
 from pmsgate.knowledge.sync import SyncProgress
+from pmsgate.knowledge.sync_jobs import SyncJobs, job_summary
 from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import EnrolledSandbox
 from tests.knowledge.sync_support import knowledge_sync, managed_nodes, sync_sandbox

@@ -13,8 +13,8 @@ from collections import Counter
 
 import pytest
 
+from pmsgate.integrations.notion.client import paragraph, toggle
 from pmsgate.knowledge.template import check_page
-from pmsgate.platform.notes import paragraph, toggle
 from tests.knowledge.sync_support import (
     knowledge_sync,
     managed_nodes,

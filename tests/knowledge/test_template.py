@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from pmsgate.catalogue import load_catalogue
 from pmsgate.clock import ManualClock
+from pmsgate.integrations.notion.client import Block, NotesClient, RichText
 from pmsgate.knowledge.template import (
     GENERAL_QUALIFIER,
     PageCheck,
@@ -22,9 +23,8 @@ from pmsgate.knowledge.template import (
     section_of_title,
     title_label,
 )
-from pmsgate.platform.notes import Block, NotesClient, RichText
-from pmsgate.sandbox.notes.app import create_notes_app
-from pmsgate.sandbox.notes.store import NotesStore
+from pmsgate.sandbox.notion.app import create_notes_app
+from pmsgate.sandbox.notion.store import NotesStore
 
 TEMPLATE = load_catalogue().knowledge
 SECTIONS = TEMPLATE.section_ids()

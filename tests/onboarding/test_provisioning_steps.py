@@ -21,7 +21,7 @@ from pmsgate.onboarding.steps_provisioning import (
     check_guest_agent,
     key_label,
 )
-from pmsgate.sandbox.platform.seed import EXISTING_WORKSPACE_SLUG
+from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG
 from tests.customers.support import EnrolledSandbox
 
 from .step_support import (

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from pmsgate.errors import InvalidInput
+from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.onboarding import steps_channels, steps_setup
 from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.report import Checklist
@@ -27,7 +28,6 @@ from pmsgate.onboarding.steps import (
     StepKind,
     StepResult,
 )
-from pmsgate.pms.operations import load_operations
 from tests.onboarding.sandbox_customer import OnboardingSandbox, onboarding_sandbox
 
 pytestmark = pytest.mark.anyio

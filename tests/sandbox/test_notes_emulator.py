@@ -14,9 +14,9 @@ from notion_client.helpers import async_collect_paginated_api
 
 from pmsgate.clock import ManualClock
 from pmsgate.sandbox.kross.store import KrossStore
-from pmsgate.sandbox.notes.app import create_notes_app
-from pmsgate.sandbox.notes.seed import CANONICAL_SECTIONS, SECTION_TITLES
-from pmsgate.sandbox.notes.store import Block, NotesStore, Page
+from pmsgate.sandbox.notion.app import create_notes_app
+from pmsgate.sandbox.notion.seed import CANONICAL_SECTIONS, SECTION_TITLES
+from pmsgate.sandbox.notion.store import Block, NotesStore, Page
 
 pytestmark = pytest.mark.anyio
 

@@ -18,8 +18,8 @@ from notion_client.errors import APIResponseError, HTTPResponseError
 from notion_client.helpers import async_collect_paginated_api
 
 from pmsgate.clock import ManualClock
-from pmsgate.sandbox.notes.app import create_notes_app
-from pmsgate.sandbox.notes.store import NotesStore
+from pmsgate.sandbox.notion.app import create_notes_app
+from pmsgate.sandbox.notion.store import NotesStore
 
 pytestmark = pytest.mark.anyio
 

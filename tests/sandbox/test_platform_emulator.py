@@ -10,10 +10,10 @@ import httpx
 import pytest
 
 from pmsgate.clock import ManualClock
+from pmsgate.sandbox.assistant.app import create_platform_app
+from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG, SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.assistant.store import PlatformStore
 from pmsgate.sandbox.kross.store import KrossStore
-from pmsgate.sandbox.platform.app import create_platform_app
-from pmsgate.sandbox.platform.seed import EXISTING_WORKSPACE_SLUG, SANDBOX_PLATFORM_TOKEN
-from pmsgate.sandbox.platform.store import PlatformStore
 
 pytestmark = pytest.mark.anyio
 

@@ -7,7 +7,7 @@ The data is the YAML in this directory (plus the custom-tool code template);
 
 from pmsgate.catalogue.agent import AgentDefinition, Trigger, agent_problems
 from pmsgate.catalogue.guardrails import ESCALATION_LANGUAGE_ID, MIN_GUARDRAILS, Guardrail
-from pmsgate.catalogue.knowledge import (
+from pmsgate.catalogue.knowledge_template import (
     BLOCK_COUNT,
     SECTION_COUNT,
     Block,

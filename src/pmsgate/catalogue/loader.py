@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pmsgate.catalogue.agent import AgentDefinition, agent_problems
 from pmsgate.catalogue.guardrails import ESCALATION_LANGUAGE_ID, Guardrail, GuardrailsFile
-from pmsgate.catalogue.knowledge import KnowledgeTemplate
+from pmsgate.catalogue.knowledge_template import KnowledgeTemplate
 from pmsgate.catalogue.lint import LintKind, LintProblem, lint_catalogue
 from pmsgate.catalogue.skills import CustomerProfile, SkillDefinition, SkillsFile
 from pmsgate.catalogue.tools import CustomToolRuntime, ToolDefinition, ToolsFile

@@ -34,8 +34,8 @@ from pmsgate.customers.workspaces import Workspaces
 from pmsgate.errors import ConfigurationError, Conflict, NotFound
 from pmsgate.gateway.facilities import FacilityService
 from pmsgate.gateway.vault import Vault
-from pmsgate.platform.assistant import AssistantClient
-from pmsgate.platform.notes import NotesClient, NotesThrottle
+from pmsgate.integrations.assistant.client import AssistantClient
+from pmsgate.integrations.notion.client import NotesClient, NotesThrottle
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.customers import CustomerView
 from pmsgate.storage.integrations import IntegrationRepository, IntegrationView, token_context

@@ -40,9 +40,9 @@ from pmsgate.customers.service import RegistrySyncResult, pms_not_linked, sync_r
 from pmsgate.errors import Conflict, InvalidInput, PmsgateError
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView, pms_verifier
-from pmsgate.platform.errors import PlatformError
-from pmsgate.pms.client import Token
-from pmsgate.pms.credentials import credential_problems
+from pmsgate.integrations.assistant.errors import PlatformError
+from pmsgate.integrations.kross.client import Token
+from pmsgate.integrations.kross.credentials import credential_problems
 
 log = structlog.get_logger(__name__)
 

@@ -36,9 +36,9 @@ from pmsgate.customers.context import (
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.vault import VaultError
-from pmsgate.platform.assistant import Listing
-from pmsgate.platform.errors import PlatformError, PlatformNotFound
-from pmsgate.platform.notes import (
+from pmsgate.integrations.assistant.client import Listing
+from pmsgate.integrations.assistant.errors import PlatformError, PlatformNotFound
+from pmsgate.integrations.notion.client import (
     ApartmentPage,
     NotesError,
     NotesForbidden,

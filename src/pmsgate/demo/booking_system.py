@@ -14,12 +14,12 @@ from rich.table import Table
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError
-from pmsgate.pms.client import PmsClient
-from pmsgate.pms.credentials import Credentials
-from pmsgate.pms.dates import filter_by_stay
-from pmsgate.pms.errors import PmsError
-from pmsgate.pms.models import AvailabilityNight
-from pmsgate.pms.reservation_rows import BOOKING_DATE_FORMAT, parse_rows
+from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.credentials import Credentials
+from pmsgate.integrations.kross.dates import filter_by_stay
+from pmsgate.integrations.kross.errors import PmsError
+from pmsgate.integrations.kross.models import AvailabilityNight
+from pmsgate.integrations.kross.reservation_rows import BOOKING_DATE_FORMAT, parse_rows
 
 
 async def booking_system_chapter(

@@ -23,6 +23,7 @@ from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.onboarding.report import RunReport, render_report
 from pmsgate.onboarding.runner import OnboardingRunner
 from pmsgate.sandbox.app import Sandbox
+from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
 from pmsgate.sandbox.customers import (
     SANDBOX_URL,
     ClockSleep,
@@ -30,7 +31,6 @@ from pmsgate.sandbox.customers import (
     sandbox_http_factory,
 )
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
-from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
 
 
 @asynccontextmanager

@@ -15,9 +15,9 @@ from rich.console import Console
 from rich.table import Table
 
 from pmsgate.catalogue import load_catalogue
-from pmsgate.platform.assistant import AssistantClient, NewCustomTool
-from pmsgate.platform.errors import PlatformError
-from pmsgate.sandbox.platform.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.integrations.assistant.client import AssistantClient, NewCustomTool
+from pmsgate.integrations.assistant.errors import PlatformError
+from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
 
 
 @asynccontextmanager

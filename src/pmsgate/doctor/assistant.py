@@ -15,8 +15,8 @@ import httpx
 
 from pmsgate.config import Settings
 from pmsgate.doctor.findings import Report, Status
-from pmsgate.platform.assistant import AssistantClient
-from pmsgate.platform.errors import (
+from pmsgate.integrations.assistant.client import AssistantClient
+from pmsgate.integrations.assistant.errors import (
     PlatformEndpointUnavailable,
     PlatformError,
     PlatformForbidden,

@@ -22,9 +22,9 @@ from pmsgate.config import Settings
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.pms.client import BROWSER_UA_PREFIX
-from pmsgate.pms.errors import PmsError
-from pmsgate.upstream.http import NOT_SENT
+from pmsgate.integrations.kit.http import NOT_SENT
+from pmsgate.integrations.kross.client import BROWSER_UA_PREFIX
+from pmsgate.integrations.kross.errors import PmsError
 
 if TYPE_CHECKING:
     from pmsgate.gateway.facilities import FacilityView

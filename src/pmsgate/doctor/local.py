@@ -5,8 +5,8 @@ from __future__ import annotations
 from pmsgate.config import Settings
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.errors import PmsgateError
-from pmsgate.pms.client import BROWSER_UA_PREFIX
-from pmsgate.pms.operations import load_operations
+from pmsgate.integrations.kross.client import BROWSER_UA_PREFIX
+from pmsgate.integrations.kross.operations import load_operations
 
 AREA = "local"
 

@@ -31,7 +31,7 @@ from pmsgate.gateway.shared_state import RedisHealth
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.usage import UsageCounter
-from pmsgate.pms.client import PmsClient
+from pmsgate.integrations.kross.client import PmsClient
 
 
 @dataclass(frozen=True)

@@ -25,9 +25,9 @@ from pmsgate.errors import ConfigurationError, InvalidInput, NotFound, PmsgateEr
 from pmsgate.gateway.keys import hash_key, is_well_formed, mint_key
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.gateway.vault import Vault, facility_context
-from pmsgate.pms.client import PmsClient, Token
-from pmsgate.pms.credentials import Credentials
-from pmsgate.pms.errors import AuthenticationFailed, InvalidRequest, PmsError
+from pmsgate.integrations.kross.client import PmsClient, Token
+from pmsgate.integrations.kross.credentials import Credentials
+from pmsgate.integrations.kross.errors import AuthenticationFailed, InvalidRequest, PmsError
 from pmsgate.storage.facilities import FacilityExists, FacilityRepository, GatewayKeyRepository
 from pmsgate.storage.models import Facility, GatewayKey
 

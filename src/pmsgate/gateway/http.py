@@ -16,9 +16,9 @@ from pmsgate.errors import InvalidInput, Unauthorized
 from pmsgate.gateway.context import GatewayServices, GatewayServicesDep
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.operations import PAYLOAD_MODELS
+from pmsgate.integrations.kross.client import TOKEN_OPERATION
+from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.openapi import json_body, schema_of
-from pmsgate.pms.client import TOKEN_OPERATION
-from pmsgate.pms.operations import load_operations
 
 router = APIRouter(prefix="/v1", tags=["gateway"])
 

@@ -54,10 +54,10 @@ from pmsgate.gateway.locks import Liveness, LocalLiveness
 from pmsgate.gateway.service import Gateway, body_hash
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.gateway.write_records import WriteRecords
-from pmsgate.pms import errors as pms
-from pmsgate.pms.client import TOKEN_OPERATION, PmsResult
-from pmsgate.pms.dates import enforce_reservation_filters
-from pmsgate.pms.models import (
+from pmsgate.integrations.kross import errors as pms
+from pmsgate.integrations.kross.client import TOKEN_OPERATION, PmsResult
+from pmsgate.integrations.kross.dates import enforce_reservation_filters
+from pmsgate.integrations.kross.models import (
     BIRTH_DATE_YEARS_BACK,
     STAY_DATE_YEARS_AHEAD,
     STAY_DATE_YEARS_BACK,
@@ -73,8 +73,8 @@ from pmsgate.pms.models import (
     WirePayload,
     insane_dates,
 )
-from pmsgate.pms.operations import Operation
-from pmsgate.pms.reservation_rows import (
+from pmsgate.integrations.kross.operations import Operation
+from pmsgate.integrations.kross.reservation_rows import (
     LIST_REQUEST_FIELDS,
     RecordIncomplete,
     RowUnreadable,

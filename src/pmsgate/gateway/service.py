@@ -4,8 +4,8 @@ Per call: the facility's state is checked (an integration in ``error`` is not
 called again, except one re-authentication attempt per interval) → a token comes
 from the token manager → a permit is taken from the facility's limiter (before
 every request, retries and alternate paths included) → one request is sent
-through ``pms/``. Reads are retried by the upstream kit's
-:class:`~pmsgate.upstream.RetryPolicy` (stamina: jittered exponential backoff,
+through ``integrations/kross/``. Reads are retried by the upstream kit's
+:class:`~pmsgate.integrations.kit.RetryPolicy` (stamina: jittered exponential backoff,
 ``Retry-After`` honoured unless it outlasts the deadline); writes are never
 retried after they may have been sent.
 
@@ -50,10 +50,10 @@ from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.upstream_errors import auth_failed, translate
 from pmsgate.gateway.usage import UsageCounter
-from pmsgate.pms import errors as pms
-from pmsgate.pms.client import PmsClient, PmsResult
-from pmsgate.pms.operations import Operation
-from pmsgate.upstream import RetryPolicy
+from pmsgate.integrations.kit import RetryPolicy
+from pmsgate.integrations.kross import errors as pms
+from pmsgate.integrations.kross.client import PmsClient, PmsResult
+from pmsgate.integrations.kross.operations import Operation
 
 log = structlog.get_logger(__name__)
 

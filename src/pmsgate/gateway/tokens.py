@@ -41,9 +41,9 @@ from pmsgate.errors import NotFound
 from pmsgate.gateway.locks import LocalLocks, Locks, SingleFlight
 from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
 from pmsgate.gateway.vault import Vault, VaultError, facility_context
-from pmsgate.pms.client import PmsClient, Token
-from pmsgate.pms.credentials import Credentials
-from pmsgate.pms.errors import AuthenticationFailed
+from pmsgate.integrations.kross.client import PmsClient, Token
+from pmsgate.integrations.kross.credentials import Credentials
+from pmsgate.integrations.kross.errors import AuthenticationFailed
 from pmsgate.storage.tokens import StoredToken, TokenRepository
 
 log = structlog.get_logger(__name__)

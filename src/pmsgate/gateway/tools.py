@@ -30,9 +30,9 @@ from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.service import Gateway
 from pmsgate.gateway.window import DEFAULT_PAGE_SIZE, Pages, WindowPolicy, read_pages
-from pmsgate.pms import errors as pms_errors
-from pmsgate.pms.dates import filter_availability, filter_by_stay
-from pmsgate.pms.models import (
+from pmsgate.integrations.kross import errors as pms_errors
+from pmsgate.integrations.kross.dates import filter_availability, filter_by_stay
+from pmsgate.integrations.kross.models import (
     STAY_DATE_YEARS_AHEAD,
     STAY_DATE_YEARS_BACK,
     AvailabilityNight,
@@ -41,7 +41,7 @@ from pmsgate.pms.models import (
     Reservation,
     insane_dates,
 )
-from pmsgate.pms.reservation_rows import (
+from pmsgate.integrations.kross.reservation_rows import (
     BOOKING_DATE_FORMAT,
     LIST_REQUEST_FIELDS,
     parse_rows,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 
 from pmsgate.errors import PmsgateError
-from pmsgate.pms import errors as pms
-from pmsgate.upstream import ErrorKind
+from pmsgate.integrations.kit import ErrorKind
+from pmsgate.integrations.kross import errors as pms
 
 RECONNECT_HINT = (
     "The booking system refused this facility's credentials (was the API password "

@@ -33,8 +33,8 @@ from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.limiter import BudgetExhausted
 from pmsgate.gateway.service import STALE_ON
-from pmsgate.pms.client import PmsResult
-from pmsgate.pms.errors import UnexpectedResponse
+from pmsgate.integrations.kross.client import PmsResult
+from pmsgate.integrations.kross.errors import UnexpectedResponse
 
 log = structlog.get_logger(__name__)
 

@@ -39,7 +39,7 @@ from pmsgate.jobs.scheduler import (
     job_not_found,
 )
 from pmsgate.storage.db import database_unavailable
-from pmsgate.storage.jobs import JobRunView
+from pmsgate.storage.job_runs import JobRunView
 
 jobs_app = typer.Typer(
     help="Scheduled jobs: usage snapshots, hourly gateway usage, connection checks, "

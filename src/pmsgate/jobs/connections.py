@@ -27,8 +27,8 @@ from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.limiter import BudgetExhausted, Priority
 from pmsgate.gateway.upstream_errors import translate
+from pmsgate.integrations.kross import errors as pms
 from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail
-from pmsgate.pms import errors as pms
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """The record of job ticks as the scheduler and ``pmsgate jobs`` use it: one transaction a call.
 
-The queries are :class:`pmsgate.storage.jobs.JobRunRepository`'s; this service checks the
+The queries are :class:`pmsgate.storage.job_runs.JobRunRepository`'s; this service checks the
 job names and statuses it is given and raises the caller-facing errors.
 """
 
@@ -13,7 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.errors import InvalidInput, NotFound
-from pmsgate.storage.jobs import FINISHED, MAX_JOB_NAME, JobRunRepository, JobRunView
+from pmsgate.storage.job_runs import FINISHED, MAX_JOB_NAME, JobRunRepository, JobRunView
 
 
 def _job_name(job: str) -> str:

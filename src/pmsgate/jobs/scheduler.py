@@ -35,7 +35,7 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import NotFound, PmsgateError
 from pmsgate.jobs.runs import JobRuns
-from pmsgate.storage.jobs import JobRunView
+from pmsgate.storage.job_runs import JobRunView
 from pmsgate.web.context import WebServices
 
 log = structlog.get_logger(__name__)

@@ -27,8 +27,8 @@ import structlog
 from pmsgate.customers.context import CustomerServices
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.usage import UsageHistory, add_counts
+from pmsgate.integrations.assistant.client import AssistantClient
 from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail, grid_start
-from pmsgate.platform.assistant import AssistantClient
 from pmsgate.storage.db import session_factory
 
 log = structlog.get_logger(__name__)

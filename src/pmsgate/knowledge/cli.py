@@ -35,9 +35,9 @@ from pmsgate.customers.context import (
 )
 from pmsgate.customers.service import upstream_error
 from pmsgate.errors import InvalidInput, NotFound, PmsgateError
+from pmsgate.integrations.notion.client import NotesClient, NotesError
 from pmsgate.knowledge.patcher import PatchOutcome, PatchPlan, apply_patch, plan_patch
 from pmsgate.knowledge.template import WIFI, PageCheck, WifiCredentials, check_page
-from pmsgate.platform.notes import NotesClient, NotesError
 
 T = TypeVar("T")
 

@@ -54,6 +54,7 @@ from typing import Any, Literal
 import structlog
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue
+from pmsgate.integrations.notion.client import Block, NotesClient, NotesError, rich_text
 from pmsgate.knowledge.template import (
     CALLOUT_WORDS,
     GENERAL_QUALIFIER,
@@ -70,7 +71,6 @@ from pmsgate.knowledge.template import (
     section_of_title,
     title_label,
 )
-from pmsgate.platform.notes import Block, NotesClient, NotesError, rich_text
 
 log = structlog.get_logger(__name__)
 

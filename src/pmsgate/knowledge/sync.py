@@ -66,6 +66,27 @@ from pmsgate.clock import Clock, Sleep
 from pmsgate.customers.context import CustomerContext, CustomerServices
 from pmsgate.customers.service import upstream_error, workspace_not_created
 from pmsgate.errors import PmsgateError
+from pmsgate.integrations.assistant.client import (
+    AssistantClient,
+    KbNode,
+    KbNodeUpdate,
+    Listing,
+    NewKbNode,
+)
+from pmsgate.integrations.assistant.errors import (
+    PlatformError,
+    PlatformNotFound,
+    PlatformRateLimited,
+    PlatformUnavailable,
+)
+from pmsgate.integrations.notion.client import (
+    ApartmentPage,
+    NotesClient,
+    NotesConflict,
+    NotesError,
+    NotesRateLimited,
+    NotesUnavailable,
+)
 from pmsgate.knowledge.nodes import (
     FORMAT_VERSION,
     SOURCE_PREFIX,
@@ -75,21 +96,6 @@ from pmsgate.knowledge.nodes import (
     page_nodes,
 )
 from pmsgate.knowledge.template import WIFI, PageCheck, check_page
-from pmsgate.platform.assistant import AssistantClient, KbNode, KbNodeUpdate, Listing, NewKbNode
-from pmsgate.platform.errors import (
-    PlatformError,
-    PlatformNotFound,
-    PlatformRateLimited,
-    PlatformUnavailable,
-)
-from pmsgate.platform.notes import (
-    ApartmentPage,
-    NotesClient,
-    NotesConflict,
-    NotesError,
-    NotesRateLimited,
-    NotesUnavailable,
-)
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.knowledge import KnowledgeSyncRepository, PageStateView
 

@@ -31,13 +31,13 @@ from rich.table import Table
 
 from pmsgate.cli_support import run
 from pmsgate.knowledge.cli import knowledge_app, open_services
-from pmsgate.knowledge.jobs import SyncJobs
 from pmsgate.knowledge.sync import (
     CommitReport,
     DryRunReport,
     KnowledgeSync,
     SyncProgress,
 )
+from pmsgate.knowledge.sync_jobs import SyncJobs
 from pmsgate.storage.knowledge import KnowledgeSyncRepository, SyncJobView
 
 console = Console(highlight=False)

@@ -76,7 +76,7 @@ from pydantic import (
 )
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue, normalise_title
-from pmsgate.platform.notes import Block
+from pmsgate.integrations.notion.client import Block
 
 WIFI = "wifi"
 HEADINGS = {"heading_1": 1, "heading_2": 2, "heading_3": 3}

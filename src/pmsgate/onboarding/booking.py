@@ -34,12 +34,12 @@ from pydantic import SecretStr
 
 from pmsgate.errors import NotFound, PmsgateError
 from pmsgate.gateway.facilities import Limits, Verifier
+from pmsgate.integrations.kross.client import Token
+from pmsgate.integrations.kross.credentials import Credentials
+from pmsgate.integrations.kross.dates import filter_availability
+from pmsgate.integrations.kross.errors import AuthenticationFailed
+from pmsgate.integrations.kross.models import AvailabilityNight, AvailabilityQuery
 from pmsgate.onboarding.steps import OnboardingContext
-from pmsgate.pms.client import Token
-from pmsgate.pms.credentials import Credentials
-from pmsgate.pms.dates import filter_availability
-from pmsgate.pms.errors import AuthenticationFailed
-from pmsgate.pms.models import AvailabilityNight, AvailabilityQuery
 
 
 class CredentialsRefused(Exception):
@@ -158,7 +158,7 @@ async def booking_system_apartments(
 
     Raises :class:`CredentialsRefused` when the booking system refuses the facility's
     credentials, the gateway's errors (a spent budget) and the booking system's
-    (:class:`~pmsgate.pms.errors.PmsError`) otherwise.
+    (:class:`~pmsgate.integrations.kross.errors.PmsError`) otherwise.
     """
     found = ctx.run.booking_system_apartments.get(hotel_id)
     if found is not None:

@@ -52,8 +52,8 @@ from pmsgate.onboarding.person_tasks import PersonTask
 if TYPE_CHECKING:
     import datetime as dt
 
+    from pmsgate.integrations.notion.client import Block
     from pmsgate.onboarding.booking import BookingSystemApartments, VerifiedToken
-    from pmsgate.platform.notes import Block
 
 ROUTE_A = "A"
 ROUTE_B = "B"

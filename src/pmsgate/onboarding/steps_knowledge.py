@@ -46,6 +46,9 @@ from pydantic import SecretStr
 
 from pmsgate.customers.service import listing_room_type, set_pms_status, sync_registry
 from pmsgate.errors import NotFound, PmsgateError
+from pmsgate.integrations.assistant.client import KbNode, Listing
+from pmsgate.integrations.kross.errors import PmsError
+from pmsgate.integrations.notion.client import ApartmentPage, Block, NotesClient, NotesError
 from pmsgate.knowledge.nodes import SOURCE_PREFIX, content_hash, normalise_id
 from pmsgate.knowledge.patcher import PatchPlan, apply_patch, plan_patch
 from pmsgate.knowledge.sync import SYNC_FOLDER_KEY
@@ -68,9 +71,6 @@ from pmsgate.onboarding.steps import (
     StepResult,
 )
 from pmsgate.onboarding.steps_provisioning import platform_errors, workspace_id_of
-from pmsgate.platform.assistant import KbNode, Listing
-from pmsgate.platform.notes import ApartmentPage, Block, NotesClient, NotesError
-from pmsgate.pms.errors import PmsError
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.knowledge import PageStateView
 

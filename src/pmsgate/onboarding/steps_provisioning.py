@@ -48,9 +48,7 @@ from pmsgate.catalogue import Catalogue, CustomerProfile, load_catalogue
 from pmsgate.customers.service import upstream_error, workspace_not_created
 from pmsgate.errors import ConfigurationError, PmsgateError
 from pmsgate.gateway.facilities import KeyView
-from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, PersonTask, person_task
-from pmsgate.onboarding.steps import BOTH_ROUTES, OnboardingContext, Step, StepKind, StepResult
-from pmsgate.platform.assistant import (
+from pmsgate.integrations.assistant.client import (
     Agent,
     AgentUpdate,
     CustomTool,
@@ -61,7 +59,9 @@ from pmsgate.platform.assistant import (
     NewSkill,
     Skill,
 )
-from pmsgate.platform.errors import PlatformConflict, PlatformError
+from pmsgate.integrations.assistant.errors import PlatformConflict, PlatformError
+from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, PersonTask, person_task
+from pmsgate.onboarding.steps import BOTH_ROUTES, OnboardingContext, Step, StepKind, StepResult
 
 log = structlog.get_logger(__name__)
 

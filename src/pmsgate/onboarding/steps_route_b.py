@@ -34,6 +34,8 @@ from pmsgate.catalogue import STANDARD_SKILL_NAMES
 from pmsgate.customers.context import PMS_PROVIDER
 from pmsgate.customers.service import upstream_error
 from pmsgate.errors import InvalidInput, PmsgateError
+from pmsgate.integrations.assistant.client import Agent, AgentConversation, AgentToolCall
+from pmsgate.integrations.assistant.errors import PlatformError, PlatformNotFound
 from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import ONLY_B, OnboardingContext, Step, StepKind, StepResult
 from pmsgate.onboarding.steps_provisioning import (
@@ -48,8 +50,6 @@ from pmsgate.onboarding.steps_provisioning import (
     require_workspace,
     workspace_id_of,
 )
-from pmsgate.platform.assistant import Agent, AgentConversation, AgentToolCall
-from pmsgate.platform.errors import PlatformError, PlatformNotFound
 from pmsgate.storage.integrations import IntegrationView
 
 log = structlog.get_logger(__name__)

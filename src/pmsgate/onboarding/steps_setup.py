@@ -32,6 +32,16 @@ from pmsgate.customers.service import (
 from pmsgate.errors import ConfigurationError, Conflict, NotFound, PmsgateError
 from pmsgate.gateway.facilities import FacilityView, NewFacility
 from pmsgate.gateway.vault import VaultError
+from pmsgate.integrations.assistant.errors import PlatformError
+from pmsgate.integrations.kross.credentials import Credentials
+from pmsgate.integrations.kross.errors import AuthenticationFailed, PmsError
+from pmsgate.integrations.notion.client import (
+    NotesError,
+    NotesForbidden,
+    NotesNotFound,
+    NotesThrottle,
+    NotesUnauthorized,
+)
 from pmsgate.onboarding.booking import adopt_verified, facility_token, verifier, verify_credentials
 from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
@@ -42,16 +52,6 @@ from pmsgate.onboarding.steps import (
     StepKind,
     StepResult,
 )
-from pmsgate.platform.errors import PlatformError
-from pmsgate.platform.notes import (
-    NotesError,
-    NotesForbidden,
-    NotesNotFound,
-    NotesThrottle,
-    NotesUnauthorized,
-)
-from pmsgate.pms.credentials import Credentials
-from pmsgate.pms.errors import AuthenticationFailed, PmsError
 from pmsgate.storage.allowlist import AllowlistComment
 from pmsgate.storage.customers import CustomerProfile, CustomerView
 from pmsgate.storage.integrations import IntegrationView, new_integration_id

@@ -7,13 +7,13 @@ from dataclasses import dataclass, field
 from fastapi import FastAPI
 
 from pmsgate.clock import Clock, SystemClock
+from pmsgate.sandbox.assistant.app import create_platform_app
+from pmsgate.sandbox.assistant.store import PlatformStore
 from pmsgate.sandbox.kross.app import create_kross_app
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
-from pmsgate.sandbox.notes.app import create_notes_app
-from pmsgate.sandbox.notes.store import NotesStore
-from pmsgate.sandbox.platform.app import create_platform_app
-from pmsgate.sandbox.platform.store import PlatformStore
+from pmsgate.sandbox.notion.app import create_notes_app
+from pmsgate.sandbox.notion.store import NotesStore
 
 
 @dataclass

@@ -19,7 +19,7 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerServices
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.knowledge.jobs import SyncJobs
+from pmsgate.knowledge.sync_jobs import SyncJobs
 from pmsgate.web.users import UserService
 
 

@@ -1,0 +1,1 @@
+"""The assistant platform's ``/v1`` API: client (``client``) and its errors (``errors``)."""

@@ -1,0 +1,157 @@
+"""Error classification as data: (HTTP status, upstream error code, context) → error kind.
+
+Each upstream has a table (YAML shipped next to its client, e.g.
+``integrations/kross/errors.yaml``).
+Rules are tried in order and the **first match wins**; a rule matches when every
+condition it states holds:
+
+- ``status``: HTTP statuses, exact (``401``) or a class (``"4xx"``, ``"5xx"``);
+- ``codes``: upstream error codes, compared case-insensitively as text (``1001`` and
+  ``"1001"`` are the same code); ``"*"`` means "any error code at all";
+- ``context``: where the request was, e.g. ``token_request`` for a login, so that the
+  same answer can mean "wrong password" on a login and "bad token" elsewhere.
+
+A deployment that meets a new spelling of an old failure adds a line to the table,
+not a branch to the code.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+from importlib import resources
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+_STATUS_CLASS = re.compile(r"^[1-5]xx$")
+ANY_CODE = "*"
+
+
+class ErrorKind(StrEnum):
+    """What a failed answer means, whatever the upstream's own spelling."""
+
+    AUTH_FAILED = "auth_failed"
+    TOKEN_REJECTED = "token_rejected"
+    FORBIDDEN = "forbidden"
+    EDGE_BLOCKED = "edge_blocked"
+    UNKNOWN_OPERATION = "unknown_operation"
+    NOT_FOUND = "not_found"
+    INVALID_REQUEST = "invalid_request"
+    CONFLICT = "conflict"
+    RATE_LIMITED = "rate_limited"
+    TOO_MANY_SESSIONS = "too_many_sessions"
+    UNAVAILABLE = "unavailable"
+    UNEXPECTED = "unexpected"
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One line of a classification table; ``None`` conditions match anything."""
+
+    kind: ErrorKind
+    statuses: frozenset[int | str] | None = None
+    codes: frozenset[str] | None = None
+    contexts: frozenset[str] | None = None
+
+    def matches(self, status: int | None, code: str | None, context: str) -> bool:
+        """True when every condition of the rule holds for this answer."""
+        if self.contexts is not None and context not in self.contexts:
+            return False
+        if self.statuses is not None and not _status_matches(self.statuses, status):
+            return False
+        if self.codes is not None:
+            if code is None or code == "":
+                return False
+            if ANY_CODE not in self.codes and code.casefold() not in self.codes:
+                return False
+        return True
+
+
+class ClassificationTable:
+    """An upstream's ordered rules; :meth:`classify` names the kind of a failed answer."""
+
+    def __init__(self, name: str, rules: Sequence[Rule], default: ErrorKind) -> None:
+        self.name = name
+        self.rules = tuple(rules)
+        self.default = default
+
+    def classify(self, status: int | None, code: object = None, *, context: str = "") -> ErrorKind:
+        """The kind of the first rule that matches, else the table's default."""
+        text = _code_text(code)
+        for rule in self.rules:
+            if rule.matches(status, text, context):
+                return rule.kind
+        return self.default
+
+    def __repr__(self) -> str:
+        return f"ClassificationTable({self.name!r}, {len(self.rules)} rules)"
+
+    @classmethod
+    def from_data(cls, name: str, data: Any) -> ClassificationTable:
+        """A table from its parsed YAML (``{default, rules: [...]}``)."""
+        try:
+            spec = _TableSpec.model_validate(data)
+        except ValidationError as exc:
+            raise ValueError(f"{name}: malformed classification table ({exc})") from None
+        return cls(name, [r.to_rule() for r in spec.rules], spec.default)
+
+    @classmethod
+    def load(cls, package: str, resource: str) -> ClassificationTable:
+        """The table shipped as ``resource`` inside ``package``."""
+        text = resources.files(package).joinpath(resource).read_text("utf-8")
+        return cls.from_data(f"{package}/{resource}", yaml.safe_load(text))
+
+
+def _code_text(code: object) -> str | None:
+    if code is None or isinstance(code, bool):
+        return None
+    if isinstance(code, int | float | str):
+        text = str(code).strip()
+        return text.casefold() or None
+    return None
+
+
+def _status_matches(statuses: frozenset[int | str], status: int | None) -> bool:
+    if status is None:
+        return False
+    return status in statuses or f"{status // 100}xx" in statuses
+
+
+class _RuleSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    kind: ErrorKind
+    status: list[int | str] | None = None
+    codes: list[int | str] | None = None
+    context: list[str] | None = None
+
+    @field_validator("status")
+    @classmethod
+    def _statuses(cls, value: list[int | str] | None) -> list[int | str] | None:
+        for item in value or []:
+            if isinstance(item, str) and not _STATUS_CLASS.match(item):
+                raise ValueError(f"status {item!r} is neither a number nor a class like '4xx'")
+        return value
+
+    def to_rule(self) -> Rule:
+        return Rule(
+            kind=self.kind,
+            statuses=_frozen(self.status),
+            codes=_frozen(None if self.codes is None else [str(c).casefold() for c in self.codes]),
+            contexts=_frozen(self.context),
+        )
+
+
+class _TableSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    default: ErrorKind = ErrorKind.UNEXPECTED
+    rules: list[_RuleSpec] = Field(min_length=1)
+
+
+def _frozen(values: Iterable[Any] | None) -> frozenset[Any] | None:
+    return None if values is None else frozenset(values)

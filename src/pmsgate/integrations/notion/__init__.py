@@ -1,0 +1,1 @@
+"""The notes workspace (Notion API): client (``client``) and its error table."""

@@ -1,1 +1,0 @@
-"""Clients of the assistant platform (``assistant``: its ``/v1`` API) and the notes workspace."""

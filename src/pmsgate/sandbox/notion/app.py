@@ -1,0 +1,569 @@
+"""The notes emulator's HTTP face: the Notion endpoints the SDK uses, and ``/_sandbox/`` controls.
+
+Every ``/v1`` request goes through the same steps, in the order the real API is
+assumed to apply them:
+
+1. counted in the stats (method and route template), then injected latency;
+2. the ``Notion-Version`` header (400 ``missing_version`` when absent);
+3. ``Authorization: Bearer <integration token>`` (401 ``unauthorized``);
+4. the token's bucket, about 3 requests/second with bursts of 10
+   (429 ``rate_limited`` with ``Retry-After`` in whole seconds);
+5. injected faults (500 for named ids, 503 at the configured rate);
+6. body parsing (400 ``invalid_json``), the store's validation and change, serialisation.
+
+Timestamps are rounded down to the minute, as the real API does, so a client
+comparing ``last_edited_time`` values must allow for edits within the same minute.
+With ``Notion-Version`` 2025-09-03 a database lists its data sources and pages
+name a ``data_source_id`` parent; with earlier versions a database carries its
+properties and is queried at ``POST /v1/databases/{id}/query``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from typing import Any
+
+import anyio
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from pmsgate.sandbox.core import bearer_token, json_object
+from pmsgate.sandbox.notion import errors
+from pmsgate.sandbox.notion.errors import NotesApiError, validation
+from pmsgate.sandbox.notion.seed import ADDRESS_PROPERTY, ROOM_TYPE_PROPERTY, TITLE_PROPERTY
+from pmsgate.sandbox.notion.store import (
+    DATA_SOURCES_VERSION,
+    POSITION_VERSION,
+    Block,
+    Database,
+    NotesStore,
+    Page,
+    SearchHit,
+    User,
+    Workspace,
+)
+
+# Query-body fields the emulator accepts; filters and sorts are refused, not silently ignored.
+_QUERY_FIELDS = frozenset(
+    {"start_cursor", "page_size", "filter", "sorts", "archived", "in_trash", "result_type"}
+)
+# Endpoints of the official SDK the emulator knows but does not serve (pmsgate never calls
+# them): answered 400 invalid_request naming the endpoint, not as an unknown URL.
+_NOT_EMULATED = re.compile(
+    r"(POST pages|PATCH pages/[^/]+|GET pages/[^/]+/properties/[^/]+|GET pages/[^/]+/markdown"
+    r"|PATCH pages/[^/]+/markdown|POST pages/[^/]+/move|POST databases|PATCH databases/[^/]+"
+    r"|POST data_sources|PATCH data_sources/[^/]+|GET data_sources/[^/]+/templates"
+    r"|(GET|POST) comments|(GET|PATCH|DELETE) comments/[^/]+|(GET|POST) file_uploads"
+    r"|GET file_uploads/[^/]+|POST file_uploads/[^/]+/(send|complete)|GET custom_emojis"
+    r"|POST blocks/meeting_notes/query|(GET|POST) views|(GET|PATCH|DELETE) views/[^/]+"
+    r"|POST views/[^/]+/queries|(GET|DELETE) views/[^/]+/queries/[^/]+)"
+)
+
+
+# --- control bodies ----------------------------------------------------------------------------
+
+
+class AdvanceBody(BaseModel):
+    """POST /_sandbox/clock/advance."""
+
+    seconds: float = Field(ge=0)
+
+
+class RateLimitBody(BaseModel):
+    """PUT /_sandbox/rate-limit: the bucket of one workspace, or of all when none is named."""
+
+    requests_per_second: float | None = Field(default=None, gt=0)
+    burst: int | None = Field(default=None, ge=1)
+    workspace_id: str | None = None
+
+
+class FaultsBody(BaseModel):
+    """POST /_sandbox/faults."""
+
+    latency_s: float | None = Field(default=None, ge=0)
+    error_rate: float | None = Field(default=None, ge=0, le=1)
+    fail_ids: list[str] | None = None
+
+
+# --- the app -----------------------------------------------------------------------------------
+
+
+def create_notes_app(store: NotesStore) -> FastAPI:
+    """The emulator as an ASGI app over ``store``."""
+    app = FastAPI(title="Notion API emulator", docs_url=None, redoc_url=None, openapi_url=None)
+    _install_error_handlers(app, store)
+    app.include_router(_api_router(store))
+    app.include_router(_control_router(store), prefix="/_sandbox")
+    return app
+
+
+def _api_router(store: NotesStore) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/v1/search")
+    async def search(request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        hits, cursor = store.search(workspace, await _json_body(request), version)
+        kind = "page_or_data_source" if version >= DATA_SOURCES_VERSION else "page_or_database"
+        return _json(list_json([hit_json(store, h, version) for h in hits], cursor, kind))
+
+    @router.get("/v1/users/me")
+    async def me(request: Request) -> JSONResponse:
+        workspace, _ = await _enter(store, request)
+        return _json(user_json(workspace, store.bot(workspace)))
+
+    @router.get("/v1/users")
+    async def list_users(request: Request) -> JSONResponse:
+        workspace, _ = await _enter(store, request)
+        params = request.query_params
+        users, cursor = store.users(workspace, params.get("start_cursor"), params.get("page_size"))
+        return _json(list_json([user_json(workspace, u) for u in users], cursor, "user"))
+
+    @router.get("/v1/users/{user_id}")
+    async def get_user(user_id: str, request: Request) -> JSONResponse:
+        workspace, _ = await _enter(store, request)
+        return _json(user_json(workspace, store.user(workspace, user_id)))
+
+    @router.post("/v1/databases/{database_id}/query")
+    async def query_database(database_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        if version >= DATA_SOURCES_VERSION:
+            # 2025-09-03 moved database queries to the data sources (upgrade guide).
+            raise NotesApiError(errors.INVALID_REQUEST_URL)
+        database = store.database(workspace, database_id)
+        return _query(store, database, version, await _json_body(request), "page_or_database")
+
+    @router.get("/v1/databases/{database_id}")
+    async def get_database(database_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        return _json(database_json(store.database(workspace, database_id), version))
+
+    @router.post("/v1/data_sources/{data_source_id}/query")
+    async def query_data_source(data_source_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request, since=DATA_SOURCES_VERSION)
+        database = store.data_source(workspace, data_source_id)
+        body = await _json_body(request)
+        return _query(store, database, version, body, "page_or_data_source")
+
+    @router.get("/v1/data_sources/{data_source_id}")
+    async def get_data_source(data_source_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request, since=DATA_SOURCES_VERSION)
+        return _json(data_source_json(store.data_source(workspace, data_source_id), version))
+
+    @router.get("/v1/pages/{page_id}")
+    async def get_page(page_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        return _json(page_json(store, store.page(workspace, page_id), version))
+
+    @router.get("/v1/blocks/{block_id}/children")
+    async def list_children(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        params = request.query_params
+        blocks, cursor = store.children(
+            workspace, block_id, params.get("start_cursor"), params.get("page_size")
+        )
+        return _json(list_json([block_json(store, b, version) for b in blocks], cursor, "block"))
+
+    @router.patch("/v1/blocks/{block_id}/children")
+    async def append_children(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        raw = await request.body()
+        created = store.append_children(workspace, block_id, _parse_json(raw), len(raw), version)
+        return _json(list_json([block_json(store, b, version) for b in created], None, "block"))
+
+    @router.get("/v1/blocks/{block_id}")
+    async def get_block(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        return _json(node_json(store, store.node(workspace, block_id), version))
+
+    @router.patch("/v1/blocks/{block_id}")
+    async def update_block(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        block = store.update_block(workspace, block_id, await _json_body(request), version)
+        return _json(block_json(store, block, version))
+
+    @router.delete("/v1/blocks/{block_id}")
+    async def delete_block(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        return _json(block_json(store, store.archive_block(workspace, block_id), version))
+
+    @router.api_route("/v1/{rest:path}", methods=["GET", "POST", "PATCH", "PUT", "DELETE"])
+    async def not_served(rest: str, request: Request) -> JSONResponse:
+        await _enter(store, request)
+        if _NOT_EMULATED.fullmatch(f"{request.method} {rest}"):
+            raise NotesApiError(
+                errors.INVALID_REQUEST,
+                f"The emulator does not implement {request.method} /v1/{rest}.",
+            )
+        raise NotesApiError(errors.INVALID_REQUEST_URL)
+
+    return router
+
+
+async def _enter(
+    store: NotesStore, request: Request, *, since: str | None = None
+) -> tuple[Workspace, str]:
+    """The common preamble of every /v1 route: count, version, token, bucket, faults.
+
+    ``since`` is the first Notion-Version that has the route; older versions get
+    ``invalid_request_url``, as for a path that does not exist.
+    """
+    route = request.scope.get("route")
+    template = getattr(route, "path", request.url.path)
+    store.record_request(f"{request.method} {template}")
+    if store.faults.latency_s > 0:
+        await anyio.sleep(store.faults.latency_s)
+    version = store.check_version(request.headers.get("notion-version"))
+    workspace = store.authenticate(bearer_token(request))
+    store.admit(workspace)
+    fault = store.draw_fault(request.url.path)
+    if fault is not None:
+        raise fault
+    if since is not None and version < since:
+        raise NotesApiError(errors.INVALID_REQUEST_URL)
+    return workspace, version
+
+
+def _query(
+    store: NotesStore, database: Database, version: str, body: dict[str, Any], kind: str
+) -> JSONResponse:
+    unknown = set(body) - _QUERY_FIELDS
+    if unknown:
+        raise validation(f"body.{sorted(unknown)[0]} should be not present.")
+    if body.get("filter") or body.get("sorts"):
+        raise validation("The emulator does not support filter or sorts; query without them.")
+    pages, cursor = store.query(database, body.get("start_cursor"), body.get("page_size"))
+    results = [page_json(store, p, version) for p in pages]
+    return _json(list_json(results, cursor, kind))
+
+
+def _control_router(store: NotesStore) -> APIRouter:
+    router = APIRouter()
+
+    @router.post("/reset")
+    async def reset() -> dict[str, Any]:
+        store.reset()
+        return {"ok": True}
+
+    @router.get("/workspaces")
+    async def workspaces() -> list[dict[str, Any]]:
+        return store.workspaces()
+
+    @router.get("/stats")
+    async def stats() -> dict[str, Any]:
+        return store.stats.as_dict()
+
+    @router.get("/clock")
+    async def clock() -> dict[str, Any]:
+        return {"now": store.clock.now().isoformat()}
+
+    @router.post("/clock/advance")
+    async def advance_clock(body: AdvanceBody) -> dict[str, Any]:
+        return {"now": store.advance_clock(body.seconds).isoformat()}
+
+    @router.put("/rate-limit")
+    async def set_rate_limit(body: RateLimitBody) -> dict[str, Any]:
+        return store.set_rate_limit(body.requests_per_second, body.burst, body.workspace_id)
+
+    @router.get("/faults")
+    async def faults() -> dict[str, Any]:
+        return _faults_json(store)
+
+    @router.post("/faults")
+    async def set_faults(body: FaultsBody) -> dict[str, Any]:
+        store.set_faults(body.latency_s, body.error_rate, body.fail_ids)
+        return _faults_json(store)
+
+    @router.delete("/faults")
+    async def clear_faults() -> dict[str, Any]:
+        store.clear_faults()
+        return _faults_json(store)
+
+    return router
+
+
+def _faults_json(store: NotesStore) -> dict[str, Any]:
+    faults = store.faults
+    return {
+        "latency_s": faults.latency_s,
+        "error_rate": faults.error_rate,
+        "fail_ids": sorted(faults.fail_ids),
+    }
+
+
+# --- Notion shapes -----------------------------------------------------------------------------
+
+
+def _iso(moment: Any) -> str:
+    # The real API reports times to the minute.
+    return str(moment.strftime("%Y-%m-%dT%H:%M:00.000Z"))
+
+
+def _user(user_id: str) -> dict[str, Any]:
+    return {"object": "user", "id": user_id}
+
+
+def _rich(text: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "type": "text",
+            "text": {"content": text, "link": None},
+            "annotations": {
+                "bold": False,
+                "italic": False,
+                "strikethrough": False,
+                "underline": False,
+                "code": False,
+                "color": "default",
+            },
+            "plain_text": text,
+            "href": None,
+        }
+    ]
+
+
+def _url(title: str, object_id: str) -> str:
+    slug = "-".join(title.split())
+    return f"https://www.notion.so/{slug}-{object_id.replace('-', '')}"
+
+
+def _trash(archived: bool, version: str) -> dict[str, bool]:
+    # 2026-03-11 dropped ``archived`` (deprecated since 2024) for ``in_trash``.
+    if version >= POSITION_VERSION:
+        return {"in_trash": archived}
+    return {"archived": archived, "in_trash": archived}
+
+
+def block_json(
+    store: NotesStore, block: Block, version: str = DATA_SOURCES_VERSION
+) -> dict[str, Any]:
+    """A block object."""
+    bot = store.workspace_of(block).bot_id
+    content = json.loads(json.dumps(block.content))  # callers must never alias the store
+    return {
+        "object": "block",
+        "id": block.id,
+        "parent": {"type": block.parent_type, block.parent_type: block.parent_id},
+        "created_time": _iso(block.created_time),
+        "last_edited_time": _iso(block.last_edited_time),
+        "created_by": _user(bot),
+        "last_edited_by": _user(bot),
+        "has_children": store.has_children(block),
+        **_trash(block.archived, version),
+        "type": block.type,
+        block.type: content,
+    }
+
+
+def node_json(
+    store: NotesStore, node: Page | Block, version: str = DATA_SOURCES_VERSION
+) -> dict[str, Any]:
+    """A block object; a page is seen as a ``child_page`` block."""
+    if isinstance(node, Block):
+        return block_json(store, node, version)
+    bot = store.workspace_of(node).bot_id
+    return {
+        "object": "block",
+        "id": node.id,
+        "parent": _page_parent(store.database_of(node), version),
+        "created_time": _iso(node.created_time),
+        "last_edited_time": _iso(node.last_edited_time),
+        "created_by": _user(bot),
+        "last_edited_by": _user(bot),
+        "has_children": store.has_children(node),
+        **_trash(node.archived, version),
+        "type": "child_page",
+        "child_page": {"title": node.title},
+    }
+
+
+def _page_parent(database: Database, version: str) -> dict[str, Any]:
+    if version >= DATA_SOURCES_VERSION:
+        return {
+            "type": "data_source_id",
+            "data_source_id": database.data_source_id,
+            "database_id": database.id,
+        }
+    return {"type": "database_id", "database_id": database.id}
+
+
+def page_json(store: NotesStore, page: Page, version: str) -> dict[str, Any]:
+    """A page object (a row of the apartments database)."""
+    bot = store.workspace_of(page).bot_id
+    return {
+        "object": "page",
+        "id": page.id,
+        "created_time": _iso(page.created_time),
+        "last_edited_time": _iso(page.last_edited_time),
+        "created_by": _user(bot),
+        "last_edited_by": _user(bot),
+        "cover": None,
+        "icon": None,
+        "parent": _page_parent(store.database_of(page), version),
+        **_trash(page.archived, version),
+        "properties": {
+            TITLE_PROPERTY: {"id": "title", "type": "title", "title": _rich(page.title)},
+            ROOM_TYPE_PROPERTY: {"id": "pmsR", "type": "number", "number": page.room_type_id},
+            ADDRESS_PROPERTY: {"id": "addr", "type": "rich_text", "rich_text": _rich(page.address)},
+        },
+        "url": _url(page.title, page.id),
+        "public_url": None,
+    }
+
+
+def _schema() -> dict[str, Any]:
+    """The apartments database's properties (a database's before 2025-09-03, then its source's)."""
+    return {
+        TITLE_PROPERTY: {"id": "title", "name": TITLE_PROPERTY, "type": "title", "title": {}},
+        ROOM_TYPE_PROPERTY: {
+            "id": "pmsR",
+            "name": ROOM_TYPE_PROPERTY,
+            "type": "number",
+            "number": {"format": "number"},
+        },
+        ADDRESS_PROPERTY: {
+            "id": "addr",
+            "name": ADDRESS_PROPERTY,
+            "type": "rich_text",
+            "rich_text": {},
+        },
+    }
+
+
+def _container(database: Database, object_id: str, version: str) -> dict[str, Any]:
+    """What a database and its data source share."""
+    return {
+        "id": object_id,
+        "created_time": _iso(database.created_time),
+        "last_edited_time": _iso(database.last_edited_time),
+        "title": _rich(database.title),
+        "description": [],
+        "icon": None,
+        "cover": None,
+        "url": _url(database.title, object_id),
+        "public_url": None,
+        **_trash(False, version),
+        "is_inline": False,
+    }
+
+
+def database_json(database: Database, version: str) -> dict[str, Any]:
+    """A database object, shaped by the requested Notion-Version."""
+    body: dict[str, Any] = {
+        "object": "database",
+        **_container(database, database.id, version),
+        "parent": {"type": "workspace", "workspace": True},
+    }
+    if version >= DATA_SOURCES_VERSION:
+        body["data_sources"] = [{"id": database.data_source_id, "name": database.title}]
+    else:
+        body["properties"] = _schema()
+    return body
+
+
+def data_source_json(database: Database, version: str) -> dict[str, Any]:
+    """The database's (single) data source object (2025-09-03 on)."""
+    return {
+        "object": "data_source",
+        **_container(database, database.data_source_id, version),
+        "parent": {"type": "database_id", "database_id": database.id},
+        "database_parent": {"type": "workspace", "workspace": True},
+        "properties": _schema(),
+    }
+
+
+def hit_json(store: NotesStore, hit: SearchHit, version: str) -> dict[str, Any]:
+    """A search result: a page, a database (before 2025-09-03) or a data source."""
+    if isinstance(hit.target, Page):
+        return page_json(store, hit.target, version)
+    if version >= DATA_SOURCES_VERSION:
+        return data_source_json(hit.target, version)
+    return database_json(hit.target, version)
+
+
+def user_json(workspace: Workspace, user: User) -> dict[str, Any]:
+    """A user object: the integration's bot (owned by the workspace) or a person."""
+    body: dict[str, Any] = {
+        "object": "user",
+        "id": user.id,
+        "name": user.name,
+        "avatar_url": None,
+        "type": user.type,
+    }
+    if user.type == "bot":
+        body["bot"] = {
+            "owner": {"type": "workspace", "workspace": True},
+            "workspace_name": workspace.name,
+        }
+    else:
+        body["person"] = {"email": user.email}
+    return body
+
+
+def list_json(results: list[dict[str, Any]], next_cursor: str | None, kind: str) -> dict[str, Any]:
+    """A paginated list object."""
+    return {
+        "object": "list",
+        "results": results,
+        "next_cursor": next_cursor,
+        "has_more": next_cursor is not None,
+        "type": kind,
+        kind: {},
+    }
+
+
+# --- parsing and rendering ---------------------------------------------------------------------
+
+
+def _request_id() -> str:
+    return str(uuid.uuid4())
+
+
+def _json(payload: dict[str, Any], status: int = 200) -> JSONResponse:
+    return JSONResponse({**payload, "request_id": _request_id()}, status_code=status)
+
+
+async def _json_body(request: Request) -> dict[str, Any]:
+    return _parse_json(await request.body())
+
+
+def _parse_json(raw: bytes) -> dict[str, Any]:
+    return json_object(
+        raw,
+        not_json=lambda: NotesApiError(errors.INVALID_JSON),
+        not_object=lambda: validation("body should be an object."),
+    )
+
+
+def _install_error_handlers(app: FastAPI, store: NotesStore) -> None:
+    def render(exc: NotesApiError) -> JSONResponse:
+        store.record_error(exc.spec.code)
+        return JSONResponse(
+            exc.body(_request_id()), status_code=exc.spec.status, headers=exc.headers
+        )
+
+    @app.exception_handler(NotesApiError)
+    async def notes_error(request: Request, exc: NotesApiError) -> JSONResponse:
+        return render(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(part) for part in first.get("loc", ())) or "body"
+        return render(validation(f"{where}: {first.get('msg', 'invalid')}"))
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code in (404, 405):
+            return render(NotesApiError(errors.INVALID_REQUEST_URL))
+        return render(validation(str(exc.detail)))
+
+    # An emulator bug still answers with the error object, never a bare traceback page.
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        return render(NotesApiError(errors.INTERNAL_SERVER_ERROR))
