@@ -29,6 +29,7 @@ lint: env
 	$(UV) run ruff format --check src tests bench
 	$(UV) run mypy
 	$(UV) run deptry src
+	$(UV) run lint-imports
 
 # The built wheel, installed without uv.lock (newest and lowest allowed versions), imports.
 package-check: env
