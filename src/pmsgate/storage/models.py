@@ -89,6 +89,12 @@ class GatewayKey(Base):
     label: Mapped[str] = mapped_column(String(100), default="")
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # What the key may do (see gateway/scopes.py); a key minted before scopes existed
+    # holds only "tools:read" until an admin grants it more.
+    scopes: Mapped[list[str]] = mapped_column(JSON, default=lambda: ["tools:read"])
+    expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # Written in batches (not on every call), so it may lag by the batch interval.
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
     facility: Mapped[Facility] = relationship(back_populates="keys")
 
@@ -575,3 +581,35 @@ class JobRun(Base):
     finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
     # What the tick did or why it failed (never a secret), as JSON.
     detail: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+
+
+AuditOutcome = Literal["success", "failure", "refused", "unknown"]
+AuditActorKind = Literal["admin", "customer_user", "gateway_key", "cli", "job", "system"]
+
+
+class AuditEvent(Base):
+    """One security-relevant event; rows are only ever appended (and purged after retention).
+
+    No foreign keys: an event outlives the facility, customer or user it names.
+    ``details`` holds non-secret context (operation, idempotency key, cause, ...).
+    """
+
+    __tablename__ = "audit_events"
+    __table_args__ = (
+        Index("ix_audit_events_occurred_at", "occurred_at"),
+        Index("ix_audit_events_customer", "customer_id", "occurred_at"),
+        Index("ix_audit_events_facility", "facility_id", "occurred_at"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    occurred_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    actor_kind: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str] = mapped_column(String(200))
+    action: Mapped[str] = mapped_column(String(64))
+    subject: Mapped[str] = mapped_column(String(200))
+    outcome: Mapped[str] = mapped_column(String(16))
+    customer_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    facility_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    client_address: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
