@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from pmsgate.clock import ManualClock
 from pmsgate.customers.allowlist import Allowlist
 from pmsgate.customers.apartments import Apartments
+from pmsgate.customers.pms_integrations import PmsIntegrations
 from pmsgate.customers.registry import Customers
 from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.customers.workspaces import Workspaces
@@ -28,11 +29,7 @@ from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.storage.allowlist import AllowlistComment
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import alembic_config, current_revision, open_database, session_factory
-from pmsgate.storage.integrations import (
-    IntegrationRepository,
-    new_integration_id,
-    token_context,
-)
+from pmsgate.storage.integrations import new_integration_id, token_context
 from pmsgate.storage.models import (
     Apartment,
     Facility,
@@ -394,7 +391,7 @@ async def test_integration_rows_have_their_own_id_and_one_row_per_customer_and_p
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    integrations = IntegrationRepository(sessions)
+    integrations = PmsIntegrations(sessions)
 
     notes = await integrations.add("stu-1001", "notes")
     kross = await integrations.add("stu-1001", "kross")
@@ -419,7 +416,7 @@ async def test_an_integration_id_equal_to_the_student_id_is_refused_by_repositor
     when = datetime(2026, 11, 22, tzinfo=UTC)
 
     with pytest.raises(PmsgateError) as excinfo:
-        await IntegrationRepository(sessions).add("stu-1001", "kross", integration_id="stu-1001")
+        await PmsIntegrations(sessions).add("stu-1001", "kross", integration_id="stu-1001")
     with pytest.raises(IntegrityError):
         async with sessions.begin() as session:
             session.add(
@@ -441,7 +438,7 @@ async def test_a_student_id_given_where_the_integration_row_id_belongs_is_named_
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    integrations = IntegrationRepository(sessions)
+    integrations = PmsIntegrations(sessions)
     kross = await integrations.add("stu-1001", "kross")
 
     with pytest.raises(PmsgateError) as mistaken:
@@ -461,7 +458,7 @@ async def test_integration_status_moves_to_error_with_its_reason_and_back_to_con
     clock: ManualClock,
 ):
     await add_customer(customers)
-    integrations = IntegrationRepository(sessions, clock)
+    integrations = PmsIntegrations(sessions, clock)
     kross = await integrations.add("stu-1001", "kross")
     clock.advance(60)
     failed = await integrations.set_status(kross.id, "error", error="authentication failed")
@@ -485,7 +482,7 @@ async def test_the_booking_system_row_links_the_gateway_facility_registered_for_
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    integrations = IntegrationRepository(sessions)
+    integrations = PmsIntegrations(sessions)
     kross = await integrations.add("stu-1001", "kross")
     notes = await integrations.add("stu-1001", "notes")
     await add_facility(sessions, "1001", kross.id)
@@ -512,7 +509,7 @@ async def test_a_facility_registered_first_names_the_integration_row_id_to_creat
     await add_customer(customers)
     await add_facility(sessions, "1001", "int-1001")
 
-    kross = await IntegrationRepository(sessions).add(
+    kross = await PmsIntegrations(sessions).add(
         "stu-1001", "kross", integration_id="int-1001", facility_hotel_id="1001"
     )
 
@@ -524,7 +521,7 @@ async def test_the_notes_token_is_stored_only_as_vault_ciphertext(
 ):
     await add_customer(customers)
     vault = Vault(generate_key_spec("k1"))
-    integrations = IntegrationRepository(sessions)
+    integrations = PmsIntegrations(sessions)
     plaintext = "ntn_4f3b2a1c0d9e8f7a6b5c4d3e2f1a0b9c"
     row_id = new_integration_id()
 
@@ -559,7 +556,7 @@ async def test_notes_fields_stay_off_the_booking_system_row_in_repository_and_da
 ):
     await add_customer(customers)
     await add_customer(customers, "stu-2")
-    integrations = IntegrationRepository(sessions)
+    integrations = PmsIntegrations(sessions)
     kross = await integrations.add("stu-1001", "kross")
     when = datetime(2026, 11, 22, tzinfo=UTC)
 
@@ -592,7 +589,7 @@ async def test_an_integration_row_needs_a_registered_customer(
     sessions: async_sessionmaker[AsyncSession],
 ):
     with pytest.raises(PmsgateError) as excinfo:
-        await IntegrationRepository(sessions).add("stu-missing", "notes")
+        await PmsIntegrations(sessions).add("stu-missing", "notes")
 
     assert code_of(excinfo) == "customer_not_found"
 

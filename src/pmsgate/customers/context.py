@@ -28,6 +28,7 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.allowlist import Allowlist
 from pmsgate.customers.apartments import Apartments
+from pmsgate.customers.pms_integrations import PmsIntegrations
 from pmsgate.customers.registry import Customers
 from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.customers.workspaces import Workspaces
@@ -38,7 +39,7 @@ from pmsgate.integrations.assistant.client import AssistantClient
 from pmsgate.integrations.notion.client import NotesClient, NotesThrottle
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.customers import CustomerView
-from pmsgate.storage.integrations import IntegrationRepository, IntegrationView, token_context
+from pmsgate.storage.integrations import IntegrationView, token_context
 from pmsgate.storage.workspaces import WorkspaceConfigurationView
 
 Sleep = Callable[[float], Awaitable[None]]
@@ -129,7 +130,7 @@ class CustomerServices:
         self.sleep = sleep
         self.customers = Customers(sessions, clock)
         self.workspaces = Workspaces(sessions, clock)
-        self.integrations = IntegrationRepository(sessions, clock)
+        self.integrations = PmsIntegrations(sessions, clock)
         self.apartments = Apartments(sessions, clock)
         self.usage = UsageSnapshots(sessions)
         self.allowlist = Allowlist(sessions, clock)
