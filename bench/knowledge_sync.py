@@ -60,6 +60,7 @@ from pmsgate.customers.service import (
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.integrations.assistant.client import AssistantClient
 from pmsgate.knowledge.patcher import apply_patch, plan_patch
+from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.template import WifiCredentials, check_page
 from pmsgate.sandbox.app import Sandbox
@@ -69,7 +70,6 @@ from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.sandbox.notion.store import NotesStore
 from pmsgate.storage.customers import CustomerProfile
-from pmsgate.storage.knowledge import KnowledgeSyncRepository
 
 SANDBOX_URL = "http://sandbox.bench"
 STUDENT_ID = "stu-bench-knowledge"
@@ -367,7 +367,7 @@ async def run_knowledge_sync(
                 patched = await _patch_pages(services, box)
                 sync = KnowledgeSync(
                     services,
-                    KnowledgeSyncRepository(services.sessions, clock),
+                    KnowledgeSyncRecords(services.sessions, clock),
                     max_concurrent_apartments=config.max_concurrent_apartments,
                     page_read_concurrency=config.page_read_concurrency,
                 )

@@ -54,12 +54,12 @@ from pmsgate.gateway.window import WindowPolicy
 from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.integrations.assistant.client import AssistantClient
 from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.sync_jobs import SyncJobs
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.storage.db import open_database, session_factory
-from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from pmsgate.web.context import WebServices
 from pmsgate.web.users import UserService
 
@@ -172,7 +172,7 @@ async def open_container(
             http_factory=factory,
             sleep=sleep,
         )
-        knowledge_repo = KnowledgeSyncRepository(sessions, clock)
+        knowledge_repo = KnowledgeSyncRecords(sessions, clock)
         knowledge = KnowledgeSync(customers, knowledge_repo, clock=clock, sleep=sleep)
         sync_jobs = await stack.enter_async_context(
             SyncJobs(knowledge, knowledge_repo, clock=clock)

@@ -9,10 +9,10 @@ from typing import Any
 
 from pmsgate.integrations.notion.client import Block
 from pmsgate.knowledge.patcher import apply_patch, plan_patch
+from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.template import WifiCredentials, check_page
 from pmsgate.sandbox.assistant.store import KbNode
-from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import EnrolledSandbox, enrolled_sandbox
 
 # Seed 7, facility 1: four apartments, one of them (Magnolia) without "how to reach".
@@ -33,7 +33,7 @@ async def sync_sandbox(database_url: str, **options: Any) -> AsyncIterator[Enrol
 
 def knowledge_sync(enrolled: EnrolledSandbox, **options: Any) -> KnowledgeSync:
     """The knowledge sync on the enrolled customer's services."""
-    repo = KnowledgeSyncRepository(enrolled.services.sessions, enrolled.clock)
+    repo = KnowledgeSyncRecords(enrolled.services.sessions, enrolled.clock)
     return KnowledgeSync(enrolled.services, repo, **options)
 
 

@@ -20,9 +20,9 @@ from typer.testing import Result
 
 from pmsgate.integrations.notion.client import Block, paragraph, toggle
 from pmsgate.knowledge.nodes import FORMAT_VERSION, content_hash, page_nodes, source_key
+from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import SYNC_FOLDER_KEY, SyncProgress
 from pmsgate.knowledge.template import check_page
-from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import EnrolledSandbox
 from tests.knowledge.sync_support import (
     knowledge_sync,
@@ -569,7 +569,7 @@ async def test_a_sync_refused_inside_the_jobs_task_group_ends_with_a_clear_error
     database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with sync_sandbox(database_url) as enrolled:
-        repo = KnowledgeSyncRepository(enrolled.services.sessions, enrolled.clock)
+        repo = KnowledgeSyncRecords(enrolled.services.sessions, enrolled.clock)
         # Another process runs a sync for this customer (and beats).
         await repo.create_job("a-running-job", enrolled.student_id, "commit", runner_id="other")
         running = await repo.start_job("a-running-job")

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from pmsgate.errors import Conflict
+from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import SyncProgress
 from pmsgate.knowledge.sync_jobs import SyncJobs, job_summary
-from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import EnrolledSandbox
 from tests.knowledge.sync_support import knowledge_sync, managed_nodes, sync_sandbox
 
@@ -97,7 +97,7 @@ async def test_a_job_left_running_by_a_stopped_process_is_marked_interrupted_and
     database_url: str,
 ) -> None:
     async with sync_sandbox(database_url) as enrolled:
-        repo = KnowledgeSyncRepository(enrolled.services.sessions, enrolled.clock)
+        repo = KnowledgeSyncRecords(enrolled.services.sessions, enrolled.clock)
         # What a process killed mid-sync leaves behind: a running job, its heartbeat ageing.
         await repo.create_job("deadbeef" * 4, enrolled.student_id, "commit", runner_id="gone")
         await repo.start_job("deadbeef" * 4)
@@ -127,7 +127,7 @@ async def test_jobs_still_running_at_shutdown_are_marked_cancelled(database_url:
     async with sync_sandbox(database_url) as enrolled:
         async with jobs_of(enrolled) as jobs:
             job_id = await jobs.start(enrolled.student_id, commit=True)
-        job = await KnowledgeSyncRepository(enrolled.services.sessions).get_job(job_id)
+        job = await KnowledgeSyncRecords(enrolled.services.sessions).get_job(job_id)
         assert (job.status, job.error_code) == ("failed", "sync_cancelled")
 
 

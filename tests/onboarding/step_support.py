@@ -23,11 +23,11 @@ from pmsgate.app import create_app
 from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.gateway.service import Gateway
+from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.onboarding.steps import OnboardingContext, StepResult
 from pmsgate.sandbox.customers import customer_document as sandbox_customer_document
-from pmsgate.storage.knowledge import KnowledgeSyncRepository
 from tests.customers.support import (
     SANDBOX_URL,
     EnrolledSandbox,
@@ -88,7 +88,7 @@ def onboarding_context(
         gateway=enrolled.gateway,
         knowledge=KnowledgeSync(
             services,
-            KnowledgeSyncRepository(services.sessions, enrolled.clock),
+            KnowledgeSyncRecords(services.sessions, enrolled.clock),
             clock=enrolled.clock,
             sleep=enrolled.sleep,
         ),

@@ -95,9 +95,10 @@ from pmsgate.knowledge.nodes import (
     normalise_id,
     page_nodes,
 )
+from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.template import WIFI, PageCheck, check_page
 from pmsgate.storage.apartments import ApartmentView
-from pmsgate.storage.knowledge import KnowledgeSyncRepository, PageStateView
+from pmsgate.storage.knowledge import PageStateView
 
 log = structlog.get_logger(__name__)
 
@@ -358,7 +359,7 @@ class KnowledgeSync:
     def __init__(
         self,
         services: CustomerServices,
-        repo: KnowledgeSyncRepository,
+        repo: KnowledgeSyncRecords,
         *,
         clock: Clock | None = None,
         sleep: Sleep | None = None,

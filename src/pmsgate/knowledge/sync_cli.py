@@ -31,6 +31,7 @@ from rich.table import Table
 
 from pmsgate.cli_support import run
 from pmsgate.knowledge.cli import knowledge_app, open_services
+from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import (
     CommitReport,
     DryRunReport,
@@ -38,7 +39,7 @@ from pmsgate.knowledge.sync import (
     SyncProgress,
 )
 from pmsgate.knowledge.sync_jobs import SyncJobs
-from pmsgate.storage.knowledge import KnowledgeSyncRepository, SyncJobView
+from pmsgate.storage.knowledge import SyncJobView
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
@@ -72,7 +73,7 @@ async def _run(
     student: str, commit: bool, show_progress: bool
 ) -> tuple[SyncJobView, DryRunReport | CommitReport | None]:
     async with open_services() as services:
-        repo = KnowledgeSyncRepository(services.sessions, services.clock)
+        repo = KnowledgeSyncRecords(services.sessions, services.clock)
         sync = KnowledgeSync(services, repo)
         async with SyncJobs(sync, repo) as jobs:
             progress = Progress(

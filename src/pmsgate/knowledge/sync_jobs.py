@@ -39,6 +39,7 @@ from anyio.abc import TaskGroup
 
 from pmsgate.clock import Clock
 from pmsgate.errors import Conflict, PmsgateError
+from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import (
     CommitReport,
     DryRunReport,
@@ -46,7 +47,7 @@ from pmsgate.knowledge.sync import (
     ProgressCallback,
     SyncProgress,
 )
-from pmsgate.storage.knowledge import KnowledgeSyncRepository, SyncJobView
+from pmsgate.storage.knowledge import SyncJobView
 
 log = structlog.get_logger(__name__)
 
@@ -99,7 +100,7 @@ class SyncJobs:
     def __init__(
         self,
         sync: KnowledgeSync,
-        repo: KnowledgeSyncRepository,
+        repo: KnowledgeSyncRecords,
         *,
         clock: Clock | None = None,
         runner_id: str | None = None,

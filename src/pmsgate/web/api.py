@@ -32,8 +32,9 @@ from pmsgate.customers.context import CustomerContext, NotesNotConnected, custom
 from pmsgate.customers.reconnect import connect_kross
 from pmsgate.customers.service import workspace_not_created
 from pmsgate.errors import Conflict, Forbidden, InvalidInput, PmsgateError
+from pmsgate.knowledge.records import job_not_found
 from pmsgate.knowledge.sync_jobs import job_summary
-from pmsgate.storage.knowledge import SyncJobView, job_not_found
+from pmsgate.storage.knowledge import SyncJobView
 from pmsgate.web.auth import AdminWrite, SignedIn, SignedInWrite, ensure_can_act_on
 from pmsgate.web.context import WebDep, WebServices
 from pmsgate.web.users import Principal, has_control_characters
