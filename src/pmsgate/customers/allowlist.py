@@ -11,9 +11,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock, SystemClock
+from pmsgate.customers.checks import (
+    email_address,
+    optional_text,
+    translate_integrity_error,
+)
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
 from pmsgate.storage.allowlist import AllowlistComment, AllowlistEntryView, AllowlistRepository
-from pmsgate.storage.integrity import email_address, optional_text, translate_integrity_error
 from pmsgate.storage.models import AllowlistEntry
 
 

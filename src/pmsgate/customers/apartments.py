@@ -14,6 +14,13 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock, SystemClock
+from pmsgate.customers.checks import (
+    customer_not_found,
+    optional_text,
+    required_text,
+    student_id_value,
+    translate_integrity_error,
+)
 from pmsgate.errors import Conflict, NotFound, PmsgateError
 from pmsgate.storage.apartments import (
     MAX_NAME,
@@ -22,14 +29,7 @@ from pmsgate.storage.apartments import (
     ApartmentRepository,
     ApartmentView,
 )
-from pmsgate.storage.customers import student_id_value
-from pmsgate.storage.integrity import (
-    FOREIGN_KEY,
-    customer_not_found,
-    optional_text,
-    required_text,
-    translate_integrity_error,
-)
+from pmsgate.storage.integrity import FOREIGN_KEY
 from pmsgate.storage.models import Apartment
 
 

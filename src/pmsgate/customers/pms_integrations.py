@@ -18,8 +18,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock, SystemClock
+from pmsgate.customers.checks import (
+    customer_not_found,
+    one_of,
+    optional_text,
+    required_text,
+    student_id_value,
+    translate_integrity_error,
+)
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
-from pmsgate.storage.customers import CustomerRepository, student_id_value
+from pmsgate.storage.customers import CustomerRepository
 from pmsgate.storage.facilities import FacilityRepository
 from pmsgate.storage.integrations import (
     MAX_ERROR,
@@ -29,14 +37,7 @@ from pmsgate.storage.integrations import (
     IntegrationView,
     new_integration_id,
 )
-from pmsgate.storage.integrity import (
-    FOREIGN_KEY,
-    customer_not_found,
-    one_of,
-    optional_text,
-    required_text,
-    translate_integrity_error,
-)
+from pmsgate.storage.integrity import FOREIGN_KEY
 from pmsgate.storage.models import (
     Ciphertext,
     IntegrationProvider,

@@ -12,6 +12,15 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock, SystemClock
+from pmsgate.customers.checks import (
+    customer_not_found,
+    email_address,
+    one_of,
+    optional_text,
+    required_text,
+    student_id_value,
+    translate_integrity_error,
+)
 from pmsgate.errors import Conflict, PmsgateError
 from pmsgate.storage.customers import (
     MAX_NAME,
@@ -19,15 +28,6 @@ from pmsgate.storage.customers import (
     CustomerProfile,
     CustomerRepository,
     CustomerView,
-    student_id_value,
-)
-from pmsgate.storage.integrity import (
-    customer_not_found,
-    email_address,
-    one_of,
-    optional_text,
-    required_text,
-    translate_integrity_error,
 )
 from pmsgate.storage.models import Customer, CustomerKind, SubscriptionStatus
 

@@ -15,16 +15,15 @@ from typing import Any, get_args
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.errors import InvalidInput
-from pmsgate.storage.customers import student_id_value
-from pmsgate.storage.integrity import (
-    FOREIGN_KEY,
+from pmsgate.customers.checks import (
     customer_not_found,
     one_of,
     optional_text,
+    student_id_value,
     translate_integrity_error,
-    violated_constraint,
 )
+from pmsgate.errors import InvalidInput
+from pmsgate.storage.integrity import FOREIGN_KEY, violated_constraint
 from pmsgate.storage.models import UsageSnapshot, UsageSnapshotKind
 from pmsgate.storage.usage import (
     MAX_COUNT,

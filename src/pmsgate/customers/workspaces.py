@@ -14,16 +14,16 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock, SystemClock
-from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
-from pmsgate.storage.customers import student_id_value
-from pmsgate.storage.integrity import (
-    FOREIGN_KEY,
+from pmsgate.customers.checks import (
     customer_not_found,
     one_of,
     optional_text,
     required_text,
+    student_id_value,
     translate_integrity_error,
 )
+from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
+from pmsgate.storage.integrity import FOREIGN_KEY
 from pmsgate.storage.models import BillingMode, WorkspaceConfiguration
 from pmsgate.storage.workspaces import (
     MAX_PLAN_LIMIT_USD,

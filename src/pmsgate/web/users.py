@@ -40,17 +40,17 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from pmsgate.boundary import has_control_characters
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
-from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError, Unauthorized
-from pmsgate.gateway.shared_state import RedisHealth
-from pmsgate.ratelimit import RateWindows
-from pmsgate.storage.integrity import (
-    FOREIGN_KEY,
+from pmsgate.customers.checks import (
     customer_not_found,
     email_address,
     one_of,
     optional_text,
     translate_integrity_error,
 )
+from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError, Unauthorized
+from pmsgate.gateway.shared_state import RedisHealth
+from pmsgate.ratelimit import RateWindows
+from pmsgate.storage.integrity import FOREIGN_KEY
 from pmsgate.storage.models import User, UserRole
 from pmsgate.storage.users import (
     MAX_EMAIL,
