@@ -76,17 +76,18 @@ class NotesPageRef:
 
 
 @asynccontextmanager
-async def open_services() -> AsyncIterator[CustomerServices]:
-    """The customer services on the configured database and upstreams (see :class:`Upstreams`)."""
+async def open_cli_customer_services() -> AsyncIterator[CustomerServices]:
+    """The command's container (:func:`pmsgate.cli_support.open_cli_container`, with this
+    group's :class:`Upstreams`), as the customer services the knowledge commands use."""
     async with open_cli_container(upstreams) as container:
         yield container.customers
 
 
-def run_with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:
-    """Run ``work`` on freshly opened services; a service error becomes exit status 2."""
+def run_on_customer_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:
+    """Run ``work`` on the command's customer services; a service error becomes exit status 2."""
 
     async def _go() -> T:
-        async with open_services() as services:
+        async with open_cli_customer_services() as services:
             return await work(services)
 
     return run(_go())
@@ -237,7 +238,7 @@ def check_command(
                     progress.advance(task)
         return rows
 
-    rows = run_with_services(work)
+    rows = run_on_customer_services(work)
     complete = sum(1 for r in rows if r.check is not None and r.check.complete)
     failed = sum(1 for r in rows if r.check is None)
     summary = {
@@ -425,7 +426,7 @@ def patch_command(
                     progress.advance(task)
         return rows
 
-    rows = run_with_services(work)
+    rows = run_on_customer_services(work)
     summary = {
         "pages": len(rows),
         "to_change": sum(1 for r in rows if r.plan is not None and not r.plan.empty),

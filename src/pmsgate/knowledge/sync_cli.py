@@ -30,7 +30,7 @@ from rich.progress import (
 from rich.table import Table
 
 from pmsgate.cli_support import run
-from pmsgate.knowledge.cli import knowledge_app, open_services
+from pmsgate.knowledge.cli import knowledge_app, open_cli_customer_services
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import (
     CommitReport,
@@ -72,7 +72,7 @@ class _Bar:
 async def _run(
     student: str, commit: bool, show_progress: bool
 ) -> tuple[SyncJobView, DryRunReport | CommitReport | None]:
-    async with open_services() as services:
+    async with open_cli_customer_services() as services:
         repo = KnowledgeSyncRecords(services.sessions, services.clock)
         sync = KnowledgeSync(services, repo)
         async with SyncJobs(sync, repo) as jobs:

@@ -82,16 +82,17 @@ JsonOption = Annotated[
 
 
 @asynccontextmanager
-async def open_services() -> AsyncIterator[OnboardingServices]:
-    """Onboarding services on the configured database and upstreams (the knowledge seam)."""
+async def open_cli_onboarding_services() -> AsyncIterator[OnboardingServices]:
+    """The command's container (:func:`pmsgate.cli_support.open_cli_container`, with the
+    knowledge group's upstreams: the tests' seam), as the onboarding services."""
     upstreams = knowledge_cli.upstreams
     async with open_cli_container(upstreams) as container:
         yield container.onboarding
 
 
-def _run_async(work: Callable[[OnboardingServices], Awaitable[T]]) -> T:
+def _run_on_onboarding_services(work: Callable[[OnboardingServices], Awaitable[T]]) -> T:
     async def _go() -> T:
-        async with open_services() as services:
+        async with open_cli_onboarding_services() as services:
             return await work(services)
 
     return run(_go())
@@ -159,7 +160,7 @@ def run_command(
         with view.live:
             return await runner.run(customer, dry_run=dry_run, progress=view)
 
-    report = _run_async(work)
+    report = _run_on_onboarding_services(work)
     if as_json:
         typer.echo(report.to_json())
     else:
@@ -187,7 +188,7 @@ def status_command(
             )
         return Checklist.build(student_id.strip(), latest, await repo.last_run(student_id))
 
-    checklist = _run_async(work)
+    checklist = _run_on_onboarding_services(work)
     if as_json:
         typer.echo(checklist.to_json())
     else:
@@ -218,7 +219,7 @@ def confirm_command(
         view = await confirm_step(services, student_id, step, evidence, item=item, person=person)
         return view.as_dict()
 
-    recorded = _run_async(work)
+    recorded = _run_on_onboarding_services(work)
     if as_json:
         typer.echo(json.dumps(recorded, ensure_ascii=False))
         return
