@@ -91,7 +91,11 @@ def _view(row: Customer) -> CustomerView:
 
 
 def student_id_value(student_id: str) -> str:
-    """A student_id as stored; an InvalidInput when blank or too long."""
+    """A student_id as stored; an InvalidInput when blank or too long.
+
+    Left for knowledge/records.py only: services use
+    :func:`pmsgate.customers.checks.student_id_value`; delete this once it does too.
+    """
     return required_text(student_id, "student_id", MAX_STUDENT_ID)
 
 
