@@ -148,22 +148,17 @@ class Settings(BaseSettings):
         "when Redis is back.",
     )
     cache_max_age_s: dict[str, float] = Field(
-        default_factory=lambda: {
-            "check-availability": 300.0,
-            "get-reservation-status": 120.0,
-            "get-in-house-guests": 300.0,
-            "get-incomplete-portals": 300.0,
-            "check-portal-status": 120.0,
-            "get-checkin-instructions": 3600.0,
-        },
-        description="Freshness bound per tool, in seconds: a cached answer older than this is "
-        'fetched again. JSON map, e.g. {"check-availability": 60}; tools not listed use '
-        "cache_default_max_age_s.",
+        default_factory=dict,
+        description="Overrides of each tool's freshness bound, in seconds: a cached answer older "
+        'than this is fetched again. JSON map, e.g. {"check-availability": 60}; a tool not '
+        "listed uses the `cache_max_age_s` of its declaration in catalogue/tools.yaml (300 s "
+        "for availability, 120 s for one reservation, 3600 s for check-in instructions).",
     )
     cache_default_max_age_s: float = Field(
         default=120.0,
         ge=0,
-        description="Freshness bound, in seconds, of cached reads not listed in cache_max_age_s.",
+        description="Freshness bound, in seconds, of a tool that neither cache_max_age_s nor its "
+        "declaration in catalogue/tools.yaml gives one.",
     )
     cache_keep_s: float = Field(
         default=86400.0,
@@ -336,6 +331,12 @@ class Settings(BaseSettings):
         gt=0,
         description="How often a process adds its counts of tool calls and upstream requests to "
         "the hourly usage table the console charts.",
+    )
+    job_intervals_s: dict[str, float] = Field(
+        default_factory=dict,
+        description="Interval of any scheduled job by name, in seconds, e.g. "
+        '{"check-connections": 600}; a job not listed uses its own setting above (the four '
+        "jobs that have one) or its default in pmsgate.jobs.registry (docs/jobs.md).",
     )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")

@@ -1,9 +1,13 @@
-"""The six tools (``tools.yaml``) as typed definitions, and the custom tool each becomes.
+"""The tools (``tools.yaml``) as typed definitions, and the custom tool each becomes.
 
-The gateway serves the tools (``input_schema``, ``parameters``, ``description``);
-onboarding creates one custom tool per definition on the assistant platform
-(``custom_tool_body``), whose code is the catalogue's one shared template
-rendered with the tool's name (``custom_tool_code``).
+A tool's declaration is the one place it is written: the gateway serves every
+declared tool (its ``/v1/tools/NAME`` route, its OpenAPI entry and its MCP tool
+come from ``input_schema``, ``parameters`` and ``description``), answers it with
+the registered answer its ``answer`` names (``pmsgate.gateway.tools.ANSWERS``)
+and caches it for its ``cache_max_age_s``; onboarding creates one custom tool per
+definition on the assistant platform (``custom_tool_body``), whose code is the
+catalogue's one shared template rendered with the tool's name
+(``custom_tool_code``). See docs/extending.md, "How to add a tool".
 """
 
 from __future__ import annotations
@@ -14,7 +18,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# Spec §4.2: exactly these six, in the order onboarding creates them (spec §4.3 step 6).
+# Spec §4.2: these six are always there (more may be declared), in the order onboarding
+# creates them (spec §4.3 step 6).
 SPEC_TOOL_NAMES = (
     "check-availability",
     "check-portal-status",
@@ -125,6 +130,13 @@ class ToolDefinition(BaseModel):
     # What the platform shows while the tool runs.
     execution_message_description: str = Field(min_length=1, max_length=120)
     parameters: dict[str, ToolParameter]
+    # How the answer is made: the name of a registered answer (pmsgate.gateway.tools.ANSWERS),
+    # and the options that answer takes (e.g. which reservations a list selects).
+    answer: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
+    answer_options: dict[str, str] = Field(default_factory=dict)
+    # Freshness bound of the tool's cached reads, in seconds; PMSGATE_CACHE_MAX_AGE_S may
+    # override it per tool, and without either PMSGATE_CACHE_DEFAULT_MAX_AGE_S applies.
+    cache_max_age_s: float | None = Field(default=None, ge=0)
     # Set by the catalogue loader (not written in tools.yaml): what the code is made from.
     custom_tool: CustomToolRuntime | None = Field(default=None, repr=False, exclude=True)
 
@@ -196,18 +208,16 @@ class ToolsFile(BaseModel):
     @classmethod
     def _the_six_of_the_spec(cls, tools: dict[str, ToolDefinition]) -> dict[str, ToolDefinition]:
         missing = [n for n in SPEC_TOOL_NAMES if n not in tools]
-        unknown = [n for n in tools if n not in SPEC_TOOL_NAMES]
-        if missing or unknown:
+        if missing:
             raise ValueError(
-                "the catalogue must define exactly the six tools of spec §4.2 "
-                f"(missing: {', '.join(missing) or 'none'}; "
-                f"unknown: {', '.join(unknown) or 'none'})"
+                f"the catalogue must define the six tools of spec §4.2 (missing: "
+                f"{', '.join(missing)})"
             )
         return tools
 
 
 def load_tools() -> dict[str, ToolDefinition]:
-    """The six tools of the packaged catalogue, by name (checked and linted, cached)."""
+    """The tools of the packaged catalogue, by name (checked and linted, cached)."""
     from pmsgate.catalogue.loader import load_catalogue  # the loader imports this module
 
     return load_catalogue().tools

@@ -1,4 +1,11 @@
-"""The six tools (spec §4.2): arguments checked, answers derived from cached reads.
+"""The catalogue's tools (spec §4.2): arguments checked, answers derived from cached reads.
+
+Each tool is declared once, in ``catalogue/tools.yaml``; its ``answer`` names one of
+the registered answers below (:data:`ANSWERS`, each an ``@answer("name")`` function),
+which says how the answer is made from the shared reads. A declaration that names an
+answer that does not exist, leaves out an option or a parameter it needs, or an answer
+that no tool uses, fails at import (and in ``tests/gateway/test_tool_registry.py``).
+See docs/extending.md, "How to add a tool".
 
 The four tools over ``reservations/get-list`` share **one** cached reservation
 window per facility (one upstream read serves them all); availability is cached
@@ -16,7 +23,8 @@ answered as *unknown*, never as zero. The window is read in bounded pages
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -89,8 +97,104 @@ def _argument_model(tool: ToolDefinition) -> type[BaseModel]:
     )
 
 
+AnswerFunction = Callable[["Tools", ToolDefinition, FacilityView, Any], Awaitable["ToolAnswer"]]
+
+
+@dataclass(frozen=True)
+class AnswerSpec:
+    """A registered way of answering a tool: what it needs from the tool's declaration."""
+
+    name: str
+    make: AnswerFunction
+    # option name → the values a declaration may give it (every option is required)
+    options: Mapping[str, frozenset[str]]
+    # the declaration must have every parameter of at least one of these sets
+    parameters: tuple[frozenset[str], ...]
+
+    def problems(self, tool: ToolDefinition) -> list[str]:
+        """What ``tool``'s declaration lacks, or gives wrongly, for this answer."""
+        found: list[str] = []
+        for option, allowed in self.options.items():
+            value = tool.answer_options.get(option)
+            if value not in allowed:
+                found.append(
+                    f"tool {tool.name!r}: answer {self.name!r} needs answer_options.{option} "
+                    f"set to one of {', '.join(sorted(allowed))} (got {value!r})"
+                )
+        for option in tool.answer_options:
+            if option not in self.options:
+                found.append(f"tool {tool.name!r}: answer {self.name!r} takes no option {option!r}")
+        if self.parameters and not any(
+            needed <= tool.parameters.keys() for needed in self.parameters
+        ):
+            wanted = " or ".join("+".join(sorted(needed)) for needed in self.parameters)
+            found.append(f"tool {tool.name!r}: answer {self.name!r} needs the parameters {wanted}")
+        return found
+
+
+# Every way a tool can be answered, by name: the ``answer`` of a declaration in tools.yaml.
+ANSWERS: dict[str, AnswerSpec] = {}
+
+
+def answer(
+    name: str,
+    *,
+    options: Mapping[str, Iterable[str]] | None = None,
+    parameters: Iterable[Iterable[str]] = (),
+) -> Callable[[AnswerFunction], AnswerFunction]:
+    """Register the decorated function as the answer ``name`` (a name used twice fails)."""
+
+    def register(make: AnswerFunction) -> AnswerFunction:
+        if name in ANSWERS:
+            raise ValueError(f"the answer {name!r} is registered twice")
+        ANSWERS[name] = AnswerSpec(
+            name=name,
+            make=make,
+            options={k: frozenset(v) for k, v in (options or {}).items()},
+            parameters=tuple(frozenset(p) for p in parameters),
+        )
+        return make
+
+    return register
+
+
+# Which reservations a ``reservation-list`` answer picks, for the days first … last.
+_SELECTIONS: dict[str, Callable[[Reservation, dt.date, dt.date], bool]] = {
+    # in the property on a night from first to last (first == last: that one night)
+    "staying": lambda r, first, last: r.arrival <= last and first < r.departure,
+    "arriving": lambda r, first, last: first <= r.arrival <= last,
+    "departing": lambda r, first, last: first <= r.departure <= last,
+}
+
+
+class ToolRegistryError(ValueError):
+    """A tool declaration and the registered answers disagree (a programming error)."""
+
+
+def check_answers(tools: Iterable[ToolDefinition]) -> None:
+    """Refuse declarations naming an unregistered answer, or giving it wrong options."""
+    problems: list[str] = []
+    for tool in tools:
+        spec = ANSWERS.get(tool.answer)
+        if spec is None:
+            problems.append(
+                f"tool {tool.name!r} names the answer {tool.answer!r}, which is not registered "
+                f"in pmsgate.gateway.tools (registered: {', '.join(sorted(ANSWERS))})"
+            )
+        else:
+            problems.extend(spec.problems(tool))
+    if problems:
+        raise ToolRegistryError("; ".join(problems))
+
+
+def unused_answers(tools: Iterable[ToolDefinition]) -> list[str]:
+    """The registered answers that none of ``tools`` uses (dead code)."""
+    used = {tool.answer for tool in tools}
+    return sorted(name for name in ANSWERS if name not in used)
+
+
 class Tools:
-    """Runs the catalogue's six tools against one gateway."""
+    """Runs the catalogue's tools against one gateway."""
 
     def __init__(
         self,
@@ -98,27 +202,28 @@ class Tools:
         max_age_s: Mapping[str, float] | None = None,
         default_max_age_s: float = 120.0,
         window: WindowPolicy | None = None,
+        definitions: Mapping[str, ToolDefinition] | None = None,
     ) -> None:
         self.gateway = gateway
         self.window = window or WindowPolicy()
+        # PMSGATE_CACHE_MAX_AGE_S: overrides of the declared bounds (existing deployments).
         self._max_age_s = dict(max_age_s or {})
         self._default_max_age_s = default_max_age_s
         # (facility, what) → (the cached value, its parsed models): parsed once per version.
         self._decoded: dict[tuple[str, str], tuple[Any, Any]] = {}
-        self.definitions = load_tools()
+        self.definitions = dict(load_tools() if definitions is None else definitions)
+        check_answers(self.definitions.values())
         self._models = {name: _argument_model(t) for name, t in self.definitions.items()}
-        self._handlers: dict[str, Callable[[FacilityView, Any], Awaitable[ToolAnswer]]] = {
-            "check-availability": self._check_availability,
-            "get-reservation-status": self._reservation_status,
-            "get-in-house-guests": self._in_house_guests,
-            "get-incomplete-portals": self._incomplete_portals,
-            "check-portal-status": self._portal_status,
-            "get-checkin-instructions": self._checkin_instructions,
-        }
 
     def max_age_s(self, tool: str) -> float:
-        """How old a cached answer this tool accepts (PMSGATE_CACHE_MAX_AGE_S)."""
-        return self._max_age_s.get(tool, self._default_max_age_s)
+        """How old a cached answer this tool accepts: PMSGATE_CACHE_MAX_AGE_S, else the
+        tool's declared ``cache_max_age_s``, else PMSGATE_CACHE_DEFAULT_MAX_AGE_S."""
+        if tool in self._max_age_s:
+            return self._max_age_s[tool]
+        definition = self.definitions.get(tool)
+        if definition is not None and definition.cache_max_age_s is not None:
+            return definition.cache_max_age_s
+        return self._default_max_age_s
 
     def definition(self, name: str) -> ToolDefinition:
         """The tool of this name, or a 404 naming the available ones."""
@@ -148,7 +253,7 @@ class Tools:
                 code="invalid_arguments",
                 hint="See GET /v1/tools for each parameter's format.",
             ) from None
-        out_of_range = insane_dates(parsed, self._today())
+        out_of_range = insane_dates(parsed, self.today())
         if out_of_range:
             raise InvalidInput(
                 f"Invalid arguments for {name}: {'; '.join(out_of_range)}",
@@ -164,14 +269,15 @@ class Tools:
         """Run one tool for a facility."""
         self.gateway.usage.tool_call(facility.hotel_id)
         parsed = self.parse(name, arguments)
-        answer = await self._handlers[name](facility, parsed)
-        if answer.meta.get("stale"):
+        tool = self.definitions[name]
+        result = await ANSWERS[tool.answer].make(self, tool, facility, parsed)
+        if result.meta.get("stale"):
             self.gateway.metrics.stale_answers.labels(name).inc()
-        return answer
+        return result
 
     # --- shared reads -------------------------------------------------------------------
 
-    def _today(self) -> dt.date:
+    def today(self) -> dt.date:
         return self.gateway.clock.now().date()
 
     async def _window(self, facility: FacilityView, tool: str) -> Cached:
@@ -249,16 +355,16 @@ class Tools:
         )
         return left["minute"]
 
-    async def _reservations(
+    async def reservations(
         self, facility: FacilityView, tool: str
     ) -> tuple[list[Reservation], Cached]:
         cached = await self._window(facility, tool)
-        reservations: list[Reservation] = self._decode(
+        reservations: list[Reservation] = self.decode(
             facility, "reservations", cached.value, lambda value: parse_rows(value["rows"]).items
         )
         return reservations, cached
 
-    def _decode(self, facility: FacilityView, what: str, value: Any, parse: Any) -> Any:
+    def decode(self, facility: FacilityView, what: str, value: Any, parse: Any) -> Any:
         """``parse(value)``, computed once per cached version of ``value`` (by identity).
 
         Parsing a few hundred rows into models costs more than the whole cached call, and
@@ -271,10 +377,10 @@ class Tools:
             self._decoded[slot] = held
         return held[1]
 
-    async def _one_reservation(
+    async def one_reservation(
         self, facility: FacilityView, reservation_id: int, tool: str
     ) -> tuple[Reservation, Cached]:
-        reservations, cached = await self._reservations(facility, tool)
+        reservations, cached = await self.reservations(facility, tool)
         for reservation in reservations:
             if reservation.id_reservation == reservation_id:
                 return reservation, cached
@@ -308,217 +414,261 @@ class Tools:
             )
         return rows[0], single
 
-    # --- the six tools ------------------------------------------------------------------
 
-    async def _check_availability(self, facility: FacilityView, args: Any) -> ToolAnswer:
-        arrival, departure = args.arrival, args.departure
-        _check_range(arrival, departure, "arrival", "departure", exclusive_end=True)
-        last_night = departure - dt.timedelta(days=1)
-        today = self._today()
-        window_end = today + dt.timedelta(days=AVAILABILITY_WINDOW_DAYS - 1)
-        if today <= arrival and last_night <= window_end:
-            # Guests ask for their own dates: one cached window answers every range inside it,
-            # so a new range costs no permit (a per-range cache missed almost every time).
-            payload: dict[str, Any] = {
-                "date_from": today.isoformat(),
-                "date_to": window_end.isoformat(),
-            }
-            key = f"availability:window:{today.isoformat()}"
-        else:
-            payload = {"date_from": arrival.isoformat(), "date_to": last_night.isoformat()}
-            if args.apartment_id is not None:
-                payload["id_room_type"] = args.apartment_id
-            scope = args.apartment_id or "all"
-            key = f"availability:{payload['date_from']}:{payload['date_to']}:{scope}"
+# --- the registered answers (tools.yaml `answer`) ---------------------------------------
 
-        async def fetch(priority: Priority) -> dict[str, Any]:
-            result = await self.gateway.read(
-                facility, "calendar/get-availability", payload, priority=priority
-            )
-            rows, skipped = _availability_rows(facility, result.data, result.ruid)
-            return {"rows": rows, "skipped_rows": skipped}
 
-        cached = await self.gateway.cached_read(
-            facility, key, max_age_s=self.max_age_s("check-availability"), fetch=fetch
-        )
-
-        def parse(value: Any) -> list[AvailabilityNight]:
-            return [AvailabilityNight.model_validate(r) for r in value["rows"]]
-
-        # The shared window is parsed once per version; a range outside it, each time
-        # (remembering every such range would grow without bound).
-        in_window = key.startswith("availability:window:")
-        nights: list[AvailabilityNight] = (
-            self._decode(facility, "availability", cached.value, parse)
-            if in_window
-            else parse(cached.value)
-        )
-        # Rows outside what was asked of the server are dropped and counted (spec §7);
-        # the stay's nights are then taken from what is left.
-        asked = filter_availability(
-            nights,
-            dt.date.fromisoformat(payload["date_from"]),
-            dt.date.fromisoformat(payload["date_to"]),
-        )
-        stay = [n for n in asked.items if arrival <= n.date <= last_night]
-        stay_nights = (departure - arrival).days
-        by_apartment: dict[int, list[AvailabilityNight]] = {}
-        for night in stay:
-            if args.apartment_id is None or night.id_room_type == args.apartment_id:
-                by_apartment.setdefault(night.id_room_type, []).append(night)
-        apartments = []
-        for apartment_id, rows in sorted(by_apartment.items()):
-            free = [r for r in rows if r.rooms_available > 0]
-            prices = [r.price for r in rows if r.price is not None]
-            min_stay = max((r.min_stay or 1) for r in rows)
-            apartments.append(
-                {
-                    "apartment_id": apartment_id,
-                    "apartment": rows[0].name_room_type,
-                    "available": len(free) == stay_nights and stay_nights >= min_stay,
-                    "nights_free": len(free),
-                    "nights_asked": stay_nights,
-                    "min_stay": min_stay,
-                    "total_price": round(sum(prices), 2) if len(prices) == stay_nights else None,
-                    "currency": rows[0].currency,
-                }
-            )
-        available = [a for a in apartments if a["available"]]
-        return ToolAnswer(
-            data={
-                "arrival": arrival.isoformat(),
-                "departure": departure.isoformat(),
-                "nights": stay_nights,
-                "available_count": len(available),
-                "apartments": apartments,
-            },
-            meta=_meta(cached, count=len(apartments), dropped=asked.dropped_out_of_range),
-        )
-
-    async def _reservation_status(self, facility: FacilityView, args: Any) -> ToolAnswer:
-        reservation, cached = await self._one_reservation(
-            facility, args.reservation_id, "get-reservation-status"
-        )
-        return ToolAnswer(
-            data={"reservation": _describe(reservation)},
-            meta=_meta(cached, count=1, dropped=0),
-        )
-
-    async def _in_house_guests(self, facility: FacilityView, args: Any) -> ToolAnswer:
-        night = args.date or self._today()
-        reservations, cached = await self._reservations(facility, "get-in-house-guests")
-        staying = [r for r in reservations if r.arrival <= night < r.departure]
-        rows = [r for r in staying if r.cod_reservation_status != "CANC"]
-        data: dict[str, Any] = {
-            "date": night.isoformat(),
-            "count": len(rows),
-            "reservations": [_brief(r) for r in rows],
+@answer("availability", parameters=[("arrival", "departure", "apartment_id")])
+async def availability(
+    tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
+) -> ToolAnswer:
+    """Which apartments are free for a stay, night by night, with the stay's price."""
+    arrival, departure = args.arrival, args.departure
+    _check_range(arrival, departure, "arrival", "departure", exclusive_end=True)
+    last_night = departure - dt.timedelta(days=1)
+    today = tools.today()
+    window_end = today + dt.timedelta(days=AVAILABILITY_WINDOW_DAYS - 1)
+    if today <= arrival and last_night <= window_end:
+        # Guests ask for their own dates: one cached window answers every range inside it,
+        # so a new range costs no permit (a per-range cache missed almost every time).
+        payload: dict[str, Any] = {
+            "date_from": today.isoformat(),
+            "date_to": window_end.isoformat(),
         }
-        return ToolAnswer(
-            data=_with_window_note(data, cached),
-            meta=_meta(cached, count=len(rows), dropped=len(reservations) - len(staying)),
-        )
+        key = f"availability:window:{today.isoformat()}"
+    else:
+        payload = {"date_from": arrival.isoformat(), "date_to": last_night.isoformat()}
+        if args.apartment_id is not None:
+            payload["id_room_type"] = args.apartment_id
+        scope = args.apartment_id or "all"
+        key = f"availability:{payload['date_from']}:{payload['date_to']}:{scope}"
 
-    async def _incomplete_portals(self, facility: FacilityView, args: Any) -> ToolAnswer:
-        first = args.date_from or self._today()
+    async def fetch(priority: Priority) -> dict[str, Any]:
+        result = await tools.gateway.read(
+            facility, "calendar/get-availability", payload, priority=priority
+        )
+        rows, skipped = _availability_rows(facility, result.data, result.ruid)
+        return {"rows": rows, "skipped_rows": skipped}
+
+    cached = await tools.gateway.cached_read(
+        facility, key, max_age_s=tools.max_age_s(tool.name), fetch=fetch
+    )
+
+    def parse(value: Any) -> list[AvailabilityNight]:
+        return [AvailabilityNight.model_validate(r) for r in value["rows"]]
+
+    # The shared window is parsed once per version; a range outside it, each time
+    # (remembering every such range would grow without bound).
+    in_window = key.startswith("availability:window:")
+    nights: list[AvailabilityNight] = (
+        tools.decode(facility, "availability", cached.value, parse)
+        if in_window
+        else parse(cached.value)
+    )
+    # Rows outside what was asked of the server are dropped and counted (spec §7);
+    # the stay's nights are then taken from what is left.
+    asked = filter_availability(
+        nights,
+        dt.date.fromisoformat(payload["date_from"]),
+        dt.date.fromisoformat(payload["date_to"]),
+    )
+    stay = [n for n in asked.items if arrival <= n.date <= last_night]
+    stay_nights = (departure - arrival).days
+    by_apartment: dict[int, list[AvailabilityNight]] = {}
+    for night in stay:
+        if args.apartment_id is None or night.id_room_type == args.apartment_id:
+            by_apartment.setdefault(night.id_room_type, []).append(night)
+    apartments = []
+    for apartment_id, rows in sorted(by_apartment.items()):
+        free = [r for r in rows if r.rooms_available > 0]
+        prices = [r.price for r in rows if r.price is not None]
+        min_stay = max((r.min_stay or 1) for r in rows)
+        apartments.append(
+            {
+                "apartment_id": apartment_id,
+                "apartment": rows[0].name_room_type,
+                "available": len(free) == stay_nights and stay_nights >= min_stay,
+                "nights_free": len(free),
+                "nights_asked": stay_nights,
+                "min_stay": min_stay,
+                "total_price": round(sum(prices), 2) if len(prices) == stay_nights else None,
+                "currency": rows[0].currency,
+            }
+        )
+    available = [a for a in apartments if a["available"]]
+    return ToolAnswer(
+        data={
+            "arrival": arrival.isoformat(),
+            "departure": departure.isoformat(),
+            "nights": stay_nights,
+            "available_count": len(available),
+            "apartments": apartments,
+        },
+        meta=_meta(cached, count=len(apartments), dropped=asked.dropped_out_of_range),
+    )
+
+
+@answer("reservation-status", parameters=[("reservation_id",)])
+async def reservation_status(
+    tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
+) -> ToolAnswer:
+    """One reservation described: status, dates, apartment, channel, payments."""
+    reservation, cached = await tools.one_reservation(facility, args.reservation_id, tool.name)
+    return ToolAnswer(
+        data={"reservation": _describe(reservation)},
+        meta=_meta(cached, count=1, dropped=0),
+    )
+
+
+@answer(
+    "reservation-list",
+    options={"select": _SELECTIONS},
+    parameters=[("date",), ("date_from", "date_to")],
+)
+async def reservation_list(
+    tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
+) -> ToolAnswer:
+    """The reservations of the window that ``answer_options.select`` picks, cancelled excluded.
+
+    With a ``date`` parameter the tool asks about one day (today when left out); with
+    ``date_from`` and ``date_to``, about a range (today and seven days on by default).
+    ``select`` says which reservations: ``staying`` (in the property on a night of it),
+    ``arriving`` or ``departing`` (arrival or departure day in it).
+    """
+    single = "date" in tool.parameters
+    if single:
+        first = last = args.date or tools.today()
+    else:
+        first = args.date_from or tools.today()
         last = args.date_to or first + dt.timedelta(days=7)
         _check_range(first, last, "date_from", "date_to", exclusive_end=False)
-        reservations, cached = await self._reservations(facility, "get-incomplete-portals")
-        in_range = [r for r in reservations if first <= r.arrival <= last]
-        dropped = len(reservations) - len(in_range)
-        live = [r for r in in_range if r.cod_reservation_status != "CANC"]
-        # A row without a portal status is not "complete": it is unknown, and counted apart.
-        unknown = [r for r in live if r.portal_status is None]
-        rows = [r for r in live if r.portal_status is not None and r.portal_status != "complete"]
-        data: dict[str, Any] = {
-            "date_from": first.isoformat(),
-            "date_to": last.isoformat(),
-            "count": len(rows),
-            "unknown": len(unknown),
-            "reservations": [{**_brief(r), "portal": _portal(r)} for r in rows],
-            "unknown_reservations": [{**_brief(r), "portal": _portal(r)} for r in unknown],
-        }
-        if unknown:
-            data["note"] = (
-                f"The booking system gave no check-in portal status for {len(unknown)} of "
-                f"these arrivals: whether their portal is complete is unknown (count covers "
-                "only the arrivals whose status is known)."
-            )
-        return ToolAnswer(
-            data=_with_window_note(data, cached),
-            meta={**_meta(cached, count=len(rows), dropped=dropped), "unknown": len(unknown)},
-        )
+    reservations, cached = await tools.reservations(facility, tool.name)
+    picks = _SELECTIONS[tool.answer_options["select"]]
+    picked = [r for r in reservations if picks(r, first, last)]
+    rows = [r for r in picked if r.cod_reservation_status != "CANC"]
+    data: dict[str, Any] = (
+        {"date": first.isoformat()}
+        if single
+        else {"date_from": first.isoformat(), "date_to": last.isoformat()}
+    )
+    data["count"] = len(rows)
+    data["reservations"] = [_brief(r) for r in rows]
+    return ToolAnswer(
+        data=_with_window_note(data, cached),
+        meta=_meta(cached, count=len(rows), dropped=len(reservations) - len(picked)),
+    )
 
-    async def _portal_status(self, facility: FacilityView, args: Any) -> ToolAnswer:
-        reservation, cached = await self._one_reservation(
-            facility, args.reservation_id, "check-portal-status"
-        )
-        portal = _portal(reservation)
-        known = portal["status"] != "unknown"
-        data: dict[str, Any] = {
-            "reservation_id": reservation.id_reservation,
-            # None, not False: without a status nobody knows whether it is complete.
-            "complete": portal["status"] == "complete" if known else None,
-            "portal": portal,
-        }
-        if not known:
-            data["note"] = (
-                "The booking system gave no check-in portal status for this reservation: "
-                "whether it is complete is unknown."
-                + (" The portal link is given." if portal.get("link") else "")
-            )
-        return ToolAnswer(
-            data=data, meta={**_meta(cached, count=1, dropped=0), "unknown": int(not known)}
-        )
 
-    async def _checkin_instructions(self, facility: FacilityView, args: Any) -> ToolAnswer:
-        apartment_id = args.apartment_id
-        if apartment_id is None and args.reservation_id is None:
-            raise InvalidInput(
-                "get-checkin-instructions needs reservation_id or apartment_id.",
-                code="invalid_arguments",
-                hint="Give the guest's reservation number, or the apartment's identifier.",
-            )
+@answer("incomplete-portals", parameters=[("date_from", "date_to")])
+async def incomplete_portals(
+    tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
+) -> ToolAnswer:
+    """Arrivals whose check-in portal is not complete, and those whose status is unknown."""
+    first = args.date_from or tools.today()
+    last = args.date_to or first + dt.timedelta(days=7)
+    _check_range(first, last, "date_from", "date_to", exclusive_end=False)
+    reservations, cached = await tools.reservations(facility, tool.name)
+    in_range = [r for r in reservations if first <= r.arrival <= last]
+    dropped = len(reservations) - len(in_range)
+    live = [r for r in in_range if r.cod_reservation_status != "CANC"]
+    # A row without a portal status is not "complete": it is unknown, and counted apart.
+    unknown = [r for r in live if r.portal_status is None]
+    rows = [r for r in live if r.portal_status is not None and r.portal_status != "complete"]
+    data: dict[str, Any] = {
+        "date_from": first.isoformat(),
+        "date_to": last.isoformat(),
+        "count": len(rows),
+        "unknown": len(unknown),
+        "reservations": [{**_brief(r), "portal": _portal(r)} for r in rows],
+        "unknown_reservations": [{**_brief(r), "portal": _portal(r)} for r in unknown],
+    }
+    if unknown:
+        data["note"] = (
+            f"The booking system gave no check-in portal status for {len(unknown)} of "
+            f"these arrivals: whether their portal is complete is unknown (count covers "
+            "only the arrivals whose status is known)."
+        )
+    return ToolAnswer(
+        data=_with_window_note(data, cached),
+        meta={**_meta(cached, count=len(rows), dropped=dropped), "unknown": len(unknown)},
+    )
+
+
+@answer("portal-status", parameters=[("reservation_id",)])
+async def portal_status(
+    tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
+) -> ToolAnswer:
+    """Whether one reservation's online check-in portal is complete (or unknown)."""
+    reservation, cached = await tools.one_reservation(facility, args.reservation_id, tool.name)
+    portal = _portal(reservation)
+    known = portal["status"] != "unknown"
+    data: dict[str, Any] = {
+        "reservation_id": reservation.id_reservation,
+        # None, not False: without a status nobody knows whether it is complete.
+        "complete": portal["status"] == "complete" if known else None,
+        "portal": portal,
+    }
+    if not known:
+        data["note"] = (
+            "The booking system gave no check-in portal status for this reservation: "
+            "whether it is complete is unknown."
+            + (" The portal link is given." if portal.get("link") else "")
+        )
+    return ToolAnswer(
+        data=data, meta={**_meta(cached, count=1, dropped=0), "unknown": int(not known)}
+    )
+
+
+@answer("checkin-instructions", parameters=[("reservation_id", "apartment_id")])
+async def checkin_instructions(
+    tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
+) -> ToolAnswer:
+    """An apartment's check-in instructions, by apartment or by a reservation's apartment."""
+    apartment_id = args.apartment_id
+    if apartment_id is None and args.reservation_id is None:
+        raise InvalidInput(
+            f"{tool.name} needs reservation_id or apartment_id.",
+            code="invalid_arguments",
+            hint="Give the guest's reservation number, or the apartment's identifier.",
+        )
+    if apartment_id is None:
+        reservation, _ = await tools.one_reservation(facility, args.reservation_id, tool.name)
+        apartment_id = next((r.id_room_type for r in reservation.rooms if r.id_room_type), None)
         if apartment_id is None:
-            reservation, _ = await self._one_reservation(
-                facility, args.reservation_id, "get-checkin-instructions"
+            raise NotFound(
+                f"Reservation {args.reservation_id} has no apartment assigned yet.",
+                code="apartment_not_assigned",
+                hint="Ask the operator which apartment the guest will stay in.",
             )
-            apartment_id = next((r.id_room_type for r in reservation.rooms if r.id_room_type), None)
-            if apartment_id is None:
-                raise NotFound(
-                    f"Reservation {args.reservation_id} has no apartment assigned yet.",
-                    code="apartment_not_assigned",
-                    hint="Ask the operator which apartment the guest will stay in.",
-                )
 
-        async def fetch(priority: Priority) -> dict[str, Any]:
-            result = await self.gateway.read(
-                facility,
-                "get-check-in-instructions",
-                {"id_room_type": apartment_id},
-                priority=priority,
-            )
-            return {"instructions": result.data or {}}
-
-        cached = await self.gateway.cached_read(
+    async def fetch(priority: Priority) -> dict[str, Any]:
+        result = await tools.gateway.read(
             facility,
-            f"instructions:{apartment_id}",
-            max_age_s=self.max_age_s("get-checkin-instructions"),
-            fetch=fetch,
+            "get-check-in-instructions",
+            {"id_room_type": apartment_id},
+            priority=priority,
         )
-        instructions = CheckInInstructions.model_validate(cached.value["instructions"])
-        return ToolAnswer(
-            data={
-                "apartment_id": instructions.id_room_type or apartment_id,
-                "apartment": instructions.name_room_type,
-                "address": instructions.address,
-                "check_in_from": instructions.check_in_from,
-                "check_in_until": instructions.check_in_until,
-                "check_out_until": instructions.check_out_until,
-                "instructions": instructions.instructions,
-            },
-            meta=_meta(cached, count=1, dropped=0),
-        )
+        return {"instructions": result.data or {}}
+
+    cached = await tools.gateway.cached_read(
+        facility,
+        f"instructions:{apartment_id}",
+        max_age_s=tools.max_age_s(tool.name),
+        fetch=fetch,
+    )
+    instructions = CheckInInstructions.model_validate(cached.value["instructions"])
+    return ToolAnswer(
+        data={
+            "apartment_id": instructions.id_room_type or apartment_id,
+            "apartment": instructions.name_room_type,
+            "address": instructions.address,
+            "check_in_from": instructions.check_in_from,
+            "check_in_until": instructions.check_in_until,
+            "check_out_until": instructions.check_out_until,
+            "instructions": instructions.instructions,
+        },
+        meta=_meta(cached, count=1, dropped=0),
+    )
 
 
 def _rows_of(result: Any) -> list[Any]:
@@ -684,3 +834,18 @@ def _describe(reservation: Reservation) -> dict[str, Any]:
         "portal_status": _portal(reservation)["status"],
         "portal_link": reservation.link,
     }
+
+
+def _check_packaged_catalogue() -> None:
+    """Fail the import when tools.yaml and the registered answers disagree, either way."""
+    packaged = load_tools().values()
+    check_answers(packaged)
+    unused = unused_answers(packaged)
+    if unused:
+        raise ToolRegistryError(
+            f"registered answers no tool of tools.yaml uses: {', '.join(unused)} "
+            "(declare a tool with it, or delete it)"
+        )
+
+
+_check_packaged_catalogue()

@@ -1,8 +1,8 @@
 """Scheduled work (docs/jobs.md): usage snapshots, hourly gateway usage, checks, listings syncs.
 
-The scheduler and the list of the four jobs with their interval settings are in
-:mod:`pmsgate.jobs.scheduler` (:data:`~pmsgate.jobs.scheduler.JOB_SPECS`,
-:func:`~pmsgate.jobs.scheduler.build_scheduler`); each job's work is in its own
+The scheduler is :mod:`pmsgate.jobs.scheduler` (:func:`~pmsgate.jobs.scheduler.build_scheduler`);
+the jobs, each declared once with its interval and work, are
+:data:`pmsgate.jobs.registry.JOB_SPECS`; each job's work is in its own
 module (:mod:`~pmsgate.jobs.usage`, :mod:`~pmsgate.jobs.connections`,
 :mod:`~pmsgate.jobs.listings`). ``pmsgate serve`` runs the scheduler in-process
 when ``PMSGATE_SCHEDULER_ENABLED`` is on; an external scheduler (cron, a systemd
@@ -12,10 +12,10 @@ run NAME`` instead (:mod:`pmsgate.jobs.cli`).
 
 from __future__ import annotations
 
+from pmsgate.jobs.registry import JOB_SPECS, PER_PROCESS_JOBS
 from pmsgate.jobs.scheduler import (
     CHECK_CONNECTIONS,
     FLUSH_GATEWAY_USAGE,
-    JOB_SPECS,
     REFRESH_USAGE,
     RESTART_LISTINGS_SYNCS,
     Job,
@@ -30,6 +30,7 @@ __all__ = [
     "CHECK_CONNECTIONS",
     "FLUSH_GATEWAY_USAGE",
     "JOB_SPECS",
+    "PER_PROCESS_JOBS",
     "REFRESH_USAGE",
     "RESTART_LISTINGS_SYNCS",
     "Job",

@@ -297,88 +297,108 @@ class Scheduler:
             log.info("job_runs_pruned", removed=removed)
 
 
-# --- the four jobs of pmsgate (docs/jobs.md) ----------------------------------------------------
+# --- the jobs of pmsgate: declared once each, in pmsgate.jobs.registry.JOB_SPECS -----------------
 
 REFRESH_USAGE = "refresh-usage"
 FLUSH_GATEWAY_USAGE = "flush-gateway-usage"
 CHECK_CONNECTIONS = "check-connections"
 RESTART_LISTINGS_SYNCS = "restart-listings-syncs"
 
+# What a job runs: a coroutine function of the process's services, answering its summary.
+JobWork = Callable[[WebServices], Awaitable[dict[str, Any] | None]]
+
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A job's name, the setting that holds its interval, and what it does."""
+    """A scheduled job, declared once: its name, default interval and the work it runs.
+
+    Its interval is ``PMSGATE_JOB_INTERVALS_S`` (a JSON map by job name) when that names
+    it, else the job's own setting (``setting``: only the four first jobs have one, kept for
+    existing deployments), else ``default_interval_s``. A new job needs no new setting.
+    """
 
     name: str
-    setting: str
+    default_interval_s: float
+    run: JobWork
     description: str
+    # The name of an older Settings field holding this job's interval (backwards compatible).
+    setting: str | None = None
+    # Run once more when the scheduler stops (e.g. flushing counts still in memory).
+    run_at_exit: bool = False
+    # Work only the process itself can do (its in-memory counts): it runs in every server
+    # process, even when an external scheduler runs the shared jobs.
+    per_process: bool = False
+
+    def __post_init__(self) -> None:
+        if (
+            not self.name
+            or self.name != self.name.strip().lower().replace("_", "-")
+            or not math.isfinite(self.default_interval_s)
+            or self.default_interval_s <= 0
+        ):
+            raise ValueError(f"job {self.name!r}: a kebab-case name and a positive interval")
+        if self.setting is not None and self.setting not in Settings.model_fields:
+            raise ValueError(f"job {self.name!r}: no setting named {self.setting!r}")
 
     def interval_s(self, settings: Settings) -> float:
         """The job's interval under these settings."""
-        return float(getattr(settings, self.setting))
+        if self.name in settings.job_intervals_s:
+            return float(settings.job_intervals_s[self.name])
+        if self.setting is not None:
+            return float(getattr(settings, self.setting))
+        return self.default_interval_s
 
-
-JOB_SPECS: tuple[JobSpec, ...] = (
-    JobSpec(
-        REFRESH_USAGE,
-        "usage_refresh_interval_s",
-        "Usage snapshot of every customer's workspace (platform spend, messages, tool calls) "
-        "and its facility's upstream requests.",
-    ),
-    JobSpec(
-        FLUSH_GATEWAY_USAGE,
-        "usage_flush_interval_s",
-        "Add the counts of tool calls and upstream requests (this process's, and every "
-        "replica's written to Redis) to the hourly table.",
-    ),
-    JobSpec(
-        CHECK_CONNECTIONS,
-        "pms_check_interval_s",
-        "One background read per connected facility, so a changed password shows as error.",
-    ),
-    JobSpec(
-        RESTART_LISTINGS_SYNCS,
-        "listings_sync_interval_s",
-        "Run the listings syncs a reconnect asked for (and retry those that failed).",
-    ),
-)
-
-
-def build_jobs(web: WebServices) -> list[Job]:
-    """The four jobs on this process's services, at the intervals the settings give."""
-    # Imported here: the job modules import this one (Job, JobPartlyFailed, error_detail).
-    from pmsgate.jobs.connections import check_connections
-    from pmsgate.jobs.listings import restart_listings_syncs
-    from pmsgate.jobs.usage import flush_gateway_usage, refresh_usage
-
-    work: dict[str, JobFunction] = {
-        REFRESH_USAGE: lambda: refresh_usage(web.customers),
-        FLUSH_GATEWAY_USAGE: lambda: flush_gateway_usage(web.gateway),
-        CHECK_CONNECTIONS: lambda: check_connections(web.gateway),
-        RESTART_LISTINGS_SYNCS: lambda: restart_listings_syncs(web.customers),
-    }
-    return [
-        Job(
-            name=spec.name,
-            interval_s=spec.interval_s(web.settings),
-            run=work[spec.name],
-            description=spec.description,
-            # Counts still in memory when the server stops are written, not dropped.
-            run_at_exit=spec.name == FLUSH_GATEWAY_USAGE,
+    def job(self, web: WebServices) -> Job:
+        """This job on a process's services, at the interval its settings give."""
+        return Job(
+            name=self.name,
+            interval_s=self.interval_s(web.settings),
+            run=lambda: self.run(web),
+            description=self.description,
+            run_at_exit=self.run_at_exit,
         )
-        for spec in JOB_SPECS
-    ]
+
+
+def check_specs(specs: Sequence[JobSpec]) -> None:
+    """Refuse a job list with a name used twice (before anything is scheduled)."""
+    names = [spec.name for spec in specs]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"job names declared twice: {', '.join(repeated)}")
+
+
+def _registered() -> Sequence[JobSpec]:
+    # Imported here: the job modules import this one (Job, JobPartlyFailed, error_detail).
+    from pmsgate.jobs.registry import JOB_SPECS
+
+    return JOB_SPECS
+
+
+def build_jobs(web: WebServices, specs: Sequence[JobSpec] | None = None) -> list[Job]:
+    """The jobs (pmsgate.jobs.registry.JOB_SPECS unless ``specs``) on this process's services."""
+    specs = _registered() if specs is None else specs
+    check_specs(specs)
+    return [spec.job(web) for spec in specs]
 
 
 def build_scheduler(
-    web: WebServices, *, sleep: Sleep = anyio.sleep, only: Collection[str] | None = None
+    web: WebServices,
+    *,
+    sleep: Sleep = anyio.sleep,
+    only: Collection[str] | None = None,
+    specs: Sequence[JobSpec] | None = None,
 ) -> Scheduler:
-    """The scheduler of the four jobs (or of those named in ``only``); enter it to run them."""
+    """The scheduler of the jobs (or of those named in ``only``); enter it to run them."""
     runs = JobRuns(web.customers.sessions, web.clock)
-    jobs = [job for job in build_jobs(web) if only is None or job.name in only]
+    jobs = [job for job in build_jobs(web, specs) if only is None or job.name in only]
     return Scheduler(jobs, web.clock, runs, sleep=sleep)
 
 
-# Work only the process itself can do: its own in-memory counts. It runs in every server
-# process, whether the shared jobs run in-process or from an external scheduler.
-PER_PROCESS_JOBS = frozenset({FLUSH_GATEWAY_USAGE})
+def __getattr__(name: str) -> Any:
+    """``JOB_SPECS`` and ``PER_PROCESS_JOBS``, still importable from here (they moved to
+    :mod:`pmsgate.jobs.registry`, which imports the job modules, which import this one)."""
+    if name in ("JOB_SPECS", "PER_PROCESS_JOBS"):
+        from pmsgate.jobs import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

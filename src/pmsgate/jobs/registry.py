@@ -1,0 +1,64 @@
+"""The scheduled jobs of pmsgate, each declared once (docs/jobs.md; docs/extending.md).
+
+Adding a job is one :class:`~pmsgate.jobs.scheduler.JobSpec` in :data:`JOB_SPECS`: its
+name, default interval and the coroutine function it runs on the process's services
+(``WebServices``: ``.gateway``, ``.customers``, ``.settings``, ``.clock``). The
+scheduler, ``pmsgate jobs list|run`` and the console read this list; its interval is
+``PMSGATE_JOB_INTERVALS_S`` ``{"name": seconds}`` when set, no new setting needed.
+"""
+
+from __future__ import annotations
+
+from pmsgate.jobs.connections import check_connections
+from pmsgate.jobs.listings import restart_listings_syncs
+from pmsgate.jobs.scheduler import (
+    CHECK_CONNECTIONS,
+    FLUSH_GATEWAY_USAGE,
+    REFRESH_USAGE,
+    RESTART_LISTINGS_SYNCS,
+    JobSpec,
+    check_specs,
+)
+from pmsgate.jobs.usage import flush_gateway_usage, refresh_usage
+
+JOB_SPECS: tuple[JobSpec, ...] = (
+    JobSpec(
+        REFRESH_USAGE,
+        default_interval_s=21600.0,
+        setting="usage_refresh_interval_s",
+        run=lambda web: refresh_usage(web.customers),
+        description="Usage snapshot of every customer's workspace (platform spend, messages, "
+        "tool calls) and its facility's upstream requests.",
+    ),
+    JobSpec(
+        FLUSH_GATEWAY_USAGE,
+        default_interval_s=60.0,
+        setting="usage_flush_interval_s",
+        run=lambda web: flush_gateway_usage(web.gateway),
+        description="Add the counts of tool calls and upstream requests (this process's, and "
+        "every replica's written to Redis) to the hourly table.",
+        # Counts still in memory when the server stops are written, not dropped.
+        run_at_exit=True,
+        per_process=True,
+    ),
+    JobSpec(
+        CHECK_CONNECTIONS,
+        default_interval_s=900.0,
+        setting="pms_check_interval_s",
+        run=lambda web: check_connections(web.gateway),
+        description="One background read per connected facility, so a changed password shows "
+        "as error.",
+    ),
+    JobSpec(
+        RESTART_LISTINGS_SYNCS,
+        default_interval_s=60.0,
+        setting="listings_sync_interval_s",
+        run=lambda web: restart_listings_syncs(web.customers),
+        description="Run the listings syncs a reconnect asked for (and retry those that failed).",
+    ),
+)
+check_specs(JOB_SPECS)
+
+# Work only the process itself can do: its own in-memory counts. It runs in every server
+# process, whether the shared jobs run in-process or from an external scheduler.
+PER_PROCESS_JOBS = frozenset(spec.name for spec in JOB_SPECS if spec.per_process)
