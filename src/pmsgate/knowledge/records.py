@@ -18,15 +18,14 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock, SystemClock
-from pmsgate.errors import Conflict, NotFound, PmsgateError
-from pmsgate.storage.customers import student_id_value
-from pmsgate.storage.integrity import (
-    FOREIGN_KEY,
+from pmsgate.customers.checks import (
     customer_not_found,
     one_of,
+    student_id_value,
     translate_integrity_error,
-    violated_constraint,
 )
+from pmsgate.errors import Conflict, NotFound, PmsgateError
+from pmsgate.storage.integrity import FOREIGN_KEY, violated_constraint
 from pmsgate.storage.knowledge import (
     MAX_ERROR,
     KnowledgeSyncRepository,
