@@ -20,6 +20,7 @@ from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import NewFacility
+from pmsgate.gateway.scopes import all_scopes
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
@@ -75,7 +76,7 @@ def running(tmp_path_factory) -> Iterator[dict[str, Any]]:
             "--username", facility["username"],
             "--kind", "partner",
             "--integration-id", "int-e2e",
-            "--password-stdin", "--json",
+            "--password-stdin", "--json", "--all-scopes",
             env=env,
             stdin=facility["password"] + "\n",
         )  # fmt: skip
@@ -140,6 +141,8 @@ async def add_seeded_facility(
         "api_key": SecretStr(record["api_key"]) if record["kind"] == "own" else None,
         "integration_id": f"int-{record['hotel_id']}",
         "name": record["name"],
+        # Every scope: these tests drive every route; refusals: tests/gateway/test_scopes.py.
+        "scopes": list(all_scopes()),
     }
     fields.update(overrides)
     _, key = await services.facilities.add(NewFacility(**fields))

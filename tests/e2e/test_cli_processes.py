@@ -45,6 +45,7 @@ def test_demo_runs_every_chapter_and_shows_what_it_promises(env, monkeypatch):
         "username_is_email",
         "200 rapid calls to get-in-house-guests: 200 answered",
         "upstream_budget_exhausted",
+        "The tools-only key asking for a payment: 403 scope_missing",
         "sent to the booking system 1 time(s)",
         "20 more calls sent 0 requests",
         "MCP at /mcp: 6 tools",

@@ -277,7 +277,17 @@ async def test_keys_are_minted_listed_by_prefix_and_revoked(
     listed = await admin.get("/admin/facilities/123456/keys", headers=AUTH)
     keys = listed.json()["keys"]
     assert [k["label"] for k in keys] == ["initial", "assistant", ""]
-    view_fields = {"id", "facility_hotel_id", "prefix", "label", "created_at", "revoked_at"}
+    view_fields = {
+        "id",
+        "facility_hotel_id",
+        "prefix",
+        "label",
+        "created_at",
+        "revoked_at",
+        "scopes",
+        "expires_at",
+        "last_used_at",
+    }
     assert all(set(k) == view_fields for k in keys)
     for raw in (first["gateway_key"], new_key):
         assert raw not in listed.text

@@ -18,6 +18,7 @@ from pmsgate.cli import app
 from pmsgate.clock import ManualClock
 from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.scopes import all_scopes
 from pmsgate.gateway.vault import Vault, generate_key_spec
 
 from .facility_support import (
@@ -320,6 +321,49 @@ async def test_mint_key_prints_a_new_key_once_and_revoke_key_stops_it(
     assert caught.value.code == "invalid_gateway_key"
     missing = await pmsgate("facilities", "revoke-key", "123456", "999")
     assert_failed_with(missing, "gateway_key_not_found")
+
+
+async def test_keys_get_scopes_an_expiry_wider_scopes_and_a_rotation(
+    cli_env: str, clock: ManualClock
+) -> None:
+    """docs/gateway.md, Scopes: the CLI shape of scoped keys."""
+    added = one_json(await pmsgate(*ADD, "--password-stdin", "--json", input=f"{PASSWORD}\n"))
+    pay = "operations:write:reservations/add-payment"
+    minted = one_json(
+        await pmsgate(
+            "facilities", "mint-key", "123456", "--scope", pay, "--expires-in", "30d", "--json"
+        )
+    )
+    assert minted["key"]["scopes"] == [pay]
+    assert minted["key"]["expires_at"] is not None
+    assert_failed_with(
+        await pmsgate("facilities", "mint-key", "123456", "--scope", "payments"), "invalid_scope"
+    )
+    assert_failed_with(
+        await pmsgate("facilities", "mint-key", "123456", "--expires-in", "soon"),
+        "invalid_duration",
+    )
+    shown = one_json(await pmsgate("facilities", "show", "123456", "--json"))
+    first = shown["keys"][0]
+    assert first["scopes"] == ["tools:read"]  # the default, also for the first key
+    granted = one_json(
+        await pmsgate("facilities", "grant-scopes", "123456", str(first["id"]), "--all-scopes",
+                      "--json")
+    )  # fmt: skip
+    assert granted["key"]["scopes"] == list(all_scopes())
+    async with facility_service(cli_env, clock) as service:
+        view = await service.authenticate(added["gateway_key"], pay)
+        assert view.hotel_id == "123456"
+
+    ambiguous = await pmsgate("facilities", "rotate-key", "123456", "--grace", "1d")
+    assert_failed_with(ambiguous, "gateway_key_ambiguous")
+    rotated = one_json(
+        await pmsgate("facilities", "rotate-key", "123456", str(first["id"]), "--grace", "1d",
+                      "--json")
+    )  # fmt: skip
+    assert set(rotated) == {"old_key", "key", "gateway_key"}
+    assert rotated["key"]["scopes"] == list(all_scopes())
+    assert rotated["old_key"]["expires_at"] is not None
 
 
 # --- reconnect ------------------------------------------------------------------------------

@@ -23,6 +23,7 @@ from pmsgate.container import open_container
 from pmsgate.errors import install_error_handlers
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import NewFacility
+from pmsgate.gateway.scopes import all_scopes
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
@@ -75,6 +76,7 @@ async def gateway(
                 kind=record["kind"],
                 api_key=SecretStr(record["api_key"]) if record["kind"] == "own" else None,
                 integration_id=f"int-{record['hotel_id']}",
+                scopes=list(all_scopes()),  # these tests reach every route
             )
         )
         app = create_app(settings, container=container)

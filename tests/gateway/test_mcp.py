@@ -46,6 +46,7 @@ from pmsgate.errors import InvalidInput, PmsgateError, install_error_handlers
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityService, FacilityView, NewFacility
 from pmsgate.gateway.mcp import create_mcp_app
+from pmsgate.gateway.scopes import write_scope
 from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
@@ -534,6 +535,32 @@ async def test_real_gateway_refuses_a_wrong_key_with_401(real: RealGateway) -> N
     for response, code in [(missing, "missing_gateway_key"), (wrong, "invalid_gateway_key")]:
         assert response.status_code == 401
         assert response.json()["error"]["code"] == code
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_real_gateway_refuses_a_key_without_tools_read(real: RealGateway, mode: str) -> None:
+    """A key scoped to operations only never reaches an MCP tool (docs/gateway.md, Scopes)."""
+    _, key = await real.services.facilities.mint_key(
+        real.hotel_ids["A"], "ops only", scopes=["operations:read", write_scope("check-in-guest")]
+    )
+    with pytest.raises(Exception):  # noqa: B017 - the SDK's exception type is not the point
+        async with real.client(key, mode) as client:
+            await client.call_tool("get-in-house-guests", {})
+    transport = httpx2.ASGITransport(app=real.app)
+    async with httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+        response = await http.post(
+            "/mcp",
+            json=INITIALIZE,
+            headers={**JSON_HEADERS, "Authorization": f"Bearer {key}"},
+        )
+    assert response.status_code == 403
+    error = response.json()["error"]
+    assert error["code"] == "scope_missing"
+    assert "tools:read" in error["message"] and "tools:read" in error["hint"]
+    # The tools-only key of the same facility works over the same SDK.
+    _, tools_key = await real.services.facilities.mint_key(real.hotel_ids["A"], "tools")
+    async with real.client(tools_key, mode) as client:
+        assert len((await client.list_tools()).tools) == len(load_tools())
 
 
 async def test_real_gateway_serves_mcp_at_exactly_slash_mcp(real: RealGateway) -> None:

@@ -13,7 +13,7 @@ from pmsgate.catalogue import (
     STANDARD_SKILL_NAMES,
     load_catalogue,
 )
-from pmsgate.errors import ConfigurationError
+from pmsgate.errors import ConfigurationError, PmsgateError
 from pmsgate.onboarding.steps_provisioning import (
     apply_custom_tools,
     apply_guest_agent,
@@ -55,7 +55,13 @@ async def test_six_catalogue_tools_and_the_gateway_secrets_are_provisioned(datab
         secrets = secret_values(enrolled, workspace_id)
         facility = await enrolled.services.facilities.authenticate(secrets["PMSGATE_GATEWAY_KEY"])
         keys = await enrolled.services.facilities.list_keys(enrolled.hotel_id)
+        # The workspace's key answers the six tools and nothing else (docs/gateway.md, Scopes).
+        with pytest.raises(PmsgateError) as payment:
+            await enrolled.services.facilities.authenticate(
+                secrets["PMSGATE_GATEWAY_KEY"], "operations:write:reservations/add-payment"
+            )
 
+    assert payment.value.code == "scope_missing"
     catalogue = load_catalogue()
     assert first.done is False
     assert last.done is True, last.message
@@ -69,6 +75,7 @@ async def test_six_catalogue_tools_and_the_gateway_secrets_are_provisioned(datab
     assert facility.hotel_id == enrolled.hotel_id
     ours = [k for k in keys if k.label == key_label(workspace_id) and k.revoked_at is None]
     assert len(ours) == 1
+    assert ours[0].scopes == ["tools:read"]
     assert last.evidence["gateway_key_prefix"] == ours[0].prefix
     assert secrets["PMSGATE_GATEWAY_KEY"].startswith(ours[0].prefix)
     evidence = json.dumps(last.evidence)

@@ -22,6 +22,7 @@ from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import Limits, NewFacility
+from pmsgate.gateway.scopes import write_scope
 from pmsgate.gateway.tools import AVAILABILITY_WINDOW_DAYS
 from pmsgate.sandbox.app import Sandbox
 
@@ -206,7 +207,23 @@ class GatewayTour:
             "currency": "EUR",
             "method": "card",
         }
-        headers = {"Authorization": f"Bearer {self.key}", "Idempotency-Key": "demo-payment-1"}
+        path = "/v1/operations/reservations/add-payment"
+        # The facility's first key holds only tools:read, like the key a workspace stores.
+        refused = await self.http.post(
+            path,
+            json=body,
+            headers={"Authorization": f"Bearer {self.key}", "Idempotency-Key": "demo-payment-0"},
+        )
+        scope = write_scope("reservations/add-payment")
+        _, payment_key = await self.services.facilities.mint_key(
+            self.facility["hotel_id"], "payments", scopes=[scope]
+        )
+        self.console.print(
+            f"The tools-only key asking for a payment: {refused.status_code} "
+            f"{refused.json()['error']['code']}, nothing sent; a key minted with {scope} "
+            "makes it:"
+        )
+        headers = {"Authorization": f"Bearer {payment_key}", "Idempotency-Key": "demo-payment-1"}
         first = await self.http.post(
             "/v1/operations/reservations/add-payment", json=body, headers=headers
         )

@@ -24,6 +24,10 @@ Routes: ``POST /admin/facilities`` (201: facility + gateway_key),
 ``PUT /admin/facilities/{hotel_id}/limits``, ``POST /admin/facilities/{hotel_id}/keys``
 (201: key + gateway_key), ``GET /admin/facilities/{hotel_id}/keys``,
 ``DELETE /admin/facilities/{hotel_id}/keys/{key_id}``,
+``PUT /admin/facilities/{hotel_id}/keys/{key_id}/scopes`` (replace, or widen with
+``"add": true``; ``"all_scopes": true`` for every scope),
+``POST /admin/facilities/{hotel_id}/keys/{key_id}/rotate`` (201: a key with the same
+scopes; the old one expires after ``grace_hours``),
 ``POST /admin/facilities/{hotel_id}/reconnect`` (verified first; 422 with the
 booking system's reason when refused, and nothing changed).
 """
@@ -33,6 +37,7 @@ booking system's reason when refused, and nothing changed).
 
 import hmac
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import Annotated, Protocol
 
 from fastapi import APIRouter, Depends, Path, Response, status
@@ -40,7 +45,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pmsgate.boundary import Int32, SafeText
-from pmsgate.errors import PmsgateError, Unauthorized
+from pmsgate.errors import InvalidInput, PmsgateError, Unauthorized
 from pmsgate.gateway.facilities import (
     FacilityService,
     FacilityView,
@@ -48,6 +53,7 @@ from pmsgate.gateway.facilities import (
     Limits,
     NewFacility,
 )
+from pmsgate.gateway.scopes import DEFAULT_SCOPES, all_scopes
 
 _bearer = HTTPBearer(auto_error=False, description="PMSGATE_ADMIN_TOKEN")
 
@@ -109,6 +115,37 @@ class MintKeyBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     label: StoredText = Field(default="", description="A note telling what the key is for.")
+    scopes: list[StoredText] = Field(
+        default_factory=lambda: list(DEFAULT_SCOPES),
+        description="What the key may do (docs/gateway.md, Scopes); default tools:read.",
+    )
+    all_scopes: bool = Field(default=False, description="Every scope (instead of `scopes`).")
+    expires_in_days: Annotated[int, Field(ge=1, le=36500)] | None = Field(
+        default=None, description="The key stops working after this many days."
+    )
+    expires_at: datetime | None = Field(
+        default=None, description="Or: when it stops working (ISO 8601 with an offset)."
+    )
+
+
+class ScopesBody(BaseModel):
+    """New scopes of an existing key."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    scopes: list[StoredText] = Field(default_factory=list, description="The scopes.")
+    all_scopes: bool = Field(default=False, description="Every scope (instead of `scopes`).")
+    add: bool = Field(default=False, description="Add to the key's scopes instead of replacing.")
+
+
+class RotateBody(BaseModel):
+    """How long the old key keeps working next to its replacement."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    grace_hours: Annotated[int, Field(ge=0, le=24 * 365)] = Field(
+        default=24 * 7, description="Hours the old key keeps working (default 7 days)."
+    )
 
 
 class MintedKey(BaseModel):
@@ -116,6 +153,22 @@ class MintedKey(BaseModel):
 
     key: KeyView
     gateway_key: str
+
+
+class RotatedKey(MintedKey):
+    """The replacement key (shown only in this answer) and the old key with its expiry."""
+
+    old_key: KeyView
+
+
+def _chosen_scopes(scopes: list[str], every: bool) -> list[str]:
+    if every and scopes:
+        raise InvalidInput(
+            "all_scopes and scopes exclude each other.",
+            code="invalid_scope",
+            hint="Send either `all_scopes: true` or a list of scopes.",
+        )
+    return list(all_scopes()) if every else scopes
 
 
 class KeyList(BaseModel):
@@ -221,10 +274,52 @@ def build_admin_router(
         response: Response,
         body: MintKeyBody | None = None,
     ) -> MintedKey:
-        """A new gateway key for the facility, shown only once."""
-        view, raw_key = await facilities.mint_key(hotel_id, body.label if body else "")
+        """A new gateway key for the facility, shown only once (default scope tools:read)."""
+        body = body or MintKeyBody()
+        if body.expires_in_days is not None and body.expires_at is not None:
+            raise InvalidInput(
+                "expires_in_days and expires_at exclude each other.",
+                code="invalid_expiry",
+                hint="Send one of them (or neither, for a key that does not expire).",
+            )
+        expires_at = body.expires_at
+        if body.expires_in_days is not None:
+            expires_at = facilities.now() + timedelta(days=body.expires_in_days)
+        view, raw_key = await facilities.mint_key(
+            hotel_id,
+            body.label,
+            scopes=_chosen_scopes(body.scopes, body.all_scopes),
+            expires_at=expires_at,
+        )
         _no_store(response)
         return MintedKey(key=view, gateway_key=raw_key)
+
+    @router.put("/facilities/{hotel_id}/keys/{key_id}/scopes", response_model=KeyView)
+    async def set_key_scopes(
+        hotel_id: HotelIdPath, key_id: KeyIdPath, body: ScopesBody, facilities: Service
+    ) -> KeyView:
+        """Replace a key's scopes, or widen them with `add`."""
+        return await facilities.set_key_scopes(
+            hotel_id, key_id, _chosen_scopes(body.scopes, body.all_scopes), add=body.add
+        )
+
+    @router.post(
+        "/facilities/{hotel_id}/keys/{key_id}/rotate",
+        status_code=status.HTTP_201_CREATED,
+        response_model=RotatedKey,
+    )
+    async def rotate_key(
+        hotel_id: HotelIdPath,
+        key_id: KeyIdPath,
+        facilities: Service,
+        response: Response,
+        body: RotateBody | None = None,
+    ) -> RotatedKey:
+        """A new key with the same scopes; the old one keeps working for the grace period."""
+        grace = timedelta(hours=(body or RotateBody()).grace_hours)
+        old, new, raw_key = await facilities.rotate_key(hotel_id, key_id, grace)
+        _no_store(response)
+        return RotatedKey(key=new, gateway_key=raw_key, old_key=old)
 
     @router.get("/facilities/{hotel_id}/keys", response_model=KeyList)
     async def list_keys(hotel_id: HotelIdPath, facilities: Service) -> KeyList:

@@ -10,15 +10,18 @@ password and the second the api key; with one of them, its secret is the first
 line (the other secret then comes from its prompt or flag). Both lines are read
 through one reader, and neither is ever echoed. ``--api-key`` is accepted for
 convenience with a warning in its help. ``--json`` prints exactly one JSON object
-on standard output; the raw gateway key appears only in the output of ``add`` and
-``mint-key``. Errors print ``error <code>: <message>`` and a hint on standard
-error and exit with status 2.
+on standard output; the raw gateway key appears only in the output of ``add``,
+``mint-key`` and ``rotate-key``. Keys carry scopes (``--scope``, repeatable;
+``--all-scopes`` for every one; default ``tools:read``) and may expire
+(``--expires-in 30d``); docs/gateway.md, Scopes. Errors print
+``error <code>: <message>`` and a hint on standard error and exit with status 2.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
@@ -29,7 +32,7 @@ from rich.table import Table
 
 from pmsgate.cli_support import Upstreams, fail, open_cli_container, run
 from pmsgate.customers.reconnect import reconnect_facility
-from pmsgate.errors import InvalidInput
+from pmsgate.errors import InvalidInput, PmsgateError
 from pmsgate.gateway.facilities import (
     FacilityService,
     FacilityView,
@@ -37,6 +40,8 @@ from pmsgate.gateway.facilities import (
     Limits,
     NewFacility,
 )
+from pmsgate.gateway.keys import parse_duration
+from pmsgate.gateway.scopes import DEFAULT_SCOPES, all_scopes, check_scopes
 from pmsgate.gateway.vault import generate_key_spec
 
 if TYPE_CHECKING:
@@ -84,6 +89,52 @@ ApiKeyFlag = Annotated[
     ),
 ]
 HotelId = Annotated[str, typer.Argument(help="The facility's numeric hotel_id.")]
+ScopeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--scope",
+        help="A scope of the key (repeatable): tools:read, operations:read, "
+        "operations:write:<operation>. Default: tools:read.",
+    ),
+]
+AllScopesOption = Annotated[
+    bool,
+    typer.Option("--all-scopes", help="Every scope: the six tools, every read and every write."),
+]
+ExpiresIn = Annotated[
+    str | None,
+    typer.Option("--expires-in", help="The key stops working after this long: 30d, 12h, 90m."),
+]
+KeyIdArgument = Annotated[int, typer.Argument(help="The key's id (see `facilities show`).")]
+
+
+def _scopes(scope: list[str] | None, all_of_them: bool, default: tuple[str, ...]) -> list[str]:
+    """The scopes asked for, checked before anything else is read (exit 2 on an unknown one)."""
+    if all_of_them and scope:
+        raise fail(
+            InvalidInput(
+                "--all-scopes and --scope exclude each other.",
+                code="invalid_scope",
+                hint="Give either --all-scopes or one --scope per scope.",
+            )
+        )
+    if all_of_them:
+        return list(all_scopes())
+    try:
+        return check_scopes(scope or default)
+    except PmsgateError as error:
+        raise fail(error) from None
+
+
+def _duration(text: str, option: str) -> timedelta:
+    try:
+        return parse_duration(text, option=option)
+    except PmsgateError as error:
+        raise fail(error) from None
+
+
+def _when(value: datetime | None) -> str:
+    return value.isoformat() if value else ""
 
 
 # --- plumbing ---------------------------------------------------------------------------
@@ -215,15 +266,20 @@ def _facility_table(view: FacilityView) -> Table:
 
 def _keys_table(keys: list[KeyView]) -> Table:
     table = Table(title="Gateway keys")
-    for column in ("id", "prefix", "label", "created", "revoked"):
+    columns = ("id", "prefix", "label", "state", "scopes", "created", "expires", "last used")
+    for column in columns:
         table.add_column(column)
+    now = datetime.now().astimezone()
     for key in keys:
         table.add_row(
             str(key.id),
             escape(key.prefix) + "…",
             escape(key.label),
+            key.state(now),
+            escape("\n".join(key.scopes)),
             key.created_at.isoformat(),
-            key.revoked_at.isoformat() if key.revoked_at else "",
+            _when(key.expires_at),
+            _when(key.last_used_at),
         )
     return table
 
@@ -251,9 +307,15 @@ def add(
     password_stdin: PasswordStdin = False,
     api_key: ApiKeyFlag = None,
     api_key_stdin: ApiKeyStdin = False,
+    scope: ScopeOption = None,
+    all_scopes_: AllScopesOption = False,
     json_output: JsonOption = False,
 ) -> None:
-    """Register a facility and print its first gateway key (shown only once)."""
+    """Register a facility and print its first gateway key (shown only once).
+
+    The key holds tools:read unless --scope or --all-scopes say otherwise.
+    """
+    scopes = _scopes(scope, all_scopes_, DEFAULT_SCOPES)
     stdin = _Stdin()
     password = _read_password(password_stdin, stdin)
     own_key = _read_api_key(api_key, api_key_stdin, stdin, prompt=kind == "own")
@@ -268,6 +330,7 @@ def add(
             integration_id=integration_id,
             name=name,
             limits=Limits(per_minute=per_minute, per_hour=per_hour, per_day=per_day),
+            scopes=scopes,
         )
         return await service.add(new)
 
@@ -351,25 +414,118 @@ def set_limits(
 def mint_key(
     hotel_id: HotelId,
     label: Annotated[str, typer.Option(help="What the key is for.")] = "",
+    scope: ScopeOption = None,
+    all_scopes_: AllScopesOption = False,
+    expires_in: ExpiresIn = None,
     json_output: JsonOption = False,
 ) -> None:
-    """Create another gateway key for a facility (shown only once)."""
+    """Create another gateway key for a facility (shown only once); default scope tools:read."""
+    scopes = _scopes(scope, all_scopes_, DEFAULT_SCOPES)
+    lifetime = _duration(expires_in, "--expires-in") if expires_in is not None else None
 
     async def work(service: FacilityService) -> tuple[KeyView, str]:
-        return await service.mint_key(hotel_id, label)
+        expires_at = service.now() + lifetime if lifetime is not None else None
+        return await service.mint_key(hotel_id, label, scopes=scopes, expires_at=expires_at)
 
     view, raw_key = _with_service(work)
     if json_output:
         _print_json({"key": _dump(view), "gateway_key": raw_key})
         return
-    console.print(f"Key {view.id} ({escape(view.prefix)}…) for facility {view.facility_hotel_id}.")
+    console.print(
+        f"Key {view.id} ({escape(view.prefix)}…) for facility {view.facility_hotel_id}, "
+        f"scopes {escape(', '.join(view.scopes))}"
+        + (f", expires {view.expires_at.isoformat()}." if view.expires_at else ".")
+    )
     _show_new_key(raw_key)
+
+
+@facilities_app.command("grant-scopes")
+def grant_scopes(
+    hotel_id: HotelId,
+    key_id: KeyIdArgument,
+    scope: ScopeOption = None,
+    all_scopes_: AllScopesOption = False,
+    replace: Annotated[
+        bool,
+        typer.Option("--replace", help="Set exactly these scopes (narrowing the key)."),
+    ] = False,
+    json_output: JsonOption = False,
+) -> None:
+    """Widen an existing key's scopes (--all-scopes: its power before scopes existed).
+
+    Keys minted before scopes existed hold only tools:read until an admin runs this.
+    """
+    if not scope and not all_scopes_:
+        raise fail(
+            InvalidInput(
+                "Say which scopes to grant.",
+                code="invalid_scope",
+                hint="Give --scope SCOPE (repeatable) or --all-scopes.",
+            )
+        )
+    scopes = _scopes(scope, all_scopes_, ())
+
+    async def work(service: FacilityService) -> KeyView:
+        return await service.set_key_scopes(hotel_id, key_id, scopes, add=not replace)
+
+    view = _with_service(work)
+    if json_output:
+        _print_json({"key": _dump(view)})
+        return
+    console.print(
+        f"Key {view.id} ({escape(view.prefix)}…) of {view.facility_hotel_id} now holds: "
+        f"{escape(', '.join(view.scopes))}."
+    )
+
+
+@facilities_app.command("rotate-key")
+def rotate_key(
+    hotel_id: HotelId,
+    key_id: Annotated[
+        int | None,
+        typer.Argument(help="The key to replace; may be left out when only one key works."),
+    ] = None,
+    grace: Annotated[
+        str,
+        typer.Option(help="How long the old key keeps working (both work meanwhile): 7d, 12h."),
+    ] = "7d",
+    json_output: JsonOption = False,
+) -> None:
+    """Mint a key with the same scopes; the old one expires after the grace period."""
+    period = _duration(grace, "--grace")
+
+    async def work(service: FacilityService) -> tuple[KeyView, KeyView, str]:
+        chosen = key_id if key_id is not None else await _only_working_key(service, hotel_id)
+        return await service.rotate_key(hotel_id, chosen, period)
+
+    old, new, raw_key = _with_service(work)
+    if json_output:
+        _print_json({"old_key": _dump(old), "key": _dump(new), "gateway_key": raw_key})
+        return
+    console.print(
+        f"Key {new.id} ({escape(new.prefix)}…) replaces key {old.id} ({escape(old.prefix)}…), "
+        f"which works until {_when(old.expires_at)}."
+    )
+    _show_new_key(raw_key)
+
+
+async def _only_working_key(service: FacilityService, hotel_id: str) -> int:
+    now = service.now()
+    working = [key for key in await service.list_keys(hotel_id) if key.state(now) == "active"]
+    if len(working) != 1:
+        raise InvalidInput(
+            f"Facility {hotel_id} has {len(working)} working keys; say which one to rotate.",
+            code="gateway_key_ambiguous",
+            hint=f"Find its id with `pmsgate facilities show {hotel_id}`, then "
+            f"`pmsgate facilities rotate-key {hotel_id} KEY_ID`.",
+        )
+    return working[0].id
 
 
 @facilities_app.command("revoke-key")
 def revoke_key(
     hotel_id: HotelId,
-    key_id: Annotated[int, typer.Argument(help="The key's id (see `facilities show`).")],
+    key_id: KeyIdArgument,
     json_output: JsonOption = False,
 ) -> None:
     """Revoke a gateway key; calls with it are refused from now on."""

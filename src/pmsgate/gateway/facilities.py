@@ -10,8 +10,9 @@ Every change is one transaction: a failing call leaves nothing half-written.
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable
-from datetime import datetime
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any, Literal
 
 import structlog
@@ -23,6 +24,7 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import ConfigurationError, InvalidInput, NotFound, PmsgateError, Unauthorized
 from pmsgate.gateway.keys import hash_key, is_well_formed, mint_key
+from pmsgate.gateway.scopes import DEFAULT_SCOPES, TOOLS_READ, check_scopes, scope_missing
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.gateway.vault import Vault, facility_context
 from pmsgate.integrations.kross.client import PmsClient, Token
@@ -131,10 +133,21 @@ class KeyView(BaseModel):
     label: str
     created_at: datetime
     revoked_at: datetime | None
+    scopes: list[str] = Field(description="What the key may do (docs/gateway.md, Scopes).")
+    expires_at: datetime | None = Field(description="When the key stops working (None: never).")
+    last_used_at: datetime | None = Field(
+        description="Its last accepted call (recorded in batches: may lag by a minute)."
+    )
 
     @classmethod
-    def of(cls, row: GatewayKey, hotel_id: str) -> KeyView:
-        """The view of a stored key of the facility ``hotel_id``."""
+    def of(cls, row: GatewayKey, hotel_id: str, last_used_at: datetime | None = None) -> KeyView:
+        """The view of a stored key of the facility ``hotel_id``.
+
+        ``last_used_at``: a use seen by this process but not yet written (the later one wins).
+        """
+        stored = row.last_used_at
+        if last_used_at is not None and (stored is None or last_used_at > stored):
+            stored = last_used_at
         return cls(
             id=row.id,
             facility_hotel_id=hotel_id,
@@ -142,7 +155,29 @@ class KeyView(BaseModel):
             label=row.label,
             created_at=row.created_at,
             revoked_at=row.revoked_at,
+            scopes=list(row.scopes or []),
+            expires_at=row.expires_at,
+            last_used_at=stored,
         )
+
+    def state(self, now: datetime) -> str:
+        """``active``, ``expired`` or ``revoked``, as listings show it."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= now:
+            return "expired"
+        return "active"
+
+
+@dataclass(frozen=True)
+class KeyGrant:
+    """What a presented key may do: its facility, scopes and expiry (cached together)."""
+
+    facility: FacilityView
+    key_id: int
+    prefix: str
+    scopes: frozenset[str]
+    expires_at: datetime | None
 
 
 class NewFacility(BaseModel):
@@ -165,6 +200,11 @@ class NewFacility(BaseModel):
     )
     name: str = Field(default="", description="A human-readable name.")
     limits: Limits = Field(default_factory=Limits, description="Upstream budget of the facility.")
+    scopes: list[str] = Field(
+        default_factory=lambda: list(DEFAULT_SCOPES),
+        description="Scopes of the first gateway key (docs/gateway.md, Scopes); "
+        "default tools:read.",
+    )
 
 
 FacilityViews = list[FacilityView]
@@ -186,6 +226,42 @@ def _invalid_gateway_key() -> Unauthorized:
         code="invalid_gateway_key",
         hint="Send `Authorization: Bearer <gateway key>` with an unrevoked key of the facility.",
     )
+
+
+def _expired_gateway_key(prefix: str) -> Unauthorized:
+    return Unauthorized(
+        f"The gateway key {prefix}… has expired.",
+        code="gateway_key_expired",
+        hint="Use the facility's newer key, or ask an admin for one "
+        "(`pmsgate facilities rotate-key HOTEL_ID KEY_ID` or `mint-key`).",
+    )
+
+
+def key_not_found(hotel_id: str, key_id: int) -> NotFound:
+    """The error for a key id the facility does not have."""
+    return NotFound(
+        f"Facility {hotel_id} has no gateway key with id {key_id}.",
+        code="gateway_key_not_found",
+        hint=f"List the facility's keys with `pmsgate facilities show {hotel_id}`.",
+    )
+
+
+def _check_expiry(expires_at: datetime | None, now: datetime) -> datetime | None:
+    if expires_at is None:
+        return None
+    if expires_at.tzinfo is None:
+        raise InvalidInput(
+            "The expiry needs a time zone.",
+            code="invalid_expiry",
+            hint="Give an ISO 8601 time with its offset, e.g. 2027-01-31T00:00:00Z.",
+        )
+    if expires_at <= now:
+        raise InvalidInput(
+            "The expiry is in the past.",
+            code="invalid_expiry",
+            hint="Give a time in the future, or a duration such as --expires-in 30d.",
+        )
+    return expires_at
 
 
 def _check_length(value: str, limit: int, field: str, code: str) -> None:
@@ -269,11 +345,19 @@ class FacilityService:
         # Key hash → facility, for key_cache_s of the clock (0: every check reads the
         # database). It takes the database off a cached tool call's path; the price is that
         # another process's revocation or status change is seen here up to key_cache_s late.
-        self._key_cache: TTLCache[str, FacilityView] | None = None
+        self._key_cache: TTLCache[str, KeyGrant] | None = None
         if key_cache_s > 0:
             self._key_cache = TTLCache(
                 maxsize=KEY_CACHE_SIZE, ttl=key_cache_s, timer=self._clock_seconds
             )
+
+        # Key id → its latest accepted call, not yet written: flush_key_uses writes them in
+        # one transaction (the usage flush job's tick, and shutdown), never once per call.
+        self._key_uses: dict[int, datetime] = {}
+
+    def now(self) -> datetime:
+        """The service's clock (expiry times are computed on it)."""
+        return self._clock.now()
 
     def _clock_seconds(self) -> float:
         return self._clock.now().timestamp()
@@ -313,6 +397,7 @@ class FacilityService:
         name = new.name.strip()
         _check_length(name, MAX_NAME, "name", "invalid_name")
         limits = new.limits
+        scopes = check_scopes(new.scopes)
 
         hotel_id = credentials.hotel_id
         now = self._clock.now()
@@ -356,10 +441,13 @@ class FacilityService:
                     key_hash=minted.key_hash,
                     label="initial",
                     created_at=now,
+                    scopes=scopes,
                 )
             )
             view = FacilityView.of(row)
-        log.info("facility_added", hotel_id=hotel_id, kind=kind, key_prefix=minted.prefix)
+        log.info(
+            "facility_added", hotel_id=hotel_id, kind=kind, key_prefix=minted.prefix, scopes=scopes
+        )
         return view, minted.raw
 
     async def list(self) -> FacilityViews:
@@ -388,10 +476,23 @@ class FacilityService:
 
     # --- gateway keys -------------------------------------------------------------------
 
-    async def mint_key(self, hotel_id: str, label: str = "") -> tuple[KeyView, str]:
-        """A new gateway key for the facility; the raw key is returned only here."""
+    async def mint_key(
+        self,
+        hotel_id: str,
+        label: str = "",
+        *,
+        scopes: Iterable[str] = DEFAULT_SCOPES,
+        expires_at: datetime | None = None,
+    ) -> tuple[KeyView, str]:
+        """A new gateway key for the facility; the raw key is returned only here.
+
+        ``scopes`` default to ``tools:read``; unknown names are refused (422 invalid_scope).
+        """
         label = label.strip()
         _check_length(label, MAX_LABEL, "label", "invalid_label")
+        granted = check_scopes(scopes)
+        now = self._clock.now()
+        expires_at = _check_expiry(expires_at, now)
         minted = mint_key()
         async with self._sessions.begin() as session:
             row = await self._require(session, hotel_id)
@@ -401,11 +502,20 @@ class FacilityService:
                     prefix=minted.prefix,
                     key_hash=minted.key_hash,
                     label=label,
-                    created_at=self._clock.now(),
+                    created_at=now,
+                    scopes=granted,
+                    expires_at=expires_at,
                 )
             )
             view = KeyView.of(key, row.hotel_id)
-        log.info("gateway_key_minted", hotel_id=hotel_id, key_id=view.id, key_prefix=view.prefix)
+        log.info(
+            "gateway_key_minted",
+            hotel_id=hotel_id,
+            key_id=view.id,
+            key_prefix=view.prefix,
+            scopes=granted,
+            expires_at=expires_at.isoformat() if expires_at else None,
+        )
         return view, minted.raw
 
     async def list_keys(self, hotel_id: str) -> KeyViews:
@@ -413,7 +523,7 @@ class FacilityService:
         async with self._sessions() as session:
             row = await self._require(session, hotel_id)
             keys = await GatewayKeyRepository(session).for_facility(row.id)
-            return [KeyView.of(key, row.hotel_id) for key in keys]
+            return [KeyView.of(key, row.hotel_id, self._key_uses.get(key.id)) for key in keys]
 
     async def revoke_key(self, hotel_id: str, key_id: int) -> KeyView:
         """Revoke one key of the facility (revoking twice changes nothing)."""
@@ -422,18 +532,119 @@ class FacilityService:
             keys = GatewayKeyRepository(session)
             key = await keys.get(row.id, key_id)
             if key is None:
-                raise NotFound(
-                    f"Facility {hotel_id} has no gateway key with id {key_id}.",
-                    code="gateway_key_not_found",
-                    hint=f"List the facility's keys with `pmsgate facilities show {hotel_id}`.",
-                )
+                raise key_not_found(hotel_id, key_id)
             view = KeyView.of(await keys.revoke(key, self._clock.now()), row.hotel_id)
         self._forget_keys()
         log.info("gateway_key_revoked", hotel_id=hotel_id, key_id=key_id, key_prefix=view.prefix)
         return view
 
-    async def authenticate(self, raw_key: str) -> FacilityView:
-        """The facility a presented gateway key belongs to; unknown or revoked keys are refused."""
+    async def set_key_scopes(
+        self, hotel_id: str, key_id: int, scopes: Iterable[str], *, add: bool = False
+    ) -> KeyView:
+        """Replace a key's scopes (or, with ``add``, widen them); the key itself is unchanged.
+
+        How an admin restores a key migrated to ``tools:read`` to full power (``all_scopes()``).
+        """
+        given = check_scopes(scopes)
+        async with self._sessions.begin() as session:
+            row = await self._require(session, hotel_id)
+            key = await GatewayKeyRepository(session).get(row.id, key_id)
+            if key is None:
+                raise key_not_found(hotel_id, key_id)
+            if key.revoked_at is not None:
+                raise InvalidInput(
+                    f"Gateway key {key_id} of facility {hotel_id} is revoked.",
+                    code="gateway_key_revoked",
+                    hint="A revoked key stays revoked: mint a new one with the scopes needed.",
+                )
+            key.scopes = check_scopes([*key.scopes, *given]) if add else given
+            await session.flush()
+            view = KeyView.of(key, row.hotel_id, self._key_uses.get(key.id))
+        self._forget_keys()
+        log.info(
+            "gateway_key_scopes_set",
+            hotel_id=hotel_id,
+            key_id=key_id,
+            key_prefix=view.prefix,
+            scopes=view.scopes,
+        )
+        return view
+
+    async def rotate_key(
+        self, hotel_id: str, key_id: int, grace: timedelta
+    ) -> tuple[KeyView, KeyView, str]:
+        """A new key with the old one's scopes; the old one expires after ``grace``.
+
+        Both work during the grace, so a caller can switch without an outage. Returns the
+        old key's view, the new key's and the new raw key (shown only here). An old key
+        that already expires sooner keeps its earlier expiry.
+        """
+        if grace < timedelta(0):
+            raise InvalidInput(
+                "The grace period cannot be negative.",
+                code="invalid_duration",
+                hint="Give --grace 0m to end the old key at once, or e.g. --grace 7d.",
+            )
+        now = self._clock.now()
+        minted = mint_key()
+        async with self._sessions.begin() as session:
+            row = await self._require(session, hotel_id)
+            keys = GatewayKeyRepository(session)
+            old = await keys.get(row.id, key_id)
+            if old is None:
+                raise key_not_found(hotel_id, key_id)
+            if old.revoked_at is not None or (old.expires_at is not None and old.expires_at <= now):
+                raise InvalidInput(
+                    f"Gateway key {key_id} of facility {hotel_id} no longer works.",
+                    code="gateway_key_inactive",
+                    hint="Rotate a working key, or mint a new one with `pmsgate facilities "
+                    "mint-key`.",
+                )
+            ends = now + grace
+            if old.expires_at is None or old.expires_at > ends:
+                old.expires_at = ends
+            new = await keys.add(
+                GatewayKey(
+                    facility_id=row.id,
+                    prefix=minted.prefix,
+                    key_hash=minted.key_hash,
+                    label=old.label,
+                    created_at=now,
+                    scopes=list(old.scopes),
+                )
+            )
+            old_view = KeyView.of(old, row.hotel_id, self._key_uses.get(old.id))
+            new_view = KeyView.of(new, row.hotel_id)
+        self._forget_keys()
+        log.info(
+            "gateway_key_rotated",
+            hotel_id=hotel_id,
+            key_id=key_id,
+            key_prefix=old_view.prefix,
+            new_key_id=new_view.id,
+            new_key_prefix=new_view.prefix,
+            old_expires_at=old_view.expires_at.isoformat() if old_view.expires_at else None,
+        )
+        return old_view, new_view, minted.raw
+
+    async def authenticate(self, raw_key: str, scope: str = TOOLS_READ) -> FacilityView:
+        """The facility of a presented key that holds ``scope``; anything else is refused.
+
+        Unknown or revoked keys: 401 invalid_gateway_key; expired: 401 gateway_key_expired;
+        a key without ``scope``: 403 scope_missing. Checked before anything is sent, a
+        permit taken or an idempotency record written. The default scope is the least one.
+        """
+        grant = await self._grant(raw_key)
+        now = self._clock.now()
+        # Checked on every call, cached or not: an expiry takes effect to the second.
+        if grant.expires_at is not None and grant.expires_at <= now:
+            raise _expired_gateway_key(grant.prefix)
+        if scope not in grant.scopes:
+            raise scope_missing(scope, grant.prefix)
+        self._key_uses[grant.key_id] = now
+        return grant.facility
+
+    async def _grant(self, raw_key: str) -> KeyGrant:
         # A malformed key is refused before the database: nothing to look up.
         if not is_well_formed(raw_key):
             raise _invalid_gateway_key()
@@ -441,14 +652,51 @@ class FacilityService:
         if self._key_cache is not None and (cached := self._key_cache.get(key_hash)):
             return cached
         async with self._sessions() as session:
-            row = await GatewayKeyRepository(session).facility_of_active_key(key_hash)
-        if row is None:
+            found = await GatewayKeyRepository(session).unrevoked_with_facility(key_hash)
+        if found is None:
             # Refusals are not cached: a key minted a moment ago works at once.
             raise _invalid_gateway_key()
-        view = FacilityView.of(row)
+        key, row = found
+        grant = KeyGrant(
+            facility=FacilityView.of(row),
+            key_id=key.id,
+            prefix=key.prefix,
+            scopes=frozenset(key.scopes or ()),
+            expires_at=key.expires_at,
+        )
         if self._key_cache is not None:
-            self._key_cache[key_hash] = view
-        return view
+            self._key_cache[key_hash] = grant
+        return grant
+
+    def pending_key_uses(self) -> dict[int, datetime]:
+        """Key uses seen since the last flush (key id → latest call)."""
+        return dict(self._key_uses)
+
+    async def flush_key_uses(self) -> int:
+        """Write the key uses seen since the last flush, in one transaction; how many keys.
+
+        Runs on the usage flush job's tick and at shutdown. A failed write puts the uses
+        back, so the next flush writes them (with whatever came since).
+        """
+        uses, self._key_uses = self._key_uses, {}
+        if not uses:
+            return 0
+        try:
+            async with self._sessions.begin() as session:
+                await GatewayKeyRepository(session).record_last_use(uses)
+        except BaseException:
+            for key_id, when in uses.items():
+                later = self._key_uses.get(key_id)
+                self._key_uses[key_id] = when if later is None or later < when else later
+            raise
+        return len(uses)
+
+    async def aclose(self) -> None:
+        """Flush the key uses still in memory (shutdown); a failure is logged, not raised."""
+        try:
+            await self.flush_key_uses()
+        except Exception as error:  # shutdown goes on: at worst a last use is lost
+            log.warning("key_uses_not_flushed", error=type(error).__name__)
 
     # --- credentials and status ---------------------------------------------------------
 

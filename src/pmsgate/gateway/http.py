@@ -1,6 +1,9 @@
 """The gateway's HTTP API: ``/v1/tools`` and ``/v1/operations`` for callers with a gateway key.
 
 Routes take the gateway's services as a typed dependency (:data:`GatewayServicesDep`).
+Each route checks the key's scope (:mod:`pmsgate.gateway.scopes`) right after the name
+and before the body: a call outside the key's scopes is a 403 that never reaches the
+limiter, the idempotency records or the booking system.
 """
 
 from __future__ import annotations
@@ -12,10 +15,11 @@ from fastapi.responses import JSONResponse
 
 from pmsgate.boundary import loads_json
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
-from pmsgate.errors import InvalidInput, Unauthorized
+from pmsgate.errors import Forbidden, InvalidInput, Unauthorized
 from pmsgate.gateway.context import GatewayServices, GatewayServicesDep
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.operations import PAYLOAD_MODELS
+from pmsgate.gateway.scopes import TOOLS_READ, operation_scope
 from pmsgate.integrations.kross.client import TOKEN_OPERATION
 from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.openapi import json_body, schema_of
@@ -36,8 +40,10 @@ def bearer_key(authorization: str | None) -> str:
     return key.strip()
 
 
-async def _facility(services: GatewayServices, authorization: str | None) -> FacilityView:
-    return await services.facilities.authenticate(bearer_key(authorization))
+async def _facility(
+    services: GatewayServices, authorization: str | None, scope: str
+) -> FacilityView:
+    return await services.facilities.authenticate(bearer_key(authorization), scope)
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
@@ -73,7 +79,7 @@ async def call_tool(
 ) -> JSONResponse:
     """Call one tool for the key's facility."""
     services.tools.definition(name)
-    facility = await _facility(services, authorization)
+    facility = await _facility(services, authorization, TOOLS_READ)
     arguments = await _json_object(request)
     outcome = "error"
     try:
@@ -92,8 +98,18 @@ async def call_operation(
     idempotency_key: str | None = Header(default=None),
 ) -> JSONResponse:
     """Call one allowed booking-system operation (writes need an Idempotency-Key)."""
-    services.gateway.operation(path)  # refuse unknown and out-of-scope before anything else
-    facility = await _facility(services, authorization)
+    # Unknown and out-of-scope operations are refused before anything else, then a key
+    # without this operation's scope.
+    operation = services.gateway.operation(path)
+    if operation.name == TOKEN_OPERATION:
+        # No scope grants it, so it is refused as what it is (as Operations.call would),
+        # before the key: no key of any scope may call it.
+        raise Forbidden(
+            "Tokens are handled by the gateway; auth/get-token cannot be called.",
+            code="operation_not_allowed",
+            hint="Call the operation you need; the gateway authenticates for you.",
+        )
+    facility = await _facility(services, authorization, operation_scope(operation))
     payload = await _json_object(request)
     outcome = "error"
     try:

@@ -14,6 +14,9 @@ import hashlib
 import re
 import secrets
 from dataclasses import dataclass, field
+from datetime import timedelta
+
+from pmsgate.errors import InvalidInput
 
 KEY_PREFIX = "pgw_"
 # token_urlsafe(32) is always 43 characters of the URL-safe base64 alphabet.
@@ -50,3 +53,20 @@ def mint_key() -> MintedKey:
     """A new random gateway key."""
     raw = KEY_PREFIX + secrets.token_urlsafe(32)
     return MintedKey(raw=raw, key_hash=hash_key(raw), prefix=display_prefix(raw))
+
+
+_DURATION_RE = re.compile(r"^\s*(\d{1,6})\s*([dhm])\s*$")
+_UNITS = {"d": "days", "h": "hours", "m": "minutes"}
+
+
+def parse_duration(text: str, *, option: str = "--expires-in") -> timedelta:
+    """A positive duration written ``30d``, ``12h`` or ``90m`` (key expiry, rotation grace)."""
+    match = _DURATION_RE.match(text)
+    amount = int(match.group(1)) if match else 0
+    if match is None or amount < 1:
+        raise InvalidInput(
+            f"{option} {text!r} is not a duration.",
+            code="invalid_duration",
+            hint=f"Write a positive whole number followed by d, h or m: {option} 30d.",
+        )
+    return timedelta(**{_UNITS[match.group(2)]: amount})

@@ -23,7 +23,10 @@ parent app must enter. Choices, and why:
 - **Authentication** is the HTTP gateway's: every HTTP request (``initialize``
   and ``server/discover`` included) must carry ``Authorization: Bearer <gateway
   key>``; a missing or wrong key is refused before the SDK sees the request,
-  with 401 and the service's ``{"error": {code, message, hint}}`` body. The
+  with 401 and the service's ``{"error": {code, message, hint}}`` body. Every MCP
+  tool is one of the six, so the key must hold the ``tools:read`` scope: ``authenticate``
+  (``FacilityService.authenticate``, whose scope defaults to it) refuses any other key
+  with 403 ``scope_missing`` before the SDK sees the request (docs/gateway.md, Scopes). The
   key's facility is put in the request's ASGI scope, which the SDK hands to the
   tool handler as ``ctx.request``; a tool call only ever runs for that facility.
   (Not a contextvar: the SDK serves a stateless handshake-era request in a task

@@ -171,11 +171,13 @@ class Gateway:
             await asyncio.gather(*self._refreshing.values(), return_exceptions=True)
 
     async def aclose(self) -> None:
-        """Cancel background refreshes still running."""
+        """Cancel background refreshes still running; write the key uses still in memory."""
         for task in list(self._refreshing.values()):
             task.cancel()
         await asyncio.gather(*self._refreshing.values(), return_exceptions=True)
         self._refreshing.clear()
+        # The gateway closes before the database engine: the last batch of uses still lands.
+        await self.facilities.aclose()
 
     # --- reads ------------------------------------------------------------------------------
 

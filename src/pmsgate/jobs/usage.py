@@ -119,7 +119,8 @@ async def snapshot_customer(
 async def flush_gateway_usage(services: GatewayServices) -> dict[str, Any]:
     """Add the counts of tool calls and upstream requests to the hourly table.
 
-    This process's own (in memory) and, with Redis, every replica's written there.
+    This process's own (in memory) and, with Redis, every replica's written there; then
+    this process's gateway-key uses (``last_used_at``, FacilityService.flush_key_uses).
     """
     await services.usage.settle()
     counts = services.usage.drain()
@@ -130,8 +131,11 @@ async def flush_gateway_usage(services: GatewayServices) -> dict[str, Any]:
         # Back into the counter: the next flush adds them with whatever came since.
         services.usage.restore(counts)
         raise
+    # The same tick writes the gateway keys' last use, batched in memory since the last one.
+    keys_used = await services.facilities.flush_key_uses()
     return {
         "hours": hours,
         "tool_calls": sum(c.tool_calls for c in counts.values()),
         "upstream_calls": sum(c.upstream_calls for c in counts.values()),
+        "keys_used": keys_used,
     }

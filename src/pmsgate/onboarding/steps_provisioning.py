@@ -48,6 +48,7 @@ from pmsgate.catalogue import Catalogue, CustomerProfile, load_catalogue
 from pmsgate.customers.service import upstream_error, workspace_not_created
 from pmsgate.errors import ConfigurationError, PmsgateError
 from pmsgate.gateway.facilities import KeyView
+from pmsgate.gateway.scopes import TOOLS_READ
 from pmsgate.integrations.assistant.client import (
     Agent,
     AgentUpdate,
@@ -376,7 +377,11 @@ async def ensure_gateway_secrets(
     # The raw key of any earlier labelled key is lost (it lived only in the secret): revoke.
     for stale in [*state.stale_keys, *([state.active_key] if state.active_key else [])]:
         await ctx.facilities.revoke_key(hotel_id, stale.id)
-    view, raw = await ctx.facilities.mint_key(hotel_id, key_label(workspace_id))
+    # The workspace's assistant only needs the six tools: exactly tools:read, never an
+    # operation or a write (least privilege, docs/gateway.md, Scopes).
+    view, raw = await ctx.facilities.mint_key(
+        hotel_id, key_label(workspace_id), scopes=[TOOLS_READ]
+    )
     try:
         async with platform_errors(f"storing the secret {key_secret}"):
             await platform.set_secret(

@@ -149,9 +149,39 @@ class GatewayKeyRepository:
 
     async def facility_of_active_key(self, key_hash: str) -> Facility | None:
         """The facility an unrevoked key with this hash belongs to, if any."""
+        found = await self.unrevoked_with_facility(key_hash)
+        return found[1] if found is not None else None
+
+    async def unrevoked_with_facility(self, key_hash: str) -> tuple[GatewayKey, Facility] | None:
+        """The unrevoked key with this hash and its facility (expired keys included)."""
         result = await self._session.execute(
-            select(Facility)
-            .join(GatewayKey, GatewayKey.facility_id == Facility.id)
+            select(GatewayKey, Facility)
+            .join(Facility, GatewayKey.facility_id == Facility.id)
             .where(GatewayKey.key_hash == key_hash, GatewayKey.revoked_at.is_(None))
         )
-        return result.scalar_one_or_none()
+        row = result.one_or_none()
+        return (row[0], row[1]) if row is not None else None
+
+    async def unrevoked(self) -> list[GatewayKey]:
+        """Every unrevoked key of every facility, oldest first."""
+        result = await self._session.execute(
+            select(GatewayKey).where(GatewayKey.revoked_at.is_(None)).order_by(GatewayKey.id)
+        )
+        return list(result.scalars())
+
+    async def record_last_use(self, uses: dict[int, datetime]) -> int:
+        """Move each key's ``last_used_at`` forward to the time given (never back); how many."""
+        changed = 0
+        for key_id, when in sorted(uses.items()):
+            stamp = literal(when, UtcDateTime())
+            result = cast(
+                CursorResult[Any],
+                await self._session.execute(
+                    update(GatewayKey)
+                    .where(GatewayKey.id == key_id)
+                    .where((GatewayKey.last_used_at.is_(None)) | (GatewayKey.last_used_at < stamp))
+                    .values(last_used_at=stamp)
+                ),
+            )
+            changed += result.rowcount
+        return changed

@@ -1,7 +1,7 @@
 """gateway keys: scopes, expiry and last use; the append-only audit trail
 
 Existing keys get only ``tools:read`` (least privilege); an admin widens them with
-``pmsgate facilities keys grant --all-scopes``.
+``pmsgate facilities grant-scopes HOTEL_ID KEY_ID --all-scopes`` (docs/gateway.md, Scopes).
 
 Revision ID: 0007
 Revises: 0006
