@@ -104,11 +104,19 @@ def test_an_answer_with_a_wrong_option_or_missing_parameters_fails_loudly() -> N
         check_answers([without_date])
 
 
+def test_a_tool_declaring_an_operation_its_answer_does_not_read_fails_loudly() -> None:
+    tool = load_tools()["check-portal-status"].model_copy(
+        update={"operation": "calendar/get-availability"}
+    )
+    with pytest.raises(ToolRegistryError, match="reads reservations/get-list"):
+        check_answers([tool])
+
+
 def test_an_answer_no_tool_uses_is_reported_and_a_name_cannot_be_registered_twice() -> None:
     tools = [t for t in load_tools().values() if t.answer != "availability"]
     assert unused_answers(tools) == ["availability"]
     with pytest.raises(ValueError, match="registered twice"):
-        answer("availability")(ANSWERS["availability"].make)
+        answer("availability", reads=[])(ANSWERS["availability"].make)
 
 
 def test_a_catalogue_with_an_unregistered_answer_is_refused_by_the_tools(tmp_path: Path) -> None:

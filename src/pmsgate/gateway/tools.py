@@ -110,10 +110,17 @@ class AnswerSpec:
     options: Mapping[str, frozenset[str]]
     # the declaration must have every parameter of at least one of these sets
     parameters: tuple[frozenset[str], ...]
+    # the booking-system operations it reads: a declaration's ``operation`` is one of them
+    reads: frozenset[str]
 
     def problems(self, tool: ToolDefinition) -> list[str]:
         """What ``tool``'s declaration lacks, or gives wrongly, for this answer."""
         found: list[str] = []
+        if tool.operation not in self.reads:
+            found.append(
+                f"tool {tool.name!r}: answer {self.name!r} reads {', '.join(sorted(self.reads))}, "
+                f"not {tool.operation!r}"
+            )
         for option, allowed in self.options.items():
             value = tool.answer_options.get(option)
             if value not in allowed:
@@ -139,6 +146,7 @@ ANSWERS: dict[str, AnswerSpec] = {}
 def answer(
     name: str,
     *,
+    reads: Iterable[str],
     options: Mapping[str, Iterable[str]] | None = None,
     parameters: Iterable[Iterable[str]] = (),
 ) -> Callable[[AnswerFunction], AnswerFunction]:
@@ -152,6 +160,7 @@ def answer(
             make=make,
             options={k: frozenset(v) for k, v in (options or {}).items()},
             parameters=tuple(frozenset(p) for p in parameters),
+            reads=frozenset(reads),
         )
         return make
 
@@ -418,7 +427,11 @@ class Tools:
 # --- the registered answers (tools.yaml `answer`) ---------------------------------------
 
 
-@answer("availability", parameters=[("arrival", "departure", "apartment_id")])
+@answer(
+    "availability",
+    reads=["calendar/get-availability"],
+    parameters=[("arrival", "departure", "apartment_id")],
+)
 async def availability(
     tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
 ) -> ToolAnswer:
@@ -444,9 +457,7 @@ async def availability(
         key = f"availability:{payload['date_from']}:{payload['date_to']}:{scope}"
 
     async def fetch(priority: Priority) -> dict[str, Any]:
-        result = await tools.gateway.read(
-            facility, "calendar/get-availability", payload, priority=priority
-        )
+        result = await tools.gateway.read(facility, tool.operation, payload, priority=priority)
         rows, skipped = _availability_rows(facility, result.data, result.ruid)
         return {"rows": rows, "skipped_rows": skipped}
 
@@ -508,7 +519,7 @@ async def availability(
     )
 
 
-@answer("reservation-status", parameters=[("reservation_id",)])
+@answer("reservation-status", reads=[LIST_OPERATION], parameters=[("reservation_id",)])
 async def reservation_status(
     tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
 ) -> ToolAnswer:
@@ -522,6 +533,7 @@ async def reservation_status(
 
 @answer(
     "reservation-list",
+    reads=[LIST_OPERATION],
     options={"select": _SELECTIONS},
     parameters=[("date",), ("date_from", "date_to")],
 )
@@ -559,7 +571,7 @@ async def reservation_list(
     )
 
 
-@answer("incomplete-portals", parameters=[("date_from", "date_to")])
+@answer("incomplete-portals", reads=[LIST_OPERATION], parameters=[("date_from", "date_to")])
 async def incomplete_portals(
     tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
 ) -> ToolAnswer:
@@ -594,7 +606,7 @@ async def incomplete_portals(
     )
 
 
-@answer("portal-status", parameters=[("reservation_id",)])
+@answer("portal-status", reads=[LIST_OPERATION], parameters=[("reservation_id",)])
 async def portal_status(
     tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
 ) -> ToolAnswer:
@@ -619,7 +631,11 @@ async def portal_status(
     )
 
 
-@answer("checkin-instructions", parameters=[("reservation_id", "apartment_id")])
+@answer(
+    "checkin-instructions",
+    reads=["get-check-in-instructions"],
+    parameters=[("reservation_id", "apartment_id")],
+)
 async def checkin_instructions(
     tools: Tools, tool: ToolDefinition, facility: FacilityView, args: Any
 ) -> ToolAnswer:
@@ -644,7 +660,7 @@ async def checkin_instructions(
     async def fetch(priority: Priority) -> dict[str, Any]:
         result = await tools.gateway.read(
             facility,
-            "get-check-in-instructions",
+            tool.operation,
             {"id_room_type": apartment_id},
             priority=priority,
         )
