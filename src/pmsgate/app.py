@@ -7,12 +7,19 @@ benchmarks) who passes it in. The routes read it from ``app.state.container`` on
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import hashlib
+import hmac
+import ipaddress
+import socket
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Generator
 from contextlib import AsyncExitStack, asynccontextmanager
 
 import structlog
-from fastapi import Depends, FastAPI, Response
+import uvicorn
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import SecretStr
 from sqlalchemy import text
@@ -22,9 +29,15 @@ from pmsgate.boundary import refuse_control_characters
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
 from pmsgate.customers.reconnect import reconnect_facility
-from pmsgate.errors import PmsgateError, install_error_handlers
+from pmsgate.errors import (
+    ConfigurationError,
+    Forbidden,
+    PmsgateError,
+    Unauthorized,
+    install_error_handlers,
+)
 from pmsgate.gateway import admin, http
-from pmsgate.gateway.context import GatewayServicesDep
+from pmsgate.gateway.context import GatewayServices, GatewayServicesDep
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.http_limits import BodyLimitMiddleware
@@ -91,6 +104,9 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
                 opened = await stack.enter_async_context(open_container(settings))
                 _serve(app, opened)
                 await stack.enter_async_context(run_scheduled_jobs(opened))
+                if settings.metrics_address is not None:  # /metrics on a listener of its own
+                    services = opened.gateway
+                    await stack.enter_async_context(metrics_listener(settings, lambda: services))
             await stack.enter_async_context(mcp_lifespan())
             yield
 
@@ -98,6 +114,10 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         title="pmsgate",
         version="0.1.0",
         lifespan=lifespan,
+        # PMSGATE_API_DOCS=false: no /docs, /redoc, /openapi.json (docs/operations.md).
+        docs_url="/docs" if settings.api_docs else None,
+        redoc_url="/redoc" if settings.api_docs else None,
+        openapi_url="/openapi.json" if settings.api_docs else None,
         # No control character in a path or query string reaches a route (pmsgate.boundary).
         dependencies=[Depends(refuse_control_characters)],
     )
@@ -134,7 +154,9 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
     app.include_router(
         admin.build_admin_router(
             lambda: app.state.container.gateway.facilities, settings.admin_token, reconnect
-        )
+        ),
+        # HTTPS or this machine only, checked before the token (docs/operations.md).
+        dependencies=[Depends(admin_transport(settings))],
     )
 
     async def authenticate(raw_key: str) -> FacilityView:
@@ -189,13 +211,18 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
             )
         return JSONResponse({"status": "ready", "checks": checks})
 
-    @app.get("/metrics", include_in_schema=False)
     async def metrics(current: GatewayServicesDep) -> Response:
-        for facility in await current.facilities.list():
-            key = current.gateway.limit_key(facility)
-            for window, left in (await current.limiter.remaining(key, facility.limits)).items():
-                current.metrics.budget_remaining.labels(facility.hotel_id, window).set(left)
-        return Response(current.metrics.render(), media_type="text/plain; version=0.0.4")
+        return await scrape_metrics(current)
+
+    if settings.metrics_address is None:  # else only on its own listener (metrics_listener)
+        app.add_api_route(
+            "/metrics",
+            metrics,
+            methods=["GET"],
+            include_in_schema=False,
+            # The token, or callers on this machine only (docs/operations.md).
+            dependencies=[Depends(metrics_access(settings, loopback_only=True))],
+        )
 
     return app
 
@@ -203,3 +230,165 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
 def _serve(app: FastAPI, container: Container) -> None:
     """Make ``container`` the one the app's routes use."""
     app.state.container = container
+
+
+# --- The operational endpoints (docs/operations.md, Protecting the operational endpoints) ---
+
+
+def is_loopback_client(request: Request) -> bool:
+    """Whether the request comes from this machine.
+
+    Behind a reverse proxy listed in PMSGATE_FORWARDED_ALLOW_IPS, uvicorn has already put the
+    proxy's client (X-Forwarded-For) in the scope, so a caller elsewhere is not taken for a
+    local one; from any other address those headers are ignored.
+    """
+    if request.client is None:
+        return False
+    try:
+        address = ipaddress.ip_address(request.client.host)
+    except ValueError:  # not an address: a test client's name, a Unix socket
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    return address.is_loopback
+
+
+def _digest(token: str) -> bytes:
+    # Compared as digests: equal lengths, so the comparison tells nothing about the length.
+    return hashlib.sha256(token.encode()).digest()
+
+
+def metrics_access(settings: Settings, *, loopback_only: bool) -> Callable[[Request], None]:
+    """The check in front of ``/metrics``: the bearer PMSGATE_METRICS_TOKEN when one is set.
+
+    Without a token, ``loopback_only`` (the main address) lets only callers on this machine
+    scrape: the metrics name every facility, so they are never public by default. The
+    separate listener (PMSGATE_METRICS_ADDRESS) is protected by the address it binds.
+    """
+    token = settings.metrics_token
+    wanted = None if token is None else _digest(token.get_secret_value())
+
+    def check(request: Request) -> None:
+        if wanted is None:
+            if loopback_only and not is_loopback_client(request):
+                raise Forbidden(
+                    "/metrics answers only callers on this machine: no metrics token is set.",
+                    code="metrics_not_public",
+                    hint="Set PMSGATE_METRICS_TOKEN and scrape with `Authorization: Bearer "
+                    "<token>`, or serve the metrics on an address of their own with "
+                    "PMSGATE_METRICS_ADDRESS (docs/operations.md).",
+                )
+            return
+        scheme, _, presented = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            _digest(presented.strip()), wanted
+        ):
+            raise Unauthorized(
+                "Missing or wrong metrics token.",
+                code="invalid_metrics_token",
+                hint="Send `Authorization: Bearer <PMSGATE_METRICS_TOKEN>` "
+                "(Prometheus: `authorization: {credentials: …}` in the scrape config).",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
+    return check
+
+
+def admin_transport(settings: Settings) -> Callable[[Request], None]:
+    """The check in front of the admin API: HTTPS, or a caller on this machine.
+
+    The admin token crosses the network with every call; over plain HTTP anyone on the way
+    can read it. HTTPS is the scope's scheme: behind a reverse proxy, the X-Forwarded-Proto
+    of a proxy listed in PMSGATE_FORWARDED_ALLOW_IPS. PMSGATE_ADMIN_ALLOW_PLAIN_HTTP turns the
+    check off (a private network the operator trusts).
+    """
+
+    def check(request: Request) -> None:
+        if settings.admin_allow_plain_http or request.scope.get("scheme") == "https":
+            return
+        if is_loopback_client(request):
+            return
+        raise Forbidden(
+            "The admin API does not answer plain HTTP from another machine.",
+            code="admin_https_required",
+            hint="Call it over HTTPS (behind a reverse proxy, list the proxy in "
+            "PMSGATE_FORWARDED_ALLOW_IPS so that its X-Forwarded-Proto counts), or from this "
+            "machine; on a network you trust, set PMSGATE_ADMIN_ALLOW_PLAIN_HTTP=true. A token "
+            "sent with this request crossed the network unencrypted: change it.",
+        )
+
+    return check
+
+
+async def scrape_metrics(current: GatewayServices) -> Response:
+    """The Prometheus text exposition, each facility's remaining budget updated first."""
+    for facility in await current.facilities.list():
+        key = current.gateway.limit_key(facility)
+        for window, left in (await current.limiter.remaining(key, facility.limits)).items():
+            current.metrics.budget_remaining.labels(facility.hotel_id, window).set(left)
+    return Response(current.metrics.render(), media_type="text/plain; version=0.0.4")
+
+
+def create_metrics_app(settings: Settings, services: Callable[[], GatewayServices]) -> FastAPI:
+    """The app of the separate metrics listener (PMSGATE_METRICS_ADDRESS): ``/metrics`` only."""
+    metrics_app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    install_error_handlers(metrics_app)
+    check = metrics_access(settings, loopback_only=False)
+
+    @metrics_app.get("/metrics", dependencies=[Depends(check)])
+    async def metrics() -> Response:
+        return await scrape_metrics(services())
+
+    return metrics_app
+
+
+class _FollowingServer(uvicorn.Server):
+    """A uvicorn server that leaves the signals to the main one, which stops it on exit."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+@asynccontextmanager
+async def metrics_listener(
+    settings: Settings, services: Callable[[], GatewayServices]
+) -> AsyncIterator[str]:
+    """Serve :func:`create_metrics_app` on PMSGATE_METRICS_ADDRESS until the block ends.
+
+    ``pmsgate serve`` runs it in its lifespan. The socket is bound here, before the block
+    starts, so that an address in use stops the start-up instead of failing in the
+    background. Yields the address bound (with the port chosen when it was 0).
+    """
+    listen = settings.metrics_listen
+    if listen is None:
+        raise ConfigurationError(
+            "No metrics address is set.",
+            code="metrics_address_missing",
+            hint="Set PMSGATE_METRICS_ADDRESS, e.g. 127.0.0.1:9464.",
+        )
+    host, port = listen
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        sock = socket.create_server((host, port), family=family)
+    except OSError as error:
+        raise ConfigurationError(
+            f"The metrics listener cannot listen on {settings.metrics_address}: "
+            f"{error.strerror or error}.",
+            code="metrics_address_unavailable",
+            hint="Choose a free address of this machine in PMSGATE_METRICS_ADDRESS.",
+        ) from None
+    bound = sock.getsockname()
+    address = f"[{bound[0]}]:{bound[1]}" if family == socket.AF_INET6 else f"{bound[0]}:{bound[1]}"
+    config = uvicorn.Config(
+        create_metrics_app(settings, services), log_config=None, lifespan="off", access_log=False
+    )
+    server = _FollowingServer(config)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
+    log.info("metrics listener started", address=address)
+    try:
+        yield address
+    finally:
+        server.should_exit = True
+        await task
+        sock.close()

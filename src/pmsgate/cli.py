@@ -167,27 +167,29 @@ def serve(
     host: Annotated[str, typer.Option(help="Interface to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8080,
     forwarded_allow_ips: Annotated[
-        str,
+        str | None,
         typer.Option(
             help="Addresses of the reverse proxies whose X-Forwarded-For/-Proto are trusted "
             "(comma-separated, or * behind a private load balancer): the client address the "
-            "login throttle counts, and HTTPS for the session cookie's Secure flag.",
+            "login throttle counts, and HTTPS for the admin API and the session cookie's "
+            "Secure flag. Default: PMSGATE_FORWARDED_ALLOW_IPS (127.0.0.1).",
             envvar="FORWARDED_ALLOW_IPS",
         ),
-    ] = "127.0.0.1",
+    ] = None,
 ) -> None:
     """Serve the gateway (tools, operations, MCP, admin API), the web app and console, the jobs."""
     import uvicorn
 
     from pmsgate.app import create_app
 
+    settings = get_settings()
     uvicorn.run(
-        create_app(get_settings()),
+        create_app(settings),
         host=host,
         port=port,
         log_config=None,
         proxy_headers=True,
-        forwarded_allow_ips=forwarded_allow_ips,
+        forwarded_allow_ips=forwarded_allow_ips or settings.forwarded_allow_ips,
     )
 
 

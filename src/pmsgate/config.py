@@ -85,6 +85,35 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = Field(
         default=None, description="Bearer token of the admin HTTP API."
     )
+    # --- the operational endpoints (docs/operations.md) ---
+    admin_allow_plain_http: bool = Field(
+        default=False,
+        description="Let the admin API answer plain HTTP from other machines (default: only "
+        "HTTPS, or plain HTTP from this machine; behind a proxy, list it in "
+        "PMSGATE_FORWARDED_ALLOW_IPS so its X-Forwarded-Proto counts).",
+    )
+    forwarded_allow_ips: str = Field(
+        default="127.0.0.1",
+        description="Addresses of the reverse proxies whose X-Forwarded-For/-Proto `pmsgate "
+        "serve` trusts (comma-separated; * only behind a private load balancer): the client "
+        "address, and HTTPS for the admin API and the session cookie. The serve option "
+        "--forwarded-allow-ips (or FORWARDED_ALLOW_IPS) overrides it.",
+    )
+    metrics_token: SecretStr | None = Field(
+        default=None,
+        description="Bearer token /metrics requires (Authorization: Bearer …); unset = "
+        "/metrics answers only callers on this machine (or see metrics_address).",
+    )
+    metrics_address: str | None = Field(
+        default=None,
+        description="host:port of a separate listener `pmsgate serve` starts for /metrics "
+        "(e.g. 127.0.0.1:9464); the main address then has no /metrics at all.",
+    )
+    api_docs: bool = Field(
+        default=True,
+        description="Serve /docs, /redoc and /openapi.json (turn off in production if the API "
+        "description should not be public).",
+    )
     gateway_public_url: str | None = Field(
         default=None,
         description="The gateway's base URL as the assistant platform's custom tools reach it "
@@ -346,12 +375,44 @@ class Settings(BaseSettings):
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
 
+    @field_validator("metrics_address")
+    @classmethod
+    def _host_and_port(cls, value: str | None) -> str | None:
+        if value is not None:
+            split_host_port(value)  # refused at start-up, not when the listener binds
+        return value
+
+    @field_validator("metrics_token")
+    @classmethod
+    def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:
+        # A short token is guessable; an empty one (a variable set to "") was surely a mistake.
+        if value is not None and len(value.get_secret_value()) < 16:
+            raise ValueError(
+                "use at least 16 characters, e.g. the output of "
+                "`python -c 'import secrets; print(secrets.token_urlsafe(32))'`"
+            )
+        return value
+
+    @property
+    def metrics_listen(self) -> tuple[str, int] | None:
+        """``metrics_address`` as (host, port), or None: /metrics on the main address."""
+        return None if self.metrics_address is None else split_host_port(self.metrics_address)
+
     @property
     def effective_database_url(self) -> str:
         """The database URL to use, defaulting to a SQLite file in the data directory."""
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'pmsgate.db').resolve()}"
+
+
+def split_host_port(address: str) -> tuple[str, int]:
+    """``host:port`` (``[::1]:9464`` for IPv6, port 0 for any free one) as (host, port)."""
+    host, separator, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not separator or not host or not port.isdigit() or not int(port) < 65536:
+        raise ValueError(f"expected host:port (e.g. 127.0.0.1:9464), got {address!r}")
+    return host, int(port)
 
 
 @lru_cache(maxsize=1)
