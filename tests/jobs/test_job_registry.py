@@ -47,6 +47,8 @@ def test_intervals_come_from_the_old_variables_or_the_one_mapping(
     extra = JobSpec("tidy-up", default_interval_s=3600, run=_tidy_up, description="t")
     assert extra.interval_s(settings) == 3600
     assert extra.interval_s(Settings(job_intervals_s={"tidy-up": 120})) == 120
+    assert extra.variable() == 'PMSGATE_JOB_INTERVALS_S["tidy-up"]'
+    assert _spec("check-connections").variable() == "PMSGATE_PMS_CHECK_INTERVAL_S"
 
 
 def test_a_job_declared_twice_or_badly_fails_at_once() -> None:

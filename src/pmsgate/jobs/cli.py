@@ -29,9 +29,9 @@ from pmsgate.cli_support import Upstreams, fail, open_cli_container
 from pmsgate.cli_support import run as run_async
 from pmsgate.config import get_settings
 from pmsgate.container import open_container
+from pmsgate.jobs.registry import JOB_SPECS
 from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import (
-    JOB_SPECS,
     REFRESH_USAGE,
     JobPartlyFailed,
     Scheduler,
@@ -160,7 +160,7 @@ def list_command(as_json: JsonOption = False) -> None:
             {
                 "job": spec.name,
                 "interval_s": spec.interval_s(settings),
-                "setting": f"PMSGATE_{spec.setting.upper()}",
+                "setting": spec.variable(),
                 "description": spec.description,
                 "last_run": run.as_dict() if run is not None else None,
             }
@@ -177,7 +177,7 @@ def list_command(as_json: JsonOption = False) -> None:
         table.add_row(
             spec.name,
             _duration(spec.interval_s(settings)),
-            f"PMSGATE_{spec.setting.upper()}",
+            spec.variable(),
             run.started_at.strftime("%Y-%m-%d %H:%M:%S UTC") if run is not None else "never",
             run.status if run is not None else "-",
             (run.error_code or "") if run is not None else "",

@@ -348,6 +348,12 @@ class JobSpec:
             return float(getattr(settings, self.setting))
         return self.default_interval_s
 
+    def variable(self) -> str:
+        """The environment variable that sets this job's interval (for `pmsgate jobs list`)."""
+        if self.setting is not None:
+            return f"PMSGATE_{self.setting.upper()}"
+        return f'PMSGATE_JOB_INTERVALS_S["{self.name}"]'
+
     def job(self, web: WebServices) -> Job:
         """This job on a process's services, at the interval its settings give."""
         return Job(
