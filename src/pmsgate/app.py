@@ -13,7 +13,6 @@ import hashlib
 import hmac
 import ipaddress
 import socket
-import uuid
 from collections.abc import AsyncIterator, Callable, Generator
 from contextlib import AsyncExitStack, asynccontextmanager
 
@@ -23,7 +22,6 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import SecretStr
 from sqlalchemy import text
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pmsgate.boundary import refuse_control_characters
 from pmsgate.config import Settings
@@ -42,34 +40,9 @@ from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.openapi import install_openapi
+from pmsgate.request_context import RequestContextMiddleware
 
 log = structlog.get_logger(__name__)
-
-
-class RequestIdMiddleware:
-    """Binds a request id to every log line of a request and returns it as X-Request-Id.
-
-    Plain ASGI rather than ``@app.middleware("http")``: it adds no per-request task.
-    """
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        raw = headers.get(b"x-request-id", b"").decode("latin-1")
-        rid = raw if raw.isalnum() and len(raw) <= 64 else uuid.uuid4().hex[:16]
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message.setdefault("headers", []).append((b"x-request-id", rid.encode()))
-            await send(message)
-
-        with structlog.contextvars.bound_contextvars(request_id=rid):
-            await self.app(scope, receive, send_with_id)
 
 
 @asynccontextmanager
@@ -130,7 +103,8 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         max_body_bytes=settings.max_body_bytes,
         max_upload_body_bytes=settings.max_upload_body_bytes,
     )
-    app.add_middleware(RequestIdMiddleware)  # outermost: every log line has the request id
+    # Outermost: every log line and audit event of a request has its id (pmsgate.request_context).
+    app.add_middleware(RequestContextMiddleware)
     if container is not None:
         _serve(app, container)
     app.include_router(http.router)

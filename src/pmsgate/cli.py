@@ -79,6 +79,11 @@ LAZY_GROUPS: dict[str, LazyGroup] = {
     "users": LazyGroup(
         "pmsgate.web.cli", "users_app", "Web console accounts: add, list, remove, set passwords."
     ),
+    "audit": LazyGroup(
+        "pmsgate.audit.cli",
+        "audit_app",
+        "The audit trail: export it as JSON lines, list the newest events (docs/audit.md).",
+    ),
 }
 
 

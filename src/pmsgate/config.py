@@ -367,6 +367,12 @@ class Settings(BaseSettings):
         '{"check-connections": 600}; a job not listed uses its own setting above (the four '
         "jobs that have one) or its default in pmsgate.jobs.registry (docs/jobs.md).",
     )
+    # --- the audit trail (docs/audit.md) ---
+    audit_retention_days: int = Field(
+        default=400,
+        ge=1,
+        description="Audit events are kept this many days, then purged (docs/audit.md).",
+    )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")
 

@@ -29,6 +29,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession, async_sessionmaker
 
+from pmsgate.audit.trail import AuditTrail
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
 from pmsgate.customers.context import (
@@ -78,6 +79,7 @@ class Container:
     customers: CustomerServices
     web: WebServices
     onboarding: OnboardingServices
+    audit: AuditTrail
 
 
 def open_redis(settings: Settings) -> Redis | None:
@@ -177,6 +179,7 @@ async def open_container(
         sync_jobs = await stack.enter_async_context(
             SyncJobs(knowledge, knowledge_repo, clock=clock)
         )
+        audit = AuditTrail(sessions, clock, retention_days=settings.audit_retention_days)
         users = UserService(
             sessions, clock=clock, settings=settings, redis=redis, health=gateway.redis_health
         )
@@ -189,7 +192,13 @@ async def open_container(
             vault=vault,
             gateway=gateway,
             customers=customers,
-            web=WebServices(gateway=gateway, customers=customers, sync_jobs=sync_jobs, users=users),
+            web=WebServices(
+                gateway=gateway,
+                customers=customers,
+                sync_jobs=sync_jobs,
+                users=users,
+                audit=audit,
+            ),
             onboarding=OnboardingServices(
                 settings=settings,
                 clock=clock,
@@ -199,6 +208,7 @@ async def open_container(
                 knowledge=knowledge,
                 repository=OnboardingRecords(sessions, clock),
             ),
+            audit=audit,
         )
 
 

@@ -35,6 +35,7 @@ from pmsgate.errors import Conflict, Forbidden, InvalidInput, PmsgateError
 from pmsgate.knowledge.records import job_not_found
 from pmsgate.knowledge.sync_jobs import job_summary
 from pmsgate.storage.knowledge import SyncJobView
+from pmsgate.web.audit import console_action
 from pmsgate.web.auth import AdminWrite, SignedIn, SignedInWrite, ensure_can_act_on
 from pmsgate.web.context import WebDep, WebServices
 from pmsgate.web.users import Principal, has_control_characters
@@ -234,21 +235,24 @@ async def sync_knowledge(
     student_id = await resolve_assistant(web, principal, assistant)
     ready_for_sync(await web.customers.context(student_id))
     jobs = web.sync_jobs
-    try:
-        if wait:
-            outcome = await jobs.run_sync_within(
-                student_id, commit=body.commit, max_duration_s=web.settings.sync_max_duration_s
-            )
-            job = outcome.job
-        else:
-            job = await jobs.status(await jobs.start(student_id, commit=body.commit))
-    except Conflict as error:
-        if error.code != "sync_already_running":
-            raise
-        active = await jobs.repo.active_job(student_id)
-        if active is None:
-            raise
-        raise JobError(error, active.id, _status_url(request, assistant, active.id)) from None
+    async with console_action(
+        web, principal, "knowledge.sync", student_id=student_id, details={"commit": body.commit}
+    ):
+        try:
+            if wait:
+                outcome = await jobs.run_sync_within(
+                    student_id, commit=body.commit, max_duration_s=web.settings.sync_max_duration_s
+                )
+                job = outcome.job
+            else:
+                job = await jobs.status(await jobs.start(student_id, commit=body.commit))
+        except Conflict as error:
+            if error.code != "sync_already_running":
+                raise
+            active = await jobs.repo.active_job(student_id)
+            if active is None:
+                raise
+            raise JobError(error, active.id, _status_url(request, assistant, active.id)) from None
     status_url = _status_url(request, assistant, job.id)
     if job.active:
         return _running(job, status_url)
@@ -315,7 +319,7 @@ async def admin_connect(web: WebDep, body: AdminConnectBody, principal: AdminWri
     else:
         assert body.assistant is not None
         student_id = await resolve_assistant(web, principal, body.assistant)
-    return await _connect(web, student_id, body)
+    return await _connect(web, principal, student_id, body)
 
 
 @router.put("/api/{assistant}/kross/connect")
@@ -324,19 +328,28 @@ async def connect(
 ) -> JSONResponse:
     """The customer's own reconnect (an admin may do it too): same rules, same answer."""
     student_id = await resolve_assistant(web, principal, assistant)
-    return await _connect(web, student_id, body)
+    return await _connect(web, principal, student_id, body)
 
 
-async def _connect(web: WebServices, student_id: str, body: ConnectBody) -> JSONResponse:
-    result = await connect_kross(
-        web.customers,
-        web.gateway,
-        student_id,
-        username=body.username,
-        password=body.password,
-        api_key=body.api_key,
-        hotel_id=body.hotel_id,
-    )
+async def _connect(
+    web: WebServices, principal: Principal, student_id: str, body: ConnectBody
+) -> JSONResponse:
+    async with console_action(
+        web,
+        principal,
+        "kross.reconnect",
+        student_id=student_id,
+        details={"username": body.username},
+    ):
+        result = await connect_kross(
+            web.customers,
+            web.gateway,
+            student_id,
+            username=body.username,
+            password=body.password,
+            api_key=body.api_key,
+            hotel_id=body.hotel_id,
+        )
     return JSONResponse(result.as_json(), headers=NO_STORE)
 
 

@@ -30,13 +30,14 @@ def install_web(app: FastAPI) -> None:
 
     Their dependencies read ``app.state.container``, set by the app's owner.
     """
-    from pmsgate.web import api, auth, console
+    from pmsgate.web import api, audit, auth, console
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     guard = [Depends(require_web)]
     app.include_router(auth.router, dependencies=guard)
     app.include_router(api.router, dependencies=guard)
     app.include_router(console.router, dependencies=guard)
+    app.include_router(audit.router, dependencies=guard)
 
 
 # Paths whose errors a person reads in a browser: answered as pages, not JSON.

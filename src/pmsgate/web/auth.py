@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from functools import lru_cache
 from typing import Annotated, Any
 from urllib.parse import urlsplit
@@ -27,6 +28,7 @@ from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse, Resp
 from itsdangerous import BadSignature, TimestampSigner
 from pydantic import BaseModel, Field, SecretStr
 
+from pmsgate.audit.actions import Actor, AuditAction, Outcome
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import ConfigurationError, Forbidden, PmsgateError, Unauthorized
@@ -270,6 +272,56 @@ def _client(request: Request) -> str:
     return request.client.host if request.client else "unknown"
 
 
+def actor_of(principal: Principal) -> Actor:
+    """The signed-in user as an audit actor (its e-mail address and role)."""
+    if principal.is_admin:
+        return Actor.admin(principal.email)
+    return Actor.customer_user(principal.email)
+
+
+# What a failed sign-in's event names: the attempted address only when it looks like one,
+# because people type their password into the address field.
+_LOOKS_LIKE_ADDRESS = re.compile(r"[^@\s]{1,64}@[^@\s]{1,189}\.[^@\s]{1,63}")
+
+
+def attempted_user_name(email: str) -> str:
+    """The user name a sign-in tried, as its audit event may hold it (never a password)."""
+    address = email.strip().lower()
+    if len(address) <= 254 and _LOOKS_LIKE_ADDRESS.fullmatch(address):
+        return address
+    return "(not an e-mail address)"
+
+
+async def sign_in(request: Request, email: str, password: SecretStr) -> tuple[Principal, str]:
+    """Sign in through the user service; either way the attempt is in the audit trail.
+
+    The event has the client address and the attempted user name, never the password;
+    a throttled attempt is ``refused``, a wrong password ``failure``.
+    """
+    web = web_services(request)
+    client = _client(request)
+    try:
+        principal, raw = await web.users.sign_in(email, password, client=client)
+    except PmsgateError as error:
+        await web.audit.record(
+            AuditAction.SIGNIN_FAILED,
+            actor=Actor.system("unauthenticated"),
+            subject=f"user:{attempted_user_name(email)}",
+            outcome=Outcome.REFUSED if error.status == 429 else Outcome.FAILURE,
+            details={"reason": error.code},
+            client_address=client,
+        )
+        raise
+    await web.audit.record(
+        AuditAction.SIGNIN_SUCCEEDED,
+        actor=actor_of(principal),
+        subject=f"user:{principal.email}",
+        student_id=principal.student_id,
+        client_address=client,
+    )
+    return principal, raw
+
+
 def _login_page(
     request: Request,
     *,
@@ -330,7 +382,7 @@ async def login_form(
     """Sign in from the HTML form: 303 onwards with the cookie, or the form again with why."""
     target = safe_next(next_url)
     try:
-        _, raw = await web_services(request).users.sign_in(email, password, client=_client(request))
+        _, raw = await sign_in(request, email, password)
     except PmsgateError as error:
         return _login_page(request, next_url=target, email=email.strip()[:254], error=error)
     await _end_current_session(request)
@@ -362,9 +414,7 @@ class LoginBody(BaseModel):
 @router.post("/api/auth/login", tags=["web: accounts"])
 async def api_login(body: LoginBody, request: Request) -> JSONResponse:
     """Sign in: the user and its CSRF token, with the session cookie set."""
-    principal, raw = await web_services(request).users.sign_in(
-        body.email, body.password, client=_client(request)
-    )
+    principal, raw = await sign_in(request, body.email, body.password)
     await _end_current_session(request)
     response = JSONResponse(principal_json(principal), headers=NO_STORE)
     set_session_cookie(response, request, raw)

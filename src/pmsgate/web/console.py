@@ -23,6 +23,7 @@ from pmsgate.customers.reconnect import connect_kross
 from pmsgate.errors import Forbidden, PmsgateError
 from pmsgate.web.api import ready_for_sync
 from pmsgate.web.app import login_redirect
+from pmsgate.web.audit import console_action
 from pmsgate.web.auth import SignedInWrite, ensure_can_act_on, optional_principal
 from pmsgate.web.charts import Series, bar_chart, line_chart, time_label
 from pmsgate.web.context import WebDep, web_services
@@ -199,9 +200,13 @@ async def start_sync(
         ctx = await web.customers.context(student_id)
     except PmsgateError as error:
         return error_page(request, principal, error)
+    as_commit = commit.strip().lower() == "true"
     try:
-        ready_for_sync(ctx)
-        await web.sync_jobs.start(student_id, commit=commit.strip().lower() == "true")
+        async with console_action(
+            web, principal, "knowledge.sync", student_id=student_id, details={"commit": as_commit}
+        ):
+            ready_for_sync(ctx)
+            await web.sync_jobs.start(student_id, commit=as_commit)
     except PmsgateError as error:
         if not _is_htmx(request):
             return error_page(request, principal, error)
@@ -231,14 +236,17 @@ async def reconnect(
     except PmsgateError as error:
         return error_page(request, principal, error)
     try:
-        result = await connect_kross(
-            web.customers,
-            web.gateway,
-            student_id,
-            username=username,
-            password=SecretStr(password),
-            api_key=SecretStr(api_key) if api_key.strip() else None,
-        )
+        async with console_action(
+            web, principal, "kross.reconnect", student_id=student_id, details={"username": username}
+        ):
+            result = await connect_kross(
+                web.customers,
+                web.gateway,
+                student_id,
+                username=username,
+                password=SecretStr(password),
+                api_key=SecretStr(api_key) if api_key.strip() else None,
+            )
     except PmsgateError as error:
         status = error.status if not _is_htmx(request) else 200
         template = "_pms_panel.html" if _is_htmx(request) else "customer.html"

@@ -15,6 +15,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from pmsgate.audit.trail import AuditTrail
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerServices
@@ -31,6 +32,7 @@ class WebServices:
     customers: CustomerServices
     sync_jobs: SyncJobs
     users: UserService
+    audit: AuditTrail
 
     @property
     def settings(self) -> Settings:

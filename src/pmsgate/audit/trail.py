@@ -1,0 +1,329 @@
+"""The audit trail as a service: record an event, read the trail, export it, purge old events.
+
+Two ways to record, because events must survive what they describe:
+
+- :meth:`AuditTrail.record` writes the event in its own short transaction. Use it after
+  an operation (or its failure): a failed or refused operation still leaves its event,
+  because nothing of the caller's rolls it back. A database that cannot take the event
+  is logged (``audit_event_lost``) and does not turn an operation that already happened
+  into an error. Call it outside any open write transaction of your own (after it
+  committed or rolled back): SQLite has one writer, and the event would wait for yours.
+- :meth:`AuditTrail.record_in` adds the event to the caller's unit of work: the change
+  and its event commit or roll back together (a key minted, credentials stored).
+
+An event never holds a secret. The details are checked: a key that looks like a secret
+(password, token, api key, secret, authorization, cookie, …) is a programming error
+(:class:`AuditDetailsError`, raised before anything is written); values are scrubbed
+(bearer and basic credentials, raw gateway keys, JWTs) and bounded (length, depth, size).
+The request id and the client address of the HTTP request being served are picked up
+from :mod:`pmsgate.request_context`; CLI commands and jobs have none.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from datetime import date, datetime, timedelta
+from enum import Enum
+from typing import Any
+
+import structlog
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from pmsgate.audit.actions import Actor, AuditAction, Outcome
+from pmsgate.clock import Clock
+from pmsgate.logs import REDACTED
+from pmsgate.request_context import current_client_address, current_request_id
+from pmsgate.storage.audit import (
+    AuditEventView,
+    AuditFilter,
+    AuditPage,
+    AuditRepository,
+    Owner,
+)
+
+log = structlog.get_logger(__name__)
+
+MAX_SUBJECT = 200
+MAX_TEXT = 300
+MAX_DEPTH = 4
+MAX_ITEMS = 50
+MAX_KEY = 64
+EXPORT_PAGE = 500
+
+# A details key naming a secret: refused, never stored (not even redacted: the caller is wrong).
+SECRET_KEY = re.compile(
+    r"pass(word|wd|phrase)?$|password|passwd|token|api[_-]?key|apikey|secret|"
+    r"authori[sz]ation|cookie|private[_-]?key|session[_-]?id|credential",
+    re.IGNORECASE,
+)
+_SCRUBBED = (
+    (re.compile(r"((?:Bearer|Basic)\s+)[A-Za-z0-9._~+/=-]+", re.IGNORECASE), r"\1" + REDACTED),
+    # A raw gateway key: only its display prefix (what `facilities keys` shows) is kept.
+    (re.compile(r"(pgw_[A-Za-z0-9_-]{8})[A-Za-z0-9_-]{8,}"), r"\1…"),
+    (re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"), REDACTED),
+)
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+class AuditDetailsError(ValueError):
+    """An event's details hold what an event must not (a secret's key, an unknown type).
+
+    A programming error: the code that records the event is wrong, not its caller.
+    """
+
+
+def clean_text(value: str, limit: int = MAX_TEXT) -> str:
+    """``value`` without control characters or credentials, cut to ``limit`` characters."""
+    text = _CONTROL.sub(" ", value)
+    for pattern, replacement in _SCRUBBED:
+        text = pattern.sub(replacement, text)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text
+
+
+def check_details(details: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The details as stored: secret-looking keys refused, values scrubbed and bounded."""
+    if not details:
+        return {}
+    cleaned = _clean(dict(details), depth=0, path="details")
+    assert isinstance(cleaned, dict)
+    return cleaned
+
+
+def _clean(value: Any, *, depth: int, path: str) -> Any:
+    if value is None or isinstance(value, bool | int | float):
+        return value
+    if isinstance(value, Enum):
+        return _clean(value.value, depth=depth, path=path)
+    if isinstance(value, str):
+        return clean_text(value)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if depth >= MAX_DEPTH:
+        raise AuditDetailsError(f"{path} nests deeper than {MAX_DEPTH} levels")
+    if isinstance(value, Mapping):
+        if len(value) > MAX_ITEMS:
+            raise AuditDetailsError(f"{path} has more than {MAX_ITEMS} keys")
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not key or len(key) > MAX_KEY:
+                raise AuditDetailsError(f"{path} has a key that is not a short string")
+            if SECRET_KEY.search(key):
+                raise AuditDetailsError(
+                    f"{path}.{key} looks like a secret: an audit event never holds one"
+                )
+            out[key] = _clean(item, depth=depth + 1, path=f"{path}.{key}")
+        return out
+    if isinstance(value, list | tuple):
+        items = [_clean(item, depth=depth + 1, path=f"{path}[]") for item in value[:MAX_ITEMS]]
+        if len(value) > MAX_ITEMS:
+            items.append(f"… {len(value) - MAX_ITEMS} more")
+        return items
+    raise AuditDetailsError(f"{path} is a {type(value).__name__}, not a JSON value")
+
+
+@dataclass(frozen=True)
+class _Event:
+    """An event checked and ready to append (built before any database work)."""
+
+    action: str
+    actor: Actor
+    subject: str
+    outcome: str
+    details: dict[str, Any]
+    request_id: str | None
+    client_address: str | None
+
+
+class AuditTrail:
+    """Records security-relevant events and reads them back (``container.audit``)."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Clock,
+        *,
+        retention_days: int,
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock
+        self.retention = timedelta(days=retention_days)
+
+    # --- recording ------------------------------------------------------------------------
+
+    def _event(
+        self,
+        action: AuditAction,
+        actor: Actor,
+        subject: str,
+        outcome: Outcome,
+        details: Mapping[str, Any] | None,
+        client_address: str | None,
+    ) -> _Event:
+        if not isinstance(action, AuditAction):
+            raise AuditDetailsError(f"{action!r} is not an AuditAction")
+        return _Event(
+            action=action.value,
+            actor=actor,
+            subject=clean_text(subject, MAX_SUBJECT) or "-",
+            outcome=Outcome(outcome).value,
+            details=check_details(details),
+            request_id=current_request_id(),
+            client_address=(client_address or current_client_address() or None),
+        )
+
+    async def _append(
+        self,
+        session: AsyncSession,
+        event: _Event,
+        *,
+        customer_id: int | None,
+        facility_id: int | None,
+        student_id: str | None,
+        hotel_id: str | None,
+    ) -> AuditEventView:
+        repository = AuditRepository(session)
+        if customer_id is None and student_id is not None:
+            customer_id = await repository.customer_id(student_id)
+        if facility_id is None and hotel_id is not None:
+            facility_id = await repository.facility_id(hotel_id)
+        return await repository.append(
+            occurred_at=self._clock.now(),
+            actor_kind=event.actor.kind,
+            actor=clean_text(event.actor.name, 200),
+            action=event.action,
+            subject=event.subject,
+            outcome=event.outcome,
+            customer_id=customer_id,
+            facility_id=facility_id,
+            request_id=event.request_id,
+            client_address=(event.client_address or "")[:64] or None,
+            details=event.details,
+        )
+
+    async def record(
+        self,
+        action: AuditAction,
+        *,
+        actor: Actor,
+        subject: str,
+        outcome: Outcome = Outcome.SUCCESS,
+        details: Mapping[str, Any] | None = None,
+        customer_id: int | None = None,
+        facility_id: int | None = None,
+        student_id: str | None = None,
+        hotel_id: str | None = None,
+        client_address: str | None = None,
+    ) -> AuditEventView | None:
+        """Record one event in its own transaction; None when the database could not take it.
+
+        ``student_id`` / ``hotel_id`` name the customer / facility when their row ids are
+        not at hand (looked up in the same transaction).
+        """
+        event = self._event(action, actor, subject, outcome, details, client_address)
+        try:
+            async with self._sessions.begin() as session:
+                return await self._append(
+                    session,
+                    event,
+                    customer_id=customer_id,
+                    facility_id=facility_id,
+                    student_id=student_id,
+                    hotel_id=hotel_id,
+                )
+        except (SQLAlchemyError, OSError) as error:
+            log.error(
+                "audit_event_lost",
+                action=event.action,
+                subject=event.subject,
+                outcome=event.outcome,
+                error=type(error).__name__,
+            )
+            return None
+
+    async def record_in(
+        self,
+        session: AsyncSession,
+        action: AuditAction,
+        *,
+        actor: Actor,
+        subject: str,
+        outcome: Outcome = Outcome.SUCCESS,
+        details: Mapping[str, Any] | None = None,
+        customer_id: int | None = None,
+        facility_id: int | None = None,
+        student_id: str | None = None,
+        hotel_id: str | None = None,
+        client_address: str | None = None,
+    ) -> AuditEventView:
+        """Add one event to the caller's unit of work (it commits or rolls back with it)."""
+        event = self._event(action, actor, subject, outcome, details, client_address)
+        return await self._append(
+            session,
+            event,
+            customer_id=customer_id,
+            facility_id=facility_id,
+            student_id=student_id,
+            hotel_id=hotel_id,
+        )
+
+    # --- reading ----------------------------------------------------------------------------
+
+    async def page(
+        self, where: AuditFilter, *, limit: int = 50, after: str | None = None
+    ) -> AuditPage:
+        """One page of matching events, newest first (``after``: the previous page's cursor)."""
+        async with self._sessions() as session:
+            return await AuditRepository(session).query(where, limit=limit, after=after)
+
+    async def export(
+        self, where: AuditFilter, *, page_size: int = EXPORT_PAGE
+    ) -> AsyncIterator[AuditEventView]:
+        """Every matching event, newest first, read a page at a time (one short read each)."""
+        after: str | None = None
+        while True:
+            page = await self.page(where, limit=page_size, after=after)
+            for event in page.events:
+                yield event
+            if page.next_cursor is None:
+                return
+            after = page.next_cursor
+
+    async def owner(self, student_id: str) -> Owner:
+        """What belongs to the customer ``student_id``: itself and its facilities."""
+        async with self._sessions() as session:
+            return await AuditRepository(session).owner(student_id)
+
+    async def facility_ids(self, hotel_id: str) -> tuple[int, ...]:
+        """The row id of the facility ``hotel_id`` as a filter (empty: no such facility)."""
+        async with self._sessions() as session:
+            found = await AuditRepository(session).facility_id(hotel_id)
+        return () if found is None else (found,)
+
+    # --- retention -----------------------------------------------------------------------
+
+    async def purge_expired(self, now: datetime | None = None) -> int:
+        """Remove the events older than the retention period; how many went.
+
+        The purge itself is recorded (``audit.purged``) in the same transaction.
+        """
+        moment = now or self._clock.now()
+        cutoff = moment - self.retention
+        async with self._sessions.begin() as session:
+            removed = await AuditRepository(session).purge_before(cutoff)
+            event = self._event(
+                AuditAction.AUDIT_PURGED,
+                Actor.system(),
+                "audit_events",
+                Outcome.SUCCESS,
+                {"removed": removed, "before": cutoff},
+                None,
+            )
+            await self._append(
+                session, event, customer_id=None, facility_id=None, student_id=None, hotel_id=None
+            )
+        return removed

@@ -1,0 +1,84 @@
+"""The request id and client address of the HTTP request being served, for logs and the audit trail.
+
+:class:`RequestContextMiddleware` takes the caller's ``X-Request-ID`` when it is short and
+plain (letters, digits, ``.``, ``_``, ``-``; at most 64 characters: it is echoed in a header
+and stored in audit events, so nothing else is trusted), otherwise makes one; it answers
+with it in ``X-Request-ID``, binds it into structlog's context variables (every log line of
+the request carries it) and keeps it, with the client address, in context variables that
+:func:`current_request_id` and :func:`current_client_address` read. Code below the routes
+(the audit trail) picks both up without a request object being passed down.
+
+Plain ASGI rather than ``@app.middleware("http")``: it adds no per-request task, so the
+context variables set here are the ones the routes see.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from contextvars import ContextVar
+
+import structlog
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+REQUEST_ID_HEADER = "X-Request-ID"
+MAX_REQUEST_ID = 64
+_VALID_REQUEST_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
+# A client address as the ASGI server reports it (IPv4, IPv6, or a test client's name).
+MAX_CLIENT_ADDRESS = 64
+
+_request_id: ContextVar[str | None] = ContextVar("pmsgate_request_id", default=None)
+_client_address: ContextVar[str | None] = ContextVar("pmsgate_client_address", default=None)
+
+
+def new_request_id() -> str:
+    """A fresh request id (16 hex characters)."""
+    return uuid.uuid4().hex[:16]
+
+
+def accepted_request_id(raw: str | None) -> str | None:
+    """``raw`` when it is an acceptable request id, else None."""
+    if raw is None or len(raw) > MAX_REQUEST_ID or not _VALID_REQUEST_ID.fullmatch(raw):
+        return None
+    return raw
+
+
+def current_request_id() -> str | None:
+    """The id of the request being served, if any (None in a CLI command or a job)."""
+    return _request_id.get()
+
+
+def current_client_address() -> str | None:
+    """The client address of the request being served, if any."""
+    return _client_address.get()
+
+
+class RequestContextMiddleware:
+    """Gives every HTTP request an id (the caller's, if acceptable) and remembers its client."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        sent = headers.get(b"x-request-id", b"").decode("latin-1")
+        rid = accepted_request_id(sent) or new_request_id()
+        client = scope.get("client")
+        address = str(client[0])[:MAX_CLIENT_ADDRESS] if client else None
+
+        async def send_with_id(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message.setdefault("headers", []).append((b"x-request-id", rid.encode()))
+            await send(message)
+
+        rid_token = _request_id.set(rid)
+        address_token = _client_address.set(address)
+        try:
+            with structlog.contextvars.bound_contextvars(request_id=rid):
+                await self.app(scope, receive, send_with_id)
+        finally:
+            _client_address.reset(address_token)
+            _request_id.reset(rid_token)

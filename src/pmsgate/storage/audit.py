@@ -1,0 +1,264 @@
+"""The audit trail's table: the only queries on ``audit_events``.
+
+Events are appended and read; the only removal is :meth:`AuditRepository.purge_before`,
+the retention purge of everything older than a cutoff. There is no update and no
+deletion of a single event: nothing a caller does can change the trail. The repository
+works in the caller's session and never commits; what goes into an event (the actor,
+the checked details, the request id) is :class:`pmsgate.audit.trail.AuditTrail`'s.
+
+Reads are newest first, ``(occurred_at, id)`` descending, paged by keyset: a page's
+cursor is the position of its last event, so a page never shifts when events are added.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, delete, false, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from pmsgate.storage.models import AuditEvent, Customer, Facility, PmsIntegration
+
+MAX_PAGE = 500
+_CURSOR = re.compile(r"(-?\d{1,20})\.(\d{1,20})")
+
+
+@dataclass(frozen=True)
+class AuditEventView:
+    """One stored event."""
+
+    id: int
+    occurred_at: datetime
+    actor_kind: str
+    actor: str
+    action: str
+    subject: str
+    outcome: str
+    customer_id: int | None
+    facility_id: int | None
+    request_id: str | None
+    client_address: str | None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def cursor(self) -> str:
+        """The keyset position of this event (a page after it starts with the next older one)."""
+        micros = int(self.occurred_at.timestamp() * 1_000_000)
+        return f"{micros}.{self.id}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The event as an export line carries it."""
+        return {
+            "id": self.id,
+            "occurred_at": self.occurred_at.isoformat(),
+            "actor_kind": self.actor_kind,
+            "actor": self.actor,
+            "action": self.action,
+            "subject": self.subject,
+            "outcome": self.outcome,
+            "customer_id": self.customer_id,
+            "facility_id": self.facility_id,
+            "request_id": self.request_id,
+            "client_address": self.client_address,
+            "details": self.details,
+        }
+
+
+@dataclass(frozen=True)
+class Owner:
+    """What belongs to one customer: events naming the customer or one of its facilities."""
+
+    customer_id: int | None
+    facility_ids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class AuditFilter:
+    """Which events a read returns (every given condition must hold)."""
+
+    since: datetime | None = None
+    until: datetime | None = None  # exclusive
+    owner: Owner | None = None
+    facility_ids: tuple[int, ...] | None = None
+    action_prefix: str | None = None
+    actor: str | None = None
+    outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class AuditPage:
+    """One page of events, newest first, and the cursor of the next (older) page if any."""
+
+    events: list[AuditEventView]
+    next_cursor: str | None
+
+
+def parse_cursor(cursor: str) -> tuple[datetime, int] | None:
+    """The keyset position a cursor names, or None for a malformed one."""
+    found = _CURSOR.fullmatch(cursor)
+    if found is None:
+        return None
+    try:
+        when = datetime.fromtimestamp(int(found.group(1)) / 1_000_000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return when, int(found.group(2))
+
+
+def _view(row: AuditEvent) -> AuditEventView:
+    return AuditEventView(
+        id=row.id,
+        occurred_at=row.occurred_at,
+        actor_kind=row.actor_kind,
+        actor=row.actor,
+        action=row.action,
+        subject=row.subject,
+        outcome=row.outcome,
+        customer_id=row.customer_id,
+        facility_id=row.facility_id,
+        request_id=row.request_id,
+        client_address=row.client_address,
+        details=dict(row.details or {}),
+    )
+
+
+def _like_prefix(prefix: str) -> str:
+    escaped = prefix.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+    return escaped + "%"
+
+
+def _conditions(where: AuditFilter) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = []
+    if where.since is not None:
+        conditions.append(AuditEvent.occurred_at >= where.since)
+    if where.until is not None:
+        conditions.append(AuditEvent.occurred_at < where.until)
+    if where.owner is not None:
+        owned: list[ColumnElement[bool]] = []
+        if where.owner.customer_id is not None:
+            owned.append(AuditEvent.customer_id == where.owner.customer_id)
+        if where.owner.facility_ids:
+            owned.append(AuditEvent.facility_id.in_(where.owner.facility_ids))
+        # An owner with nothing to own sees nothing (never everything).
+        conditions.append(or_(*owned) if owned else false())
+    if where.facility_ids is not None:
+        conditions.append(
+            AuditEvent.facility_id.in_(where.facility_ids) if where.facility_ids else false()
+        )
+    if where.action_prefix:
+        conditions.append(AuditEvent.action.like(_like_prefix(where.action_prefix), escape="\\"))
+    if where.actor:
+        conditions.append(AuditEvent.actor == where.actor)
+    if where.outcome:
+        conditions.append(AuditEvent.outcome == where.outcome)
+    return conditions
+
+
+class AuditRepository:
+    """Appends and reads audit events in the caller's session; never commits."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def append(
+        self,
+        *,
+        occurred_at: datetime,
+        actor_kind: str,
+        actor: str,
+        action: str,
+        subject: str,
+        outcome: str,
+        customer_id: int | None = None,
+        facility_id: int | None = None,
+        request_id: str | None = None,
+        client_address: str | None = None,
+        details: Mapping[str, Any] | None = None,
+    ) -> AuditEventView:
+        """Store one event (flushed, so its id is known)."""
+        row = AuditEvent(
+            occurred_at=occurred_at,
+            actor_kind=actor_kind,
+            actor=actor,
+            action=action,
+            subject=subject,
+            outcome=outcome,
+            customer_id=customer_id,
+            facility_id=facility_id,
+            request_id=request_id,
+            client_address=client_address,
+            details=dict(details or {}),
+        )
+        self._session.add(row)
+        await self._session.flush()
+        return _view(row)
+
+    async def query(
+        self, where: AuditFilter, *, limit: int = 50, after: str | None = None
+    ) -> AuditPage:
+        """A page of the events matching ``where``, newest first, after the cursor ``after``.
+
+        A malformed cursor reads from the newest event (it can never widen the filter).
+        """
+        limit = max(1, min(limit, MAX_PAGE))
+        conditions = _conditions(where)
+        position = parse_cursor(after) if after else None
+        if position is not None:
+            when, event_id = position
+            conditions.append(
+                or_(
+                    AuditEvent.occurred_at < when,
+                    and_(AuditEvent.occurred_at == when, AuditEvent.id < event_id),
+                )
+            )
+        statement = (
+            select(AuditEvent)
+            .where(*conditions)
+            .order_by(AuditEvent.occurred_at.desc(), AuditEvent.id.desc())
+            .limit(limit + 1)
+        )
+        rows = (await self._session.execute(statement)).scalars().all()
+        events = [_view(row) for row in rows[:limit]]
+        more = len(rows) > limit
+        return AuditPage(events=events, next_cursor=events[-1].cursor if more else None)
+
+    async def purge_before(self, cutoff: datetime) -> int:
+        """Remove every event that occurred before ``cutoff`` (retention); how many went."""
+        result = await self._session.execute(
+            delete(AuditEvent).where(AuditEvent.occurred_at < cutoff)
+        )
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    async def customer_id(self, student_id: str) -> int | None:
+        """The row id of the customer ``student_id`` (what events store), if it exists."""
+        found = await self._session.scalar(
+            select(Customer.id).where(Customer.student_id == student_id)
+        )
+        return None if found is None else int(found)
+
+    async def facility_id(self, hotel_id: str) -> int | None:
+        """The row id of the facility ``hotel_id`` (what events store), if it exists."""
+        found = await self._session.scalar(select(Facility.id).where(Facility.hotel_id == hotel_id))
+        return None if found is None else int(found)
+
+    async def owner(self, student_id: str) -> Owner:
+        """The customer ``student_id`` and the facilities its integrations link to."""
+        facility_ids: Sequence[int | None] = (
+            (
+                await self._session.execute(
+                    select(PmsIntegration.facility_id).where(
+                        PmsIntegration.student_id == student_id
+                    )
+                )
+            )
+            .scalars()
+            .all()
+        )
+        return Owner(
+            customer_id=await self.customer_id(student_id),
+            facility_ids=tuple(sorted({f for f in facility_ids if f is not None})),
+        )
