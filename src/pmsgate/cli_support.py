@@ -53,7 +53,6 @@ async def open_cli_container(upstreams: Upstreams | None = None) -> AsyncIterato
     from sqlalchemy.exc import SQLAlchemyError
 
     from pmsgate.container import open_container
-    from pmsgate.storage.db import database_unavailable
 
     seams = upstreams or Upstreams()
     try:
@@ -63,6 +62,15 @@ async def open_cli_container(upstreams: Upstreams | None = None) -> AsyncIterato
             yield container
     except (SQLAlchemyError, OSError) as error:
         raise database_unavailable(error) from None
+
+
+def database_unavailable(error: Exception) -> PmsgateError:
+    """The error for a database that cannot be used (its type only: a URL may hold a password)."""
+    return PmsgateError(
+        f"The database could not be used ({type(error).__name__}).",
+        code="database_unavailable",
+        hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
+    )
 
 
 def fail(error: PmsgateError) -> typer.Exit:

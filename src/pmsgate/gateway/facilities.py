@@ -18,11 +18,19 @@ from typing import Any, Literal
 import structlog
 from cachetools import TTLCache
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
-from pmsgate.errors import ConfigurationError, InvalidInput, NotFound, PmsgateError, Unauthorized
+from pmsgate.errors import (
+    ConfigurationError,
+    Conflict,
+    InvalidInput,
+    NotFound,
+    PmsgateError,
+    Unauthorized,
+)
 from pmsgate.gateway.keys import hash_key, is_well_formed, mint_key
 from pmsgate.gateway.scopes import DEFAULT_SCOPES, TOOLS_READ, check_scopes, scope_missing
 from pmsgate.gateway.upstream_errors import translate
@@ -30,7 +38,7 @@ from pmsgate.gateway.vault import Vault, facility_context
 from pmsgate.integrations.kross.client import PmsClient, Token
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.errors import AuthenticationFailed, InvalidRequest, PmsError
-from pmsgate.storage.facilities import FacilityExists, FacilityRepository, GatewayKeyRepository
+from pmsgate.storage.facilities import FacilityRepository, GatewayKeyRepository
 from pmsgate.storage.models import Facility, GatewayKey
 
 log = structlog.get_logger(__name__)
@@ -56,6 +64,13 @@ _PLACEHOLDER_API_KEY = "0" * 32
 _HEX32 = re.compile(r"^[0-9a-fA-F]{32}$")
 
 Verifier = Callable[[Credentials], Awaitable[None]]
+
+
+class FacilityExists(Conflict):
+    """A facility with this hotel_id is already registered."""
+
+    code = "facility_exists"
+    hint = "Use `pmsgate facilities show <hotel_id>`; reconnect it instead of adding it again."
 
 
 class Limits(BaseModel):
@@ -404,9 +419,12 @@ class FacilityService:
         minted = mint_key()
         async with self._sessions.begin() as session:
             facilities = FacilityRepository(session)
+            exists = FacilityExists(f"A facility with hotel_id {hotel_id} already exists.")
             if await facilities.exists(hotel_id):
-                raise FacilityExists(f"A facility with hotel_id {hotel_id} already exists.")
-            row = await facilities.add(
+                raise exists
+            row = await self._insert(
+                facilities,
+                exists,
                 Facility(
                     hotel_id=hotel_id,
                     username=credentials.username,
@@ -432,7 +450,7 @@ class FacilityService:
                     limit_per_day=limits.per_day,
                     created_at=now,
                     updated_at=now,
-                )
+                ),
             )
             await GatewayKeyRepository(session).add(
                 GatewayKey(
@@ -449,6 +467,16 @@ class FacilityService:
             "facility_added", hotel_id=hotel_id, kind=kind, key_prefix=minted.prefix, scopes=scopes
         )
         return view, minted.raw
+
+    @staticmethod
+    async def _insert(
+        facilities: FacilityRepository, exists: FacilityExists, row: Facility
+    ) -> Facility:
+        """Insert the facility; the unique hotel_id refusing it is the race with another writer."""
+        try:
+            return await facilities.add(row)
+        except IntegrityError:
+            raise exists from None
 
     async def list(self) -> FacilityViews:
         """Every registered facility."""

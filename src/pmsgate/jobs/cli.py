@@ -25,7 +25,7 @@ from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from pmsgate.cli_support import Upstreams, fail, open_cli_container
+from pmsgate.cli_support import Upstreams, database_unavailable, fail, open_cli_container
 from pmsgate.cli_support import run as run_async
 from pmsgate.config import get_settings
 from pmsgate.container import open_container
@@ -38,7 +38,6 @@ from pmsgate.jobs.scheduler import (
     build_scheduler,
     job_not_found,
 )
-from pmsgate.storage.db import database_unavailable
 from pmsgate.storage.job_runs import JobRunView
 
 jobs_app = typer.Typer(

@@ -17,7 +17,7 @@ from typing import cast
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.storage.integrity import dialect_insert, required_text
+from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import Customer, CustomerKind, SubscriptionStatus
 
 MAX_STUDENT_ID = 64
@@ -88,15 +88,6 @@ def _view(row: Customer) -> CustomerView:
         created_at=row.created_at,
         updated_at=row.updated_at,
     )
-
-
-def student_id_value(student_id: str) -> str:
-    """A student_id as stored; an InvalidInput when blank or too long.
-
-    Left for knowledge/records.py only: services use
-    :func:`pmsgate.customers.checks.student_id_value`; delete this once it does too.
-    """
-    return required_text(student_id, "student_id", MAX_STUDENT_ID)
 
 
 class CustomerRepository:

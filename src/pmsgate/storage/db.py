@@ -18,8 +18,6 @@ from sqlalchemy.ext.asyncio import (
 )
 from sqlalchemy.orm import DeclarativeBase
 
-from pmsgate.errors import PmsgateError
-
 MIGRATIONS_DIR = Path(__file__).parent / "migrations"
 
 # Stable constraint names keep migrations identical on SQLite and PostgreSQL.
@@ -103,12 +101,3 @@ async def open_database(url: str, *, migrate: bool = True) -> AsyncIterator[Asyn
         yield engine
     finally:
         await engine.dispose()
-
-
-def database_unavailable(error: Exception) -> PmsgateError:
-    """The error for a database that cannot be used (its type only: a URL may hold a password)."""
-    return PmsgateError(
-        f"The database could not be used ({type(error).__name__}).",
-        code="database_unavailable",
-        hint="Check PMSGATE_DATABASE_URL and that the database is reachable.",
-    )

@@ -10,10 +10,8 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, case, delete, func, literal, select, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.errors import Conflict
 from pmsgate.storage.models import (
     Facility,
     FacilityToken,
@@ -21,13 +19,6 @@ from pmsgate.storage.models import (
     PmsIntegration,
     UtcDateTime,
 )
-
-
-class FacilityExists(Conflict):
-    """A facility with this hotel_id is already registered."""
-
-    code = "facility_exists"
-    hint = "Use `pmsgate facilities show <hotel_id>`; reconnect it instead of adding it again."
 
 
 class FacilityRepository:
@@ -54,16 +45,9 @@ class FacilityRepository:
         return list(result.scalars())
 
     async def add(self, facility: Facility) -> Facility:
-        """Insert a facility (its id is set on return); a duplicate hotel_id is a conflict."""
+        """Insert a facility (its id is set on return); a taken hotel_id raises IntegrityError."""
         self._session.add(facility)
-        try:
-            await self._session.flush()
-        except IntegrityError:
-            # The unique hotel_id is the only constraint an insert can break: this is the
-            # race where another writer added the same facility after our existence check.
-            raise FacilityExists(
-                f"A facility with hotel_id {facility.hotel_id} already exists."
-            ) from None
+        await self._session.flush()
         return facility
 
     async def update(self, hotel_id: str, **values: Any) -> bool:

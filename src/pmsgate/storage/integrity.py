@@ -10,7 +10,6 @@ The value checks and their messages are the services' (:mod:`pmsgate.customers.c
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import PrimaryKeyConstraint, Table, UniqueConstraint
@@ -19,12 +18,9 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.errors import InvalidInput, NotFound, PmsgateError
-
 # SQLite names no foreign key in its message; a service maps this to its own error.
 FOREIGN_KEY = "foreign_key"
 
-_EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 _POSTGRES_CONSTRAINT = re.compile(r'constraint "([^"]+)"')
 _SQLITE_UNIQUE = re.compile(r"UNIQUE constraint failed: ([^\n]+)")
 _SQLITE_CHECK = re.compile(r"CHECK constraint failed: (\w+)")
@@ -67,82 +63,3 @@ def _unique_named(table: Table, columns: set[str]) -> str | None:
         if index.unique and {column.name for column in index.columns} == columns:
             return str(index.name)
     return None
-
-
-# --- Left for knowledge/records.py only: these checks and errors are the services' and live in
-# pmsgate.customers.checks; delete them once knowledge/records.py imports them from there.
-
-
-def required_text(value: str, field: str, limit: int) -> str:
-    """The value stripped; an InvalidInput when it is blank or longer than the column."""
-    cleaned = value.strip()
-    if not cleaned:
-        raise InvalidInput(
-            f"{field} is required.", code=f"invalid_{field}", hint=f"Give a non-empty {field}."
-        )
-    return optional_text(cleaned, field, limit) or cleaned
-
-
-def optional_text(value: str | None, field: str, limit: int) -> str | None:
-    """The value stripped (None when blank); an InvalidInput when longer than the column."""
-    if value is None:
-        return None
-    cleaned = value.strip()
-    if len(cleaned) > limit:
-        # PostgreSQL would refuse it with a DataError and SQLite would keep it: refuse both.
-        raise InvalidInput(
-            f"{field} is longer than {limit} characters.",
-            code=f"invalid_{field}",
-            hint=f"Shorten {field} to at most {limit} characters.",
-        )
-    return cleaned or None
-
-
-def email_address(value: str) -> str:
-    """The address lower-cased; an InvalidInput when it does not look like one."""
-    cleaned = required_text(value, "email", 320).lower()
-    if not _EMAIL.match(cleaned):
-        raise InvalidInput(
-            "email is not an e-mail address.",
-            code="invalid_email",
-            hint="Give an address of the form name@domain.tld.",
-        )
-    return cleaned
-
-
-def one_of(value: str, allowed: tuple[str, ...], field: str) -> str:
-    """The value when it is one of ``allowed``; an InvalidInput naming them otherwise."""
-    if value not in allowed:
-        raise InvalidInput(
-            f"{field} must be one of: {', '.join(allowed)}.",
-            code=f"invalid_{field}",
-            hint=f"Use one of: {', '.join(allowed)}.",
-        )
-    return value
-
-
-def customer_not_found(student_id: str) -> NotFound:
-    """The error for a record written for a customer that is not registered."""
-    return NotFound(
-        f"No customer with student_id {student_id}.",
-        code="customer_not_found",
-        hint="Register the customer first (its record carries the student_id).",
-    )
-
-
-def translate_integrity_error(
-    error: IntegrityError,
-    table: Table,
-    errors: dict[str, Callable[[], PmsgateError]],
-) -> PmsgateError:
-    """The repository's error for the violated constraint (a generic conflict when unknown)."""
-    name = violated_constraint(error, table)
-    if name is not None and name in errors:
-        return errors[name]()
-    # Say which rule broke without the statement or its values (they may hold secrets).
-    return PmsgateError(
-        f"The change breaks a rule of table {table.name} ({name or 'unknown constraint'}).",
-        code="constraint_violated",
-        status=409,
-        hint="Read the current record and retry with consistent values.",
-    )

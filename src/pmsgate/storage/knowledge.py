@@ -282,8 +282,15 @@ class KnowledgeSyncRepository:
     async def fail_stale_jobs(
         self, heartbeat_before: datetime, runner_id: str | None, now: datetime
     ) -> list[str]:
-        """Fail the active jobs whose runner stopped beating (or, given, that runner's jobs)."""
-        condition: ColumnElement[bool] = KnowledgeSyncJob.heartbeat_at.is_(None) | (
+        """Fail the active jobs whose runner stopped beating (or, given, that runner's jobs).
+
+        A job not yet started has no heartbeat; it counts as stale only once it was
+        created before ``heartbeat_before`` (a job queued a moment ago is not abandoned).
+        """
+        never_beat = KnowledgeSyncJob.heartbeat_at.is_(None) & (
+            KnowledgeSyncJob.created_at < heartbeat_before
+        )
+        condition: ColumnElement[bool] = never_beat | (
             KnowledgeSyncJob.heartbeat_at < heartbeat_before
         )
         if runner_id is not None:
