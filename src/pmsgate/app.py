@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import SecretStr
 from sqlalchemy import text
 
+from pmsgate.audit.admin_api import admin_action_recorder
 from pmsgate.boundary import refuse_control_characters
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
@@ -129,8 +130,13 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         admin.build_admin_router(
             lambda: app.state.container.gateway.facilities, settings.admin_token, reconnect
         ),
-        # HTTPS or this machine only, checked before the token (docs/operations.md).
-        dependencies=[Depends(admin_transport(settings))],
+        dependencies=[
+            # Every call that may change something, in the audit trail (docs/audit.md); first,
+            # so that it sees the refusals of the checks after it too.
+            Depends(admin_action_recorder(lambda: app.state.container.audit)),
+            # HTTPS or this machine only, checked before the token (docs/operations.md).
+            Depends(admin_transport(settings)),
+        ],
     )
 
     async def authenticate(raw_key: str) -> FacilityView:

@@ -207,6 +207,7 @@ async def open_container(
                 gateway=gateway.gateway,
                 knowledge=knowledge,
                 repository=OnboardingRecords(sessions, clock),
+                audit=audit,
             ),
             audit=audit,
         )
@@ -311,7 +312,13 @@ async def _open_gateway(
             settings.cache_default_max_age_s,
             window=WindowPolicy.from_settings(settings),
         ),
-        operations=Operations(gateway, WriteRecords(sessions), liveness=liveness),
+        operations=Operations(
+            gateway,
+            WriteRecords(sessions),
+            liveness=liveness,
+            # Each write recorded as key.used_for_write (an AuditTrail holds no state of its own).
+            audit=AuditTrail(sessions, clock, retention_days=settings.audit_retention_days),
+        ),
         metrics=metrics,
         usage=usage,
     )

@@ -120,6 +120,8 @@ async def test_run_runs_any_job_and_list_shows_its_last_run(cli: Cli) -> None:
         "flush-gateway-usage",
         "check-connections",
         "restart-listings-syncs",
+        "purge-audit-events",
+        "record-key-expiry",
     ]
     assert jobs["refresh-usage"]["interval_s"] == 21600
     assert jobs["refresh-usage"]["setting"] == "PMSGATE_USAGE_REFRESH_INTERVAL_S"

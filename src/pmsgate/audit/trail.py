@@ -43,6 +43,7 @@ from pmsgate.storage.audit import (
     AuditRepository,
     Owner,
 )
+from pmsgate.storage.facilities import GatewayKeyRepository
 
 log = structlog.get_logger(__name__)
 
@@ -124,6 +125,48 @@ def _clean(value: Any, *, depth: int, path: str) -> Any:
             items.append(f"… {len(value) - MAX_ITEMS} more")
         return items
     raise AuditDetailsError(f"{path} is a {type(value).__name__}, not a JSON value")
+
+
+def fit_details(value: Mapping[str, Any], *, depth: int = 0) -> dict[str, Any]:
+    """Details taken from elsewhere (a step's evidence) made to fit an event, never refused.
+
+    :func:`check_details` refuses what code wrote wrongly; evidence written for another
+    purpose is not wrong, it is only not the trail's: a key that looks like a secret is
+    left out (its name listed under ``withheld``), keys beyond :data:`MAX_ITEMS` and
+    levels beyond :data:`MAX_DEPTH` are summarised, and any other value becomes text.
+    """
+    out: dict[str, Any] = {}
+    withheld: list[str] = []
+    for index, (key, item) in enumerate(value.items()):
+        name = str(key)[:MAX_KEY] or "-"
+        if SECRET_KEY.search(name):
+            withheld.append(name)
+            continue
+        if index >= MAX_ITEMS - 2:
+            out["more"] = f"… {len(value) - index} more"
+            break
+        out[name] = _fit(item, depth=depth + 1)
+    if withheld:
+        out["withheld"] = withheld[:MAX_ITEMS]
+    return out
+
+
+def _fit(value: Any, *, depth: int) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Enum):
+        return _fit(value.value, depth=depth)
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        if depth >= MAX_DEPTH - 1:
+            return f"{{… {len(value)} keys}}"
+        return fit_details(value, depth=depth)
+    if isinstance(value, list | tuple | set | frozenset):
+        if depth >= MAX_DEPTH - 1:
+            return f"[… {len(value)} items]"
+        return [_fit(item, depth=depth + 1) for item in list(value)[:MAX_ITEMS]]
+    return str(value)
 
 
 @dataclass(frozen=True)
@@ -271,6 +314,16 @@ class AuditTrail:
             hotel_id=hotel_id,
         )
 
+    async def facility_of_key(self, key_hash: str) -> tuple[int, str] | None:
+        """The facility (row id, hotel_id) of the unrevoked gateway key with this hash.
+
+        For an event about a refused call, which never got the key's facility: one read,
+        only when such an event is recorded (an allowed call knows its facility).
+        """
+        async with self._sessions() as session:
+            found = await GatewayKeyRepository(session).facility_of_active_key(key_hash)
+        return None if found is None else (found.id, found.hotel_id)
+
     # --- reading ----------------------------------------------------------------------------
 
     async def page(
@@ -327,3 +380,62 @@ class AuditTrail:
                 session, event, customer_id=None, facility_id=None, student_id=None, hotel_id=None
             )
         return removed
+
+    # --- key expiry ----------------------------------------------------------------------
+
+    async def record_expired_keys(
+        self, now: datetime | None = None, *, actor: Actor | None = None
+    ) -> int:
+        """Record ``key.expired`` once for each unrevoked key whose expiry has passed; how many.
+
+        Idempotent without a mark on the key: the trail itself says which keys already have
+        their event (``details.key_id`` of the ``key.expired`` events since the earliest
+        expiry looked at). Only expiries within the retention period are looked at, so a
+        purged event is never recorded again. A scan and its events are one transaction.
+        """
+        moment = now or self._clock.now()
+        horizon = moment - self.retention
+        who = actor or Actor.job("record-key-expiry")
+        async with self._sessions.begin() as session:
+            expired = [
+                key
+                for key in await GatewayKeyRepository(session).unrevoked()
+                if key.expires_at is not None and horizon < key.expires_at <= moment
+            ]
+            if not expired:
+                return 0
+            repository = AuditRepository(session)
+            where = AuditFilter(
+                since=min(key.expires_at for key in expired if key.expires_at is not None),
+                action_prefix=AuditAction.KEY_EXPIRED.value,
+            )
+            recorded: set[Any] = set()
+            after: str | None = None
+            while True:
+                page = await repository.query(where, limit=EXPORT_PAGE, after=after)
+                recorded.update(event.details.get("key_id") for event in page.events)
+                if page.next_cursor is None:
+                    break
+                after = page.next_cursor
+            added = 0
+            for key in expired:
+                if key.id in recorded:
+                    continue
+                event = self._event(
+                    AuditAction.KEY_EXPIRED,
+                    who,
+                    f"key:{key.prefix}",
+                    Outcome.SUCCESS,
+                    {"key_id": key.id, "expires_at": key.expires_at, "label": key.label},
+                    None,
+                )
+                await self._append(
+                    session,
+                    event,
+                    customer_id=None,
+                    facility_id=key.facility_id,
+                    student_id=None,
+                    hotel_id=None,
+                )
+                added += 1
+        return added

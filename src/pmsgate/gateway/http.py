@@ -4,6 +4,12 @@ Routes take the gateway's services as a typed dependency (:data:`GatewayServices
 Each route checks the key's scope (:mod:`pmsgate.gateway.scopes`) right after the name
 and before the body: a call outside the key's scopes is a 403 that never reaches the
 limiter, the idempotency records or the booking system.
+
+Writes are recorded in the audit trail by :class:`~pmsgate.gateway.operations.Operations`,
+named by the calling key's display prefix. That prefix is the presented key's first
+characters (:func:`~pmsgate.gateway.keys.display_prefix`, the same function that made the
+stored one), so naming the caller costs no database read. A write refused for want of
+its scope is recorded here, as ``refused`` (reads, cached or not, are never recorded).
 """
 
 from __future__ import annotations
@@ -13,11 +19,13 @@ from typing import Any
 from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse
 
+from pmsgate.audit.actions import Actor
 from pmsgate.boundary import loads_json
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import Forbidden, InvalidInput, Unauthorized
 from pmsgate.gateway.context import GatewayServices, GatewayServicesDep
 from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.keys import display_prefix, hash_key
 from pmsgate.gateway.operations import PAYLOAD_MODELS
 from pmsgate.gateway.scopes import TOOLS_READ, operation_scope
 from pmsgate.integrations.kross.client import TOKEN_OPERATION
@@ -109,11 +117,29 @@ async def call_operation(
             code="operation_not_allowed",
             hint="Call the operation you need; the gateway authenticates for you.",
         )
-    facility = await _facility(services, authorization, operation_scope(operation))
+    raw_key = bearer_key(authorization)
+    try:
+        facility = await services.facilities.authenticate(raw_key, operation_scope(operation))
+    except Forbidden as refusal:
+        if operation.is_write and refusal.code == "scope_missing":
+            await services.operations.refused_write(
+                key_prefix=display_prefix(raw_key),
+                key_hash=hash_key(raw_key),
+                name=operation.name,
+                idempotency_key=idempotency_key,
+                error=refusal,
+            )
+        raise
     payload = await _json_object(request)
     outcome = "error"
     try:
-        answer = await services.operations.call(facility, path, payload, idempotency_key)
+        answer = await services.operations.call(
+            facility,
+            path,
+            payload,
+            idempotency_key,
+            caller=Actor.gateway_key(display_prefix(raw_key)),
+        )
         outcome = "replayed" if answer.replayed else "ok"
         headers = {"Idempotent-Replayed": "true"} if answer.replayed else {}
         return JSONResponse(answer.body, status_code=answer.status, headers=headers)

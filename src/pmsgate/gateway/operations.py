@@ -29,6 +29,13 @@ limiter, never from the cache) and mapped to the save body with the new dates
 (``pms.reservation_rows.save_body``). When that read fails nothing is sent, the key
 is released and the caller gets a clear error.
 
+Every write is recorded in the audit trail (``key.used_for_write``, docs/audit.md): the
+calling key's display prefix, the facility, the operation, the Idempotency-Key and how
+it ended — ``success``, ``failure`` with the error code, or ``unknown`` when it may have
+been sent and is not settled yet. A replay of a settled key is recorded too, marked
+``replayed`` with the stored answer's outcome: nothing is sent, but it shows who asked
+again. Reads are not recorded (their volume; they change nothing).
+
 Reads of ``reservations/get-list`` send upstream only the filters public integrations
 use; our stay filters are applied here. Guest e-mail addresses and phone numbers are
 removed from every row before the answer is cached or returned.
@@ -47,6 +54,8 @@ import anyio
 import structlog
 from pydantic import BaseModel, ValidationError
 
+from pmsgate.audit.actions import Actor, AuditAction, Outcome
+from pmsgate.audit.trail import AuditTrail
 from pmsgate.errors import Conflict, Forbidden, InvalidInput, NotFound, PmsgateError
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.limiter import Priority
@@ -98,6 +107,8 @@ PAYLOAD_MODELS: dict[str, type[BaseModel]] = {
 }
 READ_FRESHNESS_S = 60.0
 MAX_KEY_LENGTH = 200
+# The error of a write that may have been applied: its audit outcome is unknown, not failure.
+OUTCOME_UNKNOWN_CODE = "write_outcome_unknown"
 LIST_OPERATION = "reservations/get-list"
 SAVE_OPERATION = "reservations/save"
 # Guest contact data never leaves the gateway in an answer (docs/gateway.md).
@@ -132,9 +143,12 @@ class Operations:
         *,
         liveness: Liveness | None = None,
         in_flight_timeout_s: float = 300.0,
+        audit: AuditTrail | None = None,
     ) -> None:
         self.gateway = gateway
         self.records = records
+        # Where writes are recorded (key.used_for_write); None records nothing (unit tests).
+        self.audit = audit
         # Without a liveness signal this process is the only one (one SQLite deployment).
         self.liveness = liveness or LocalLiveness()
         self.in_flight_timeout = timedelta(seconds=in_flight_timeout_s)
@@ -150,8 +164,14 @@ class Operations:
         path: str,
         payload: dict[str, Any],
         idempotency_key: str | None,
+        *,
+        caller: Actor | None = None,
     ) -> OperationAnswer:
-        """Run one operation; refused locally when it does not exist or is out of scope."""
+        """Run one operation; refused locally when it does not exist or is out of scope.
+
+        ``caller`` is who the audit trail names for a write (the gateway key's display
+        prefix); reads record nothing.
+        """
         self.gateway.usage.tool_call(facility.hotel_id)
         op = self.gateway.operation(path)
         if op.name == TOKEN_OPERATION:
@@ -160,10 +180,120 @@ class Operations:
                 code="operation_not_allowed",
                 hint="Call the operation you need; the gateway authenticates for you.",
             )
-        validated = _validate(op.name, payload, self.gateway.clock.now().date())
         if op.kind == "read":
+            validated = _validate(op.name, payload, self.gateway.clock.now().date())
             return await self._read(facility, op.name, validated)
-        return await self._write(facility, op.name, validated, idempotency_key)
+        return await self._audited_write(facility, op.name, payload, idempotency_key, caller)
+
+    # --- the audit trail of writes ------------------------------------------------------
+
+    async def _audited_write(
+        self,
+        facility: FacilityView,
+        name: str,
+        payload: dict[str, Any],
+        key: str | None,
+        caller: Actor | None,
+    ) -> OperationAnswer:
+        """A write, recorded in the audit trail however it ends (after its own transactions)."""
+        try:
+            validated = _validate(name, payload, self.gateway.clock.now().date())
+            answer = await self._write(facility, name, validated, key)
+        except PmsgateError as error:
+            outcome = Outcome.UNKNOWN if error.code == OUTCOME_UNKNOWN_CODE else Outcome.FAILURE
+            await self._audit_write(
+                facility, name, key, caller, outcome, status=error.status, error_code=error.code
+            )
+            raise
+        except BaseException as error:
+            # Cancelled or crashed: the write may have been sent (its record says unknown).
+            with anyio.CancelScope(shield=True):
+                await self._audit_write(
+                    facility,
+                    name,
+                    key,
+                    caller,
+                    Outcome.UNKNOWN,
+                    status=None,
+                    error_code=type(error).__name__,
+                )
+            raise
+        stored_error = answer.body.get("error") if answer.status >= 400 else None
+        meta = answer.body.get("meta")
+        await self._audit_write(
+            facility,
+            name,
+            key,
+            caller,
+            Outcome.FAILURE if answer.status >= 400 else Outcome.SUCCESS,
+            status=answer.status,
+            error_code=stored_error.get("code") if isinstance(stored_error, dict) else None,
+            replayed=answer.replayed,
+            recovered=isinstance(meta, dict) and meta.get("recovered") is True,
+        )
+        return answer
+
+    async def refused_write(
+        self,
+        *,
+        key_prefix: str,
+        key_hash: str,
+        name: str,
+        idempotency_key: str | None,
+        error: PmsgateError,
+    ) -> None:
+        """Record a write refused before it started (a key without the write's scope).
+
+        Security-relevant, so recorded (outcome ``refused``) although nothing was sent. The
+        refusal came before the key's facility was handed out: it is read here, once.
+        """
+        if self.audit is None:
+            return
+        found = await self.audit.facility_of_key(key_hash)
+        await self.audit.record(
+            AuditAction.KEY_USED_FOR_WRITE,
+            actor=Actor.gateway_key(key_prefix),
+            subject=f"facility:{found[1]}" if found else f"key:{key_prefix}",
+            outcome=Outcome.REFUSED,
+            details={
+                "operation": name,
+                "idempotency_key": idempotency_key,
+                "status": error.status,
+                "error_code": error.code,
+            },
+            facility_id=found[0] if found else None,
+        )
+
+    async def _audit_write(
+        self,
+        facility: FacilityView,
+        name: str,
+        key: str | None,
+        caller: Actor | None,
+        outcome: Outcome,
+        *,
+        status: int | None,
+        error_code: str | None,
+        replayed: bool = False,
+        recovered: bool = False,
+    ) -> None:
+        if self.audit is None:
+            return
+        details: dict[str, Any] = {"operation": name, "idempotency_key": key, "status": status}
+        if error_code is not None:
+            details["error_code"] = error_code
+        if replayed:
+            details["replayed"] = True  # the stored answer again: nothing was sent
+        if recovered:
+            details["recovered"] = True  # an unknown outcome settled by a read-back
+        await self.audit.record(
+            AuditAction.KEY_USED_FOR_WRITE,
+            actor=caller or Actor.system("gateway"),
+            subject=f"facility:{facility.hotel_id}",
+            outcome=outcome,
+            details=details,
+            facility_id=facility.id,
+        )
 
     # --- reads --------------------------------------------------------------------------
 

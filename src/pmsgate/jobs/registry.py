@@ -9,6 +9,12 @@ scheduler, ``pmsgate jobs list|run`` and the console read this list; its interva
 
 from __future__ import annotations
 
+from pmsgate.jobs.audit import (
+    PURGE_AUDIT_EVENTS,
+    RECORD_KEY_EXPIRY,
+    purge_audit_events,
+    record_key_expiry,
+)
 from pmsgate.jobs.connections import check_connections
 from pmsgate.jobs.listings import restart_listings_syncs
 from pmsgate.jobs.scheduler import (
@@ -55,6 +61,20 @@ JOB_SPECS: tuple[JobSpec, ...] = (
         setting="listings_sync_interval_s",
         run=lambda web: restart_listings_syncs(web.customers),
         description="Run the listings syncs a reconnect asked for (and retry those that failed).",
+    ),
+    JobSpec(
+        PURGE_AUDIT_EVENTS,
+        default_interval_s=86400.0,
+        run=purge_audit_events,
+        description="Remove the audit events older than PMSGATE_AUDIT_RETENTION_DAYS "
+        "(the purge is itself an event).",
+    ),
+    JobSpec(
+        RECORD_KEY_EXPIRY,
+        default_interval_s=300.0,
+        run=record_key_expiry,
+        description="Record key.expired in the audit trail once for each gateway key whose "
+        "expiry has passed.",
     ),
 )
 check_specs(JOB_SPECS)

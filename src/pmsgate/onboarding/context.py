@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from pmsgate.audit.trail import AuditTrail
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerServices
@@ -35,6 +36,8 @@ class OnboardingServices:
     gateway: Gateway
     knowledge: KnowledgeSync
     repository: OnboardingRecords
+    # Where each step's side effects are recorded (onboarding.side_effect); None: nowhere.
+    audit: AuditTrail | None = None
 
     def context(
         self,

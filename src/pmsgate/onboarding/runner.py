@@ -27,6 +27,16 @@ errors never carry a secret) and fails the run at that step; in a dry run it is
 recorded as "cannot check yet" and the run goes on (a later step often depends on
 an earlier one that a dry run does not apply). Steps of the other route are
 skipped, as are route-specific steps while the route is undecided.
+
+**The audit trail.** An ``apply`` is the only place a step changes something outside
+(a workspace, custom tools, the gateway key stored in the workspace's secrets, the
+agent, registry rows, knowledge nodes, channels, messages). So the runner, not each
+step, records ``onboarding.side_effect`` once per applied step, after its result is
+stored: the step, how it ended, and the re-check's evidence of what is there now
+(made to fit by :func:`pmsgate.audit.trail.fit_details`: a secret-looking key is left
+out). The actor is whoever runs the runbook (``pmsgate onboard`` by default); the
+customer is the file's. A dry run and a step already done apply nothing and record
+nothing.
 """
 
 from __future__ import annotations
@@ -36,8 +46,11 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import anyio
 import structlog
 
+from pmsgate.audit.actions import Actor, AuditAction, Outcome
+from pmsgate.audit.trail import fit_details
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import CustomerFile
@@ -58,6 +71,8 @@ from pmsgate.storage.onboarding import NewStepResult, StepResultView
 log = structlog.get_logger(__name__)
 
 Phase = Literal["checking", "applying", "rechecking", "finished"]
+# Who runs the runbook when the caller names no one: an operator's `pmsgate onboard`.
+DEFAULT_ACTOR = Actor.cli("pmsgate onboard")
 
 
 @dataclass(frozen=True)
@@ -88,9 +103,17 @@ def error_details(error: Exception) -> tuple[str, str, str | None]:
 class OnboardingRunner:
     """Runs the steps for one customer file on the given services."""
 
-    def __init__(self, services: OnboardingServices, steps: Sequence[Step] | None = None) -> None:
+    def __init__(
+        self,
+        services: OnboardingServices,
+        steps: Sequence[Step] | None = None,
+        *,
+        actor: Actor | None = None,
+    ) -> None:
         self.services = services
         self.steps = list(steps) if steps is not None else list(STEPS)
+        # Who the audit trail names for the side effects of a run.
+        self.actor = actor or DEFAULT_ACTOR
 
     async def run(
         self,
@@ -168,6 +191,7 @@ class OnboardingRunner:
             return outcome
 
         applied = False
+        apply_started = False
         error_code: str | None = None
         status: OnboardingStepStatus | Literal["apply"]
         await _notify(progress, StepEvent(step, "checking"))
@@ -186,6 +210,7 @@ class OnboardingRunner:
                 else:
                     assert step.apply is not None  # _status_after_check said so
                     await _notify(progress, StepEvent(step, "applying"))
+                    apply_started = True
                     await step.apply(ctx)
                     applied = True
                     await _notify(progress, StepEvent(step, "rechecking"))
@@ -209,6 +234,7 @@ class OnboardingRunner:
                 result = person_task(ctx, step, message)
                 status = "done" if result.done else "waiting"
                 error_code = None
+                apply_started = False  # refused outright: nothing changed outside
             elif ctx.dry_run:
                 status = "not_done"
                 result = StepResult(
@@ -244,6 +270,10 @@ class OnboardingRunner:
             )
         )
         ctx.run.results[step.id] = result
+        if apply_started:
+            # An apply that ran (or broke off: part of it may have happened). One the platform
+            # refused outright (a person's task now) changed nothing and is not recorded.
+            await self._record_side_effect(ctx, step, status, result, applied, error_code)
         outcome = StepOutcome(
             number=step.number,
             id=step.id,
@@ -263,6 +293,41 @@ class OnboardingRunner:
         )
         await _notify(progress, StepEvent(step, "finished", outcome))
         return outcome
+
+    async def _record_side_effect(
+        self,
+        ctx: OnboardingContext,
+        step: Step,
+        status: str,
+        result: StepResult,
+        applied: bool,
+        error_code: str | None,
+    ) -> None:
+        """``onboarding.side_effect`` for one applied step (after its result is stored)."""
+        audit = self.services.audit
+        if audit is None:
+            return
+        details: dict[str, Any] = {
+            "step": step.id,
+            "number": step.number,
+            "title": step.title,
+            "status": status,
+            "run_id": ctx.run_id,
+            "completed": applied,  # False: the apply broke off part way
+            "evidence": fit_details(_json_ready(result.evidence) or {}),
+        }
+        if error_code is not None:
+            details["error_code"] = error_code
+        outcome = Outcome.SUCCESS if status == "done" else Outcome.FAILURE
+        with anyio.CancelScope(shield=True):
+            await audit.record(
+                AuditAction.ONBOARDING_SIDE_EFFECT,
+                actor=self.actor,
+                subject=f"customer:{ctx.student_id}",
+                outcome=outcome,
+                details=details,
+                student_id=ctx.student_id,
+            )
 
     @staticmethod
     def _skip_reason(ctx: OnboardingContext, step: Step) -> str | None:
