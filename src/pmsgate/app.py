@@ -39,6 +39,8 @@ from pmsgate.gateway import admin, http
 from pmsgate.gateway.context import GatewayServices, GatewayServicesDep
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.mcp import create_mcp_app
+from pmsgate.gateway.metrics import GatewayMetrics, HttpMetricsMiddleware
+from pmsgate.gateway.metrics_scrape import scrape
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.openapi import install_openapi
 from pmsgate.request_context import RequestContextMiddleware
@@ -106,6 +108,8 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
     )
     # Outermost: every log line and audit event of a request has its id (pmsgate.request_context).
     app.add_middleware(RequestContextMiddleware)
+    # Outside even that: every request's latency, by route template (docs/operations.md).
+    app.add_middleware(HttpMetricsMiddleware, metrics=lambda: _metrics_of(app))
     if container is not None:
         _serve(app, container)
     app.include_router(http.router)
@@ -207,6 +211,12 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
     return app
 
 
+def _metrics_of(app: FastAPI) -> GatewayMetrics | None:
+    """The metrics of the app's container, None before the lifespan has opened one."""
+    container: Container | None = getattr(app.state, "container", None)
+    return None if container is None else container.gateway.metrics
+
+
 def _serve(app: FastAPI, container: Container) -> None:
     """Make ``container`` the one the app's routes use."""
     app.state.container = container
@@ -301,12 +311,8 @@ def admin_transport(settings: Settings) -> Callable[[Request], None]:
 
 
 async def scrape_metrics(current: GatewayServices) -> Response:
-    """The Prometheus text exposition, each facility's remaining budget updated first."""
-    for facility in await current.facilities.list():
-        key = current.gateway.limit_key(facility)
-        for window, left in (await current.limiter.remaining(key, facility.limits)).items():
-            current.metrics.budget_remaining.labels(facility.hotel_id, window).set(left)
-    return Response(current.metrics.render(), media_type="text/plain; version=0.0.4")
+    """The Prometheus text exposition; the facility gauges from a snapshot at most 60 s old."""
+    return await scrape(current)
 
 
 def create_metrics_app(settings: Settings, services: Callable[[], GatewayServices]) -> FastAPI:

@@ -1,14 +1,163 @@
-"""Prometheus metrics of the gateway, on a registry of its own (one per app instance)."""
+"""Prometheus metrics of the gateway, on a registry of its own (one per app instance).
+
+What each metric means, the alerts built on them and what to do when one fires:
+docs/operations.md, "What to watch". The rules (deploy/prometheus/alerts.yaml) and the
+dashboard (deploy/grafana/pmsgate.json) are checked against the names exported here by
+tests/gateway/test_metrics_rules.py, so renaming a metric fails a test, not an alert.
+
+Three things here are built for cost, not only for meaning:
+
+- :class:`HttpMetricsMiddleware` observes one histogram per request, labelled by the
+  route *template* (``/v1/tools/{name}``, never the raw path), the method and the status
+  class: bounded label sets, whose children are cached so a request allocates nothing
+  but its own ``send`` wrapper.
+- The facility gauges (counts by status, facilities in ``error``, remaining budgets) are
+  read from a :class:`FacilitySnapshot`, refreshed at most every ``max_age_s`` seconds
+  (60 by default) by a scrape: a scrape never queries every facility's budget.
+- Scheduled jobs report each run (:meth:`GatewayMetrics.job_finished`) from the one place
+  jobs run, :class:`pmsgate.jobs.scheduler.Scheduler`.
+"""
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import anyio
+import structlog
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+log = structlog.get_logger(__name__)
+
+# Seconds: fast cached answers (a few ms) to slow upstream calls and writes (seconds).
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+UNMATCHED_ROUTE = "unmatched"  # a path no route knows (404s): one label, whatever the path
+# How old the facility snapshot may be before a scrape refreshes it.
+SNAPSHOT_MAX_AGE_S = 60.0
+FACILITY_STATUSES = ("connected", "unverified", "error")
+JOB_OUTCOMES = ("succeeded", "failed")
+
+
+def status_class(status: int) -> str:
+    """The status label: ``2xx``, ``3xx``, ``4xx``, ``5xx``; 429 apart (budget refusals)."""
+    if status == 429:
+        return "429"
+    return f"{status // 100}xx"
+
+
+@dataclass(frozen=True)
+class FacilityState:
+    """One facility as the snapshot holds it: status and, per window, budget left and limit."""
+
+    hotel_id: str
+    status: str
+    remaining: Mapping[str, int] = field(default_factory=dict)
+    limits: Mapping[str, int] = field(default_factory=dict)
+
+
+SnapshotLoader = Callable[[], Awaitable[Iterable[FacilityState]]]
+
+
+class FacilitySnapshot(Collector):
+    """The facility gauges, from a snapshot taken at most every ``max_age_s`` seconds.
+
+    Exported: ``pmsgate_facility_status{status}`` (how many facilities in each status, every
+    status always present), ``pmsgate_facility_error{hotel_id}`` (1 for each facility in
+    ``error`` and only those: the series are as many as the broken integrations, so the
+    alert names the customer), ``pmsgate_budget_remaining`` and ``pmsgate_budget_limit``
+    ``{hotel_id, window}`` and ``pmsgate_facility_snapshot_timestamp_seconds``. A refresh
+    that fails keeps the previous snapshot (its timestamp shows its age) and is retried by
+    the next scrape.
+    """
+
+    def __init__(self, max_age_s: float = SNAPSHOT_MAX_AGE_S) -> None:
+        self.max_age_s = max_age_s
+        self.facilities: tuple[FacilityState, ...] = ()
+        self.taken_at: datetime | None = None
+        self._lock = anyio.Lock()
+
+    def is_fresh(self, now: datetime) -> bool:
+        """Whether a snapshot taken less than ``max_age_s`` ago is held."""
+        return self.taken_at is not None and (now - self.taken_at).total_seconds() < self.max_age_s
+
+    async def refresh(self, now: datetime, load: SnapshotLoader, *, force: bool = False) -> bool:
+        """Take a new snapshot with ``load`` unless a fresh one is held; True when taken.
+
+        Concurrent scrapes wait for the one refresh under way instead of starting theirs.
+        """
+        if not force and self.is_fresh(now):
+            return False
+        async with self._lock:
+            if not force and self.is_fresh(now):
+                return False
+            try:
+                facilities = tuple(await load())
+            except Exception as error:  # the metrics stay served, from the previous snapshot
+                log.warning("metrics_snapshot_failed", error=type(error).__name__)
+                return False
+            self.facilities, self.taken_at = facilities, now
+            return True
+
+    def describe(self) -> Iterable[Metric]:
+        """Nothing: the families are only built when collected (no collect at registration)."""
+        return ()
+
+    def collect(self) -> Iterator[Metric]:
+        """The gauges of the snapshot held."""
+        counts = GaugeMetricFamily(
+            "pmsgate_facility_status",
+            "Registered facilities by status (from the facility snapshot).",
+            labels=["status"],
+        )
+        by_status = dict.fromkeys(FACILITY_STATUSES, 0)
+        for facility in self.facilities:
+            by_status[facility.status] = by_status.get(facility.status, 0) + 1
+        for status, count in by_status.items():
+            counts.add_metric([status], count)
+        yield counts
+        in_error = GaugeMetricFamily(
+            "pmsgate_facility_error",
+            "1 for each facility whose integration is in error (only those facilities).",
+            labels=["hotel_id"],
+        )
+        remaining = GaugeMetricFamily(
+            "pmsgate_budget_remaining",
+            "Upstream requests left in each window, by facility (from the facility snapshot).",
+            labels=["hotel_id", "window"],
+        )
+        limits = GaugeMetricFamily(
+            "pmsgate_budget_limit",
+            "Upstream requests allowed in each window, by facility.",
+            labels=["hotel_id", "window"],
+        )
+        for facility in self.facilities:
+            if facility.status == "error":
+                in_error.add_metric([facility.hotel_id], 1)
+            for window, left in facility.remaining.items():
+                remaining.add_metric([facility.hotel_id, window], left)
+            for window, limit in facility.limits.items():
+                limits.add_metric([facility.hotel_id, window], limit)
+        yield in_error
+        yield remaining
+        yield limits
+        taken = GaugeMetricFamily(
+            "pmsgate_facility_snapshot_timestamp_seconds",
+            "When the facility snapshot was taken (Unix time; 0 before the first one).",
+        )
+        taken.add_metric([], 0 if self.taken_at is None else self.taken_at.timestamp())
+        yield taken
 
 
 class GatewayMetrics:
-    """Counters and gauges exposed at ``/metrics``."""
+    """Counters, gauges and histograms exposed at ``/metrics``."""
 
-    def __init__(self) -> None:
+    def __init__(self, snapshot_max_age_s: float = SNAPSHOT_MAX_AGE_S) -> None:
         self.registry = CollectorRegistry()
         self.tool_calls = Counter(
             "pmsgate_tool_calls",
@@ -46,19 +195,116 @@ class GatewayMetrics:
             ["hotel_id"],
             registry=self.registry,
         )
-        self.budget_remaining = Gauge(
-            "pmsgate_budget_remaining",
-            "Upstream requests left in each window, by facility (updated on /metrics).",
-            ["hotel_id", "window"],
-            registry=self.registry,
-        )
-
         self.redis_up = Gauge(
             "pmsgate_redis_up",
             "1 while Redis (shared limits, cache, locks) answers, 0 during an outage.",
             registry=self.registry,
         )
+        self.http_requests = Histogram(
+            "pmsgate_http_request_duration_seconds",
+            "HTTP requests answered, by route template, method and status class, with latency.",
+            ["route", "method", "status"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.job_runs = Counter(
+            "pmsgate_job_runs",
+            "Scheduled job runs finished in this process, by job and outcome.",
+            ["scheduled_job", "outcome"],
+            registry=self.registry,
+        )
+        self.job_last_success = Gauge(
+            "pmsgate_job_last_success_timestamp_seconds",
+            "When the job's last successful run started (Unix time; from job_runs at start).",
+            ["scheduled_job"],
+            registry=self.registry,
+        )
+        self.job_interval = Gauge(
+            "pmsgate_job_interval_seconds",
+            "The interval of each job scheduled in this process.",
+            ["scheduled_job"],
+            registry=self.registry,
+        )
+        self.facilities = FacilitySnapshot(snapshot_max_age_s)
+        self.registry.register(self.facilities)
+        self._http_children: dict[tuple[str, str, int], Histogram] = {}
+
+    # --- HTTP ----------------------------------------------------------------------------
+
+    def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
+        """One request answered (the labelled child looked up once per label set)."""
+        key = (route, method, status)
+        child = self._http_children.get(key)
+        if child is None:
+            child = self.http_requests.labels(route, method, status_class(status))
+            self._http_children[key] = child
+        child.observe(seconds)
+
+    # --- scheduled jobs -----------------------------------------------------------------
+
+    def job_scheduled(self, job: str, interval_s: float, last_success: datetime | None) -> None:
+        """A job this process schedules: its interval, its outcomes at 0, its last success."""
+        self.job_interval.labels(job).set(interval_s)
+        for outcome in JOB_OUTCOMES:
+            self.job_runs.labels(job, outcome)
+        if last_success is not None:
+            self.job_last_success.labels(job).set(last_success.timestamp())
+
+    def job_finished(self, job: str, succeeded: bool, started_at: datetime) -> None:
+        """One run of ``job`` finished (a cancelled run counts as failed)."""
+        self.job_runs.labels(job, "succeeded" if succeeded else "failed").inc()
+        if succeeded:
+            self.job_last_success.labels(job).set(started_at.timestamp())
 
     def render(self) -> bytes:
         """The text exposition format."""
         return generate_latest(self.registry)
+
+
+class HttpMetricsMiddleware:
+    """Times every HTTP request into ``pmsgate_http_request_duration_seconds``.
+
+    The route label is the template of the route that answered (Starlette leaves it in
+    the scope as ``scope["route"]``), ``unmatched`` when none did, so a scan of random
+    paths adds one series, not one per path. A request whose app raised before answering
+    counts as a 500. ``metrics`` is read per request: the app's container may be opened
+    after the middleware is built (``pmsgate serve``); without one nothing is recorded.
+    """
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        metrics: Callable[[], GatewayMetrics | None],
+        timer: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.timer = timer
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = self.timer()
+        status = 500
+
+        async def send_status(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_status)
+        finally:
+            metrics = self.metrics()
+            if metrics is not None:
+                route = scope.get("route")
+                template = getattr(route, "path", None) or UNMATCHED_ROUTE
+                method = scope["method"]
+                metrics.observe_request(
+                    template,
+                    method if method in HTTP_METHODS else "OTHER",
+                    status,
+                    self.timer() - started,
+                )

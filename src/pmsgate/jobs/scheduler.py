@@ -14,6 +14,11 @@ a secret). A failure is logged and the job simply runs again on its next tick: i
 is never dropped, and no job's failure reaches the scheduler, another job or the
 server. :meth:`Scheduler.run_once` runs one job now (the CLI and the console).
 
+Every finished run is counted in the process's metrics when the scheduler has them
+(``pmsgate_job_runs_total{scheduled_job,outcome}``, ``pmsgate_job_last_success_timestamp_seconds``,
+``pmsgate_job_interval_seconds``; docs/operations.md, What to watch): this is the one place
+jobs run, the scheduled ticks, the CLI's and the console's alike.
+
 Time comes from the injected clock and waits from the injected ``sleep``, so tests
 never wait for real.
 """
@@ -34,6 +39,7 @@ import structlog
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import NotFound, PmsgateError
+from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.jobs.runs import JobRuns
 from pmsgate.storage.job_runs import JobRunView
 from pmsgate.web.context import WebServices
@@ -126,6 +132,7 @@ class Scheduler:
         runs: JobRuns,
         sleep: Sleep = anyio.sleep,
         exit_grace_s: float = EXIT_GRACE_S,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         names = [job.name for job in jobs]
         if len(set(names)) != len(names):
@@ -135,6 +142,10 @@ class Scheduler:
         self.runs = runs
         self._sleep = sleep
         self._exit_grace_s = exit_grace_s
+        self.metrics = metrics
+        if metrics is not None:
+            for job in jobs:
+                metrics.job_scheduled(job.name, job.interval_s, None)
         self._locks = {name: anyio.Lock() for name in names}
         self._group: anyio.abc.TaskGroup | None = None
         self._last_prune: datetime | None = None
@@ -217,6 +228,7 @@ class Scheduler:
                         "failed",
                         {"error": {"code": "cancelled", "message": "The scheduler stopped."}},
                     )
+                self._count(job, run.started_at, succeeded=False)
                 raise
             except Exception as error:
                 detail: dict[str, Any] = {"error": error_detail(error)}
@@ -231,14 +243,20 @@ class Scheduler:
                     code=detail["error"]["code"],
                     message=detail["error"]["message"],
                 )
+                self._count(job, run.started_at, succeeded=False)
             else:
                 with anyio.CancelScope(shield=True):
                     finished = await self.runs.finish(run.id, "succeeded", summary)
                 log.info("job_succeeded", job=job.name, run_id=run.id, summary=finished.detail)
+                self._count(job, run.started_at, succeeded=True)
         await self._prune()
         return finished
 
     # --- internals -------------------------------------------------------------------------
+
+    def _count(self, job: Job, started_at: datetime, *, succeeded: bool) -> None:
+        if self.metrics is not None:
+            self.metrics.job_finished(job.name, succeeded, started_at)
 
     async def _loop(self, job: Job) -> None:
         try:
@@ -266,6 +284,7 @@ class Scheduler:
             await self.tick(job)
         except Exception as error:  # the run could not even be recorded: next tick retries
             log.error("job_not_recorded", job=job.name, **error_detail(error))
+            self._count(job, self.clock.now(), succeeded=False)
 
     async def _due_now(self, job: Job) -> bool:
         """True when no successful run of ``job`` started in the current grid interval."""
@@ -274,6 +293,8 @@ class Scheduler:
         except Exception as error:
             log.error("job_runs_unreadable", job=job.name, **error_detail(error))
             return True
+        if last is not None and self.metrics is not None:  # a restart keeps the alert's view
+            self.metrics.job_scheduled(job.name, job.interval_s, last.started_at)
         return last is None or last.started_at < grid_start(self.clock.now(), job.interval_s)
 
     async def _run_at_exit(self) -> None:
@@ -397,7 +418,7 @@ def build_scheduler(
     """The scheduler of the jobs (or of those named in ``only``); enter it to run them."""
     runs = JobRuns(web.customers.sessions, web.clock)
     jobs = [job for job in build_jobs(web, specs) if only is None or job.name in only]
-    return Scheduler(jobs, web.clock, runs, sleep=sleep)
+    return Scheduler(jobs, web.clock, runs, sleep=sleep, metrics=web.gateway.metrics)
 
 
 def __getattr__(name: str) -> Any:

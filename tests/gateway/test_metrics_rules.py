@@ -1,0 +1,179 @@
+"""The alert rules and the dashboard use only metrics the app exports, and each alert has
+its summary and its runbook in docs/operations.md ("What to watch").
+
+A running gateway is scraped after some traffic (a tool call, a scheduled job's run) and
+the sample names it can export are compared with every name in the rules' expressions and
+the dashboard's queries: a renamed metric fails here, not silently in production. With
+``promtool`` installed (Debian: the ``prometheus`` package) the rules are also checked and
+their unit tests (deploy/prometheus/alerts_test.yaml) run; without it those are skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+import yaml
+from prometheus_client.parser import text_string_to_metric_families
+
+from pmsgate.clock import ManualClock
+from pmsgate.jobs.runs import JobRuns
+from pmsgate.jobs.scheduler import Job, Scheduler
+from tests.e2e.conftest import add_seeded_facility, gateway_settings, running_gateway
+
+ROOT = Path(__file__).resolve().parents[2]
+RULES = ROOT / "deploy" / "prometheus" / "alerts.yaml"
+RULE_TESTS = ROOT / "deploy" / "prometheus" / "alerts_test.yaml"
+DASHBOARD = ROOT / "deploy" / "grafana" / "pmsgate.json"
+OPERATIONS = ROOT / "docs" / "operations.md"
+
+METRIC_NAME = re.compile(r"\b(pmsgate_[a-z0-9_]+)\b")
+# Series Prometheus makes itself, per scrape target.
+PROMETHEUS_OWN = {"up"}
+SUFFIXES = {
+    "counter": ("_total", "_created"),
+    "gauge": ("",),
+    "histogram": ("_bucket", "_count", "_sum", "_created"),
+    "summary": ("", "_count", "_sum", "_created"),
+    "info": ("_info",),
+}
+
+
+def alert_rules() -> list[dict[str, Any]]:
+    groups = yaml.safe_load(RULES.read_text())["groups"]
+    return [rule for group in groups for rule in group["rules"]]
+
+
+def dashboard_queries() -> list[str]:
+    panels = json.loads(DASHBOARD.read_text())["panels"]
+    return [target["expr"] for panel in panels for target in panel["targets"]]
+
+
+def names_in(expression: str) -> set[str]:
+    names = set(METRIC_NAME.findall(expression))
+    names |= {name for name in PROMETHEUS_OWN if re.search(rf"\b{name}\{{", expression)}
+    return names
+
+
+def anchors(markdown: str) -> set[str]:
+    """GitHub's anchors of the headings: lower case, punctuation dropped, spaces to dashes."""
+    found = set()
+    for line in markdown.splitlines():
+        if line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            found.add(re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", title)))
+    return found
+
+
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    path = tmp_path / "test.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite+aiosqlite:///{path}"
+
+
+@pytest.fixture
+async def exported(
+    sqlite_url: str, kross_http: httpx.AsyncClient, kross_store: Any, clock: ManualClock
+) -> tuple[set[str], set[str]]:
+    """The sample names and metric families a gateway exports after some traffic."""
+    async with running_gateway(gateway_settings(sqlite_url), kross_http, clock) as gateway:
+        _, key = await add_seeded_facility(gateway.services, kross_store)
+        assert (await gateway.tool("get-in-house-guests", key)).status_code == 200
+        runs = JobRuns(gateway.container.customers.sessions, clock)
+        jobs = Scheduler([Job("noop", 60, noop)], clock, runs, metrics=gateway.services.metrics)
+        await jobs.run_once("noop")
+        transport = httpx.ASGITransport(app=gateway.app, client=("127.0.0.1", 50000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as c:
+            answer = await c.get("/metrics")
+    assert answer.status_code == 200
+    samples: set[str] = set()
+    families: set[str] = set()
+    for family in text_string_to_metric_families(answer.text):
+        families.add(family.name)
+        samples |= {family.name + suffix for suffix in SUFFIXES.get(family.type, ("",))}
+        samples |= {sample.name for sample in family.samples}
+    return samples, families
+
+
+async def noop() -> dict[str, Any]:
+    return {}
+
+
+def test_every_alert_has_a_summary_and_a_runbook_in_the_operations_guide() -> None:
+    rules = alert_rules()
+    documented = anchors(OPERATIONS.read_text())
+    names = [rule["alert"] for rule in rules]
+    assert len(set(names)) == len(names)
+    for rule in rules:
+        annotations = rule["annotations"]
+        assert annotations["summary"].strip(), rule["alert"]
+        path, _, anchor = annotations["runbook_url"].partition("#")
+        assert path == "docs/operations.md", rule["alert"]
+        assert anchor == rule["alert"].lower(), rule["alert"]
+        assert anchor in documented, f"no heading '{rule['alert']}' in docs/operations.md"
+        assert rule["labels"]["severity"] in {"info", "warning", "critical"}
+
+
+@pytest.mark.anyio
+async def test_rules_and_dashboard_use_only_exported_metrics(
+    exported: tuple[set[str], set[str]],
+) -> None:
+    samples, _ = exported
+    available = samples | PROMETHEUS_OWN
+    expressions = {f"alert {rule['alert']}": rule["expr"] for rule in alert_rules()}
+    expressions |= {f"dashboard query {i}": expr for i, expr in enumerate(dashboard_queries())}
+    used = set()
+    for where, expression in expressions.items():
+        names = names_in(expression)
+        assert names, f"{where} uses no metric of pmsgate"
+        assert names <= available, f"{where} uses {sorted(names - available)}: not exported"
+        used |= names
+    assert "pmsgate_facility_error" in used and "pmsgate_job_runs_total" in used
+
+
+@pytest.mark.anyio
+async def test_every_exported_metric_is_described_in_the_operations_guide(
+    exported: tuple[set[str], set[str]],
+) -> None:
+    _, families = exported
+    guide = OPERATIONS.read_text()
+    missing = sorted(
+        name
+        for name in families
+        if name.startswith("pmsgate_") and not name.endswith("_created") and name not in guide
+    )
+    assert not missing, f"docs/operations.md (What to watch) does not describe {missing}"
+
+
+def test_the_checker_would_see_a_renamed_metric() -> None:
+    assert names_in('sum(rate(pmsgate_tool_calls_totl[5m])) > 0 or up{job="x"} == 0') == {
+        "pmsgate_tool_calls_totl",
+        "up",
+    }
+
+
+PROMTOOL = shutil.which("promtool")
+
+
+@pytest.mark.skipif(PROMTOOL is None, reason="promtool is not installed (Debian: prometheus)")
+def test_promtool_checks_the_rules_and_runs_their_unit_tests() -> None:
+    assert PROMTOOL is not None
+    checked = subprocess.run(
+        [PROMTOOL, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    tested = subprocess.run(
+        [PROMTOOL, "test", "rules", RULE_TESTS.name],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=RULE_TESTS.parent,
+    )
+    assert tested.returncode == 0, tested.stdout + tested.stderr
