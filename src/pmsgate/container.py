@@ -154,8 +154,9 @@ async def open_container(
                 else httpx.AsyncClient(timeout=settings.kross_timeout_s)
             )
         vault = vault_from_settings(settings)
+        audit = AuditTrail(sessions, clock, retention_days=settings.audit_retention_days)
         gateway = await _open_gateway(
-            stack, settings, clock, engine, sessions, redis, vault, kross_http
+            stack, settings, clock, engine, sessions, redis, vault, kross_http, audit
         )
         platform = None
         if settings.platform_api_token is not None:
@@ -179,7 +180,6 @@ async def open_container(
         sync_jobs = await stack.enter_async_context(
             SyncJobs(knowledge, knowledge_repo, clock=clock)
         )
-        audit = AuditTrail(sessions, clock, retention_days=settings.audit_retention_days)
         users = UserService(
             sessions, clock=clock, settings=settings, redis=redis, health=gateway.redis_health
         )
@@ -222,6 +222,7 @@ async def _open_gateway(
     redis: Redis | None,
     vault: Vault,
     kross_http: httpx.AsyncClient,
+    audit: AuditTrail,
 ) -> GatewayServices:
     """The gateway's services on the container's engine, Redis and vault (closed by ``stack``)."""
     metrics = GatewayMetrics()
@@ -236,6 +237,7 @@ async def _open_gateway(
         clock,
         settings.partner_api_key,
         key_cache_s=settings.gateway_key_cache_s,
+        audit=audit,
     )
     pms_client = PmsClient.from_settings(settings, kross_http, clock)
     limiter = FacilityLimiter(
@@ -316,8 +318,7 @@ async def _open_gateway(
             gateway,
             WriteRecords(sessions),
             liveness=liveness,
-            # Each write recorded as key.used_for_write (an AuditTrail holds no state of its own).
-            audit=AuditTrail(sessions, clock, retention_days=settings.audit_retention_days),
+            audit=audit,  # each write recorded as key.used_for_write
         ),
         metrics=metrics,
         usage=usage,

@@ -10,10 +10,11 @@ import pytest
 from fastapi import FastAPI
 from pydantic import SecretStr
 
+from pmsgate.audit.actions import Actor
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError, install_error_handlers
-from pmsgate.gateway.admin import build_admin_router
-from pmsgate.gateway.facilities import FacilityService, Verifier
+from pmsgate.gateway.admin import build_admin_router, facility_registrar
+from pmsgate.gateway.facilities import FacilityService, FacilityView, NewFacility, Verifier
 
 from .facility_support import (
     OWN_API_KEY,
@@ -37,6 +38,9 @@ FACILITY_BODY: dict[str, Any] = {
     "kind": "partner",
     "integration_id": "int-77",
     "name": "Casa Esempio",
+    # Not the emulator's credentials: stored without trying them (the verified add is
+    # tested below and in test_verified_add.py).
+    "verify": False,
 }
 
 
@@ -54,6 +58,16 @@ def _admin_client(
             lambda hotel_id, **given: service.reconnect(hotel_id, verify=verify, **given),
         )
     )
+
+    async def register(new: NewFacility, *, verify: bool, actor: Actor) -> tuple[FacilityView, str]:
+        # The facility service's add with the emulator's verifier; the gateway's own
+        # registration (through its limiter) is tested in test_verified_add.py.
+        if not verify:
+            return await service.add(new, unverified=True, actor=actor)
+        return await service.add(new, verify=verifier, actor=actor)
+
+    verifier = verify
+    app.dependency_overrides[facility_registrar] = lambda: register
     return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gw.test")
 
 
@@ -138,7 +152,7 @@ async def test_creating_a_facility_answers_201_with_its_key_once_and_no_secret(
     assert created.headers["Cache-Control"] == "no-store"
     body = created.json()
     assert body["facility"]["hotel_id"] == "123456"
-    assert body["facility"]["status"] == "connected"
+    assert body["facility"]["status"] == "unverified"
     assert body["facility"]["limits"] == {"per_minute": 10, "per_hour": 300, "per_day": 5000}
     raw_key = body["gateway_key"]
     assert (await service.authenticate(raw_key)).hotel_id == "123456"

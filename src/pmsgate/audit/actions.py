@@ -20,6 +20,7 @@ class AuditAction(StrEnum):
     KEY_EXPIRED = "key.expired"
     KEY_USED_FOR_WRITE = "key.used_for_write"
     KEY_SCOPES_CHANGED = "key.scopes_changed"
+    KEY_ROTATED = "key.rotated"
     CREDENTIALS_STORED = "credentials.stored"
     CREDENTIALS_CHANGED = "credentials.changed"
     CREDENTIALS_RECONNECTED = "credentials.reconnected"

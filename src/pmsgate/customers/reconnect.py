@@ -35,6 +35,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import SecretStr
 
+from pmsgate.audit.actions import Actor
 from pmsgate.customers.context import PMS_PROVIDER, CustomerServices
 from pmsgate.customers.service import RegistrySyncResult, pms_not_linked, sync_registry
 from pmsgate.errors import Conflict, InvalidInput, PmsgateError
@@ -47,6 +48,9 @@ from pmsgate.integrations.kross.credentials import credential_problems
 log = structlog.get_logger(__name__)
 
 ListingsSync = Literal["restarted", "scheduled", "not_applicable"]
+
+# The audit trail's actor when the caller names none (the admin API's reconnect route).
+RECONNECT_ACTOR = Actor.system("reconnect")
 
 # Stands in for a value the caller may leave out (hotel_id, api_key) while the other
 # fields are checked against spec §2.1; the real ones are checked by the reconnect.
@@ -149,12 +153,14 @@ async def reconnect_facility(
     username: str,
     password: SecretStr,
     api_key: SecretStr | None,
+    actor: Actor = RECONNECT_ACTOR,
 ) -> Reconnected:
     """The one reconnect: verify, store, new token, fresh reads, listings syncs restarted.
 
     The credentials are tried upstream before anything is stored (a refusal changes
-    nothing); the token request takes a permit of the facility's budget, so attempts
-    cannot make the gateway hammer the booking system.
+    nothing: the old credentials and status stay); the token request takes a permit of
+    the facility's budget, so attempts cannot make the gateway hammer the booking system.
+    ``actor`` is who the audit trail names (credentials.changed / credentials.reconnected).
     """
     # The token that proves the new credentials becomes the facility's token (one session).
     issued: list[Token] = []
@@ -165,6 +171,7 @@ async def reconnect_facility(
         password=password,
         api_key=api_key,
         verify=pms_verifier(gateway.pms, gateway.gateway.token_permit, keep=issued.append),
+        actor=actor,
     )
     # The old token and the answers read with it belong to the old credentials.
     if issued:
@@ -202,6 +209,7 @@ async def connect_kross(
     password: SecretStr,
     api_key: SecretStr | None,
     hotel_id: str | None = None,
+    actor: Actor = RECONNECT_ACTOR,
 ) -> KrossConnection:
     """Verify new booking-system credentials, store them, reconnect, restart the listings sync.
 
@@ -233,6 +241,7 @@ async def connect_kross(
             username=username,
             password=password,
             api_key=api_key,
+            actor=actor,
         )
     except PmsgateError as error:
         if error.status == 422 and error.code in _REFUSALS:

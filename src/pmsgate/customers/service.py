@@ -34,7 +34,7 @@ from pmsgate.customers.context import (
     customer_not_found,
 )
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
-from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.facilities import FacilityView, integration_status
 from pmsgate.gateway.vault import VaultError
 from pmsgate.integrations.assistant.client import Listing
 from pmsgate.integrations.assistant.errors import PlatformError, PlatformNotFound
@@ -409,7 +409,7 @@ async def link_pms(services: CustomerServices, student_id: str, hotel_id: str) -
             customer.student_id,
             PMS_PROVIDER,
             integration_id=facility.integration_id if facility is not None else None,
-            status=facility.status if facility is not None else "connected",
+            status=integration_status(facility.status) if facility is not None else "connected",
             last_error=facility.last_error if facility is not None else None,
             facility_hotel_id=hotel_id if facility is not None else None,
         )
@@ -425,11 +425,12 @@ async def link_pms(services: CustomerServices, student_id: str, hotel_id: str) -
             "or give the hotel_id the row is linked to.",
         )
     if facility is not None and (row.status, row.last_error) != (
-        facility.status,
+        integration_status(facility.status),
         facility.last_error if facility.status == "error" else None,
     ):
+        # The row knows connected and error: an unverified facility is used like connected.
         row = await services.integrations.set_status(
-            row.id, facility.status, error=facility.last_error
+            row.id, integration_status(facility.status), error=facility.last_error
         )
     if facility is None:
         log.info(

@@ -40,12 +40,14 @@ from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 from typing import Annotated, Protocol
 
-from fastapi import APIRouter, Depends, Path, Response, status
+from fastapi import APIRouter, Depends, Path, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from pmsgate.audit.actions import Actor
 from pmsgate.boundary import Int32, SafeText
 from pmsgate.errors import InvalidInput, PmsgateError, Unauthorized
+from pmsgate.gateway.context import gateway_services
 from pmsgate.gateway.facilities import (
     FacilityService,
     FacilityView,
@@ -56,6 +58,10 @@ from pmsgate.gateway.facilities import (
 from pmsgate.gateway.scopes import DEFAULT_SCOPES, all_scopes
 
 _bearer = HTTPBearer(auto_error=False, description="PMSGATE_ADMIN_TOKEN")
+
+# Who the audit trail names for the admin API's key and facility changes: the holder of
+# PMSGATE_ADMIN_TOKEN (one shared token, so no person's name).
+ADMIN_API_ACTOR = Actor.admin("admin-api")
 
 
 # --- what the database can store, checked at the boundary ----------------------------------
@@ -93,6 +99,12 @@ class NewFacilityBody(NewFacility):
     name: StoredText = Field(default="", description="A human-readable name.")
     limits: LimitsBody = Field(
         default_factory=LimitsBody, description="Upstream budget of the facility."
+    )
+    verify: bool = Field(
+        default=True,
+        description="Try the credentials first (one token request within the facility's "
+        "limits; refused: 422 and nothing stored). false: stored as `unverified` until its "
+        "first call settles it.",
     )
 
 
@@ -205,6 +217,24 @@ class Reconnect(Protocol):
     ) -> Awaitable[FacilityView]: ...
 
 
+class Register(Protocol):
+    """Registers a facility after trying its credentials (or ``unverified`` without)."""
+
+    def __call__(
+        self, new: NewFacility, *, verify: bool, actor: Actor
+    ) -> Awaitable[tuple[FacilityView, str]]: ...
+
+
+def facility_registrar(request: Request) -> Register:
+    """The gateway's :meth:`~pmsgate.gateway.service.Gateway.add_facility` (a dependency).
+
+    Registration tries the credentials through the gateway's limiter and keeps the token it
+    got, so it needs the whole gateway, not only the facility service.
+    """
+    register: Register = gateway_services(request).gateway.add_facility
+    return register
+
+
 def build_admin_router(
     get_service: Callable[[], FacilityService],
     admin_token: SecretStr | None,
@@ -239,10 +269,16 @@ def build_admin_router(
 
     @router.post("/facilities", status_code=status.HTTP_201_CREATED, response_model=CreatedFacility)
     async def add_facility(
-        body: NewFacilityBody, facilities: Service, response: Response
+        body: NewFacilityBody,
+        register: Annotated[Register, Depends(facility_registrar)],
+        response: Response,
     ) -> CreatedFacility:
-        """Register a facility; the answer holds its first gateway key, shown only once."""
-        view, raw_key = await facilities.add(body)
+        """Register a facility; the answer holds its first gateway key, shown only once.
+
+        The credentials are tried first (refused: 422 ``pms_auth_failed``, nothing stored);
+        ``"verify": false`` stores it ``unverified``.
+        """
+        view, raw_key = await register(body, verify=body.verify, actor=ADMIN_API_ACTOR)
         _no_store(response)
         return CreatedFacility(facility=view, gateway_key=raw_key)
 
@@ -290,6 +326,7 @@ def build_admin_router(
             body.label,
             scopes=_chosen_scopes(body.scopes, body.all_scopes),
             expires_at=expires_at,
+            actor=ADMIN_API_ACTOR,
         )
         _no_store(response)
         return MintedKey(key=view, gateway_key=raw_key)
@@ -300,7 +337,11 @@ def build_admin_router(
     ) -> KeyView:
         """Replace a key's scopes, or widen them with `add`."""
         return await facilities.set_key_scopes(
-            hotel_id, key_id, _chosen_scopes(body.scopes, body.all_scopes), add=body.add
+            hotel_id,
+            key_id,
+            _chosen_scopes(body.scopes, body.all_scopes),
+            add=body.add,
+            actor=ADMIN_API_ACTOR,
         )
 
     @router.post(
@@ -317,7 +358,9 @@ def build_admin_router(
     ) -> RotatedKey:
         """A new key with the same scopes; the old one keeps working for the grace period."""
         grace = timedelta(hours=(body or RotateBody()).grace_hours)
-        old, new, raw_key = await facilities.rotate_key(hotel_id, key_id, grace)
+        old, new, raw_key = await facilities.rotate_key(
+            hotel_id, key_id, grace, actor=ADMIN_API_ACTOR
+        )
         _no_store(response)
         return RotatedKey(key=new, gateway_key=raw_key, old_key=old)
 
@@ -329,7 +372,7 @@ def build_admin_router(
     @router.delete("/facilities/{hotel_id}/keys/{key_id}", response_model=KeyView)
     async def revoke_key(hotel_id: HotelIdPath, key_id: KeyIdPath, facilities: Service) -> KeyView:
         """Revoke one gateway key of the facility."""
-        return await facilities.revoke_key(hotel_id, key_id)
+        return await facilities.revoke_key(hotel_id, key_id, actor=ADMIN_API_ACTOR)
 
     @router.post("/facilities/{hotel_id}/reconnect", response_model=FacilityView)
     async def reconnect(hotel_id: HotelIdPath, body: ReconnectBody) -> FacilityView:

@@ -30,6 +30,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pmsgate.audit.actions import Actor
 from pmsgate.cli_support import Upstreams, fail, open_cli_container, run
 from pmsgate.customers.reconnect import reconnect_facility
 from pmsgate.errors import InvalidInput, PmsgateError
@@ -106,6 +107,25 @@ ExpiresIn = Annotated[
     typer.Option("--expires-in", help="The key stops working after this long: 30d, 12h, 90m."),
 ]
 KeyIdArgument = Annotated[int, typer.Argument(help="The key's id (see `facilities show`).")]
+NoVerify = Annotated[
+    bool,
+    typer.Option(
+        "--no-verify",
+        help="Store without trying the credentials (offline set-up): status unverified "
+        "until the first call settles it (connected, or error when refused).",
+    ),
+]
+
+
+def _actor(command: str) -> Actor:
+    """The audit trail's actor of a `pmsgate facilities …` command."""
+    return Actor.cli(f"pmsgate facilities {command}")
+
+
+def _status_text(status: str) -> str:
+    """A facility status as the tables show it: unverified in yellow, error in red."""
+    colour = {"connected": "green", "unverified": "yellow"}.get(status, "red")
+    return f"[{colour}]{escape(status)}[/]"
 
 
 def _scopes(scope: list[str] | None, all_of_them: bool, default: tuple[str, ...]) -> list[str]:
@@ -250,7 +270,7 @@ def _facility_table(view: FacilityView) -> Table:
         "kind": view.kind,
         "username": view.username,
         "integration_id": view.integration_id,
-        "status": view.status,
+        "status": _status_text(view.status),
         "last_error": view.last_error or "",
         "last auth attempt": view.last_auth_attempt_at.isoformat()
         if view.last_auth_attempt_at
@@ -260,7 +280,7 @@ def _facility_table(view: FacilityView) -> Table:
         "updated": view.updated_at.isoformat(),
     }
     for field, value in rows.items():
-        table.add_row(field, escape(value))
+        table.add_row(field, value if field == "status" else escape(value))
     return table
 
 
@@ -309,10 +329,13 @@ def add(
     api_key_stdin: ApiKeyStdin = False,
     scope: ScopeOption = None,
     all_scopes_: AllScopesOption = False,
+    no_verify: NoVerify = False,
     json_output: JsonOption = False,
 ) -> None:
     """Register a facility and print its first gateway key (shown only once).
 
+    The credentials are tried first (one token request, within the facility's limits):
+    refused or not tried, nothing is stored (exit 2). --no-verify stores it unverified.
     The key holds tools:read unless --scope or --all-scopes say otherwise.
     """
     scopes = _scopes(scope, all_scopes_, DEFAULT_SCOPES)
@@ -320,7 +343,7 @@ def add(
     password = _read_password(password_stdin, stdin)
     own_key = _read_api_key(api_key, api_key_stdin, stdin, prompt=kind == "own")
 
-    async def work(service: FacilityService) -> tuple[FacilityView, str]:
+    async def work(container: Container) -> tuple[FacilityView, str]:
         new = NewFacility(
             hotel_id=hotel_id,
             username=username,
@@ -332,13 +355,20 @@ def add(
             limits=Limits(per_minute=per_minute, per_hour=per_hour, per_day=per_day),
             scopes=scopes,
         )
-        return await service.add(new)
+        return await container.gateway.gateway.add_facility(
+            new, verify=not no_verify, actor=_actor("add")
+        )
 
-    view, raw_key = _with_service(work)
+    view, raw_key = _with_container(work)
     if json_output:
         _print_json({"facility": _dump(view), "gateway_key": raw_key})
         return
     console.print(_facility_table(view))
+    if view.status == "unverified":
+        err_console.print(
+            "[yellow]The credentials were not tried[/]: the facility's first call settles it "
+            "(connected, or error when the booking system refuses them)."
+        )
     _show_new_key(raw_key)
 
 
@@ -362,7 +392,7 @@ def list_facilities(json_output: JsonOption = False) -> None:
             escape(view.name),
             view.kind,
             escape(view.username),
-            view.status if view.status == "connected" else f"[red]{view.status}[/]",
+            _status_text(view.status),
             _limits_text(view.limits),
             escape(view.integration_id),
         )
@@ -425,7 +455,9 @@ def mint_key(
 
     async def work(service: FacilityService) -> tuple[KeyView, str]:
         expires_at = service.now() + lifetime if lifetime is not None else None
-        return await service.mint_key(hotel_id, label, scopes=scopes, expires_at=expires_at)
+        return await service.mint_key(
+            hotel_id, label, scopes=scopes, expires_at=expires_at, actor=_actor("mint-key")
+        )
 
     view, raw_key = _with_service(work)
     if json_output:
@@ -466,7 +498,9 @@ def grant_scopes(
     scopes = _scopes(scope, all_scopes_, ())
 
     async def work(service: FacilityService) -> KeyView:
-        return await service.set_key_scopes(hotel_id, key_id, scopes, add=not replace)
+        return await service.set_key_scopes(
+            hotel_id, key_id, scopes, add=not replace, actor=_actor("grant-scopes")
+        )
 
     view = _with_service(work)
     if json_output:
@@ -496,7 +530,7 @@ def rotate_key(
 
     async def work(service: FacilityService) -> tuple[KeyView, KeyView, str]:
         chosen = key_id if key_id is not None else await _only_working_key(service, hotel_id)
-        return await service.rotate_key(hotel_id, chosen, period)
+        return await service.rotate_key(hotel_id, chosen, period, actor=_actor("rotate-key"))
 
     old, new, raw_key = _with_service(work)
     if json_output:
@@ -531,7 +565,7 @@ def revoke_key(
     """Revoke a gateway key; calls with it are refused from now on."""
 
     async def work(service: FacilityService) -> KeyView:
-        return await service.revoke_key(hotel_id, key_id)
+        return await service.revoke_key(hotel_id, key_id, actor=_actor("revoke-key"))
 
     view = _with_service(work)
     if json_output:
@@ -570,6 +604,7 @@ def reconnect(
             username=user,
             password=password,
             api_key=new_key,
+            actor=_actor("reconnect"),
         )
         return reconnected.facility
 

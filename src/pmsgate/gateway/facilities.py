@@ -9,11 +9,12 @@ Every change is one transaction: a failing call leaves nothing half-written.
 
 from __future__ import annotations
 
+import hmac
 import re
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import structlog
 from cachetools import TTLCache
@@ -21,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from pmsgate.audit.actions import Actor, AuditAction, Outcome
+from pmsgate.audit.trail import AuditTrail
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import (
@@ -34,7 +37,7 @@ from pmsgate.errors import (
 from pmsgate.gateway.keys import hash_key, is_well_formed, mint_key
 from pmsgate.gateway.scopes import DEFAULT_SCOPES, TOOLS_READ, check_scopes, scope_missing
 from pmsgate.gateway.upstream_errors import translate
-from pmsgate.gateway.vault import Vault, facility_context
+from pmsgate.gateway.vault import Vault, VaultError, facility_context
 from pmsgate.integrations.kross.client import PmsClient, Token
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.errors import AuthenticationFailed, InvalidRequest, PmsError
@@ -44,8 +47,20 @@ from pmsgate.storage.models import Facility, GatewayKey
 log = structlog.get_logger(__name__)
 
 FacilityKind = Literal["partner", "own"]
-FacilityStatus = Literal["connected", "error"]
+# connected: the booking system issued a token for the stored credentials.
+# unverified: stored without trying them (`--no-verify`); used like connected until the first
+# upstream answer settles it (a token: connected; a refusal: error).
+# error: the booking system refused them; calls stop until a reconnect (docs/gateway.md).
+FacilityStatus = Literal["connected", "unverified", "error"]
+FACILITY_STATUSES: tuple[str, ...] = get_args(FacilityStatus)
 KINDS: tuple[str, ...] = ("partner", "own")
+
+# Who acts when a caller names no one: an operator's `pmsgate facilities …` command.
+CLI_ACTOR = Actor.cli("pmsgate facilities")
+# Status changes the gateway itself makes after an upstream answer.
+GATEWAY_ACTOR = Actor.system("gateway")
+# The audit trail a service built without one writes to (same database; retention unused here).
+_DEFAULT_RETENTION_DAYS = 400
 
 # Column sizes of storage.models: checked here so PostgreSQL never sees an overflow.
 MAX_HOTEL_ID = 32
@@ -64,6 +79,25 @@ _PLACEHOLDER_API_KEY = "0" * 32
 _HEX32 = re.compile(r"^[0-9a-fA-F]{32}$")
 
 Verifier = Callable[[Credentials], Awaitable[None]]
+
+# Causes of status changes, as the audit trail records them (facility.status_changed).
+CAUSE_REFUSED = "token refused by the booking system"
+CAUSE_VERIFIED_ON_FIRST_USE = "verified on first use"
+CAUSE_ACCEPTED_AGAIN = "token issued again"
+CAUSE_RECONNECTED = "reconnected"
+
+
+def integration_status(status: str) -> str:
+    """The kross integration row's status for a facility status (the row knows no unverified).
+
+    An unverified facility is used like a connected one, so its row says connected.
+    """
+    return "error" if status == "error" else "connected"
+
+
+def subject_of(hotel_id: str) -> str:
+    """The audit subject naming a facility."""
+    return f"facility:{hotel_id}"
 
 
 class FacilityExists(Conflict):
@@ -319,26 +353,52 @@ def _check_kind(kind: str, api_key: SecretStr | None) -> FacilityKind:
     return "own" if kind == "own" else "partner"
 
 
-def verification_error(error: PmsError) -> PmsgateError:
-    """The caller-facing error when new credentials could not be verified upstream."""
-    if isinstance(error, AuthenticationFailed | InvalidRequest):
+def is_refusal(error: PmsError) -> bool:
+    """True when the booking system gave a verdict on the credentials themselves."""
+    return isinstance(error, AuthenticationFailed | InvalidRequest)
+
+
+def verification_error(
+    error: PmsError | PmsgateError,
+    *,
+    outcome: str = "nothing was changed",
+    retry_hint: str | None = None,
+) -> PmsgateError:
+    """The caller-facing error when credentials could not be verified upstream.
+
+    ``outcome`` says what was (not) stored; ``retry_hint`` replaces the hint when there was
+    no verdict (timeout, 5xx, 429, the facility's budget spent): e.g. retry or --no-verify.
+    """
+    if isinstance(error, PmsError) and is_refusal(error):
         # A verdict on the credentials themselves: the caller must correct them (422).
         reason = ": ".join(part for part in (error.upstream_code, error.upstream_message) if part)
         detail = f" (booking system said {reason})" if reason else ""
         return InvalidInput(
-            f"The booking system refused these credentials{detail}; nothing was changed.",
+            f"The booking system refused these credentials{detail}; {outcome}.",
             code=error.code,
             hint=error.hint,
         )
-    # No verdict (unreachable, rate-limited, misconfigured): the gateway's usual translation.
-    translated = translate(error)
+    # No verdict (unreachable, rate-limited, budget spent, misconfigured): the usual code.
+    translated = translate(error) if isinstance(error, PmsError) else error
     return PmsgateError(
-        f"{translated.message} The credentials could not be verified; nothing was changed.",
+        f"{translated.message} The credentials could not be verified; {outcome}.",
         code=translated.code,
         status=translated.status,
-        hint=translated.hint,
+        hint=retry_hint or translated.hint,
         headers=translated.headers,
     )
+
+
+def _failure_details(error: PmsError | PmsgateError) -> dict[str, Any]:
+    """What an audit event says of a failed verification: its code and kind, never a secret."""
+    if isinstance(error, PmsError):
+        cause = (
+            "the booking system refused the credentials"
+            if is_refusal(error)
+            else "the booking system gave no verdict"
+        )
+        return {"cause": cause, "error": error.code, "upstream_code": error.upstream_code}
+    return {"cause": "the credentials could not be tried", "error": error.code}
 
 
 class FacilityService:
@@ -352,11 +412,18 @@ class FacilityService:
         partner_api_key: SecretStr | None,
         *,
         key_cache_s: float = 0.0,
+        audit: AuditTrail | None = None,
     ) -> None:
         self._sessions = sessions
         self._vault = vault
         self._clock = clock
         self._partner_api_key = partner_api_key
+        # Key, credential and status events (docs/audit.md); the container passes its trail.
+        self.audit = (
+            audit
+            if audit is not None
+            else AuditTrail(sessions, clock, retention_days=_DEFAULT_RETENTION_DAYS)
+        )
         # Key hash → facility, for key_cache_s of the clock (0: every check reads the
         # database). It takes the database off a cached tool call's path; the price is that
         # another process's revocation or status change is seen here up to key_cache_s late.
@@ -387,8 +454,23 @@ class FacilityService:
 
     # --- registration -------------------------------------------------------------------
 
-    async def add(self, new: NewFacility) -> tuple[FacilityView, str]:
-        """Register a facility and its first gateway key; the raw key is returned only here."""
+    async def add(
+        self,
+        new: NewFacility,
+        *,
+        verify: Verifier | None = None,
+        unverified: bool = False,
+        actor: Actor = CLI_ACTOR,
+    ) -> tuple[FacilityView, str]:
+        """Register a facility and its first gateway key; the raw key is returned only here.
+
+        With ``verify`` the credentials are tried upstream first (one token request, through
+        the facility's limiter: :meth:`Gateway.add_facility`): a refusal or a failure stores
+        nothing at all, and the facility starts ``connected``. With ``unverified`` it is
+        stored ``unverified`` (an offline set-up; the gateway's first upstream answer settles
+        it). With neither, the caller has proven the credentials itself (onboarding tries
+        them with its own token request in an earlier step): ``connected``.
+        """
         kind = _check_kind(new.kind.strip().lower(), _present(new.api_key))
         credentials = Credentials(
             hotel_id=new.hotel_id,
@@ -415,11 +497,18 @@ class FacilityService:
         scopes = check_scopes(new.scopes)
 
         hotel_id = credentials.hotel_id
+        exists = FacilityExists(f"A facility with hotel_id {hotel_id} already exists.")
+        status: FacilityStatus = "unverified" if unverified and verify is None else "connected"
+        if verify is not None:
+            # Checked before the token request: an add that cannot succeed spends no permit.
+            async with self._sessions() as session:
+                if await FacilityRepository(session).exists(hotel_id):
+                    raise exists
+            await self._verify_new(verify, credentials, kind, actor)
         now = self._clock.now()
         minted = mint_key()
         async with self._sessions.begin() as session:
             facilities = FacilityRepository(session)
-            exists = FacilityExists(f"A facility with hotel_id {hotel_id} already exists.")
             if await facilities.exists(hotel_id):
                 raise exists
             row = await self._insert(
@@ -443,7 +532,7 @@ class FacilityService:
                     ),
                     integration_id=integration_id,
                     name=name,
-                    status="connected",
+                    status=status,
                     last_error=None,
                     limit_per_minute=limits.per_minute,
                     limit_per_hour=limits.per_hour,
@@ -452,7 +541,7 @@ class FacilityService:
                     updated_at=now,
                 ),
             )
-            await GatewayKeyRepository(session).add(
+            key = await GatewayKeyRepository(session).add(
                 GatewayKey(
                     facility_id=row.id,
                     prefix=minted.prefix,
@@ -462,11 +551,86 @@ class FacilityService:
                     scopes=scopes,
                 )
             )
+            # The change and its events commit together (or not at all).
+            await self.audit.record_in(
+                session,
+                AuditAction.CREDENTIALS_STORED,
+                actor=actor,
+                subject=subject_of(hotel_id),
+                details={
+                    "kind": kind,
+                    "username": credentials.username,
+                    "status": status,
+                    "verified": verify is not None,
+                },
+                facility_id=row.id,
+            )
+            await self._record_key_minted(session, actor, row, key, "initial")
             view = FacilityView.of(row)
         log.info(
-            "facility_added", hotel_id=hotel_id, kind=kind, key_prefix=minted.prefix, scopes=scopes
+            "facility_added",
+            hotel_id=hotel_id,
+            kind=kind,
+            status=status,
+            key_prefix=minted.prefix,
+            scopes=scopes,
         )
         return view, minted.raw
+
+    async def _verify_new(
+        self, verify: Verifier, credentials: Credentials, kind: FacilityKind, actor: Actor
+    ) -> None:
+        """Try a new facility's credentials; on any failure record it and store nothing."""
+        if kind == "partner":
+            credentials = Credentials(
+                hotel_id=credentials.hotel_id,
+                username=credentials.username,
+                password=credentials.password,
+                api_key=self._partner_key(),
+            )
+        try:
+            await verify(credentials)
+        except (PmsError, PmsgateError) as error:
+            refused = isinstance(error, PmsError) and is_refusal(error)
+            # No transaction of ours is open: the event is written in its own.
+            await self.audit.record(
+                AuditAction.CREDENTIALS_STORED,
+                actor=actor,
+                subject=subject_of(credentials.hotel_id),
+                outcome=Outcome.REFUSED if refused else Outcome.FAILURE,
+                details={**_failure_details(error), "stored": False},
+            )
+            log.info(
+                "facility_add_unverified",
+                hotel_id=credentials.hotel_id,
+                reason=error.code,
+                refused=refused,
+            )
+            raise verification_error(
+                error,
+                outcome="nothing was stored",
+                retry_hint="Try again in a moment; or add it without trying the credentials "
+                '(`pmsgate facilities add … --no-verify`, admin API `"verify": false`): it '
+                "is stored as unverified until its first call settles it.",
+            ) from None
+
+    async def _record_key_minted(
+        self, session: AsyncSession, actor: Actor, row: Facility, key: GatewayKey, how: str
+    ) -> None:
+        await self.audit.record_in(
+            session,
+            AuditAction.KEY_MINTED,
+            actor=actor,
+            subject=f"key:{key.prefix}",
+            details={
+                "key_id": key.id,
+                "label": key.label,
+                "scopes": list(key.scopes or []),
+                "expires_at": key.expires_at,
+                "how": how,
+            },
+            facility_id=row.id,
+        )
 
     @staticmethod
     async def _insert(
@@ -511,6 +675,7 @@ class FacilityService:
         *,
         scopes: Iterable[str] = DEFAULT_SCOPES,
         expires_at: datetime | None = None,
+        actor: Actor = CLI_ACTOR,
     ) -> tuple[KeyView, str]:
         """A new gateway key for the facility; the raw key is returned only here.
 
@@ -535,6 +700,7 @@ class FacilityService:
                     expires_at=expires_at,
                 )
             )
+            await self._record_key_minted(session, actor, row, key, "minted")
             view = KeyView.of(key, row.hotel_id)
         log.info(
             "gateway_key_minted",
@@ -553,21 +719,37 @@ class FacilityService:
             keys = await GatewayKeyRepository(session).for_facility(row.id)
             return [KeyView.of(key, row.hotel_id, self._key_uses.get(key.id)) for key in keys]
 
-    async def revoke_key(self, hotel_id: str, key_id: int) -> KeyView:
-        """Revoke one key of the facility (revoking twice changes nothing)."""
+    async def revoke_key(self, hotel_id: str, key_id: int, *, actor: Actor = CLI_ACTOR) -> KeyView:
+        """Revoke one key of the facility (revoking twice changes nothing, records nothing)."""
         async with self._sessions.begin() as session:
             row = await self._require(session, hotel_id)
             keys = GatewayKeyRepository(session)
             key = await keys.get(row.id, key_id)
             if key is None:
                 raise key_not_found(hotel_id, key_id)
+            already = key.revoked_at is not None
             view = KeyView.of(await keys.revoke(key, self._clock.now()), row.hotel_id)
+            if not already:
+                await self.audit.record_in(
+                    session,
+                    AuditAction.KEY_REVOKED,
+                    actor=actor,
+                    subject=f"key:{view.prefix}",
+                    details={"key_id": view.id, "label": view.label},
+                    facility_id=row.id,
+                )
         self._forget_keys()
         log.info("gateway_key_revoked", hotel_id=hotel_id, key_id=key_id, key_prefix=view.prefix)
         return view
 
     async def set_key_scopes(
-        self, hotel_id: str, key_id: int, scopes: Iterable[str], *, add: bool = False
+        self,
+        hotel_id: str,
+        key_id: int,
+        scopes: Iterable[str],
+        *,
+        add: bool = False,
+        actor: Actor = CLI_ACTOR,
     ) -> KeyView:
         """Replace a key's scopes (or, with ``add``, widen them); the key itself is unchanged.
 
@@ -585,9 +767,19 @@ class FacilityService:
                     code="gateway_key_revoked",
                     hint="A revoked key stays revoked: mint a new one with the scopes needed.",
                 )
+            before = list(key.scopes or [])
             key.scopes = check_scopes([*key.scopes, *given]) if add else given
             await session.flush()
             view = KeyView.of(key, row.hotel_id, self._key_uses.get(key.id))
+            if view.scopes != before:
+                await self.audit.record_in(
+                    session,
+                    AuditAction.KEY_SCOPES_CHANGED,
+                    actor=actor,
+                    subject=f"key:{view.prefix}",
+                    details={"key_id": view.id, "from": before, "to": view.scopes},
+                    facility_id=row.id,
+                )
         self._forget_keys()
         log.info(
             "gateway_key_scopes_set",
@@ -599,7 +791,7 @@ class FacilityService:
         return view
 
     async def rotate_key(
-        self, hotel_id: str, key_id: int, grace: timedelta
+        self, hotel_id: str, key_id: int, grace: timedelta, *, actor: Actor = CLI_ACTOR
     ) -> tuple[KeyView, KeyView, str]:
         """A new key with the old one's scopes; the old one expires after ``grace``.
 
@@ -643,6 +835,20 @@ class FacilityService:
             )
             old_view = KeyView.of(old, row.hotel_id, self._key_uses.get(old.id))
             new_view = KeyView.of(new, row.hotel_id)
+            await self.audit.record_in(
+                session,
+                AuditAction.KEY_ROTATED,
+                actor=actor,
+                subject=f"key:{old_view.prefix}",
+                details={
+                    "key_id": old_view.id,
+                    "new_key_id": new_view.id,
+                    "new_key_prefix": new_view.prefix,
+                    "old_key_expires_at": old_view.expires_at,
+                    "scopes": new_view.scopes,
+                },
+                facility_id=row.id,
+            )
         self._forget_keys()
         log.info(
             "gateway_key_rotated",
@@ -747,14 +953,20 @@ class FacilityService:
         password: SecretStr,
         api_key: SecretStr | None,
         verify: Verifier,
+        actor: Actor = CLI_ACTOR,
     ) -> FacilityView:
         """Replace the credentials after ``verify`` accepted them; back to ``connected``.
 
         An own facility may omit ``api_key`` to keep its stored one (the usual case:
-        only the password changed). Nothing is stored when validation or ``verify`` fails.
+        only the password changed). Nothing is stored when validation or ``verify`` fails:
+        the old credentials (and status) stay. Recorded as ``credentials.changed`` when they
+        differ from the stored ones, ``credentials.reconnected`` when the same ones were
+        proven again (success, or refused / failure with the cause), plus
+        ``facility.status_changed`` when the facility was not connected.
         """
         async with self._sessions() as session:
             row = await self._require(session, hotel_id)
+        row_status = row.status
         api_key = _present(api_key)
         if row.kind == "partner" and api_key is not None:
             _check_kind("partner", api_key)
@@ -762,13 +974,31 @@ class FacilityService:
             api_key = self._stored_api_key(row)
         credentials = self._credentials(row, username, password, api_key)
         _check_length(credentials.username, MAX_USERNAME, "username", "invalid_username")
+        action = (
+            AuditAction.CREDENTIALS_CHANGED
+            if self._differs(row, credentials)
+            else AuditAction.CREDENTIALS_RECONNECTED
+        )
 
         # Outside any transaction: no database lock is held while the booking system answers.
         try:
             await verify(credentials)
-        except PmsError as error:
+        except (PmsError, PmsgateError) as error:
+            refused = isinstance(error, PmsError) and is_refusal(error)
             log.info("facility_reconnect_refused", hotel_id=hotel_id, reason=error.code)
-            raise verification_error(error) from None
+            await self.audit.record(
+                action,
+                actor=actor,
+                subject=subject_of(row.hotel_id),
+                outcome=Outcome.REFUSED if refused else Outcome.FAILURE,
+                details={**_failure_details(error), "kept": "the previous credentials"},
+                facility_id=row.id,
+            )
+            if isinstance(error, PmsError):
+                raise verification_error(error) from None
+            raise verification_error(
+                error, retry_hint="Try again in a moment: nothing was changed."
+            ) from None
 
         now = self._clock.now()
         values: dict[str, Any] = {
@@ -794,18 +1024,41 @@ class FacilityService:
             await facilities.delete_token(row.id)
             await facilities.set_integration_status(row.id, "connected", None, now)
             view = FacilityView.of(await self._require(session, row.hotel_id))
+            await self.audit.record_in(
+                session,
+                action,
+                actor=actor,
+                subject=subject_of(row.hotel_id),
+                details={"kind": row.kind, "username": credentials.username},
+                facility_id=row.id,
+            )
+            if row_status != "connected":
+                await self._record_status(
+                    session, actor, row.id, row.hotel_id, row_status, "connected", CAUSE_RECONNECTED
+                )
         self._forget_keys()
         log.info("facility_reconnected", hotel_id=hotel_id)
         return view
 
-    async def mark_error(self, hotel_id: str, reason: str) -> None:
+    async def mark_error(
+        self,
+        hotel_id: str,
+        reason: str,
+        *,
+        cause: str = CAUSE_REFUSED,
+        actor: Actor = GATEWAY_ACTOR,
+    ) -> None:
         """Record that the facility's credentials stopped working (a safe reason, no secrets)."""
-        await self._set_status(hotel_id, "error", reason.strip()[:MAX_REASON] or "error")
+        await self._set_status(
+            hotel_id, "error", reason.strip()[:MAX_REASON] or "error", cause=cause, actor=actor
+        )
         log.warning("facility_marked_error", hotel_id=hotel_id, reason=reason[:MAX_REASON])
 
-    async def mark_connected(self, hotel_id: str) -> None:
-        """Record that the facility's credentials work."""
-        await self._set_status(hotel_id, "connected", None)
+    async def mark_connected(
+        self, hotel_id: str, *, cause: str = CAUSE_ACCEPTED_AGAIN, actor: Actor = GATEWAY_ACTOR
+    ) -> None:
+        """Record that the facility's credentials work (an unverified facility: now proven)."""
+        await self._set_status(hotel_id, "connected", None, cause=cause, actor=actor)
 
     async def record_auth_attempt(self, hotel_id: str) -> None:
         """Remember when the gateway last tried to authenticate the facility upstream."""
@@ -903,18 +1156,78 @@ class FacilityService:
             raise facility_not_found(hotel_id)
         return row
 
-    async def _set_status(self, hotel_id: str, status: str, last_error: str | None) -> None:
-        """The facility's status and its kross integration row's, in one transaction (spec §3)."""
+    async def _set_status(
+        self, hotel_id: str, status: str, last_error: str | None, *, cause: str, actor: Actor
+    ) -> None:
+        """The facility's status and its kross integration row's, in one transaction (spec §3).
+
+        A real change is recorded (``facility.status_changed``, from → to, with its cause) in
+        the same transaction.
+        """
         now = self._clock.now()
         async with self._sessions.begin() as session:
             facilities = FacilityRepository(session)
             row = await self._require(session, hotel_id)
+            before = row.status
             row.status = status
             row.last_error = last_error
             row.updated_at = now
             await session.flush()
-            await facilities.set_integration_status(row.id, status, last_error, now)
+            await facilities.set_integration_status(
+                row.id, integration_status(status), last_error, now
+            )
+            if before != status:
+                await self._record_status(
+                    session, actor, row.id, row.hotel_id, before, status, cause, last_error
+                )
         self._forget_keys()
+
+    async def _record_status(
+        self,
+        session: AsyncSession,
+        actor: Actor,
+        facility_id: int,
+        hotel_id: str,
+        before: str,
+        after: str,
+        cause: str,
+        reason: str | None = None,
+    ) -> None:
+        details: dict[str, Any] = {"from": before, "to": after, "cause": cause}
+        if reason:
+            details["reason"] = reason
+        await self.audit.record_in(
+            session,
+            AuditAction.FACILITY_STATUS_CHANGED,
+            actor=actor,
+            subject=subject_of(hotel_id),
+            outcome=Outcome.FAILURE if after == "error" else Outcome.SUCCESS,
+            details=details,
+            facility_id=facility_id,
+        )
+
+    def _differs(self, row: Facility, credentials: Credentials) -> bool:
+        """True when ``credentials`` are not the stored ones (compared in memory, never logged)."""
+        if row.username != credentials.username:
+            return True
+        try:
+            stored = self._vault.decrypt(
+                row.password_enc, context=facility_context(row.hotel_id, "password")
+            )
+        except VaultError:
+            return True  # unreadable (its vault key is gone): whatever comes now is new
+        if not hmac.compare_digest(
+            stored.encode(), credentials.password.get_secret_value().encode()
+        ):
+            return True
+        if row.kind != "own" or row.api_key_enc is None:
+            return False
+        stored_key = self._vault.decrypt(
+            row.api_key_enc, context=facility_context(row.hotel_id, "api_key")
+        )
+        return not hmac.compare_digest(
+            stored_key.encode(), credentials.api_key.get_secret_value().encode()
+        )
 
 
 def pms_verifier(

@@ -42,9 +42,20 @@ from typing import Any
 import anyio
 import structlog
 
+from pmsgate.audit.actions import Actor
 from pmsgate.clock import Clock
 from pmsgate.gateway.cache import Cached, ReadCache
-from pmsgate.gateway.facilities import FacilityService, FacilityView
+from pmsgate.gateway.facilities import (
+    CAUSE_ACCEPTED_AGAIN,
+    CAUSE_REFUSED,
+    CAUSE_VERIFIED_ON_FIRST_USE,
+    CLI_ACTOR,
+    FacilityService,
+    FacilityView,
+    Limits,
+    NewFacility,
+    pms_verifier,
+)
 from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, Priority
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.tokens import TokenManager
@@ -52,7 +63,7 @@ from pmsgate.gateway.upstream_errors import auth_failed, translate
 from pmsgate.gateway.usage import UsageCounter
 from pmsgate.integrations.kit import RetryPolicy
 from pmsgate.integrations.kross import errors as pms
-from pmsgate.integrations.kross.client import PmsClient, PmsResult
+from pmsgate.integrations.kross.client import PmsClient, PmsResult, Token
 from pmsgate.integrations.kross.operations import Operation
 
 log = structlog.get_logger(__name__)
@@ -206,7 +217,7 @@ class Gateway:
             )
         except pms.PmsError as error:
             raise translate(error) from None
-        if cached.source == "cache" and not cached.stale and facility.status != "connected":
+        if cached.source == "cache" and not cached.stale and facility.status == "error":
             # The booking system refused this facility's credentials since the answer was
             # cached (a password change): nothing newer can be had, so it is no longer fresh.
             cached = dataclasses.replace(cached, stale=True)
@@ -307,13 +318,52 @@ class Gateway:
     async def _permit(
         self, facility: FacilityView, priority: Priority, *, shared_only: bool = False
     ) -> None:
+        await self._acquire(self.limit_key(facility), facility.limits, priority, shared_only)
+
+    async def _acquire(
+        self, key: str, limits: Limits, priority: Priority, shared_only: bool = False
+    ) -> None:
         await self.limiter.acquire(
-            self.limit_key(facility),
-            facility.limits,
+            key,
+            limits,
             priority,
             wait_s=self.policy.limiter_wait_s,
             shared_only=shared_only,
         )
+
+    # --- registration -------------------------------------------------------------------------
+
+    async def add_facility(
+        self, new: NewFacility, *, verify: bool = True, actor: Actor = CLI_ACTOR
+    ) -> tuple[FacilityView, str]:
+        """Register a facility after one token request proved its credentials (DESIGN §3).
+
+        The request takes a permit of the new facility's budget (its hotel_id, or its API
+        account's, with the limits it is being registered with) like every booking-system
+        request; a refusal, a failure or a spent budget stores nothing. The token it got
+        becomes the facility's token (a token is an upstream session: no second one is
+        opened). ``verify=False`` stores the facility ``unverified`` without any request.
+        The CLI's ``facilities add`` and the admin API's ``POST /admin/facilities`` run this.
+        """
+        if not verify:
+            return await self.facilities.add(new, unverified=True, actor=actor)
+        issued: list[Token] = []
+        verified_at = self.clock.now()
+        username = new.username.strip()
+        key = f"account:{username}" if self.policy.limit_by_account else new.hotel_id.strip()
+
+        async def permit(hotel_id: str) -> None:
+            await self._acquire(key, new.limits, Priority.INTERACTIVE)
+            self.metrics.token_refreshes.labels(hotel_id).inc()
+            self.usage.upstream_call(hotel_id)
+
+        view, raw_key = await self.facilities.add(
+            new, verify=pms_verifier(self.pms, permit, keep=issued.append), actor=actor
+        )
+        if issued:
+            await self.tokens.adopt(view.hotel_id, issued[-1], verified_at)
+        log.info("facility_verified", hotel_id=view.hotel_id)
+        return view, raw_key
 
     async def _token(self, facility: FacilityView, priority: Priority) -> Any:
         try:
@@ -321,7 +371,7 @@ class Gateway:
         except pms.AuthenticationFailed as error:
             # The failed request was an authentication attempt: the next one waits an interval.
             await self.facilities.record_auth_attempt(facility.hotel_id)
-            await self.facilities.mark_error(facility.hotel_id, error.message)
+            await self.facilities.mark_error(facility.hotel_id, error.message, cause=CAUSE_REFUSED)
             log.warning(
                 "pms_auth_failed",
                 hotel_id=facility.hotel_id,
@@ -331,12 +381,22 @@ class Gateway:
             )
             raise auth_failed(error.message) from None
         if facility.status == "error":
-            await self.facilities.mark_connected(facility.hotel_id)
+            await self.facilities.mark_connected(facility.hotel_id, cause=CAUSE_ACCEPTED_AGAIN)
             log.info("pms_auth_recovered", hotel_id=facility.hotel_id)
+        elif facility.status == "unverified":
+            # Used like connected until now: the booking system issued a token, so it is.
+            await self.facilities.mark_connected(
+                facility.hotel_id, cause=CAUSE_VERIFIED_ON_FIRST_USE
+            )
+            log.info("pms_auth_verified", hotel_id=facility.hotel_id)
         return token
 
     async def _guard_integration(self, facility: FacilityView) -> None:
-        """Refuse calls of a facility in error, but for one re-authentication per interval."""
+        """Refuse calls of a facility in error, but for one re-authentication per interval.
+
+        An ``unverified`` facility is called like a connected one: its first token request
+        settles it (``connected``, or ``error`` on a refusal, in :meth:`_token`).
+        """
         if facility.status != "error":
             return
         lock = self._reauth_locks.setdefault(facility.hotel_id, anyio.Lock())

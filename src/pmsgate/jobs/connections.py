@@ -46,7 +46,8 @@ async def check_facility(
     """Check one facility's booking-system access with one background read."""
     # Read again: another replica's check (or a caller) may have just marked it.
     facility = await services.facilities.get(hotel_id)
-    if facility.status != "connected":
+    # An unverified facility is checked like a connected one: the check settles it.
+    if facility.status == "error":
         return "skipped", {"status": facility.status}
     try:
         await services.gateway.read(
@@ -73,7 +74,7 @@ async def check_connections(services: GatewayServices) -> dict[str, Any]:
         "failed": [],
     }
     for facility in await services.facilities.list():
-        if facility.status != "connected":
+        if facility.status == "error":
             found["skipped"].append(facility.hotel_id)
             continue
         try:
