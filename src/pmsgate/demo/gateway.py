@@ -20,6 +20,7 @@ from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import open_container
+from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import Limits, NewFacility
 from pmsgate.gateway.scopes import write_scope
@@ -87,23 +88,28 @@ class GatewayTour:
         return self.box.kross.stats.requests_by_hotel[self.facility["hotel_id"]]
 
     async def register_facilities(self) -> None:
-        """Add every sandbox facility; the password goes straight into the vault."""
-        table = Table(title="Facilities registered (credentials encrypted at rest)")
+        """Add every sandbox facility, its credentials tried first; a wrong password is refused.
+
+        The password goes straight into the vault, and only after the booking system issued
+        a token for it (that token becomes the facility's: no second session).
+        """
+        records = self.box.kross.facility_summaries()
+        first = records[0]
+        try:
+            await self.services.gateway.add_facility(
+                _registration(first, password="not-the-password"), verify=True
+            )
+        except PmsgateError as error:
+            stored = [f.hotel_id for f in await self.services.facilities.list()]
+            self.console.print(
+                f"A wrong password for {first['hotel_id']}: [red]{error.code}[/] "
+                f"({error.status}) — {error.message} Facilities stored: {len(stored)}."
+            )
+        table = Table(title="Facilities registered (tried upstream, encrypted at rest)")
         for column in ("hotel_id", "name", "kind", "status", "limits", "gateway key"):
             table.add_column(column)
-        for record in self.box.kross.facility_summaries():
-            own = record["kind"] == "own"
-            view, key = await self.services.facilities.add(
-                NewFacility(
-                    hotel_id=record["hotel_id"],
-                    username=record["username"],
-                    password=SecretStr(record["password"]),
-                    kind=record["kind"],
-                    api_key=SecretStr(record["api_key"]) if own else None,
-                    integration_id=f"int-{record['hotel_id']}",
-                    name=record["name"],
-                )
-            )
+        for record in records:
+            view, key = await self.services.gateway.add_facility(_registration(record), verify=True)
             if record["hotel_id"] == self.facility["hotel_id"]:
                 self.key = key
             limits = (
@@ -298,3 +304,17 @@ def _excerpt(name: str, data: dict[str, Any]) -> str:
         missing = ", ".join(data["portal"]["missing"]) or "-"
         return f"portal {data['portal']['status']}, missing {missing}"
     return f"{data.get('apartment')}: check-in from {data.get('check_in_from')}"
+
+
+def _registration(record: dict[str, Any], password: str | None = None) -> NewFacility:
+    """The registration of a sandbox facility (with another password, to show a refusal)."""
+    own = record["kind"] == "own"
+    return NewFacility(
+        hotel_id=record["hotel_id"],
+        username=record["username"],
+        password=SecretStr(password if password is not None else record["password"]),
+        kind=record["kind"],
+        api_key=SecretStr(record["api_key"]) if own else None,
+        integration_id=f"int-{record['hotel_id']}",
+        name=record["name"],
+    )
