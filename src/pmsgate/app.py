@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse
 from pydantic import SecretStr
 from sqlalchemy import text
 
+from pmsgate.api_docs import install_api_docs
 from pmsgate.audit.admin_api import admin_action_recorder
 from pmsgate.boundary import refuse_control_characters
 from pmsgate.config import Settings
@@ -90,9 +91,10 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         title="pmsgate",
         version="0.1.0",
         lifespan=lifespan,
-        # PMSGATE_API_DOCS=false: no /docs, /redoc, /openapi.json (docs/operations.md).
-        docs_url="/docs" if settings.api_docs else None,
-        redoc_url="/redoc" if settings.api_docs else None,
+        # PMSGATE_API_DOCS=false: no /docs, /redoc, /openapi.json (docs/operations.md);
+        # the pages are pmsgate.api_docs' (their assets served here, not from a CDN).
+        docs_url=None,
+        redoc_url=None,
         openapi_url="/openapi.json" if settings.api_docs else None,
         # No control character in a path or query string reaches a route (pmsgate.boundary).
         dependencies=[Depends(refuse_control_characters)],
@@ -100,6 +102,8 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
     # The console's pages show their errors as pages; everything else as the JSON body.
     install_error_handlers(app, render=render_console_error)
     install_openapi(app)  # every route's bodies and error statuses, as they really are
+    if settings.api_docs:
+        install_api_docs(app)  # /docs and /redoc, working without internet access
     # Every route's body is bounded as it arrives (413 before a large body is read whole).
     app.add_middleware(
         BodyLimitMiddleware,

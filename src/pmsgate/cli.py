@@ -4,14 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import importlib
+import socket
 from dataclasses import dataclass
 from typing import Annotated, Any
 
 import typer
+import uvicorn
 from rich.console import Console
+from rich.markup import escape
 from typer.core import TyperCommand, TyperGroup
 
-from pmsgate.cli_support import fail
+from pmsgate.cli_support import (
+    InvalidSettings,
+    dependency_problems,
+    err_console,
+    fail,
+    settings_problems,
+    startup_problems,
+)
 from pmsgate.config import get_settings
 from pmsgate.doctor.command import doctor as doctor_command
 from pmsgate.errors import PmsgateError
@@ -135,7 +145,15 @@ console = Console()
 
 @app.callback()
 def _setup() -> None:
-    settings = get_settings()
+    # Every command reads the settings here first: ones that cannot be read end it with
+    # one line per problem (the variable and the fix), exit 2 (docs/operations.md).
+    try:
+        settings = get_settings()
+    except Exception as error:
+        problems = settings_problems(error)
+        if not problems:
+            raise
+        raise fail(InvalidSettings(problems)) from None
     configure_logging(settings.log_level, json=settings.log_json)
 
 
@@ -182,20 +200,136 @@ def serve(
         ),
     ] = None,
 ) -> None:
-    """Serve the gateway (tools, operations, MCP, admin API), the web app and console, the jobs."""
-    import uvicorn
+    """Serve the gateway (tools, operations, MCP, admin API), the web app and console, the jobs.
 
+    Before anything starts, the settings are checked and the database and Redis tried: a
+    problem ends it with one line naming the variable and the fix, exit status 2. Once
+    it listens, it prints the address (docs/operations.md, Start-up checks).
+    """
     from pmsgate.app import create_app
 
     settings = get_settings()
-    uvicorn.run(
-        create_app(settings),
+    problems = startup_problems(settings)
+    if not problems:
+        problems = asyncio.run(dependency_problems(settings))
+    if problems:
+        raise fail(InvalidSettings(problems))
+    server = AnnouncingServer(
+        _uvicorn_config(
+            ExplainedStartup(create_app(settings)),
+            host=host,
+            port=port,
+            forwarded_allow_ips=forwarded_allow_ips or settings.forwarded_allow_ips,
+        ),
+        docs=settings.api_docs,
+    )
+    server.run()
+    if not server.started:  # the start-up failed: said above, in one line where it is ours
+        raise typer.Exit(code=2)
+
+
+def _uvicorn_config(app: Any, *, host: str, port: int, forwarded_allow_ips: str) -> uvicorn.Config:
+    """uvicorn's configuration of `pmsgate serve`.
+
+    ``loop="auto"`` and ``http="auto"`` take uvloop and httptools (installed with
+    ``uvicorn[standard]``, a dependency) when they import, else asyncio and h11.
+    """
+    return uvicorn.Config(
+        app,
         host=host,
         port=port,
         log_config=None,
+        loop="auto",
+        http="auto",
         proxy_headers=True,
-        forwarded_allow_ips=forwarded_allow_ips or settings.forwarded_allow_ips,
+        forwarded_allow_ips=forwarded_allow_ips,
     )
+
+
+def listening_line(host: str, port: int, *, docs: bool) -> str:
+    """The line `pmsgate serve` prints once it listens."""
+    shown = f"[{host}]" if ":" in host else host
+    return f"pmsgate listening on http://{shown}:{port}" + (" (docs at /docs)" if docs else "")
+
+
+class AnnouncingServer(uvicorn.Server):
+    """A uvicorn server that prints, once it listens, the one line saying where."""
+
+    def __init__(self, config: uvicorn.Config, *, docs: bool) -> None:
+        super().__init__(config)
+        self.docs = docs
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        try:
+            await super().startup(sockets)
+        except SystemExit:  # the app's start-up failed, or the address is taken: logged
+            self.should_exit = True  # `serve` then exits with 2, like every refused start
+            return
+        if self.should_exit or not self.servers:
+            return
+        bound = self.servers[0].sockets[0].getsockname()  # the real port, also for port 0
+        typer.echo(listening_line(str(bound[0]), int(bound[1]), docs=self.docs))
+
+
+class ExplainedStartup:
+    """The app, with a start-up failure that is one of ours reported as one line.
+
+    The checks of `serve` run before the app starts; what can still fail in the app's
+    own start-up (the database gone since, the metrics address taken, …) is a service
+    error (or the database's), printed as ``error <code>: <message> hint: <hint>``
+    instead of the traceback uvicorn would log. Anything else keeps its traceback: it
+    is a bug to report.
+    """
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "lifespan":
+            await self.app(scope, receive, send)
+            return
+        held: list[Any] = []
+
+        async def hold_failure(message: Any) -> None:
+            if message["type"] == "lifespan.startup.failed":
+                held.append(message)  # sent below, once we know what failed
+            else:
+                await send(message)
+
+        try:
+            await self.app(scope, receive, hold_failure)
+        except BaseException as error:
+            if not held:
+                raise
+            known = _startup_error(error)
+            if known is None:
+                await send(held[0])  # the traceback, as uvicorn logs it
+                raise
+            line = f"{known.code}: {known.message}" + (f" hint: {known.hint}" if known.hint else "")
+            err_console.print(f"[bold red]error[/] {escape(line)}", soft_wrap=True)
+            await send({"type": "lifespan.startup.failed", "message": ""})
+
+
+def _startup_error(error: BaseException) -> PmsgateError | None:
+    """The service error a start-up failure stands for, or None for an unexpected one."""
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from pmsgate.cli_support import database_unavailable
+
+    leaves = list(error.exceptions) if isinstance(error, BaseExceptionGroup) else [error]
+    while any(isinstance(leaf, BaseExceptionGroup) for leaf in leaves):
+        leaves = [
+            inner
+            for leaf in leaves
+            for inner in (leaf.exceptions if isinstance(leaf, BaseExceptionGroup) else [leaf])
+        ]
+    for leaf in leaves:
+        if isinstance(leaf, PmsgateError):
+            return leaf
+    for leaf in leaves:
+        if isinstance(leaf, SQLAlchemyError | OSError):
+            return database_unavailable(leaf)
+    return None
 
 
 @app.command()
@@ -236,13 +370,22 @@ app.command("doctor")(doctor_command)
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Apply every pending migration to the configured database."""
+    from pmsgate.cli_support import database_unavailable, run
     from pmsgate.storage.db import current_revision, open_database
 
-    async def _run() -> str | None:
-        async with open_database(get_settings().effective_database_url) as engine:
-            return await current_revision(engine)
+    settings = get_settings()
+    problems = startup_problems(settings, vault=False)
+    if problems:
+        raise fail(InvalidSettings(problems))
 
-    console.print(f"database at revision {asyncio.run(_run())}")
+    async def _run() -> str | None:
+        try:
+            async with open_database(settings.effective_database_url) as engine:
+                return await current_revision(engine)
+        except OSError as error:
+            raise database_unavailable(error) from None
+
+    console.print(f"database at revision {run(_run())}")
 
 
 def main() -> None:

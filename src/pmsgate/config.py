@@ -399,6 +399,13 @@ class Settings(BaseSettings):
             )
         return value
 
+    @field_validator("log_level")
+    @classmethod
+    def _known_level(cls, value: str) -> str:
+        if value.upper() not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+            raise ValueError("use one of DEBUG, INFO, WARNING, ERROR, CRITICAL")
+        return value
+
     @property
     def metrics_listen(self) -> tuple[str, int] | None:
         """``metrics_address`` as (host, port), or None: /metrics on the main address."""
