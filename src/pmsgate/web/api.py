@@ -36,7 +36,7 @@ from pmsgate.knowledge.records import job_not_found
 from pmsgate.knowledge.sync_jobs import job_summary
 from pmsgate.storage.knowledge import SyncJobView
 from pmsgate.web.audit import console_action
-from pmsgate.web.auth import AdminWrite, SignedIn, SignedInWrite, ensure_can_act_on
+from pmsgate.web.auth import AdminWrite, SignedIn, SignedInWrite, actor_of, ensure_can_act_on
 from pmsgate.web.context import WebDep, WebServices
 from pmsgate.web.users import Principal, has_control_characters
 
@@ -349,6 +349,7 @@ async def _connect(
             password=body.password,
             api_key=body.api_key,
             hotel_id=body.hotel_id,
+            actor=actor_of(principal),
         )
     return JSONResponse(result.as_json(), headers=NO_STORE)
 

@@ -24,7 +24,7 @@ from pmsgate.errors import Forbidden, PmsgateError
 from pmsgate.web.api import ready_for_sync
 from pmsgate.web.app import login_redirect
 from pmsgate.web.audit import console_action
-from pmsgate.web.auth import SignedInWrite, ensure_can_act_on, optional_principal
+from pmsgate.web.auth import SignedInWrite, actor_of, ensure_can_act_on, optional_principal
 from pmsgate.web.charts import Series, bar_chart, line_chart, time_label
 from pmsgate.web.context import WebDep, web_services
 from pmsgate.web.templating import templates
@@ -246,6 +246,7 @@ async def reconnect(
                 username=username,
                 password=SecretStr(password),
                 api_key=SecretStr(api_key) if api_key.strip() else None,
+                actor=actor_of(principal),
             )
     except PmsgateError as error:
         status = error.status if not _is_htmx(request) else 200
