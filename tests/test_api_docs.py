@@ -33,6 +33,8 @@ async def caller() -> AsyncIterator[httpx.AsyncClient]:
 async def test_the_documentation_pages_load_only_same_origin_assets(caller, page):
     answer = await caller.get(page)
     assert answer.status_code == 200
+    # Nothing from elsewhere, even what the pages' scripts add later (ReDoc's footer logo).
+    assert "default-src 'self'" in answer.headers["content-security-policy"]
     urls = [next(group for group in found if group) for found in LOADED.findall(answer.text)]
     assert any(url.endswith(".js") for url in urls), urls
     assert "http://" not in answer.text.replace("http://gateway.test", "")
