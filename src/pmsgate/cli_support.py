@@ -165,12 +165,12 @@ def settings_problems(error: Exception) -> list[SettingProblem]:
                 problem = f"entry {keys}: {problem}"
             field = fields.get(name)
             default = None if field is None else field.default
-            if field is None or default is PydanticUndefined:
-                fix = "set a valid value."
-            elif default is None or field.default_factory is not None:
+            if field is not None and (default is None or field.default_factory is not None):
                 fix = "set a valid value, or unset it."
+            elif field is None or default is PydanticUndefined:
+                fix = "set a valid value."
             else:
-                shown = default.value if hasattr(default, "value") else default
+                shown = getattr(default, "value", default)  # an enum: its value
                 fix = f"set a valid value, or unset it for the default ({shown})."
             problems.append(SettingProblem(f"PMSGATE_{name.upper()}", problem, fix))
         return problems
