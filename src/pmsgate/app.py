@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from sqlalchemy import text
 
 from pmsgate.api_docs import install_api_docs
+from pmsgate.audit.actions import Actor
 from pmsgate.audit.admin_api import admin_action_recorder
 from pmsgate.boundary import refuse_control_characters
 from pmsgate.config import Settings
@@ -120,7 +121,12 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
     install_web(app)
 
     async def reconnect(
-        hotel_id: str, *, username: str, password: SecretStr, api_key: SecretStr | None
+        hotel_id: str,
+        *,
+        username: str,
+        password: SecretStr,
+        api_key: SecretStr | None,
+        actor: Actor,
     ) -> FacilityView:
         # The one reconnect path (the CLI's and the web app's too): listings syncs restarted.
         current: Container = app.state.container
@@ -131,6 +137,7 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
             username=username,
             password=password,
             api_key=api_key,
+            actor=actor,
         )
         return reconnected.facility
 

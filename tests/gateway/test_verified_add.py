@@ -417,3 +417,19 @@ async def test_cli_add_tries_the_credentials_or_stores_them_unverified(
     assert json.loads(verified.stdout)["facility"]["status"] == "connected"
     assert box.token_requests() == 1
     await _secret_free(box, str(other["password"]))
+
+
+async def test_the_admin_apis_reconnect_names_the_admin_api(box: Box) -> None:
+    async with box.client() as client:
+        created = await client.post("/admin/facilities", json=box.body(), headers=AUTH)
+        assert created.status_code == 201, created.text
+        refused = await client.post(
+            f"/admin/facilities/{box.hotel_id}/reconnect",
+            json={"username": box.record["username"], "password": WRONG_PASSWORD},
+            headers=AUTH,
+        )
+    assert (refused.status_code, refused.json()["error"]["code"]) == (422, "pms_auth_failed")
+    assert (await box.container.gateway.facilities.get(box.hotel_id)).status == "connected"
+    [event] = await box.events("credentials.changed")
+    assert (event.outcome, event.actor_kind, event.actor) == ("refused", "admin", "admin-api")
+    await _secret_free(box, created.json()["gateway_key"])

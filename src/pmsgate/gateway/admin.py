@@ -213,7 +213,13 @@ class Reconnect(Protocol):
     """Replaces a facility's credentials once the booking system accepted them."""
 
     def __call__(
-        self, hotel_id: str, *, username: str, password: SecretStr, api_key: SecretStr | None
+        self,
+        hotel_id: str,
+        *,
+        username: str,
+        password: SecretStr,
+        api_key: SecretStr | None,
+        actor: Actor,
     ) -> Awaitable[FacilityView]: ...
 
 
@@ -378,7 +384,11 @@ def build_admin_router(
     async def reconnect(hotel_id: HotelIdPath, body: ReconnectBody) -> FacilityView:
         """Replace the facility's credentials once the booking system accepts them."""
         return await reconnect_facility(
-            hotel_id, username=body.username, password=body.password, api_key=body.api_key
+            hotel_id,
+            username=body.username,
+            password=body.password,
+            api_key=body.api_key,
+            actor=ADMIN_API_ACTOR,
         )
 
     return router
