@@ -189,6 +189,13 @@ async def test_a_scenario_leaves_each_customer_its_own_events_and_no_secret_anyw
     }
     assert by_customer == {student_a: sorted(applied_a), student_b: sorted(applied_b)}
     assert {(e.actor_kind, e.actor) for e in side_effects} == {("cli", "pmsgate onboard")}
+    # Every key the steps minted (each facility's first key, each workspace's tools:read
+    # key) names the runbook as its actor; the one other key is the admin's payment key.
+    minted = [e for e in every if e.action == "key.minted"]
+    assert sorted((e.actor_kind, e.actor) for e in minted) == [
+        ("admin", "admin-api"),
+        *[("system", "onboarding")] * 4,
+    ]
     tools_a = next(
         e
         for e in side_effects

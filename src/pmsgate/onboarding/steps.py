@@ -40,6 +40,7 @@ from datetime import date
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
+from pmsgate.audit.actions import Actor
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerContext, CustomerServices
@@ -209,6 +210,11 @@ class RunState:
     # Step 1 → step 3 (and ensure_facility): the token that proved the file's credentials,
     # adopted as the facility's token once registered with them (one upstream session).
     verified: VerifiedToken | None = None
+
+
+# Who the audit trail names for what the steps change (keys minted and revoked, the
+# facility registered): the runbook itself, whoever started it (docs/audit.md).
+ONBOARDING_ACTOR = Actor.system("onboarding")
 
 
 class OnboardingContext:

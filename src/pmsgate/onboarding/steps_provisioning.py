@@ -62,7 +62,14 @@ from pmsgate.integrations.assistant.client import (
 )
 from pmsgate.integrations.assistant.errors import PlatformConflict, PlatformError
 from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, PersonTask, person_task
-from pmsgate.onboarding.steps import BOTH_ROUTES, OnboardingContext, Step, StepKind, StepResult
+from pmsgate.onboarding.steps import (
+    BOTH_ROUTES,
+    ONBOARDING_ACTOR,
+    OnboardingContext,
+    Step,
+    StepKind,
+    StepResult,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -376,11 +383,11 @@ async def ensure_gateway_secrets(
         return
     # The raw key of any earlier labelled key is lost (it lived only in the secret): revoke.
     for stale in [*state.stale_keys, *([state.active_key] if state.active_key else [])]:
-        await ctx.facilities.revoke_key(hotel_id, stale.id)
+        await ctx.facilities.revoke_key(hotel_id, stale.id, actor=ONBOARDING_ACTOR)
     # The workspace's assistant only needs the six tools: exactly tools:read, never an
     # operation or a write (least privilege, docs/gateway.md, Scopes).
     view, raw = await ctx.facilities.mint_key(
-        hotel_id, key_label(workspace_id), scopes=[TOOLS_READ]
+        hotel_id, key_label(workspace_id), scopes=[TOOLS_READ], actor=ONBOARDING_ACTOR
     )
     try:
         async with platform_errors(f"storing the secret {key_secret}"):
@@ -394,7 +401,7 @@ async def ensure_gateway_secrets(
             )
     except PmsgateError:
         # Nobody holds the raw key now: a key that exists nowhere must not stay valid.
-        await ctx.facilities.revoke_key(hotel_id, view.id)
+        await ctx.facilities.revoke_key(hotel_id, view.id, actor=ONBOARDING_ACTOR)
         raise
     finally:
         del raw

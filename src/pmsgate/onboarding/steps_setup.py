@@ -46,6 +46,7 @@ from pmsgate.onboarding.booking import adopt_verified, facility_token, verifier,
 from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
+    ONBOARDING_ACTOR,
     OnboardingContext,
     Problem,
     Step,
@@ -479,6 +480,7 @@ async def ensure_facility(ctx: OnboardingContext) -> FacilityView:
                 password=booking.password,
                 api_key=booking.api_key if ctx.file.kind == "own" else None,
                 verify=verifier(ctx),
+                actor=ONBOARDING_ACTOR,
             )
     else:
         row_id = row.id if row is not None else (wanted_row_id or new_integration_id())
@@ -491,12 +493,13 @@ async def ensure_facility(ctx: OnboardingContext) -> FacilityView:
                 api_key=booking.api_key if ctx.file.kind == "own" else None,
                 integration_id=row_id,
                 name=booking.name or ctx.file.name,
-            )
+            ),
+            actor=ONBOARDING_ACTOR,
         )
         del _raw_key  # never shown, never stored: revoked below
         for key in await ctx.facilities.list_keys(booking.hotel_id):
             if key.revoked_at is None and key.label == "initial":
-                await ctx.facilities.revoke_key(booking.hotel_id, key.id)
+                await ctx.facilities.revoke_key(booking.hotel_id, key.id, actor=ONBOARDING_ACTOR)
         log.info(
             "onboarding_facility_registered", student_id=student_id, hotel_id=facility.hotel_id
         )
