@@ -47,6 +47,8 @@ def test_demo_runs_every_chapter_and_shows_what_it_promises(env, monkeypatch):
         "upstream_budget_exhausted",
         "The tools-only key asking for a payment: 403 scope_missing",
         "sent to the booking system 1 time(s)",
+        "Audit trail: the writes",
+        "Facilities stored: 0",
         "20 more calls sent 0 requests",
         "MCP at /mcp: 6 tools",
         "parameters[].description required",

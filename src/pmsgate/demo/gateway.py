@@ -17,6 +17,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pmsgate.app import create_app
+from pmsgate.audit.trail import AuditTrail
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import open_container
@@ -26,6 +27,7 @@ from pmsgate.gateway.facilities import Limits, NewFacility
 from pmsgate.gateway.scopes import write_scope
 from pmsgate.gateway.tools import AVAILABILITY_WINDOW_DAYS
 from pmsgate.sandbox.app import Sandbox
+from pmsgate.storage.audit import AuditFilter
 
 GATEWAY_HOST = "http://gateway.local"
 
@@ -53,6 +55,7 @@ class GatewayTour:
     box: Sandbox
     clock: ManualClock
     facility: dict[str, Any]
+    audit: AuditTrail
     key: str = ""
 
     @classmethod
@@ -75,7 +78,7 @@ class GatewayTour:
                     facility = next(
                         f for f in box.kross.facility_summaries() if f["kind"] == "partner"
                     )
-                    yield cls(console, services, app, http, box, clock, facility)
+                    yield cls(console, services, app, http, box, clock, facility, container.audit)
 
     async def tool(self, name: str, **arguments: Any) -> httpx.Response:
         """Call a tool the way the assistant does."""
@@ -244,6 +247,26 @@ class GatewayTour:
             f"{replay.status_code} (replayed={replay.headers.get('Idempotent-Replayed')}); "
             f"sent to the booking system [bold]{sent}[/] time(s)."
         )
+        await self._show_write_trail()
+
+    async def _show_write_trail(self) -> None:
+        """The payment attempts as the audit trail keeps them (what the console shows)."""
+        page = await self.audit.page(AuditFilter(action_prefix="key.used_for_write"), limit=10)
+        table = Table(title="Audit trail: the writes (newest first; no secret is ever stored)")
+        for column in ("key", "operation", "Idempotency-Key", "outcome", "note"):
+            table.add_column(column, no_wrap=column != "note")
+        for event in page.events:
+            details = event.details
+            notes = [name for name in ("replayed", "recovered") if details.get(name)]
+            notes += [str(details["error_code"])] if details.get("error_code") else []
+            table.add_row(
+                event.actor,
+                str(details.get("operation", "")).removeprefix("reservations/"),
+                str(details.get("idempotency_key", "")),
+                event.outcome,
+                ", ".join(notes) or "-",
+            )
+        self.console.print(table)
 
     async def changed_password(self) -> None:
         """The customer changes the API password: error state, no retry storm, reconnect."""
