@@ -57,4 +57,3 @@ def test_the_check_sees_a_sessionmaker_and_a_commit() -> None:
         "line 3: .begin",
         "line 4: .commit",
     ]
-
