@@ -12,6 +12,7 @@ console can never do what the API would refuse.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -20,13 +21,19 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import SecretStr
 
 from pmsgate.customers.reconnect import connect_kross
-from pmsgate.errors import Forbidden, PmsgateError
+from pmsgate.errors import Forbidden, InvalidInput, NotFound, PmsgateError
 from pmsgate.web.api import ready_for_sync
 from pmsgate.web.app import login_redirect
 from pmsgate.web.audit import console_action
-from pmsgate.web.auth import SignedInWrite, actor_of, ensure_can_act_on, optional_principal
+from pmsgate.web.auth import (
+    AdminWrite,
+    SignedInWrite,
+    actor_of,
+    ensure_can_act_on,
+    optional_principal,
+)
 from pmsgate.web.charts import Series, bar_chart, line_chart, time_label
-from pmsgate.web.context import WebDep, web_services
+from pmsgate.web.context import WebDep, WebServices, web_services
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
 from pmsgate.web.views import (
@@ -43,6 +50,8 @@ router = APIRouter(include_in_schema=False)
 NO_SCRIPT_REFRESH_S = 3
 # How often htmx polls a running sync's panel.
 POLL_EVERY = "1s"
+# The longest expiry the mint form accepts, in days (about ten years).
+MAX_KEY_EXPIRY_DAYS = 3650
 
 # Pages may show the customer's data only: never cached by a shared proxy, never framed.
 PAGE_HEADERS = {
@@ -259,3 +268,148 @@ async def reconnect(
         return RedirectResponse(customer_path(student_id) + "#pms", status_code=303)
     context = await _customer_context(request, principal, student_id, reconnected=result)
     return _render(request, "_pms_panel.html", context)
+
+
+# --- gateway keys (admins act; a customer sees its own facility's keys read-only) ----------
+
+
+def expiry_days(value: str) -> int | None:
+    """The mint form's optional expiry: empty is never, else whole days in 1..MAX (422)."""
+    text = value.strip()
+    if not text:
+        return None
+    days = int(text) if text.isdigit() else 0
+    if not 1 <= days <= MAX_KEY_EXPIRY_DAYS:
+        raise InvalidInput(
+            f"The expiry must be a whole number of days from 1 to {MAX_KEY_EXPIRY_DAYS}.",
+            code="invalid_expiry",
+            hint="Leave it empty for a key that does not expire.",
+        )
+    return days
+
+
+async def _hotel_of(web: WebServices, student_id: str) -> str:
+    """The customer's facility (404 when none is linked yet)."""
+    ctx = await web.customers.context(student_id)
+    if ctx.hotel_id is None:
+        raise NotFound(
+            f"Customer {student_id} has no booking-system facility linked yet.",
+            code="facility_not_found",
+            hint="Onboarding step 1 links the facility; its keys can be managed after.",
+        )
+    return ctx.hotel_id
+
+
+async def _keys_answer(
+    request: Request, principal: Principal, student_id: str, error: PmsgateError
+) -> Response:
+    """The customer's page with the keys panel's error (nothing was changed)."""
+    try:
+        context = await _customer_context(request, principal, student_id, keys_error=error)
+    except PmsgateError as page_error:
+        return error_page(request, principal, page_error)
+    return _render(request, "customer.html", context, status_code=error.status)
+
+
+def _keys_done(student_id: str) -> RedirectResponse:
+    return RedirectResponse(customer_path(student_id) + "#keys", status_code=303)
+
+
+@router.post("/console/customers/{student_id}/keys", response_class=HTMLResponse)
+async def mint_key(
+    request: Request,
+    web: WebDep,
+    student_id: str,
+    principal: AdminWrite,
+    label: Annotated[str, Form()] = "",
+    scopes: Annotated[list[str] | None, Form()] = None,
+    expires_in_days: Annotated[str, Form()] = "",
+) -> Response:
+    """Mint a key; the answer is the page showing the raw key, this once (never a redirect).
+
+    A redirect would need the raw key to travel in the URL or be stored for the next GET;
+    rendering it in this response alone means no later page can show it again.
+    """
+    try:
+        hotel_id = await _hotel_of(web, student_id)
+    except PmsgateError as error:
+        return error_page(request, principal, error)
+    try:
+        async with console_action(
+            web, principal, "gateway.mint_key", student_id=student_id, details={"label": label}
+        ):
+            days = expiry_days(expires_in_days)
+            expires_at = web.clock.now() + timedelta(days=days) if days is not None else None
+            view, raw = await web.gateway.facilities.mint_key(
+                hotel_id,
+                label,
+                scopes=scopes or [],
+                expires_at=expires_at,
+                actor=actor_of(principal),
+            )
+    except PmsgateError as error:
+        return await _keys_answer(request, principal, student_id, error)
+    context = await _customer_context(
+        request, principal, student_id, minted_key=view, minted_raw=raw
+    )
+    return _render(request, "customer.html", context)
+
+
+@router.post("/console/customers/{student_id}/keys/{key_id}/revoke", response_class=HTMLResponse)
+async def revoke_key(
+    request: Request,
+    web: WebDep,
+    student_id: str,
+    key_id: int,
+    principal: AdminWrite,
+    confirm: Annotated[str, Form()] = "",
+) -> Response:
+    """Revoke a key once the admin ticked the confirmation (a revoked key stays revoked)."""
+    try:
+        hotel_id = await _hotel_of(web, student_id)
+    except PmsgateError as error:
+        return error_page(request, principal, error)
+    try:
+        async with console_action(
+            web, principal, "gateway.revoke_key", student_id=student_id, details={"key_id": key_id}
+        ):
+            if confirm != "yes":
+                raise InvalidInput(
+                    "Revoking a key needs its confirmation.",
+                    code="confirmation_required",
+                    hint="Tick the box to confirm: a revoked key cannot be restored.",
+                )
+            await web.gateway.facilities.revoke_key(hotel_id, key_id, actor=actor_of(principal))
+    except PmsgateError as error:
+        return await _keys_answer(request, principal, student_id, error)
+    return _keys_done(student_id)
+
+
+@router.post("/console/customers/{student_id}/keys/{key_id}/scopes", response_class=HTMLResponse)
+async def set_key_scopes(
+    request: Request,
+    web: WebDep,
+    student_id: str,
+    key_id: int,
+    principal: AdminWrite,
+    scopes: Annotated[list[str] | None, Form()] = None,
+) -> Response:
+    """Replace a key's scopes with the ticked ones (the key itself is unchanged)."""
+    try:
+        hotel_id = await _hotel_of(web, student_id)
+    except PmsgateError as error:
+        return error_page(request, principal, error)
+    try:
+        async with console_action(
+            web,
+            principal,
+            "gateway.set_key_scopes",
+            student_id=student_id,
+            details={"key_id": key_id, "scopes": list(scopes or [])},
+        ):
+            await web.gateway.facilities.set_key_scopes(
+                hotel_id, key_id, scopes or [], actor=actor_of(principal)
+            )
+    except PmsgateError as error:
+        return await _keys_answer(request, principal, student_id, error)
+    return _keys_done(student_id)

@@ -7,12 +7,13 @@ a page renders, so a slow or failing upstream never makes the console slow or fa
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from pmsgate.customers.context import CustomerContext
 from pmsgate.errors import NotFound
-from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.facilities import FacilityView, KeyView
+from pmsgate.gateway.scopes import all_scopes
 from pmsgate.gateway.usage import UsageHistory
 from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.onboarding.report import Checklist
@@ -105,6 +106,23 @@ class CustomerRow:
 
 
 @dataclass(frozen=True)
+class KeyRow:
+    """One gateway key of the customer's facility as the console lists it.
+
+    Only the :class:`KeyView` (display prefix, label, scopes, dates): the stored hash and
+    the raw key never reach a page, so no template can show them by mistake.
+    """
+
+    key: KeyView
+    state: str
+
+    @property
+    def active(self) -> bool:
+        """Whether the key still works (only then may its scopes change or it be revoked)."""
+        return self.state == "active"
+
+
+@dataclass(frozen=True)
 class CustomerPage:
     """Everything one customer's page shows."""
 
@@ -113,6 +131,12 @@ class CustomerPage:
     active_sync: SyncJobView | None
     snapshots: list[UsageSnapshotView]
     hours: list[HourUsage]
+    keys: list[KeyRow] = field(default_factory=list)
+
+    @property
+    def scope_choices(self) -> tuple[str, ...]:
+        """Every scope a key may hold (the mint and change-scopes forms' checkboxes)."""
+        return all_scopes()
 
     @property
     def ctx(self) -> CustomerContext:
@@ -177,10 +201,15 @@ async def customer_page(web: WebServices, student_id: str) -> CustomerPage:
     row = await _row(web, ctx, facility)
     now = web.clock.now()
     hours: list[HourUsage] = []
+    keys: list[KeyRow] = []
     if facility is not None:
         hours = await UsageHistory(web.customers.sessions).series(
             facility.hotel_id, now - HOURLY_HISTORY, now
         )
+        keys = [
+            KeyRow(key=key, state=key.state(now))
+            for key in await web.gateway.facilities.list_keys(facility.hotel_id)
+        ]
     active = row.last_sync if row.last_sync is not None and row.last_sync.active else None
     return CustomerPage(
         row=row,
@@ -188,4 +217,5 @@ async def customer_page(web: WebServices, student_id: str) -> CustomerPage:
         active_sync=active,
         snapshots=await web.customers.usage.series(ctx.student_id, since=now - USAGE_HISTORY),
         hours=hours,
+        keys=keys,
     )
