@@ -285,3 +285,28 @@ async def test_a_customer_never_sees_or_touches_another_customers_keys(
             assert answer.status_code == 403
             assert keys[0].prefix not in answer.text
         assert await web.gateway.facilities.list_keys(web.hotel_id) == keys
+
+
+async def test_key_routes_for_a_customer_without_facility_or_a_bad_key_id_answer_pages(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url) as web:
+        other = await second_customer(web)
+        admin, token = await web.signed_in("admin")
+        page = (await admin.get(f"/console/customers/{other}")).text
+        assert "no gateway keys" in page and "mint-key-form" not in page
+        unlinked = await admin.post(
+            keys_path(web, other), data={"csrf_token": token, "scopes": [TOOLS_READ]}
+        )
+        assert unlinked.status_code == 404
+        assert 'data-code="facility_not_found"' in unlinked.text
+        not_a_number = await admin.post(
+            f"{keys_path(web)}/first/revoke", data={"csrf_token": token, "confirm": "yes"}
+        )
+        assert not_a_number.status_code == 422
+        assert not_a_number.text.lstrip().lower().startswith("<!doctype html>")  # a page
+        unknown_customer = await admin.post(
+            keys_path(web, "no-such-customer"), data={"csrf_token": token, "scopes": [TOOLS_READ]}
+        )
+        assert unknown_customer.status_code == 404
+        assert len(await web.gateway.facilities.list_keys(web.hotel_id)) == 1
