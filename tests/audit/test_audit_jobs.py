@@ -17,13 +17,13 @@ from pmsgate.audit import Actor, AuditAction
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
-from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.jobs.registry import JOB_SPECS
 from pmsgate.jobs.scheduler import JobSpec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.audit import AuditFilter
+from tests.gateway.facility_support import new_facility_from_seed
 
 pytestmark = pytest.mark.anyio
 
@@ -45,16 +45,7 @@ async def container(
     )
     async with open_container(settings, kross_http=kross_http, clock=clock) as opened:
         record = kross_store.facility_summaries()[0]
-        await opened.gateway.facilities.add(
-            NewFacility(
-                hotel_id=record["hotel_id"],
-                username=record["username"],
-                password=SecretStr(record["password"]),
-                kind=record["kind"],
-                api_key=SecretStr(record["api_key"]) if record["kind"] == "own" else None,
-                integration_id=f"int-{record['hotel_id']}",
-            )
-        )
+        await opened.gateway.facilities.add(new_facility_from_seed(record))
         yield opened, record["hotel_id"]
 
 

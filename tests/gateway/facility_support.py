@@ -62,8 +62,11 @@ async def seeded_facilities(kross_http: httpx.AsyncClient) -> list[dict[str, Any
     return facilities
 
 
-def new_facility_from_seed(seed: dict[str, Any]) -> NewFacility:
-    """The registration of an emulator facility with its real credentials."""
+def new_facility_from_seed(seed: dict[str, Any], scopes: list[str] | None = None) -> NewFacility:
+    """The registration of an emulator facility with its real credentials.
+
+    ``scopes`` are its first key's (the default: tools:read only, as in production).
+    """
     return NewFacility(
         hotel_id=seed["hotel_id"],
         username=seed["username"],
@@ -72,6 +75,7 @@ def new_facility_from_seed(seed: dict[str, Any]) -> NewFacility:
         api_key=SecretStr(seed["api_key"]) if seed["kind"] == "own" else None,
         integration_id=f"int-{seed['hotel_id']}",
         name=seed["name"],
+        **({"scopes": scopes} if scopes is not None else {}),
     )
 
 

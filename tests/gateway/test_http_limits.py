@@ -22,12 +22,12 @@ from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.errors import install_error_handlers
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.scopes import all_scopes
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
+from tests.gateway.facility_support import new_facility_from_seed
 
 pytestmark = pytest.mark.anyio
 
@@ -69,15 +69,7 @@ async def gateway(
         services = container.gateway
         record = kross_store.facility_summaries()[0]
         _, key = await services.facilities.add(
-            NewFacility(
-                hotel_id=record["hotel_id"],
-                username=record["username"],
-                password=SecretStr(record["password"]),
-                kind=record["kind"],
-                api_key=SecretStr(record["api_key"]) if record["kind"] == "own" else None,
-                integration_id=f"int-{record['hotel_id']}",
-                scopes=list(all_scopes()),  # these tests reach every route
-            )
+            new_facility_from_seed(record, scopes=list(all_scopes()))  # every route
         )
         app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):

@@ -41,6 +41,7 @@ from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.db import session_factory
 from pmsgate.storage.models import GatewayKey, IdempotencyRecord
+from tests.gateway.facility_support import new_facility_from_seed
 
 pytestmark = pytest.mark.anyio
 
@@ -103,16 +104,7 @@ async def gateway(
     )
     async with open_container(settings, kross_http=kross_http, clock=clock) as container:
         record = kross_store.facility_summaries()[0]
-        await container.gateway.facilities.add(
-            NewFacility(
-                hotel_id=record["hotel_id"],
-                username=record["username"],
-                password=SecretStr(record["password"]),
-                kind=record["kind"],
-                api_key=SecretStr(record["api_key"]) if record["kind"] == "own" else None,
-                integration_id=f"int-{record['hotel_id']}",
-            )
-        )
+        await container.gateway.facilities.add(new_facility_from_seed(record))
         app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
             yield Gateway(app, container.gateway, kross_store, record["hotel_id"])

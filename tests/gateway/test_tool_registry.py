@@ -29,7 +29,6 @@ from pmsgate.catalogue.tools import load_tools
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
-from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.tools import (
     ANSWERS,
     ToolRegistryError,
@@ -41,6 +40,7 @@ from pmsgate.gateway.tools import (
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
+from tests.gateway.facility_support import new_facility_from_seed
 
 # The whole of "adding a tool" when its answer exists: these lines, appended to tools.yaml.
 ARRIVALS_TOOL = """
@@ -176,16 +176,7 @@ async def served(
             container, gateway=dataclasses.replace(container.gateway, tools=tools)
         )
         record = kross_store.facility_summaries()[0]
-        _, key = await container.gateway.facilities.add(
-            NewFacility(
-                hotel_id=record["hotel_id"],
-                username=record["username"],
-                password=SecretStr(record["password"]),
-                kind=record["kind"],
-                api_key=SecretStr(record["api_key"]) if record["kind"] == "own" else None,
-                integration_id=f"int-{record['hotel_id']}",
-            )
-        )
+        _, key = await container.gateway.facilities.add(new_facility_from_seed(record))
         app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)

@@ -21,13 +21,14 @@ from pmsgate.audit import AuditTrail
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
-from pmsgate.gateway.facilities import Limits, NewFacility
+from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.keys import display_prefix
 from pmsgate.gateway.scopes import OPERATIONS_READ, TOOLS_READ, write_scope
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.audit import AuditEventView, AuditFilter
+from tests.gateway.facility_support import new_facility_from_seed
 
 pytestmark = pytest.mark.anyio
 
@@ -92,16 +93,7 @@ async def world(
     )
     async with open_container(settings, kross_http=kross_http, clock=clock) as container:
         record = kross_store.facility_summaries()[0]
-        await container.gateway.facilities.add(
-            NewFacility(
-                hotel_id=record["hotel_id"],
-                username=record["username"],
-                password=SecretStr(record["password"]),
-                kind=record["kind"],
-                api_key=SecretStr(record["api_key"]) if record["kind"] == "own" else None,
-                integration_id=f"int-{record['hotel_id']}",
-            )
-        )
+        await container.gateway.facilities.add(new_facility_from_seed(record))
         app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
             yield World(app, container, kross_store, record)
