@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import gc
+
 import httpx
 import pytest
 from pydantic import SecretStr
 
 from pmsgate.app import create_app
 from pmsgate.config import Settings
+from pmsgate.container import open_container
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import FLUSH_GATEWAY_USAGE
@@ -54,6 +57,26 @@ async def test_with_the_scheduler_disabled_only_the_per_process_flush_runs_in_th
         assert app.state.container.web is not None
     # The shared jobs are left to the external scheduler; this process's counts are not.
     assert await job_names_run(database_url) == {FLUSH_GATEWAY_USAGE}
+
+
+async def test_the_served_app_freezes_the_heap_its_start_up_made_and_unfreezes_it_at_exit(
+    database_url: str,
+) -> None:
+    # Production speed (issue 15): full collections must not walk what start-up built.
+    gc.unfreeze()
+    app = create_app(serve_settings(database_url, scheduler_enabled=False))
+    async with app.router.lifespan_context(app):
+        assert gc.get_freeze_count() > 0
+    assert gc.get_freeze_count() == 0
+
+
+async def test_an_app_given_a_container_leaves_the_collector_as_it_is(database_url: str) -> None:
+    gc.unfreeze()
+    settings = serve_settings(database_url, scheduler_enabled=False)
+    async with open_container(settings) as container:
+        app = create_app(settings, container=container)
+        async with app.router.lifespan_context(app):
+            assert gc.get_freeze_count() == 0
 
 
 def test_the_sync_route_waits_800_seconds_by_default_as_the_specification_configures() -> None:
