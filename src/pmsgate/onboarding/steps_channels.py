@@ -28,21 +28,17 @@ from __future__ import annotations
 
 import email.policy
 import re
-import smtplib
-import ssl
 from datetime import date, timedelta
 from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import format_datetime, parseaddr
 from pathlib import Path
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
-import anyio
 import jinja2
 import structlog
 
-from pmsgate.errors import ConfigurationError, PmsgateError
+from pmsgate import mail
 from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
@@ -278,63 +274,14 @@ async def build_message(ctx: OnboardingContext) -> EmailMessage:
     return message
 
 
-def _send_smtp(url: str, message: EmailMessage) -> None:
-    """Send through the SMTP server of ``url`` (smtp:// with STARTTLS when offered, smtps://)."""
-    parts = urlsplit(url)
-    host = parts.hostname or "localhost"
-    context = ssl.create_default_context()
-    client: smtplib.SMTP
-    if parts.scheme == "smtps":
-        client = smtplib.SMTP_SSL(host, parts.port or 465, timeout=30, context=context)
-    elif parts.scheme == "smtp":
-        client = smtplib.SMTP(host, parts.port or 587, timeout=30)
-    else:
-        raise ConfigurationError(
-            "PMSGATE_SMTP_URL must start with smtp:// or smtps://.",
-            code="invalid_smtp_url",
-            hint="e.g. smtp://user:password@mail.example.com:587",
-        )
-    with client:
-        if parts.scheme == "smtp":
-            client.ehlo()
-            if client.has_extn("starttls"):
-                client.starttls(context=context)
-                client.ehlo()
-        if parts.username:
-            client.login(unquote(parts.username), unquote(parts.password or ""))
-        client.send_message(message)
-
-
-def _write_atomically(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_suffix(path.suffix + ".partial")
-    partial.write_bytes(data)
-    partial.replace(path)
-
-
 async def _send(ctx: OnboardingContext) -> None:
     path = outbox_path(ctx)
     message = await build_message(ctx)
-    smtp = ctx.settings.smtp_url
-    if smtp is not None and smtp.get_secret_value().strip():
-        try:
-            await anyio.to_thread.run_sync(_send_smtp, smtp.get_secret_value().strip(), message)
-        except (OSError, smtplib.SMTPException) as error:
-            # The type only: an SMTP error can quote the login exchange.
-            raise PmsgateError(
-                f"The onboarding message could not be sent ({type(error).__name__}).",
-                code="smtp_failed",
-                status=502,
-                hint="Check PMSGATE_SMTP_URL and that the mail server is reachable.",
-            ) from None
-        message["X-Pmsgate-Transport"] = "smtp"
-    else:
-        message["X-Pmsgate-Transport"] = "outbox"
-    await anyio.to_thread.run_sync(_write_atomically, path, message.as_bytes())
+    transport = await mail.deliver(ctx.settings, message, path, what="The onboarding message")
     log.info(
         "onboarding_message_recorded",
         student_id=ctx.student_id,
-        transport=str(message["X-Pmsgate-Transport"]),
+        transport=transport,
         path=str(path),
     )
 
