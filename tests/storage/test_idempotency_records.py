@@ -11,6 +11,7 @@ from sqlalchemy import bindparam, text
 from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.storage.db import alembic_config, current_revision, open_database, session_factory
 from pmsgate.storage.models import Facility, UtcDateTime
+from tests.storage.test_platform_migrations import head_revision
 
 pytestmark = pytest.mark.anyio
 WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -39,7 +40,7 @@ async def test_records_written_before_0006_stay_readable_and_unowned(database_ur
         async with engine.begin() as connection:
             await connection.execute(insert, {"facility": facility.id, "now": WHEN})
     async with open_database(database_url) as engine:
-        assert await current_revision(engine) == "0007"  # migrated on to head
+        assert await current_revision(engine) == head_revision()  # migrated on to head
         records = WriteRecords(session_factory(engine))
         record = await records.get(facility_id=facility.id, key="k")
         assert record is not None

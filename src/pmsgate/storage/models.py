@@ -613,3 +613,30 @@ class AuditEvent(Base):
     request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
     client_address: Mapped[str | None] = mapped_column(String(64), nullable=True)
     details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+RegistryCheckStatus = Literal["ok", "problems", "unchecked", "not_applicable"]
+
+
+class RegistryCheck(Base):
+    """The latest registry check of one customer (spec §7 "Listing unavailable").
+
+    One row per customer, replaced by each check (the scheduled ``check-registry`` job,
+    the console, ``pmsgate customers check-registry``): the console and the admin's
+    "needs attention" view read it without asking the platform. ``report`` is the
+    check's JSON (every apartment's mapping, each problem with its reason and fix).
+    """
+
+    __tablename__ = "registry_checks"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", get_args(RegistryCheckStatus)), name="status"),
+        Index("ix_registry_checks_status", "status"),
+    )
+
+    student_id: Mapped[str] = mapped_column(
+        ForeignKey("customers.student_id", ondelete="CASCADE"), primary_key=True
+    )
+    checked_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    status: Mapped[str] = mapped_column(String(16))
+    problems: Mapped[int] = mapped_column(Integer, default=0)
+    report: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
