@@ -298,6 +298,18 @@ class Settings(BaseSettings):
         default="Guest assistant onboarding <onboarding@localhost>",
         description="From address of the onboarding message.",
     )
+    brand_name: str = Field(
+        default="Guest Assistant",
+        min_length=1,
+        max_length=80,
+        description="The product name the onboarding message is branded with.",
+    )
+    brand_colour: str = Field(
+        default="#0b3d91",
+        pattern=r"^#[0-9A-Fa-f]{6}$",
+        description="The brand colour of the onboarding message (#RRGGBB): its header and "
+        "its sign-in button.",
+    )
     # --- web application and console (docs/web.md) ---
     session_secret: SecretStr | None = Field(
         default=None,
