@@ -30,6 +30,7 @@ class AuditAction(StrEnum):
     ADMIN_ACTION = "admin.action"
     CONSOLE_ACTION = "console.action"
     ONBOARDING_SIDE_EFFECT = "onboarding.side_effect"
+    REGISTRY_FIXED = "registry.fixed"
     AUDIT_PURGED = "audit.purged"
 
 
