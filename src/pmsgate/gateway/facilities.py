@@ -533,6 +533,7 @@ class FacilityService:
                     integration_id=integration_id,
                     name=name,
                     status=status,
+                    status_changed_at=now,
                     last_error=None,
                     limit_per_minute=limits.per_minute,
                     limit_per_hour=limits.per_hour,
@@ -1011,6 +1012,8 @@ class FacilityService:
             "last_error": None,
             "updated_at": now,
         }
+        if row_status != "connected":
+            values["status_changed_at"] = now  # the incident (if any) ends here
         if row.kind == "own":
             values["api_key_enc"] = self._vault.encrypt(
                 credentials.api_key.get_secret_value(),
@@ -1172,6 +1175,8 @@ class FacilityService:
             row.status = status
             row.last_error = last_error
             row.updated_at = now
+            if before != status:
+                row.status_changed_at = now  # names the incident when it is a move to error
             await session.flush()
             await facilities.set_integration_status(
                 row.id, integration_status(status), last_error, now

@@ -66,6 +66,8 @@ class Facility(Base):
     status: Mapped[str] = mapped_column(String(16), default="connected")
     last_error: Mapped[str | None] = mapped_column(Text, nullable=True)
     last_auth_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # When ``status`` last changed: an incident (a move to error) is named by it.
+    status_changed_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
     limit_per_minute: Mapped[int] = mapped_column(Integer, default=10)
     limit_per_hour: Mapped[int] = mapped_column(Integer, default=300)
     limit_per_day: Mapped[int] = mapped_column(Integer, default=5000)
@@ -322,10 +324,12 @@ class UsageSnapshot(Base):
     workspace_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
     kind: Mapped[str] = mapped_column(String(16))
     taken_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    usd_spent: Mapped[Decimal] = mapped_column(Numeric(14, 4))
-    messages: Mapped[int] = mapped_column(Integer)
-    tool_calls: Mapped[int] = mapped_column(Integer)
-    upstream_calls: Mapped[int] = mapped_column(Integer)
+    # The platform's figures: NULL when unknown (a platform without a usage API: the
+    # reason is in ``details``), never an invented zero.
+    usd_spent: Mapped[Decimal | None] = mapped_column(Numeric(14, 4), nullable=True)
+    messages: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    tool_calls: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    upstream_calls: Mapped[int] = mapped_column(Integer)  # the gateway's own count
     # What else the platform reported, kept as-is: its usage shape is not public.
     details: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 
@@ -640,3 +644,61 @@ class RegistryCheck(Base):
     status: Mapped[str] = mapped_column(String(16))
     problems: Mapped[int] = mapped_column(Integer, default=0)
     report: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+# --- incident notices and one-time sign-in links (issue 16 item 5) ------------------------------
+
+NoticeKind = Literal["error", "recovered"]
+NoticeChannel = Literal["customer", "team", "webhook"]
+NoticeStatus = Literal["pending", "sent", "failed", "skipped"]
+
+
+class IncidentNotice(Base):
+    """One notice of one facility incident to one channel (docs/operations.md, Notifications).
+
+    An incident is named by the facility's ``status_changed_at`` when it went to ``error``;
+    the unique key (facility, incident, kind, channel) lets every replica plan the same
+    notices while only one row — and so one message — exists. ``claimed_until`` is the
+    lease of the replica sending it; ``last_error`` holds only an error's code, never
+    its text.
+    """
+
+    __tablename__ = "incident_notices"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", get_args(NoticeKind)), name="kind"),
+        CheckConstraint(_one_of("channel", get_args(NoticeChannel)), name="channel"),
+        CheckConstraint(_one_of("status", get_args(NoticeStatus)), name="status"),
+        UniqueConstraint("facility_id", "incident_at", "kind", "channel"),
+        Index("ix_incident_notices_status", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    facility_id: Mapped[int] = mapped_column(ForeignKey("facilities.id", ondelete="CASCADE"))
+    incident_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    kind: Mapped[str] = mapped_column(String(16))
+    channel: Mapped[str] = mapped_column(String(16))
+    recipient: Mapped[str] = mapped_column(String(320))
+    student_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    claimed_until: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    sent_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class LoginLink(Base):
+    """A one-time sign-in link: the SHA-256 of its token (never the token), one account."""
+
+    __tablename__ = "login_links"
+    __table_args__ = (Index("ix_login_links_expires_at", "expires_at"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[int] = mapped_column(ForeignKey("users.id", ondelete="CASCADE"))
+    target: Mapped[str] = mapped_column(String(300))
+    purpose: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)

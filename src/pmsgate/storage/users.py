@@ -108,6 +108,11 @@ class UserRepository:
         row = await self._by_email(email)
         return None if row is None else _record(row)
 
+    async def by_id(self, user_id: int) -> UserRecord | None:
+        """The account with this id, if any."""
+        row = await self._session.get(User, user_id)
+        return None if row is None else _record(row)
+
     async def customer_exists(self, student_id: str) -> bool:
         """Whether a customer with this student_id exists (a customer user's must)."""
         found = (

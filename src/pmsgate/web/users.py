@@ -25,7 +25,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import cast, get_args
+from typing import Literal, cast, get_args
 
 import anyio
 import redis.asyncio as aioredis
@@ -52,6 +52,7 @@ from pmsgate.gateway.shared_state import RedisHealth
 from pmsgate.ratelimit import RateWindows
 from pmsgate.storage.integrity import FOREIGN_KEY
 from pmsgate.storage.models import User, UserRole
+from pmsgate.storage.notices import LoginLinkRecord, LoginLinkRepository
 from pmsgate.storage.users import (
     MAX_EMAIL,
     UserRecord,
@@ -133,6 +134,64 @@ class Principal:
     def is_admin(self) -> bool:
         """Whether this user is a platform admin."""
         return self.role == "admin"
+
+
+LOGIN_LINK_BYTES = 32
+MAX_LINK_TOKEN = 128
+# Spent and expired links are deleted this long after their expiry.
+LOGIN_LINK_KEEP = timedelta(days=7)
+LinkState = Literal["usable", "used", "expired", "unknown"]
+
+
+def login_link_hash(token: str) -> str:
+    """What the database stores of a one-time link's token: its SHA-256, hex."""
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+@dataclass(frozen=True)
+class LoginLinkIssued:
+    """A new one-time link's token (to put in a message, never stored) and its expiry."""
+
+    token: str = field(repr=False)
+    expires_at: datetime
+    user_id: int
+
+
+@dataclass(frozen=True)
+class LoginLinkCheck:
+    """What a one-time link is now, and its record when it exists."""
+
+    state: LinkState
+    record: LoginLinkRecord | None
+
+
+def _link_check(found: LoginLinkRecord | None, now: datetime) -> LoginLinkCheck:
+    if found is None:
+        return LoginLinkCheck("unknown", None)
+    if found.used_at is not None:
+        return LoginLinkCheck("used", found)
+    if found.expires_at <= now:
+        return LoginLinkCheck("expired", found)
+    return LoginLinkCheck("usable", found)
+
+
+_LINK_REFUSALS: dict[str, str] = {
+    "used": "This sign-in link has already been used.",
+    "expired": "This sign-in link has expired.",
+    "unknown": "This sign-in link is not valid.",
+}
+
+
+class LoginLinkRefused(PmsgateError):
+    """A one-time sign-in link that cannot sign anyone in (unknown, used or expired)."""
+
+    code = "login_link_invalid"
+    status = 410
+    hint = "Sign in with your e-mail address and password instead; the link works only once."
+
+    def __init__(self, state: str) -> None:
+        self.state = state if state in _LINK_REFUSALS else "unknown"
+        super().__init__(_LINK_REFUSALS[self.state])
 
 
 class TooManyLoginAttempts(PmsgateError):
@@ -459,22 +518,29 @@ class UserService:
             await self._hash(value) if self._hasher.check_needs_rehash(user.password_hash) else None
         )
         now = self._clock.now()
-        raw_session_id = secrets.token_urlsafe(32)
         async with self._database.begin() as session:
             users = UserRepository(session, self._clock)
-            web_sessions = WebSessionRepository(session)
             if rehashed is not None:
                 await users.rehash(user.id, old_hash=user.password_hash, new_hash=rehashed)
-            await web_sessions.delete_expired(now)
-            stored = await web_sessions.create(
-                id_hash=session_id_hash(raw_session_id),
-                user_id=user.id,
-                csrf_token=secrets.token_urlsafe(32),
-                created_at=now,
-                expires_at=now + timedelta(seconds=self._settings.session_ttl_s),
-            )
-            await users.record_login(user.id, now)
+            principal, raw_session_id = await self._open_session(session, user, now)
         log.info("web_signed_in", user_id=user.id, role=user.role)
+        return principal, raw_session_id
+
+    async def _open_session(
+        self, session: AsyncSession, user: UserRecord, now: datetime
+    ) -> tuple[Principal, str]:
+        """A new session of ``user`` in the caller's transaction: the principal, the raw id."""
+        raw_session_id = secrets.token_urlsafe(32)
+        web_sessions = WebSessionRepository(session)
+        await web_sessions.delete_expired(now)
+        stored = await web_sessions.create(
+            id_hash=session_id_hash(raw_session_id),
+            user_id=user.id,
+            csrf_token=secrets.token_urlsafe(32),
+            created_at=now,
+            expires_at=now + timedelta(seconds=self._settings.session_ttl_s),
+        )
+        await UserRepository(session, self._clock).record_login(user.id, now)
         principal = Principal(
             user_id=user.id,
             email=user.email,
@@ -483,6 +549,73 @@ class UserService:
             csrf_token=stored.csrf_token,
         )
         return principal, raw_session_id
+
+    # --- one-time sign-in links (docs/web.md, docs/operations.md Notifications) ------------
+
+    async def create_login_link(
+        self,
+        student_id: str,
+        *,
+        preferred_email: str | None,
+        target: str,
+        purpose: str,
+        ttl: timedelta,
+    ) -> LoginLinkIssued | None:
+        """A one-time link signing in the customer's console account; None without one.
+
+        The account is the customer's with ``preferred_email`` (the customer record's
+        address), else its oldest. Only the token's SHA-256 is stored.
+        """
+        now = self._clock.now()
+        token = secrets.token_urlsafe(LOGIN_LINK_BYTES)
+        async with self._database.begin() as session:
+            links = LoginLinkRepository(session)
+            user_id = await links.customer_login(student_id, preferred_email)
+            if user_id is None:
+                return None
+            # Links that expired a while ago are of no use to anyone: keep the table small.
+            await links.delete_older_than(now - LOGIN_LINK_KEEP)
+            await links.create(
+                token_hash=login_link_hash(token),
+                user_id=user_id,
+                target=target,
+                purpose=purpose,
+                created_at=now,
+                expires_at=now + ttl,
+            )
+        log.info("web_login_link_created", user_id=user_id, purpose=purpose)
+        return LoginLinkIssued(token=token, expires_at=now + ttl, user_id=user_id)
+
+    async def login_link(self, token: str) -> LoginLinkCheck:
+        """What a link is now (without using it): usable, used, expired or unknown."""
+        if not token or len(token) > MAX_LINK_TOKEN:
+            return LoginLinkCheck("unknown", None)
+        async with self._database() as session:
+            found = await LoginLinkRepository(session).by_hash(login_link_hash(token))
+        return _link_check(found, self._clock.now())
+
+    async def sign_in_with_link(self, token: str) -> tuple[Principal, str, LoginLinkRecord]:
+        """Use a one-time link: a new session of its account (the link is then spent).
+
+        Refused with :class:`LoginLinkRefused` when the link is unknown, used or expired;
+        two requests racing on one link: one wins, the other is refused.
+        """
+        now = self._clock.now()
+        if not token or len(token) > MAX_LINK_TOKEN:
+            raise LoginLinkRefused("unknown")
+        token_hash = login_link_hash(token)
+        async with self._database.begin() as session:
+            links = LoginLinkRepository(session)
+            found = await links.by_hash(token_hash)
+            check = _link_check(found, now)
+            if found is None or check.state != "usable" or not await links.use(token_hash, now):
+                raise LoginLinkRefused(check.state if check.state != "usable" else "used")
+            user = await UserRepository(session, self._clock).by_id(found.user_id)
+            if user is None:
+                raise LoginLinkRefused("unknown")
+            principal, raw_session_id = await self._open_session(session, user, now)
+        log.info("web_signed_in_with_link", user_id=user.id, purpose=found.purpose)
+        return principal, raw_session_id, found
 
     async def principal(self, raw_session_id: str) -> Principal | None:
         """The signed-in user of a session id; None when unknown or expired."""

@@ -1,0 +1,376 @@
+"""Incident notices and one-time sign-in links: the only queries on their tables.
+
+``incident_notices``: one row per (facility, incident, kind, channel). Planning a notice
+is an insert that does nothing when the row exists, so every replica can plan the same
+notices and only one row is kept; sending one is a *claim* (a conditional update that
+only one replica wins: the row is pending and nobody else's lease runs) followed by the
+outcome. ``login_links``: the SHA-256 of a one-time token, its account, target, expiry
+and use; using one is a conditional update too (unused and unexpired), so a link signs
+in once even when two requests race.
+
+Like every repository here: the caller's session, never a commit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, cast
+
+from sqlalchemy import CursorResult, and_, delete, or_, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from pmsgate.storage.integrity import dialect_insert
+from pmsgate.storage.models import (
+    Customer,
+    Facility,
+    IncidentNotice,
+    LoginLink,
+    PmsIntegration,
+    User,
+)
+
+
+@dataclass(frozen=True)
+class FacilityState:
+    """A facility's status as the notifier reads it, with its customer (when linked)."""
+
+    facility_id: int
+    hotel_id: str
+    name: str
+    status: str
+    status_changed_at: datetime
+    student_id: str | None
+    customer_name: str | None
+    customer_email: str | None
+    customer_language: str | None
+
+
+@dataclass(frozen=True)
+class NoticeRecord:
+    """One planned, sent, failed or skipped notice."""
+
+    id: int
+    facility_id: int
+    incident_at: datetime
+    kind: str
+    channel: str
+    recipient: str
+    student_id: str | None
+    status: str
+    attempts: int
+    last_error: str | None
+    created_at: datetime
+    sent_at: datetime | None
+
+
+def _notice(row: IncidentNotice) -> NoticeRecord:
+    return NoticeRecord(
+        id=row.id,
+        facility_id=row.facility_id,
+        incident_at=row.incident_at,
+        kind=row.kind,
+        channel=row.channel,
+        recipient=row.recipient,
+        student_id=row.student_id,
+        status=row.status,
+        attempts=row.attempts,
+        last_error=row.last_error,
+        created_at=row.created_at,
+        sent_at=row.sent_at,
+    )
+
+
+def _rowcount(result: Any) -> int:
+    return int(cast(CursorResult[Any], result).rowcount or 0)
+
+
+class IncidentNoticeRepository:
+    """Plans, claims and settles incident notices in the caller's session; never commits."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def facility_states(self) -> list[FacilityState]:
+        """Every facility's status and when it changed, with its kross customer if linked."""
+        language = getattr(Customer, "language", None)  # the customer's language, when kept
+        columns: list[Any] = [
+            Facility.id,
+            Facility.hotel_id,
+            Facility.name,
+            Facility.status,
+            Facility.status_changed_at,
+            Facility.updated_at,
+            Customer.student_id,
+            Customer.name,
+            Customer.email,
+        ]
+        if language is not None:
+            columns.append(language)
+        rows = (
+            await self._session.execute(
+                select(*columns)
+                .select_from(Facility)
+                .outerjoin(
+                    PmsIntegration,
+                    and_(
+                        PmsIntegration.facility_id == Facility.id,
+                        PmsIntegration.provider == "kross",
+                    ),
+                )
+                .outerjoin(Customer, Customer.student_id == PmsIntegration.student_id)
+                .order_by(Facility.id)
+            )
+        ).all()
+        states: dict[int, FacilityState] = {}
+        for row in rows:
+            if row[0] in states:  # one facility, one customer: the first link wins
+                continue
+            states[row[0]] = FacilityState(
+                facility_id=row[0],
+                hotel_id=row[1],
+                name=row[2] or "",
+                status=row[3],
+                status_changed_at=row[4] or row[5],
+                student_id=row[6],
+                customer_name=row[7],
+                customer_email=row[8],
+                customer_language=row[9] if language is not None else None,
+            )
+        return list(states.values())
+
+    async def plan(
+        self,
+        *,
+        facility_id: int,
+        incident_at: datetime,
+        kind: str,
+        channel: str,
+        recipient: str,
+        student_id: str | None,
+        now: datetime,
+    ) -> bool:
+        """Add the notice unless it exists (another replica's plan wins); True when added."""
+        statement = (
+            dialect_insert(self._session, IncidentNotice)
+            .values(
+                facility_id=facility_id,
+                incident_at=incident_at,
+                kind=kind,
+                channel=channel,
+                recipient=recipient,
+                student_id=student_id,
+                status="pending",
+                attempts=0,
+                created_at=now,
+                updated_at=now,
+            )
+            .on_conflict_do_nothing(
+                index_elements=["facility_id", "incident_at", "kind", "channel"]
+            )
+        )
+        return _rowcount(await self._session.execute(statement)) > 0
+
+    async def of_incident(self, facility_id: int, incident_at: datetime) -> list[NoticeRecord]:
+        """The notices of one incident, oldest first."""
+        rows = (
+            await self._session.execute(
+                select(IncidentNotice)
+                .where(
+                    IncidentNotice.facility_id == facility_id,
+                    IncidentNotice.incident_at == incident_at,
+                )
+                .order_by(IncidentNotice.id)
+            )
+        ).scalars()
+        return [_notice(row) for row in rows]
+
+    async def latest_incident(self, facility_id: int) -> datetime | None:
+        """The facility's latest incident that has notices, if any."""
+        found = (
+            await self._session.execute(
+                select(IncidentNotice.incident_at)
+                .where(IncidentNotice.facility_id == facility_id)
+                .order_by(IncidentNotice.incident_at.desc())
+                .limit(1)
+            )
+        ).scalar_one_or_none()
+        return found
+
+    async def skip_pending(
+        self, facility_id: int, incident_at: datetime, kind: str, now: datetime
+    ) -> int:
+        """Mark the incident's unsent notices of ``kind`` skipped (no longer true); how many."""
+        result = await self._session.execute(
+            update(IncidentNotice)
+            .where(
+                IncidentNotice.facility_id == facility_id,
+                IncidentNotice.incident_at == incident_at,
+                IncidentNotice.kind == kind,
+                IncidentNotice.status == "pending",
+            )
+            .values(status="skipped", updated_at=now, claimed_until=None)
+        )
+        return _rowcount(result)
+
+    async def pending(self, now: datetime) -> list[NoticeRecord]:
+        """Pending notices nobody holds a lease on, oldest first."""
+        rows = (
+            await self._session.execute(
+                select(IncidentNotice)
+                .where(
+                    IncidentNotice.status == "pending",
+                    or_(
+                        IncidentNotice.claimed_until.is_(None),
+                        IncidentNotice.claimed_until <= now,
+                    ),
+                )
+                .order_by(IncidentNotice.id)
+            )
+        ).scalars()
+        return [_notice(row) for row in rows]
+
+    async def claim(self, notice_id: int, now: datetime, until: datetime) -> bool:
+        """Take the lease on a pending notice; False when another replica holds or sent it."""
+        result = await self._session.execute(
+            update(IncidentNotice)
+            .where(
+                IncidentNotice.id == notice_id,
+                IncidentNotice.status == "pending",
+                or_(
+                    IncidentNotice.claimed_until.is_(None),
+                    IncidentNotice.claimed_until <= now,
+                ),
+            )
+            .values(claimed_until=until, updated_at=now)
+        )
+        return _rowcount(result) == 1
+
+    async def settle(
+        self,
+        notice_id: int,
+        *,
+        status: str,
+        attempts: int,
+        last_error: str | None,
+        now: datetime,
+    ) -> None:
+        """Record a delivery's outcome (sent, failed, or pending again) and drop the lease."""
+        values: dict[str, Any] = {
+            "status": status,
+            "attempts": attempts,
+            "last_error": last_error,
+            "claimed_until": None,
+            "updated_at": now,
+        }
+        if status == "sent":
+            values["sent_at"] = now
+        await self._session.execute(
+            update(IncidentNotice).where(IncidentNotice.id == notice_id).values(**values)
+        )
+
+    async def all(self, facility_id: int | None = None) -> list[NoticeRecord]:
+        """Every notice (of one facility), oldest first."""
+        query = select(IncidentNotice).order_by(IncidentNotice.id)
+        if facility_id is not None:
+            query = query.where(IncidentNotice.facility_id == facility_id)
+        return [_notice(row) for row in (await self._session.execute(query)).scalars()]
+
+
+@dataclass(frozen=True)
+class LoginLinkRecord:
+    """A stored one-time sign-in link (its hash only)."""
+
+    id: int
+    user_id: int
+    target: str
+    purpose: str
+    created_at: datetime
+    expires_at: datetime
+    used_at: datetime | None
+
+
+def _link(row: LoginLink) -> LoginLinkRecord:
+    return LoginLinkRecord(
+        id=row.id,
+        user_id=row.user_id,
+        target=row.target,
+        purpose=row.purpose,
+        created_at=row.created_at,
+        expires_at=row.expires_at,
+        used_at=row.used_at,
+    )
+
+
+class LoginLinkRepository:
+    """Creates, reads and uses one-time sign-in links in the caller's session."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def customer_login(self, student_id: str, preferred_email: str | None) -> int | None:
+        """The console account a customer's link signs in: the one with the customer's
+        e-mail address, else its oldest; None when the customer has none."""
+        rows = (
+            await self._session.execute(
+                select(User.id, User.email)
+                .where(User.student_id == student_id, User.role == "customer")
+                .order_by(User.id)
+            )
+        ).all()
+        if not rows:
+            return None
+        wanted = (preferred_email or "").strip().lower()
+        for user_id, email in rows:
+            if email == wanted:
+                return int(user_id)
+        return int(rows[0][0])
+
+    async def create(
+        self,
+        *,
+        token_hash: str,
+        user_id: int,
+        target: str,
+        purpose: str,
+        created_at: datetime,
+        expires_at: datetime,
+    ) -> LoginLinkRecord:
+        """Store a new link (flushed, so its id is known)."""
+        row = LoginLink(
+            token_hash=token_hash,
+            user_id=user_id,
+            target=target,
+            purpose=purpose,
+            created_at=created_at,
+            expires_at=expires_at,
+            used_at=None,
+        )
+        self._session.add(row)
+        await self._session.flush()
+        return _link(row)
+
+    async def by_hash(self, token_hash: str) -> LoginLinkRecord | None:
+        """The link with this token hash, used or not, expired or not."""
+        row = (
+            await self._session.execute(select(LoginLink).where(LoginLink.token_hash == token_hash))
+        ).scalar_one_or_none()
+        return None if row is None else _link(row)
+
+    async def use(self, token_hash: str, now: datetime) -> bool:
+        """Mark the link used when it is unused and unexpired; False otherwise (or raced)."""
+        result = await self._session.execute(
+            update(LoginLink)
+            .where(
+                LoginLink.token_hash == token_hash,
+                LoginLink.used_at.is_(None),
+                LoginLink.expires_at > now,
+            )
+            .values(used_at=now)
+        )
+        return _rowcount(result) == 1
+
+    async def delete_older_than(self, when: datetime) -> int:
+        """Remove links that expired before ``when``; how many."""
+        result = await self._session.execute(delete(LoginLink).where(LoginLink.expires_at < when))
+        return _rowcount(result)
