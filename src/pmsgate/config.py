@@ -310,6 +310,31 @@ class Settings(BaseSettings):
         description="The brand colour of the onboarding message (#RRGGBB): its header and "
         "its sign-in button.",
     )
+    # --- incident notices (docs/operations.md, Notifications) ---
+    public_url: str | None = Field(
+        default=None,
+        description="The console's public base URL (e.g. https://console.example.com), used "
+        "in the links of messages (the one-time sign-in link of an incident notice); unset = "
+        "PMSGATE_GATEWAY_PUBLIC_URL, and with neither the notices carry no link.",
+    )
+    notify_team_email: str | None = Field(
+        default=None,
+        description="The platform team's address for incident notices (a facility in error, "
+        "its recovery); unset = the team gets no e-mail (the customer still does).",
+    )
+    notify_webhook_url: SecretStr | None = Field(
+        default=None,
+        description='A URL the team\'s incident notices are POSTed to as JSON {"text": …} '
+        "(a Slack-compatible incoming webhook, or any chat that takes that shape); a secret, "
+        "since such URLs usually are; unset = no webhook.",
+    )
+    login_link_ttl_s: float = Field(
+        default=86400.0,
+        gt=0,
+        le=7 * 86400,
+        description="How long the one-time sign-in link of an incident notice works, in "
+        "seconds (it works once; at most a week).",
+    )
     # --- web application and console (docs/web.md) ---
     session_secret: SecretStr | None = Field(
         default=None,
@@ -387,6 +412,22 @@ class Settings(BaseSettings):
     )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")
+
+    @field_validator("public_url")
+    @classmethod
+    def _http_base_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        value = value.strip().rstrip("/")
+        if not value.startswith(("https://", "http://")):
+            raise ValueError("use an http(s):// base URL, e.g. https://console.example.com")
+        return value
+
+    @property
+    def console_url(self) -> str | None:
+        """The base URL links in messages start with (public_url, else the gateway's)."""
+        base = self.public_url or self.gateway_public_url
+        return base.strip().rstrip("/") if base and base.strip() else None
 
     @field_validator("kross_base_url", "platform_api_url")
     @classmethod
