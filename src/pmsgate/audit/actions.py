@@ -27,10 +27,13 @@ class AuditAction(StrEnum):
     FACILITY_STATUS_CHANGED = "facility.status_changed"
     SIGNIN_SUCCEEDED = "signin.succeeded"
     SIGNIN_FAILED = "signin.failed"
+    SIGNIN_LINK_USED = "signin.link_used"
     ADMIN_ACTION = "admin.action"
     CONSOLE_ACTION = "console.action"
     ONBOARDING_SIDE_EFFECT = "onboarding.side_effect"
     REGISTRY_FIXED = "registry.fixed"
+    NOTICE_SENT = "notice.sent"
+    NOTICE_FAILED = "notice.failed"
     AUDIT_PURGED = "audit.purged"
 
 
