@@ -44,6 +44,7 @@ from typing import Any
 import structlog
 from pydantic import SecretStr
 
+from pmsgate.customers.registry_check import assess
 from pmsgate.customers.service import listing_room_type, set_pms_status, sync_registry
 from pmsgate.errors import NotFound, PmsgateError
 from pmsgate.integrations.assistant.client import KbNode, Listing
@@ -293,18 +294,52 @@ async def check_registry(ctx: OnboardingContext) -> StepResult:
         "pages_to_attach": page_to_attach,
         "apartments_without_notes_page": without_page,
     }
-    if without_row or page_to_attach:
+    # Spec §7: an apartment mapped to no listing, a deleted one or another room type's answers
+    # "Listing unavailable" (customers/registry_check.py; the same check the job and the
+    # console run). The step holds only when every apartment maps to its own listing.
+    mapping = assess(
+        ctx.student_id,
+        customer.apartments,
+        listings,
+        checked_at=ctx.clock.now(),
+        workspace_id=workspace_id,
+    )
+    evidence["registry_problems"] = [
+        {"kind": p.kind.value, "room_type": p.room_type, "reason": p.reason, "fix": p.fix}
+        for p in mapping.problems
+    ]
+    if without_row or page_to_attach or mapping.problems:
+        parts = [
+            f"{len(without_row)} listings without their row",
+            f"{len(page_to_attach)} notes pages to attach",
+        ]
+        if mapping.problems:
+            parts.append(
+                f"{len(mapping.problems)} mapping problems ("
+                + "; ".join(p.reason for p in mapping.problems[:3])
+                + (" …" if len(mapping.problems) > 3 else "")
+                + ")"
+            )
+        for_a_person = mapping.for_a_person
         return StepResult(
             done=False,
             evidence=evidence,
-            message=f"{len(without_row)} listings without their row, "
-            f"{len(page_to_attach)} notes pages to attach",
+            message=", ".join(parts),
+            fix=" ".join(p.fix for p in for_a_person) or None,
+            waiting_for=(
+                "a person to fix the listings the registry cannot be mapped to: "
+                + " ".join(p.fix for p in for_a_person)
+                # Waiting only when the apply (the listings sync) has nothing left to do.
+                if for_a_person and not mapping.fixable and not without_row and not page_to_attach
+                else None
+            ),
         )
     note = f"; no notes page for room types {', '.join(without_page)}" if without_page else ""
     return StepResult(
         done=True,
         evidence=evidence,
-        message=f"{len(listings)} listings, one registry row each{note}",
+        message=f"{len(listings)} listings, one registry row each, every apartment mapped to "
+        f"its own listing{note}",
     )
 
 
