@@ -40,7 +40,7 @@ async def test_the_admin_home_lists_every_customer_with_its_state(database_url: 
         assert 'data-testid="pms-status">error<' in mine
         theirs = page.split(f'data-student-id="{other}"', 1)[1].split("</tr>", 1)[0]
         assert 'data-testid="pms-status">not linked<' in theirs
-        assert "/ 35,000" in mine  # this week's budget: 5,000 a day
+        assert "/ 5,000" in mine  # the daily budget (requests in the last 24 hours)
 
 
 async def test_a_customer_is_sent_to_its_own_page_and_refused_another(database_url: str) -> None:

@@ -12,7 +12,7 @@ console can never do what the API would refuse.
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import quote
 
@@ -22,6 +22,8 @@ from pydantic import SecretStr
 
 from pmsgate.customers.reconnect import connect_kross
 from pmsgate.errors import Forbidden, InvalidInput, NotFound, PmsgateError
+from pmsgate.storage.audit import AuditFilter
+from pmsgate.web.admin_console import admin_customer_page, overview_page
 from pmsgate.web.api import ready_for_sync
 from pmsgate.web.app import login_redirect
 from pmsgate.web.audit import console_action
@@ -32,8 +34,9 @@ from pmsgate.web.auth import (
     ensure_can_act_on,
     optional_principal,
 )
-from pmsgate.web.charts import Series, bar_chart, line_chart, time_label
+from pmsgate.web.charts import Chart, Series, chart_figure, hourly_chart, time_chart, usd_label
 from pmsgate.web.context import WebDep, WebServices, web_services
+from pmsgate.web.customer_view import CustomerHome, booking_state, customer_home, explain_job
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
 from pmsgate.web.views import (
@@ -41,7 +44,6 @@ from pmsgate.web.views import (
     DRY_RUN_COUNTERS,
     CustomerPage,
     customer_page,
-    customer_rows,
 )
 
 router = APIRouter(include_in_schema=False)
@@ -114,51 +116,126 @@ async def home(request: Request, web: WebDep, principal: MaybePrincipal) -> Resp
         if principal.student_id is None:  # a customer login always has one (CHECK constraint)
             return error_page(request, principal, Forbidden("This login has no customer."))
         return RedirectResponse(customer_path(principal.student_id), status_code=303)
-    rows = await customer_rows(web)
-    return _render(
-        request,
-        "admin_home.html",
-        {
-            "principal": principal,
-            "rows": rows,
-            "dry_run_counters": DRY_RUN_COUNTERS,
-            "commit_counters": COMMIT_COUNTERS,
-        },
+    return await overview_page(request, web, principal)
+
+
+USAGE_EMPTY = (
+    "No usage yet — the first snapshot is taken when set-up finishes, then one every 6 hours."
+)
+HOURLY_EMPTY = "No assistant lookups in the last 48 hours."
+
+
+def _since_onboarding(page: CustomerPage) -> tuple[list[datetime], dict[str, list[float]]]:
+    """The known snapshots' totals minus the baseline's (else the first known snapshot's).
+
+    A snapshot recorded as unknown (the platform's usage could not be read) is left out,
+    never drawn as zeros.
+    """
+    known = [s for s in page.snapshots if s.known]
+    if not known:
+        return [], {}
+    base = next((s for s in known if s.kind == "baseline"), known[0])
+    shown = [s for s in known if s.taken_at >= base.taken_at]
+
+    def since(values: list[float]) -> list[float]:
+        return [max(0.0, v - values[0]) for v in values]
+
+    return [s.taken_at for s in shown], {
+        "messages": since([float(s.messages or 0) for s in shown]),
+        "tool calls": since([float(s.tool_calls or 0) for s in shown]),
+        "usd": since([float(s.usd_spent or 0) for s in shown]),
+    }
+
+
+def console_charts(page: CustomerPage) -> list[Chart]:
+    """The customer's charts: usage since onboarding, its cost, and the last 48 hours."""
+    times, values = _since_onboarding(page)
+    usage = time_chart(
+        "Usage since onboarding",
+        times,
+        [
+            Series("guest messages", values.get("messages", [])),
+            Series("assistant lookups (tool calls)", values.get("tool calls", [])),
+        ],
+        unit="count since onboarding",
+        empty=USAGE_EMPTY,
     )
+    cost = time_chart(
+        "Spend since onboarding",
+        times,
+        [Series("spend (US dollars)", values.get("usd", []))],
+        unit="US dollars",
+        empty=USAGE_EMPTY,
+        y_format=usd_label,
+    )
+    hours = page.hours
+    hourly = hourly_chart(
+        "Assistant lookups vs booking-system requests, per hour (last 48 hours)",
+        [h.hour for h in hours],
+        [
+            Series("assistant lookups (tool calls)", [h.tool_calls for h in hours]),
+            Series("booking-system requests", [h.upstream_calls for h in hours]),
+        ],
+        unit="calls per hour",
+        empty=HOURLY_EMPTY,
+    )
+    return [usage, cost, hourly]
 
 
 def _charts(page: CustomerPage) -> dict[str, Any]:
-    snapshots = page.snapshots
-    usage = line_chart(
-        "Usage since onboarding (cumulative, from the 6-hourly snapshots)",
-        [time_label(s.taken_at) for s in snapshots],
-        [
-            Series("messages", [s.messages for s in snapshots]),
-            Series("tool calls", [s.tool_calls for s in snapshots]),
-            Series("upstream requests", [s.upstream_calls for s in snapshots]),
-            Series("USD x 100", [float(s.usd_spent) * 100 for s in snapshots]),
-        ],
+    charts = console_charts(page)
+    usage, _, hourly = charts
+    return {
+        "charts": charts,
+        "chart_figures": [chart_figure(chart) for chart in charts],
+        # One chart's figure alone (the admin page's slots).
+        "usage_chart": chart_figure(usage),
+        "hourly_chart": chart_figure(hourly),
+    }
+
+
+# How many of the customer's own audit events its page lists (the rest: /console/audit).
+RECENT_EVENTS = 8
+# How many recent sync jobs the customer's page reads (the newest commit among them).
+RECENT_JOBS = 10
+
+
+async def _sync_open(web: WebServices, student_id: str) -> bool:
+    """Whether the allowlist admits the customer's knowledge sync (True where none is kept)."""
+    allowed = getattr(web.customers.allowlist, "customer_allowed", None)
+    if allowed is None:
+        return True
+    return bool(await allowed(student_id))
+
+
+async def _home(web: WebServices, principal: Principal, page: CustomerPage) -> CustomerHome:
+    """The plain-language page of a customer (its answers, to-dos, sync and events)."""
+    student_id = page.ctx.student_id
+    owner = await web.audit.owner(student_id)
+    events = await web.audit.page(AuditFilter(owner=owner), limit=RECENT_EVENTS)
+    return customer_home(
+        page,
+        jobs=await web.sync_jobs.repo.jobs_of(student_id, limit=RECENT_JOBS),
+        events=events.events,
+        sync_open=await _sync_open(web, student_id),
+        viewer=principal.email,
     )
-    hours = page.hours
-    hourly = bar_chart(
-        "Tool calls vs booking-system requests per hour (last 48 h, UTC)",
-        [time_label(h.hour, with_date=False) for h in hours],
-        [
-            Series("tool calls", [h.tool_calls for h in hours]),
-            Series("upstream requests", [h.upstream_calls for h in hours]),
-        ],
-    )
-    return {"usage_chart": usage, "hourly_chart": hourly}
 
 
 async def _customer_context(
     request: Request, principal: Principal, student_id: str, **extra: Any
 ) -> dict[str, Any]:
-    page = await customer_page(web_services(request), student_id)
+    web = web_services(request)
+    page = await customer_page(web, student_id)
+    job = extra.pop("job", None) or page.row.last_sync
+    booking = booking_state(page)
     return {
         "principal": principal,
         "page": page,
-        "job": extra.pop("job", None) or page.row.last_sync,
+        "job": job,
+        "booking": booking,
+        "sync_words": explain_job(job, booking) if job is not None else None,
+        "home": None if principal.is_admin else await _home(web, principal, page),
         "dry_run_counters": DRY_RUN_COUNTERS,
         "commit_counters": COMMIT_COUNTERS,
         "no_script_refresh_s": NO_SCRIPT_REFRESH_S,
@@ -169,8 +246,13 @@ async def _customer_context(
     }
 
 
+def page_template(principal: Principal) -> str:
+    """The whole page of a customer for this reader: the detailed one, or the plain one."""
+    return "customer.html" if principal.is_admin else "customer_home.html"
+
+
 async def _customer_view(
-    request: Request, principal: Principal | None, student_id: str, template: str
+    request: Request, principal: Principal | None, student_id: str, template: str | None = None
 ) -> Response:
     if principal is None:
         return login_redirect(request)
@@ -179,18 +261,26 @@ async def _customer_view(
         context = await _customer_context(request, principal, student_id)
     except PmsgateError as error:
         return error_page(request, principal, error)
-    return _render(request, template, context)
+    return _render(request, template or page_template(principal), context)
 
 
 @router.get("/console/customers/{student_id}", response_class=HTMLResponse)
 async def customer(request: Request, student_id: str, principal: MaybePrincipal) -> Response:
-    """One customer's page: checklist, PMS status and reconnect, knowledge sync, usage."""
-    return await _customer_view(request, principal, student_id, "customer.html")
+    """One customer's page: admins the detailed one, a customer's user the plain one."""
+    if principal is not None and principal.is_admin:
+        return await admin_customer_page(request, principal, student_id)
+    return await _customer_view(request, principal, student_id)
 
 
 @router.get("/console/customers/{student_id}/sync", response_class=HTMLResponse)
 async def sync_panel(request: Request, student_id: str, principal: MaybePrincipal) -> Response:
-    """The knowledge-sync panel alone (htmx polls it while a sync runs)."""
+    """The knowledge-sync panel alone for htmx (it polls it while a sync runs).
+
+    Opened directly (a bookmark, a reload of the polled URL), it is the whole page at the
+    panel: a fragment is never shown unstyled.
+    """
+    if principal is not None and not _is_htmx(request):
+        return RedirectResponse(customer_path(student_id) + "#knowledge", status_code=303)
     return await _customer_view(request, principal, student_id, "_sync_panel.html")
 
 
@@ -217,9 +307,11 @@ async def start_sync(
             ready_for_sync(ctx)
             await web.sync_jobs.start(student_id, commit=as_commit)
     except PmsgateError as error:
-        if not _is_htmx(request):
+        if not _is_htmx(request) and principal.is_admin:
             return error_page(request, principal, error)
         context = await _customer_context(request, principal, student_id, sync_error=error)
+        if not _is_htmx(request):
+            return _render(request, page_template(principal), context, status_code=error.status)
         return _render(request, "_sync_panel.html", context)
     if not _is_htmx(request):
         return RedirectResponse(customer_path(student_id) + "#knowledge", status_code=303)
@@ -259,7 +351,7 @@ async def reconnect(
             )
     except PmsgateError as error:
         status = error.status if not _is_htmx(request) else 200
-        template = "_pms_panel.html" if _is_htmx(request) else "customer.html"
+        template = "_pms_panel.html" if _is_htmx(request) else page_template(principal)
         context = await _customer_context(
             request, principal, student_id, reconnect_error=error, username=username
         )
