@@ -192,11 +192,13 @@ async def enrolled_sandbox(
     register_facility: bool = True,
     with_notes: bool = True,
     sync: bool = True,
+    allowlisted: bool = True,
 ) -> AsyncIterator[EnrolledSandbox]:
     """A sandbox with one seeded facility enrolled as a customer (see the module docstring).
 
     ``with_notes=False`` leaves the notes integration out, ``sync=False`` the registry
-    empty, ``register_facility=False`` the kross row unlinked to a gateway facility.
+    empty, ``register_facility=False`` the kross row unlinked to a gateway facility,
+    ``allowlisted=False`` the customer's e-mail off the knowledge allowlist (step 2).
     """
     clock = clock or ManualClock()
     sleep = ClockSleep(clock)
@@ -220,22 +222,35 @@ async def enrolled_sandbox(
             app=app,
             _original_password=str(facility["password"]),
         )
-        await enrol(enrolled, register_facility=register_facility, with_notes=with_notes)
+        await enrol(
+            enrolled,
+            register_facility=register_facility,
+            with_notes=with_notes,
+            allowlisted=allowlisted,
+        )
         if sync:
             await enrolled.sync()
         yield enrolled
 
 
 async def enrol(
-    enrolled: EnrolledSandbox, *, register_facility: bool = True, with_notes: bool = True
+    enrolled: EnrolledSandbox,
+    *,
+    register_facility: bool = True,
+    with_notes: bool = True,
+    allowlisted: bool = True,
 ) -> None:
     """Enrol the facility's customer step by step through the service functions."""
     services, facility = enrolled.services, enrolled.facility
+    profile = profile_of(facility)
     await register_customer(
         services,
-        profile_of(facility),
+        profile,
         subscription=Subscription("sub_" + enrolled.hotel_id, "active", CONTRACT_PRICE),
     )
+    if allowlisted:
+        # Step 2: the knowledge sync is open only to customers on the allowlist.
+        await services.allowlist.put(profile.email)
     config = await configure_workspace(
         services,
         enrolled.student_id,

@@ -3,6 +3,16 @@
 Checks the address and the comment, raises the caller-facing errors and runs each call
 in one transaction over :class:`pmsgate.storage.allowlist.AllowlistRepository`.
 Addresses are compared lower-cased.
+
+**What the allowlist admits** (issue 16): the knowledge sync of a *customer*, by the
+customer's e-mail as registered on its customer record (the customer file's ``email``,
+the address step 2 adds) — not the address of whoever is signed in. A customer may have
+several logins; an admin acting on a customer is admitted or refused by the customer's
+entry, never by the admin's own address. :meth:`Allowlist.require_customer` is the one
+check, called by :meth:`pmsgate.knowledge.sync_jobs.SyncJobs` before any sync job is
+created (the JSON API, the console and ``pmsgate knowledge sync`` all start jobs there).
+It reads the database on every call (no cache), so removing an entry takes effect at
+once.
 """
 
 from __future__ import annotations
@@ -12,12 +22,14 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.customers.checks import (
+    customer_not_found,
     email_address,
     optional_text,
     translate_integrity_error,
 )
-from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
+from pmsgate.errors import Conflict, Forbidden, InvalidInput, NotFound, PmsgateError
 from pmsgate.storage.allowlist import AllowlistComment, AllowlistEntryView, AllowlistRepository
+from pmsgate.storage.customers import CustomerRepository
 from pmsgate.storage.models import AllowlistEntry
 
 
@@ -27,6 +39,17 @@ def entry_not_found(email: str) -> NotFound:
         f"{email} is not on the knowledge allowlist.",
         code="allowlist_entry_not_found",
         hint="List the entries to check the address.",
+    )
+
+
+def not_on_allowlist(email: str) -> Forbidden:
+    """The error for a customer whose e-mail is not on the allowlist: no knowledge sync."""
+    return Forbidden(
+        f"The knowledge sync is not open to this customer yet: {email} is not on the "
+        "knowledge allowlist.",
+        code="not_on_allowlist",
+        hint="Ask the platform team to add this e-mail to the knowledge allowlist; the sync "
+        "works as soon as it is added.",
     )
 
 
@@ -86,6 +109,28 @@ class Allowlist:
         """True when the address is on the allowlist now."""
         async with self._sessions() as session:
             return await AllowlistRepository(session).contains(email.strip().lower())
+
+    async def customer_allowed(self, student_id: str) -> bool:
+        """True when the customer's registered e-mail is on the allowlist now (no cache)."""
+        return (await self._customer_entry(student_id))[1]
+
+    async def require_customer(self, student_id: str) -> None:
+        """Refuse (403 ``not_on_allowlist``) a customer whose e-mail is not on the list.
+
+        ``customer_not_found`` when no customer has this student_id.
+        """
+        email, allowed = await self._customer_entry(student_id)
+        if not allowed:
+            raise not_on_allowlist(email)
+
+    async def _customer_entry(self, student_id: str) -> tuple[str, bool]:
+        key = student_id.strip()
+        async with self._sessions() as session:
+            customer = await CustomerRepository(session).find(key)
+            if customer is None:
+                raise customer_not_found(key)
+            email = customer.email.strip().lower()
+            return email, await AllowlistRepository(session).contains(email)
 
     async def all(self) -> list[AllowlistEntryView]:
         """Every entry, by address."""

@@ -15,6 +15,13 @@ synchronous caller still wants the counters when the sync is quick. So:
 One active job per customer (a partial UNIQUE index, so across replicas too): a
 second start answers ``sync_already_running`` with the running job's id.
 
+**The allowlist** (spec §4.3 step 2, issue 16). Every job — the JSON API's, the
+console's, ``pmsgate knowledge sync``'s — is created by :meth:`SyncJobs._create`, which
+first asks :meth:`pmsgate.customers.allowlist.Allowlist.require_customer`: a customer
+whose registered e-mail is not on the knowledge allowlist gets 403 ``not_on_allowlist``
+and no job is recorded. The list is read on every start, so removing an entry takes
+effect at once.
+
 **Interruptions.** A running job beats (``heartbeat_at``) every
 ``heartbeat_interval_s`` while it runs. A process that stops (restart, crash, kill)
 leaves its jobs ``running`` with a heartbeat that ages: :meth:`SyncJobs.recover`
@@ -23,13 +30,18 @@ heartbeat is older than ``stale_after_s`` as ``failed`` with
 ``sync_interrupted``. Running the sync again is safe: it resumes without
 duplicates (the platform's nodes are matched by source key). Jobs this process
 cancels on shutdown are marked ``failed`` with ``sync_cancelled`` at once.
+
+**Metrics.** With the process's metrics, each job this process runs counts as started
+(``pmsgate_knowledge_sync_jobs_started{mode}``) and, once finished, by mode and outcome
+(``succeeded``, ``failed``, ``cancelled``) with its duration. Jobs another replica
+interrupted are not counted here.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -39,6 +51,7 @@ from anyio.abc import TaskGroup
 
 from pmsgate.clock import Clock
 from pmsgate.errors import Conflict, PmsgateError
+from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import (
     CommitReport,
@@ -107,6 +120,7 @@ class SyncJobs:
         heartbeat_interval_s: float = 15.0,
         stale_after_s: float = 120.0,
         progress_interval_s: float = 2.0,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         if stale_after_s <= heartbeat_interval_s:
             raise ValueError("stale_after_s must exceed heartbeat_interval_s")
@@ -117,6 +131,7 @@ class SyncJobs:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.stale_after_s = stale_after_s
         self.progress_interval_s = progress_interval_s
+        self.metrics = metrics
         self._group: TaskGroup | None = None
         self._done: dict[str, anyio.Event] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -202,6 +217,8 @@ class SyncJobs:
     # --- running -------------------------------------------------------------------------------
 
     async def _create(self, student_id: str, commit: bool) -> SyncJobView:
+        # The one place every sync starts: the allowlist is checked here, on each start.
+        await self.sync.services.allowlist.require_customer(student_id)
         kind = "commit" if commit else "dry_run"
         job_id = uuid.uuid4().hex
         try:
@@ -220,6 +237,9 @@ class SyncJobs:
         finished: SyncJobView | None = None
         scope = anyio.CancelScope()
         self._scopes[job.id] = scope
+        started = self.clock.now()
+        if self.metrics is not None:
+            self.metrics.sync_job_started(job.kind)
         try:
             with scope:
                 with _atomic():
@@ -247,13 +267,28 @@ class SyncJobs:
             if finished is None:
                 # Cancelled from outside (shutdown): record it before the cancellation goes on.
                 with anyio.CancelScope(shield=True):
-                    await self._fail(job.id, "sync_cancelled", "The sync was cancelled.")
+                    finished = await self._fail(job.id, "sync_cancelled", "The sync was cancelled.")
+            self._count_finished(job, finished, started)
             done = self._done.get(job.id)
             if done is not None:
                 done.set()
         assert finished is not None
         log.info("knowledge_job_finished", job_id=job.id, status=finished.status, kind=job.kind)
         return finished, report
+
+    def _count_finished(
+        self, job: SyncJobView, finished: SyncJobView | None, started: datetime
+    ) -> None:
+        if self.metrics is None or finished is None:
+            return
+        if finished.status == "succeeded":
+            outcome = "succeeded"
+        elif finished.error_code == "sync_cancelled":
+            outcome = "cancelled"
+        else:
+            outcome = "failed"
+        seconds = max(0.0, (self.clock.now() - started).total_seconds())
+        self.metrics.sync_job_finished(job.kind, outcome, seconds)
 
     async def _run_beating(
         self, job: SyncJobView, tracker: _ProgressWriter
