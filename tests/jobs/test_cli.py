@@ -120,6 +120,7 @@ async def test_run_runs_any_job_and_list_shows_its_last_run(cli: Cli) -> None:
         "flush-gateway-usage",
         "check-connections",
         "restart-listings-syncs",
+        "check-registry",
         "purge-audit-events",
         "record-key-expiry",
     ]

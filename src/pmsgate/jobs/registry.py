@@ -17,6 +17,7 @@ from pmsgate.jobs.audit import (
 )
 from pmsgate.jobs.connections import check_connections
 from pmsgate.jobs.listings import restart_listings_syncs
+from pmsgate.jobs.registry_check import CHECK_REGISTRY, check_registries
 from pmsgate.jobs.scheduler import (
     CHECK_CONNECTIONS,
     FLUSH_GATEWAY_USAGE,
@@ -61,6 +62,14 @@ JOB_SPECS: tuple[JobSpec, ...] = (
         setting="listings_sync_interval_s",
         run=lambda web: restart_listings_syncs(web.customers),
         description="Run the listings syncs a reconnect asked for (and retry those that failed).",
+    ),
+    JobSpec(
+        CHECK_REGISTRY,
+        default_interval_s=3600.0,
+        run=lambda web: check_registries(web.customers),
+        description="Check that every apartment of every customer maps to a listing of its "
+        "room type (spec §7 'Listing unavailable'); the latest check of each customer is "
+        "what the console shows.",
     ),
     JobSpec(
         PURGE_AUDIT_EVENTS,
