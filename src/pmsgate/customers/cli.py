@@ -1,4 +1,5 @@
-"""`pmsgate customers …`: register customers, connect their upstreams, sync their registry.
+"""`pmsgate customers …`: register customers, connect their upstreams, sync, check and fix
+their registry.
 
 The notes integration token never travels as a flag (shell history, process
 list): it comes from one line of standard input (``--token-stdin``) or a hidden
@@ -22,8 +23,15 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from pmsgate.audit.actions import Actor
 from pmsgate.cli_support import fail, open_cli_container, run
 from pmsgate.customers.context import CustomerContext, CustomerServices
+from pmsgate.customers.registry_check import (
+    RegistryFix,
+    RegistryReport,
+    check_and_record,
+    fix_registry,
+)
 from pmsgate.customers.service import (
     Subscription,
     configure_workspace,
@@ -420,3 +428,95 @@ def sync_registry_command(student_id: Student, as_json: JsonOption = False) -> N
             f"ignored (no or duplicate room type): listings {result.ignored_listings}, "
             f"pages {result.ignored_pages}"
         )
+
+
+# --- the registry check (spec §7 "Listing unavailable") ----------------------------------------
+
+
+def _print_report(report: RegistryReport) -> None:
+    console.print(
+        f"registry of {escape(report.student_id)}: {report.status} "
+        f"({len(report.apartments)} apartments, {report.listings} listings, "
+        f"{len(report.problems)} problems)"
+    )
+    if report.reason:
+        console.print(escape(report.reason))
+    if report.fix:
+        console.print(f"fix: {escape(report.fix)}")
+    if report.apartments:
+        table = Table(title="Apartments and their listings", title_justify="left")
+        for column in ("room type", "apartment", "listing", "listing's room type", "problem"):
+            table.add_column(column)
+        for mapping in report.apartments:
+            table.add_row(
+                escape(mapping.room_type),
+                escape(mapping.name),
+                escape(
+                    f"{mapping.listing_name} ({mapping.listing_id})"
+                    if mapping.listing_name
+                    else (mapping.listing_id or "(none)")
+                ),
+                escape(mapping.listing_room_type or ""),
+                mapping.problem.kind.value if mapping.problem else "ok",
+            )
+        console.print(table)
+    for problem in report.problems:
+        console.print(f"- {problem.kind.value}: {escape(problem.reason)}")
+        console.print(f"  fix: {escape(problem.fix)}")
+        if problem.automatic:
+            console.print(f"  fix-registry would: {escape(problem.automatic)}")
+
+
+@customers_app.command("check-registry")
+def check_registry_command(student_id: Student, as_json: JsonOption = False) -> None:
+    """Check that every apartment maps to a listing of its room type (stores the result)."""
+    report = _with_services(lambda s: check_and_record(s, student_id))
+    if as_json:
+        _print_json({"registry": report.as_dict()})
+        return
+    _print_report(report)
+
+
+@customers_app.command("fix-registry")
+def fix_registry_command(
+    student_id: Student,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Show what would change; change nothing.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Repair wrong or missing listing mappings that have exactly one right answer.
+
+    An apartment is mapped to the one listing of its room type; an ambiguous one (two
+    listings of a room type, a deleted listing with no replacement) is listed for a person.
+    Running it again changes nothing; every change is in the audit trail (registry.fixed).
+    """
+
+    async def _go() -> RegistryFix:
+        async with open_cli_container() as container:
+            return await fix_registry(
+                container.customers,
+                student_id,
+                audit=container.audit,
+                actor=Actor.cli("pmsgate customers fix-registry"),
+                dry_run=dry_run,
+            )
+
+    result = run(_go())
+    if as_json:
+        _print_json({"fix": result.as_dict()})
+        return
+    verb = "would change" if dry_run else "changed"
+    if not result.changes:
+        console.print(f"registry of {escape(result.student_id)}: nothing to change")
+    else:
+        console.print(f"registry of {escape(result.student_id)}: {verb} {len(result.changes)}")
+        for change in result.changes:
+            console.print(f"- {escape(change.description)}")
+    if result.left_for_a_person:
+        console.print(f"left for a person ({len(result.left_for_a_person)}):")
+        for problem in result.left_for_a_person:
+            console.print(f"- {problem.kind.value}: {escape(problem.reason)}")
+            console.print(f"  fix: {escape(problem.fix)}")
+    elif not dry_run:
+        console.print(f"every apartment maps to its own listing ({result.after.status})")
