@@ -572,6 +572,22 @@ async def latest_registry_check(
     return await registry_checks(services).latest(student_id)
 
 
+async def latest_problems(services: CustomerServices) -> dict[str, list[str]]:
+    """Every customer whose latest check found problems: the reason of each (one query).
+
+    What the admin's "needs attention" view lists. A registry that could not be checked
+    (no listings: the booking-system connection) is not listed here: the integration's
+    ``error`` already is.
+    """
+    async with services.sessions() as session:
+        wanted: tuple[RegistryCheckStatus, ...] = ("problems",)
+        views = await RegistryCheckRepository(session).with_status(wanted)
+    return {
+        view.student_id: [str(p.get("reason", "")) for p in view.report.get("problems") or []]
+        for view in views
+    }
+
+
 # --- the fix -----------------------------------------------------------------------------------
 
 

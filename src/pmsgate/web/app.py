@@ -30,7 +30,7 @@ def install_web(app: FastAPI) -> None:
 
     Their dependencies read ``app.state.container``, set by the app's owner.
     """
-    from pmsgate.web import admin_console, api, audit, auth, console
+    from pmsgate.web import admin_console, api, audit, auth, console, registry_console
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     guard = [Depends(require_web)]
@@ -39,6 +39,7 @@ def install_web(app: FastAPI) -> None:
     app.include_router(console.router, dependencies=guard)
     app.include_router(audit.router, dependencies=guard)
     app.include_router(admin_console.router, dependencies=guard)
+    app.include_router(registry_console.router, dependencies=guard)
 
 
 # Paths whose errors a person reads in a browser: answered as pages, not JSON.
