@@ -30,12 +30,18 @@ def test_the_four_jobs_keep_their_settings_and_defaults() -> None:
         "restart-listings-syncs": 60.0,
         # Later jobs have no setting of their own (PMSGATE_JOB_INTERVALS_S).
         "check-registry": 3600.0,
+        "notify-incidents": 60.0,
         "purge-audit-events": 86400.0,
         "record-key-expiry": 300.0,
     }
     # Each default is the one its old setting has: one value, written twice only for them.
     for spec in JOB_SPECS:
-        if spec.name in ("check-registry", "purge-audit-events", "record-key-expiry"):
+        if spec.name in (
+            "check-registry",
+            "notify-incidents",
+            "purge-audit-events",
+            "record-key-expiry",
+        ):
             assert spec.setting is None
             continue
         assert spec.setting is not None

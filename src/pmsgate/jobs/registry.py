@@ -17,6 +17,7 @@ from pmsgate.jobs.audit import (
 )
 from pmsgate.jobs.connections import check_connections
 from pmsgate.jobs.listings import restart_listings_syncs
+from pmsgate.jobs.notify import NOTIFY_INCIDENTS, notify_incidents
 from pmsgate.jobs.registry_check import CHECK_REGISTRY, check_registries
 from pmsgate.jobs.scheduler import (
     CHECK_CONNECTIONS,
@@ -70,6 +71,13 @@ JOB_SPECS: tuple[JobSpec, ...] = (
         description="Check that every apartment of every customer maps to a listing of its "
         "room type (spec §7 'Listing unavailable'); the latest check of each customer is "
         "what the console shows.",
+    ),
+    JobSpec(
+        NOTIFY_INCIDENTS,
+        default_interval_s=60.0,
+        run=notify_incidents,
+        description="Tell the customer and the team when a facility goes to error (once per "
+        "incident, with a one-time sign-in link to the reconnect form) and when it recovers.",
     ),
     JobSpec(
         PURGE_AUDIT_EVENTS,

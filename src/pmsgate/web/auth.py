@@ -35,7 +35,7 @@ from pmsgate.errors import ConfigurationError, Forbidden, PmsgateError, Unauthor
 from pmsgate.gateway.vault import parse_key_spec
 from pmsgate.web.context import web_services
 from pmsgate.web.templating import templates
-from pmsgate.web.users import Principal
+from pmsgate.web.users import LoginLinkRefused, Principal
 
 SESSION_COOKIE = "pmsgate_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -387,6 +387,73 @@ async def login_form(
         return _login_page(request, next_url=target, email=email.strip()[:254], error=error)
     await _end_current_session(request)
     response = RedirectResponse(target or _DEFAULT_LANDING, status_code=303)
+    set_session_cookie(response, request, raw)
+    return response
+
+
+# --- one-time sign-in links (an incident notice's "reconnect now"; docs/web.md) ---------------
+
+# The token is in the URL: no Referer ever carries it on, and the page is never cached.
+LINK_PAGE_HEADERS = {**LOGIN_PAGE_HEADERS, "Referrer-Policy": "no-referrer"}
+
+
+def _link_page(
+    request: Request, token: str | None, error: LoginLinkRefused | None = None
+) -> HTMLResponse:
+    return templates.TemplateResponse(
+        request,
+        "login_link.html",
+        {"principal": None, "token": token, "error": error, "next": _DEFAULT_LANDING},
+        status_code=error.status if error is not None else 200,
+        headers=LINK_PAGE_HEADERS,
+    )
+
+
+async def _record_link_refused(request: Request, error: LoginLinkRefused) -> None:
+    await web_services(request).audit.record(
+        AuditAction.SIGNIN_FAILED,
+        actor=Actor.system("unauthenticated"),
+        subject="login-link",
+        outcome=Outcome.REFUSED,
+        details={"reason": error.code, "link": error.state},
+        client_address=_client(request),
+    )
+
+
+@router.get("/login/link/{token}", response_class=HTMLResponse, include_in_schema=False)
+async def login_link_page(request: Request, token: str) -> Response:
+    """A one-time sign-in link: a page whose button uses it (the GET never spends it).
+
+    Mail scanners open the links of a message; if the GET signed in, a scanner would
+    spend the link before its reader clicks it. An unknown, used or expired link gets a
+    page saying so, with the way to sign in normally (410, never a 500).
+    """
+    check = await web_services(request).users.login_link(token)
+    if check.state != "usable":
+        return _link_page(request, None, LoginLinkRefused(check.state))
+    return _link_page(request, token)
+
+
+@router.post("/login/link/{token}", include_in_schema=False)
+async def login_link_use(request: Request, token: str) -> Response:
+    """Spend the link: signed in as its account (audited), 303 to where it leads."""
+    web = web_services(request)
+    try:
+        principal, raw, link = await web.users.sign_in_with_link(token)
+    except LoginLinkRefused as error:
+        await _record_link_refused(request, error)
+        return _link_page(request, None, error)
+    await web.audit.record(
+        AuditAction.SIGNIN_LINK_USED,
+        actor=actor_of(principal),
+        subject=f"user:{principal.email}",
+        details={"purpose": link.purpose, "target": link.target},
+        student_id=principal.student_id,
+        client_address=_client(request),
+    )
+    await _end_current_session(request)
+    response = RedirectResponse(safe_next(link.target) or _DEFAULT_LANDING, status_code=303)
+    response.headers.update(NO_STORE)
     set_session_cookie(response, request, raw)
     return response
 
