@@ -36,7 +36,13 @@ from pmsgate.web.auth import (
 )
 from pmsgate.web.charts import Chart, Series, chart_figure, hourly_chart, time_chart, usd_label
 from pmsgate.web.context import WebDep, WebServices, web_services
-from pmsgate.web.customer_view import CustomerHome, booking_state, customer_home, explain_job
+from pmsgate.web.customer_view import (
+    CustomerHome,
+    booking_state,
+    customer_home,
+    error_words,
+    explain_job,
+)
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
 from pmsgate.web.views import (
@@ -236,6 +242,7 @@ async def _customer_context(
         "booking": booking,
         "sync_words": explain_job(job, booking) if job is not None else None,
         "home": None if principal.is_admin else await _home(web, principal, page),
+        "error_words": error_words,
         "dry_run_counters": DRY_RUN_COUNTERS,
         "commit_counters": COMMIT_COUNTERS,
         "no_script_refresh_s": NO_SCRIPT_REFRESH_S,
