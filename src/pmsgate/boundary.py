@@ -199,11 +199,15 @@ def check_json(value: Any, where: str = "body") -> None:
 # --- every request -------------------------------------------------------------------------------
 
 
-def refuse_control_characters(request: Request) -> None:
+async def refuse_control_characters(request: Request) -> None:
     """An app-wide dependency: 422 ``invalid_characters`` for a path or query string with
     a control character, before any route runs (a path parameter or a query value reaches
     database lookups, where a NUL is a PostgreSQL error, and logs). Bodies are checked by
-    the routes' own types."""
+    the routes' own types.
+
+    ``async`` although it never awaits: FastAPI runs a plain ``def`` dependency in its
+    thread pool, a hand-off to a worker thread and back on every request (bench/README.md,
+    production speed)."""
     query = unquote_plus(request.scope.get("query_string", b"").decode("latin-1"))
     for where, text in (("The path", request.url.path), ("The query", query)):
         if has_control_characters(text, whitespace_ok=True):

@@ -15,7 +15,7 @@ context variables set here are the ones the routes see.
 from __future__ import annotations
 
 import re
-import uuid
+import secrets
 from contextvars import ContextVar
 
 import structlog
@@ -32,8 +32,8 @@ _client_address: ContextVar[str | None] = ContextVar("pmsgate_client_address", d
 
 
 def new_request_id() -> str:
-    """A fresh request id (16 hex characters)."""
-    return uuid.uuid4().hex[:16]
+    """A fresh request id (16 hex characters, 64 random bits; no UUID object per request)."""
+    return secrets.token_hex(8)
 
 
 def accepted_request_id(raw: str | None) -> str | None:

@@ -51,4 +51,10 @@ def web_services(request: Request) -> WebServices:
     return web
 
 
-WebDep = Annotated[WebServices, Depends(web_services)]
+async def _web_services_dependency(request: Request) -> WebServices:
+    # ``async``: FastAPI runs a plain ``def`` dependency in its thread pool, a hand-off to a
+    # worker thread and back on every request (bench/README.md, production speed).
+    return web_services(request)
+
+
+WebDep = Annotated[WebServices, Depends(_web_services_dependency)]
