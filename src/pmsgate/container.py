@@ -154,9 +154,17 @@ async def open_container(
                 else httpx.AsyncClient(timeout=settings.kross_timeout_s)
             )
         vault = vault_from_settings(settings)
-        audit = AuditTrail(sessions, clock, retention_days=settings.audit_retention_days)
+        # One registry for the process's /metrics: the gateway's, the audit trail's and the
+        # knowledge-sync jobs' signals (docs/operations.md, "What to watch").
+        metrics = GatewayMetrics()
+        audit = AuditTrail(
+            sessions,
+            clock,
+            retention_days=settings.audit_retention_days,
+            observer=metrics.audit_recorded,
+        )
         gateway = await _open_gateway(
-            stack, settings, clock, engine, sessions, redis, vault, kross_http, audit
+            stack, settings, clock, engine, sessions, redis, vault, kross_http, audit, metrics
         )
         platform = None
         if settings.platform_api_token is not None:
@@ -178,7 +186,7 @@ async def open_container(
         knowledge_repo = KnowledgeSyncRecords(sessions, clock)
         knowledge = KnowledgeSync(customers, knowledge_repo, clock=clock, sleep=sleep)
         sync_jobs = await stack.enter_async_context(
-            SyncJobs(knowledge, knowledge_repo, clock=clock)
+            SyncJobs(knowledge, knowledge_repo, clock=clock, metrics=metrics)
         )
         users = UserService(
             sessions, clock=clock, settings=settings, redis=redis, health=gateway.redis_health
@@ -223,9 +231,9 @@ async def _open_gateway(
     vault: Vault,
     kross_http: httpx.AsyncClient,
     audit: AuditTrail,
+    metrics: GatewayMetrics,
 ) -> GatewayServices:
     """The gateway's services on the container's engine, Redis and vault (closed by ``stack``)."""
-    metrics = GatewayMetrics()
     health = RedisHealth(
         clock, retry_interval_s=settings.redis_retry_interval_s, gauge=metrics.redis_up
     )
@@ -239,7 +247,10 @@ async def _open_gateway(
         key_cache_s=settings.gateway_key_cache_s,
         audit=audit,
     )
-    pms_client = PmsClient.from_settings(settings, kross_http, clock)
+    # Every request to the booking system is timed (pmsgate_upstream_request_seconds).
+    pms_client = PmsClient.from_settings(
+        settings, kross_http, clock, observer=metrics.observe_upstream
+    )
     limiter = FacilityLimiter(
         clock=clock,
         redis=redis,

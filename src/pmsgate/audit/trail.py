@@ -17,20 +17,27 @@ An event never holds a secret. The details are checked: a key that looks like a 
 (bearer and basic credentials, raw gateway keys, JWTs) and bounded (length, depth, size).
 The request id and the client address of the HTTP request being served are picked up
 from :mod:`pmsgate.request_context`; CLI commands and jobs have none.
+
+An ``observer`` (the gateway's metrics: ``pmsgate_audit_events``) is told of each event
+that lands, by action and outcome: after its own transaction for :meth:`AuditTrail.record`,
+when the caller's unit of work commits for :meth:`AuditTrail.record_in` (nothing when it
+rolls back). The audit layer does not import the gateway: it only calls what it is given.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import Enum
 from typing import Any
 
 import structlog
+from sqlalchemy import event as sa_event
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.orm import Session
 
 from pmsgate.audit.actions import Actor, AuditAction, Outcome
 from pmsgate.clock import Clock
@@ -67,6 +74,11 @@ _SCRUBBED = (
     (re.compile(r"eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+"), REDACTED),
 )
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+# Told of every event recorded: its action and its outcome.
+AuditObserver = Callable[[str, str], None]
+# Where a session holds the events added by record_in until its transaction ends.
+_PENDING = "pmsgate_audit_pending"
 
 
 class AuditDetailsError(ValueError):
@@ -191,10 +203,12 @@ class AuditTrail:
         clock: Clock,
         *,
         retention_days: int,
+        observer: AuditObserver | None = None,
     ) -> None:
         self._sessions = sessions
         self._clock = clock
         self.retention = timedelta(days=retention_days)
+        self.observer = observer
 
     # --- recording ------------------------------------------------------------------------
 
@@ -270,7 +284,7 @@ class AuditTrail:
         event = self._event(action, actor, subject, outcome, details, client_address)
         try:
             async with self._sessions.begin() as session:
-                return await self._append(
+                view = await self._append(
                     session,
                     event,
                     customer_id=customer_id,
@@ -287,6 +301,9 @@ class AuditTrail:
                 error=type(error).__name__,
             )
             return None
+        if self.observer is not None:
+            self.observer(event.action, event.outcome)
+        return view
 
     async def record_in(
         self,
@@ -305,7 +322,7 @@ class AuditTrail:
     ) -> AuditEventView:
         """Add one event to the caller's unit of work (it commits or rolls back with it)."""
         event = self._event(action, actor, subject, outcome, details, client_address)
-        return await self._append(
+        view = await self._append(
             session,
             event,
             customer_id=customer_id,
@@ -313,6 +330,9 @@ class AuditTrail:
             student_id=student_id,
             hotel_id=hotel_id,
         )
+        if self.observer is not None:
+            _observe_on_commit(session.sync_session, self.observer, event)
+        return view
 
     async def facility_of_key(self, key_hash: str) -> tuple[int, str] | None:
         """The facility (row id, hotel_id) of the unrevoked gateway key with this hash.
@@ -439,3 +459,26 @@ class AuditTrail:
                 )
                 added += 1
         return added
+
+
+def _observe_on_commit(session: Session, observer: AuditObserver, event: _Event) -> None:
+    """Tell ``observer`` of ``event`` once the session's transaction commits."""
+    pending = session.info.get(_PENDING)
+    if pending is None:
+        pending = session.info[_PENDING] = []
+        sa_event.listen(session, "after_commit", _report_pending)
+        sa_event.listen(session, "after_rollback", _drop_pending)
+    pending.append((observer, event.action, event.outcome))
+
+
+def _report_pending(session: Session) -> None:
+    pending = session.info.get(_PENDING) or []
+    for observer, action, outcome in pending:
+        observer(action, outcome)
+    pending.clear()
+
+
+def _drop_pending(session: Session) -> None:
+    pending = session.info.get(_PENDING)
+    if pending:
+        pending.clear()

@@ -16,6 +16,12 @@ Three things here are built for cost, not only for meaning:
   (60 by default) by a scrape: a scrape never queries every facility's budget.
 - Scheduled jobs report each run (:meth:`GatewayMetrics.job_finished`) from the one place
   jobs run, :class:`pmsgate.jobs.scheduler.Scheduler`.
+- Every HTTP request to the booking system is timed by the client itself
+  (:class:`pmsgate.integrations.kross.client.PmsClient`'s ``observer`` is
+  :meth:`GatewayMetrics.observe_upstream`), labelled by operation and one of a few
+  outcomes: the time a call waited for a permit is not in it. Knowledge-sync jobs
+  (:class:`pmsgate.knowledge.sync_jobs.SyncJobs`) and audit events
+  (:class:`pmsgate.audit.trail.AuditTrail`'s ``observer``) report here the same way.
 """
 
 from __future__ import annotations
@@ -42,6 +48,10 @@ UNMATCHED_ROUTE = "unmatched"  # a path no route knows (404s): one label, whatev
 SNAPSHOT_MAX_AGE_S = 60.0
 FACILITY_STATUSES = ("connected", "unverified", "error")
 JOB_OUTCOMES = ("succeeded", "failed")
+SYNC_MODES = ("dry_run", "commit")
+SYNC_OUTCOMES = ("succeeded", "failed", "cancelled")
+# Seconds: a knowledge sync takes seconds to many minutes (spec §8: up to 800 s and more).
+SYNC_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)
 
 
 def status_class(status: int) -> str:
@@ -70,8 +80,9 @@ class FacilitySnapshot(Collector):
     Exported: ``pmsgate_facility_status{status}`` (how many facilities in each status, every
     status always present), ``pmsgate_facility_error{hotel_id}`` (1 for each facility in
     ``error`` and only those: the series are as many as the broken integrations, so the
-    alert names the customer), ``pmsgate_budget_remaining`` and ``pmsgate_budget_limit``
-    ``{hotel_id, window}`` and ``pmsgate_facility_snapshot_timestamp_seconds``. A refresh
+    alert names the customer), ``pmsgate_budget_remaining``, ``pmsgate_budget_used`` and
+    ``pmsgate_budget_limit`` ``{hotel_id, window}`` and
+    ``pmsgate_facility_snapshot_timestamp_seconds``. A refresh
     that fails keeps the previous snapshot (its timestamp shows its age) and is retried by
     the next scrape.
     """
@@ -131,6 +142,11 @@ class FacilitySnapshot(Collector):
             "Upstream requests left in each window, by facility (from the facility snapshot).",
             labels=["hotel_id", "window"],
         )
+        used = GaugeMetricFamily(
+            "pmsgate_budget_used",
+            "Upstream requests spent in each window, by facility (limit - remaining).",
+            labels=["hotel_id", "window"],
+        )
         limits = GaugeMetricFamily(
             "pmsgate_budget_limit",
             "Upstream requests allowed in each window, by facility.",
@@ -141,10 +157,14 @@ class FacilitySnapshot(Collector):
                 in_error.add_metric([facility.hotel_id], 1)
             for window, left in facility.remaining.items():
                 remaining.add_metric([facility.hotel_id, window], left)
+                limit = facility.limits.get(window)
+                if limit is not None:
+                    used.add_metric([facility.hotel_id, window], max(0, limit - left))
             for window, limit in facility.limits.items():
                 limits.add_metric([facility.hotel_id, window], limit)
         yield in_error
         yield remaining
+        yield used
         yield limits
         taken = GaugeMetricFamily(
             "pmsgate_facility_snapshot_timestamp_seconds",
@@ -225,9 +245,46 @@ class GatewayMetrics:
             ["scheduled_job"],
             registry=self.registry,
         )
+        self.upstream_requests = Histogram(
+            "pmsgate_upstream_request_seconds",
+            "HTTP requests sent to the booking system, by operation and outcome, with latency.",
+            ["operation", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.sync_jobs_started = Counter(
+            "pmsgate_knowledge_sync_jobs_started",
+            "Knowledge-sync jobs started in this process, by mode (dry_run, commit).",
+            ["mode"],
+            registry=self.registry,
+        )
+        self.sync_jobs_finished = Counter(
+            "pmsgate_knowledge_sync_jobs_finished",
+            "Knowledge-sync jobs finished in this process, by mode and outcome.",
+            ["mode", "outcome"],
+            registry=self.registry,
+        )
+        self.sync_job_duration = Histogram(
+            "pmsgate_knowledge_sync_job_duration_seconds",
+            "How long the knowledge-sync jobs of this process ran, by mode and outcome.",
+            ["mode", "outcome"],
+            buckets=SYNC_BUCKETS,
+            registry=self.registry,
+        )
+        for mode in SYNC_MODES:
+            self.sync_jobs_started.labels(mode)
+            for outcome in SYNC_OUTCOMES:
+                self.sync_jobs_finished.labels(mode, outcome)
+        self.audit_events = Counter(
+            "pmsgate_audit_events",
+            "Audit events recorded by this process, by action and outcome.",
+            ["action", "outcome"],
+            registry=self.registry,
+        )
         self.facilities = FacilitySnapshot(snapshot_max_age_s)
         self.registry.register(self.facilities)
         self._http_children: dict[tuple[str, str, int], Histogram] = {}
+        self._upstream_children: dict[tuple[str, str], Histogram] = {}
 
     # --- HTTP ----------------------------------------------------------------------------
 
@@ -239,6 +296,32 @@ class GatewayMetrics:
             child = self.http_requests.labels(route, method, status_class(status))
             self._http_children[key] = child
         child.observe(seconds)
+
+    # --- the booking system -------------------------------------------------------------
+
+    def observe_upstream(self, operation: str, outcome: str, seconds: float) -> None:
+        """One HTTP request to the booking system answered (or failed) after ``seconds``."""
+        key = (operation, outcome)
+        child = self._upstream_children.get(key)
+        if child is None:
+            child = self.upstream_requests.labels(operation, outcome)
+            self._upstream_children[key] = child
+        child.observe(seconds)
+
+    # --- knowledge-sync jobs and audit events ---------------------------------------------
+
+    def sync_job_started(self, mode: str) -> None:
+        """A knowledge-sync job of ``mode`` (``dry_run`` or ``commit``) starts running."""
+        self.sync_jobs_started.labels(mode).inc()
+
+    def sync_job_finished(self, mode: str, outcome: str, seconds: float) -> None:
+        """A knowledge-sync job finished: ``succeeded``, ``failed`` or ``cancelled``."""
+        self.sync_jobs_finished.labels(mode, outcome).inc()
+        self.sync_job_duration.labels(mode, outcome).observe(seconds)
+
+    def audit_recorded(self, action: str, outcome: str) -> None:
+        """An audit event was written (or committed with its unit of work)."""
+        self.audit_events.labels(action, outcome).inc()
 
     # --- scheduled jobs -----------------------------------------------------------------
 

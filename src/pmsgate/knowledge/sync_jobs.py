@@ -30,13 +30,18 @@ heartbeat is older than ``stale_after_s`` as ``failed`` with
 ``sync_interrupted``. Running the sync again is safe: it resumes without
 duplicates (the platform's nodes are matched by source key). Jobs this process
 cancels on shutdown are marked ``failed`` with ``sync_cancelled`` at once.
+
+**Metrics.** With the process's metrics, each job this process runs counts as started
+(``pmsgate_knowledge_sync_jobs_started{mode}``) and, once finished, by mode and outcome
+(``succeeded``, ``failed``, ``cancelled``) with its duration. Jobs another replica
+interrupted are not counted here.
 """
 
 from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass
-from datetime import timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -46,6 +51,7 @@ from anyio.abc import TaskGroup
 
 from pmsgate.clock import Clock
 from pmsgate.errors import Conflict, PmsgateError
+from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import (
     CommitReport,
@@ -114,6 +120,7 @@ class SyncJobs:
         heartbeat_interval_s: float = 15.0,
         stale_after_s: float = 120.0,
         progress_interval_s: float = 2.0,
+        metrics: GatewayMetrics | None = None,
     ) -> None:
         if stale_after_s <= heartbeat_interval_s:
             raise ValueError("stale_after_s must exceed heartbeat_interval_s")
@@ -124,6 +131,7 @@ class SyncJobs:
         self.heartbeat_interval_s = heartbeat_interval_s
         self.stale_after_s = stale_after_s
         self.progress_interval_s = progress_interval_s
+        self.metrics = metrics
         self._group: TaskGroup | None = None
         self._done: dict[str, anyio.Event] = {}
         self._scopes: dict[str, anyio.CancelScope] = {}
@@ -229,6 +237,9 @@ class SyncJobs:
         finished: SyncJobView | None = None
         scope = anyio.CancelScope()
         self._scopes[job.id] = scope
+        started = self.clock.now()
+        if self.metrics is not None:
+            self.metrics.sync_job_started(job.kind)
         try:
             with scope:
                 with _atomic():
@@ -256,13 +267,28 @@ class SyncJobs:
             if finished is None:
                 # Cancelled from outside (shutdown): record it before the cancellation goes on.
                 with anyio.CancelScope(shield=True):
-                    await self._fail(job.id, "sync_cancelled", "The sync was cancelled.")
+                    finished = await self._fail(job.id, "sync_cancelled", "The sync was cancelled.")
+            self._count_finished(job, finished, started)
             done = self._done.get(job.id)
             if done is not None:
                 done.set()
         assert finished is not None
         log.info("knowledge_job_finished", job_id=job.id, status=finished.status, kind=job.kind)
         return finished, report
+
+    def _count_finished(
+        self, job: SyncJobView, finished: SyncJobView | None, started: datetime
+    ) -> None:
+        if self.metrics is None or finished is None:
+            return
+        if finished.status == "succeeded":
+            outcome = "succeeded"
+        elif finished.error_code == "sync_cancelled":
+            outcome = "cancelled"
+        else:
+            outcome = "failed"
+        seconds = max(0.0, (self.clock.now() - started).total_seconds())
+        self.metrics.sync_job_finished(job.kind, outcome, seconds)
 
     async def _run_beating(
         self, job: SyncJobView, tracker: _ProgressWriter

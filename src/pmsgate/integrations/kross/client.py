@@ -9,7 +9,9 @@ rotation), with one exception that is not a retry: an answer "no such
 operation" sends the same request once to each next path of the operation
 (``Operation.paths``), since nothing was applied; the path that answers is used
 from then on. It never writes a token, password or api key into a log line or
-an exception.
+an exception. Each HTTP request it sends is logged (``pms_request``) and, when an
+``observer`` is given, reported to it with its outcome and duration (the gateway's
+``pmsgate_upstream_request_seconds``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from pmsgate.integrations.kross.errors import (
     UnknownOperation,
     UpstreamUnavailable,
     WriteOutcomeUnknown,
+    request_outcome,
 )
 from pmsgate.integrations.kross.models import WirePayload
 from pmsgate.integrations.kross.operations import Operation, OperationTable, load_operations
@@ -62,6 +65,10 @@ _MESSAGE_MAX = 200
 _EDGE_CODE = re.compile(r"^error code:\s*(\d+)\b", re.IGNORECASE)
 
 BeforeAttempt = Callable[[], Awaitable[None]]
+# Told of every HTTP request sent: the operation, its outcome (errors.REQUEST_OUTCOMES) and
+# its duration in seconds. The gateway passes its metrics' histogram; integrations never
+# import the gateway.
+RequestObserver = Callable[[str, str, float], None]
 
 # What each kind of errors.yaml becomes, with our message (never the upstream's text).
 _KINDS: dict[ErrorKind, tuple[type[PmsError], str]] = {
@@ -162,8 +169,10 @@ class PmsClient:
         user_agent: str,
         clock: Clock,
         timeout_s: float = 20.0,
+        observer: RequestObserver | None = None,
     ) -> None:
         self._http = http
+        self.observer = observer
         self.base_url = base_url.rstrip("/")
         self.operations = operations
         self.user_agent = user_agent
@@ -182,7 +191,12 @@ class PmsClient:
 
     @classmethod
     def from_settings(
-        cls, settings: Settings, http: httpx.AsyncClient, clock: Clock | None = None
+        cls,
+        settings: Settings,
+        http: httpx.AsyncClient,
+        clock: Clock | None = None,
+        *,
+        observer: RequestObserver | None = None,
     ) -> PmsClient:
         """A client configured from PMSGATE_* settings (base URL, path overrides, UA, timeout)."""
         return cls(
@@ -192,6 +206,7 @@ class PmsClient:
             user_agent=settings.user_agent,
             clock=clock or SystemClock(),
             timeout_s=settings.kross_timeout_s,
+            observer=observer,
         )
 
     async def get_token(self, credentials: Credentials) -> Token:
@@ -351,14 +366,16 @@ class PmsClient:
         try:
             response = await self._post(op, path, body, headers)
         except PmsError as exc:
-            self._log(op, path, started, status=None, ruid=None, error=exc)
+            self._finished(op, path, started, status=None, ruid=None, error=exc)
             raise
         try:
             answer = self._interpret(op, response, Scrubber(secrets, limit=_MESSAGE_MAX), context)
         except PmsError as exc:
-            self._log(op, path, started, status=response.status_code, ruid=exc.ruid, error=exc)
+            self._finished(op, path, started, status=response.status_code, ruid=exc.ruid, error=exc)
             raise
-        self._log(op, path, started, status=response.status_code, ruid=_ruid(answer), error=None)
+        self._finished(
+            op, path, started, status=response.status_code, ruid=_ruid(answer), error=None
+        )
         return answer
 
     async def _post(
@@ -502,7 +519,7 @@ class PmsClient:
                 return parsed.replace(tzinfo=UTC) if parsed.tzinfo is None else parsed
         return now + DEFAULT_TOKEN_TTL
 
-    def _log(
+    def _finished(
         self,
         op: Operation,
         path: str,
@@ -512,15 +529,18 @@ class PmsClient:
         ruid: str | None,
         error: PmsError | None,
     ) -> None:
+        elapsed = time.perf_counter() - started
         log.debug(
             "pms_request",
             operation=op.name,
             path=path,
             status=status,
             ruid=ruid,
-            elapsed_ms=round((time.perf_counter() - started) * 1000, 1),
+            elapsed_ms=round(elapsed * 1000, 1),
             error=error.code if error else None,
         )
+        if self.observer is not None:
+            self.observer(op.name, request_outcome(error), elapsed)
 
 
 def _json_object(response: httpx.Response) -> dict[str, Any] | None:

@@ -185,3 +185,48 @@ class OutOfScopeOperation(PmsError):
     code: ClassVar[str] = "pms_out_of_scope_operation"
     sent_by_default: ClassVar[bool] = False
     hint = "This integration does not call it; see spec §4.1 for what is out of scope."
+
+
+# --- what one request came to, for the gateway's latency histogram -------------------------
+
+# The ``outcome`` of one HTTP request to the booking system: a small fixed set (a metric's
+# label), derived from the classification above, never from the upstream's own codes.
+REQUEST_OUTCOMES = (
+    "ok",  # a success envelope
+    "client_error",  # the request itself was refused: invalid, not found, conflict, no such path
+    "auth_failed",  # credentials, token or access refused (edge block included)
+    "rate_limited",  # a rate limit or the session cap
+    "server_error",  # a 5xx/408 or a server-error code: the booking system failed
+    "unexpected",  # an answer in no documented shape (HTML, no envelope)
+    "timeout",  # sent, and no answer came (timeout, connection dropped)
+    "unreachable",  # never sent: the connection could not be opened
+)
+
+_OUTCOME_OF_KIND = {
+    ErrorKind.AUTH_FAILED: "auth_failed",
+    ErrorKind.TOKEN_REJECTED: "auth_failed",
+    ErrorKind.FORBIDDEN: "auth_failed",
+    ErrorKind.EDGE_BLOCKED: "auth_failed",
+    ErrorKind.UNKNOWN_OPERATION: "client_error",
+    ErrorKind.NOT_FOUND: "client_error",
+    ErrorKind.INVALID_REQUEST: "client_error",
+    ErrorKind.CONFLICT: "client_error",
+    ErrorKind.RATE_LIMITED: "rate_limited",
+    ErrorKind.TOO_MANY_SESSIONS: "rate_limited",
+    ErrorKind.UNAVAILABLE: "server_error",
+    ErrorKind.UNEXPECTED: "unexpected",
+}
+
+
+def request_outcome(error: PmsError | None) -> str:
+    """The outcome (one of :data:`REQUEST_OUTCOMES`) of a request that ended in ``error``."""
+    if error is None:
+        return "ok"
+    if error.status is None and error.kind is None:
+        # Raised by the client on the transport: nothing came back.
+        return "timeout" if error.may_have_been_sent else "unreachable"
+    if isinstance(error, HtmlInsteadOfJson):
+        return "unexpected"
+    if error.kind is not None:
+        return _OUTCOME_OF_KIND[error.kind]
+    return "unexpected"
