@@ -121,6 +121,7 @@ async def test_run_runs_any_job_and_list_shows_its_last_run(cli: Cli) -> None:
         "check-connections",
         "restart-listings-syncs",
         "check-registry",
+        "notify-incidents",
         "purge-audit-events",
         "record-key-expiry",
     ]

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from alembic import command
 from sqlalchemy import bindparam, text
+from sqlalchemy import insert as sql_insert
 
 from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.storage.db import alembic_config, current_revision, open_database, session_factory
@@ -21,28 +22,34 @@ async def test_records_written_before_0006_stay_readable_and_unowned(database_ur
     async with open_database(database_url) as engine:
         async with engine.begin() as connection:
             await connection.run_sync(lambda c: command.downgrade(alembic_config(c), "0005"))
-        async with session_factory(engine).begin() as session:
-            facility = Facility(
-                hotel_id="1001",
-                username="api1",
-                kind="partner",
-                password_enc="v1:x",
-                integration_id="int-1",
-                created_at=WHEN,
-                updated_at=WHEN,
-            )
-            session.add(facility)
+        async with engine.begin() as connection:
+            # Core, not the ORM: the model has columns the old schema does not have yet.
+            facility_id = (
+                await connection.execute(
+                    sql_insert(Facility.__table__)
+                    .values(
+                        hotel_id="1001",
+                        username="api1",
+                        kind="partner",
+                        password_enc="v1:x",
+                        integration_id="int-1",
+                        created_at=WHEN,
+                        updated_at=WHEN,
+                    )
+                    .returning(Facility.__table__.c.id)
+                )
+            ).scalar_one()
         insert = text(
             "INSERT INTO idempotency_records (facility_id, key, operation, body_hash, state, "
             "created_at, updated_at) VALUES (:facility, 'k', 'check-in-guest', 'h', 'unknown', "
             ":now, :now)"
         ).bindparams(bindparam("now", type_=UtcDateTime()))
         async with engine.begin() as connection:
-            await connection.execute(insert, {"facility": facility.id, "now": WHEN})
+            await connection.execute(insert, {"facility": facility_id, "now": WHEN})
     async with open_database(database_url) as engine:
         assert await current_revision(engine) == head_revision()  # migrated on to head
         records = WriteRecords(session_factory(engine))
-        record = await records.get(facility_id=facility.id, key="k")
+        record = await records.get(facility_id=facility_id, key="k")
         assert record is not None
         assert (record.state, record.owner, record.read_before) == ("unknown", None, None)
         # A process takes it over; one that no longer owns it cannot settle it.

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 import pytest
 from alembic import command
 from sqlalchemy import bindparam, inspect, select, text
+from sqlalchemy import insert as sql_insert
 
 from pmsgate.storage.db import alembic_config, open_database, session_factory
 from pmsgate.storage.models import Facility, GatewayKey, UtcDateTime
@@ -19,24 +20,30 @@ async def test_keys_minted_before_scopes_get_only_tools_read(database_url: str):
     async with open_database(database_url) as engine:
         async with engine.begin() as connection:
             await connection.run_sync(lambda c: command.downgrade(alembic_config(c), "0006"))
-        async with session_factory(engine).begin() as session:
-            facility = Facility(
-                hotel_id="1001",
-                username="api1",
-                kind="partner",
-                password_enc="v1:x",
-                integration_id="int-1",
-                created_at=WHEN,
-                updated_at=WHEN,
-            )
-            session.add(facility)
+        async with engine.begin() as connection:
+            # Core, not the ORM: the model has columns the old schema does not have yet.
+            facility_id = (
+                await connection.execute(
+                    sql_insert(Facility.__table__)
+                    .values(
+                        hotel_id="1001",
+                        username="api1",
+                        kind="partner",
+                        password_enc="v1:x",
+                        integration_id="int-1",
+                        created_at=WHEN,
+                        updated_at=WHEN,
+                    )
+                    .returning(Facility.__table__.c.id)
+                )
+            ).scalar_one()
         insert = text(
             "INSERT INTO gateway_keys (facility_id, prefix, key_hash, label, created_at) "
             "VALUES (:facility, 'pgw_abcdefgh', :hash, 'old', :now)"
         ).bindparams(bindparam("now", type_=UtcDateTime()))
         async with engine.begin() as connection:
             await connection.execute(
-                insert, {"facility": facility.id, "hash": "a" * 64, "now": WHEN}
+                insert, {"facility": facility_id, "hash": "a" * 64, "now": WHEN}
             )
             tables = await connection.run_sync(lambda c: inspect(c).get_table_names())
         assert "audit_events" not in tables
