@@ -256,6 +256,13 @@ async def test_a_changed_password_is_told_once_per_channel_and_the_link_leads_to
     sent = await _audit(r, "notice.sent")
     assert sorted(e.details["channel"] for e in sent) == ["customer", "team", "webhook"]
     assert all("/login/link/" not in json.dumps(e.details) for e in sent)
+    # The customer's trail shows its facility's events: the team's address stays out of it.
+    assert {e.details["channel"]: e.details["recipient"] for e in sent} == {
+        "customer": _customer_email(r),
+        "team": "team",
+        "webhook": "webhook",
+    }
+    assert all(TEAM not in json.dumps(e.details) for e in sent)
 
     # The link: a page first (a GET never spends it), then signed in on the reconnect form.
     client = await r.new_client()

@@ -297,7 +297,8 @@ class IncidentNotifier:
             details={
                 "kind": notice.kind,
                 "channel": notice.channel,
-                "recipient": notice.recipient,
+                # The team's address stays out: the customer's trail shows its facility's events.
+                "recipient": notice.recipient if notice.channel == "customer" else notice.channel,
                 "incident_at": notice.incident_at,
                 **details,
             },
