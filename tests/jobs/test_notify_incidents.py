@@ -25,13 +25,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import pytest
 from pydantic import SecretStr
 
 from pmsgate.app import create_app
 from pmsgate.container import Container, open_container
-from pmsgate.jobs.notify import NOTIFY_INCIDENTS
+from pmsgate.jobs.notify import MAX_ATTEMPTS, NOTIFY_INCIDENTS
 from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, Scheduler, build_scheduler
 from pmsgate.storage.audit import AuditFilter
 from tests.customers.support import SANDBOX_URL, EnrolledSandbox, enrolled_sandbox
@@ -384,3 +385,49 @@ async def test_a_failed_webhook_is_retried_on_the_next_tick_and_recorded(
         ("webhook", "webhook_failed", True)
     ]
     assert len(r.messages()) == 2  # the e-mails went out once, on the first tick
+
+
+async def test_a_webhook_that_keeps_failing_is_given_up_after_the_last_attempt(
+    replicas: Replicas, hook: Hook
+) -> None:
+    r = replicas
+    hook.fail_next = MAX_ATTEMPTS + 5
+    await _break_password(r)
+    for tick in range(MAX_ATTEMPTS + 2):
+        run = await r.schedulers[tick % 2].run_once(NOTIFY_INCIDENTS)
+        assert run.detail is not None
+        if tick < MAX_ATTEMPTS - 1:
+            assert run.detail["retrying"], run.detail
+        elif tick == MAX_ATTEMPTS - 1:
+            assert run.detail["failed"] == [
+                {"hotel_id": r.hotel_id, "kind": "error", "channel": "webhook"}
+            ]
+        else:  # given up: no more attempts, the tick is clean again
+            assert run.status == "succeeded", run.detail
+    assert hook.fail_next == 5  # exactly MAX_ATTEMPTS POSTs were tried
+    failed = await _audit(r, "notice.failed")
+    assert sorted(e.details["retried"] for e in failed) == [False] + [True] * (MAX_ATTEMPTS - 1)
+
+
+async def test_two_uses_of_one_link_at_once_sign_in_once(replicas: Replicas) -> None:
+    r = replicas
+    await r.replicas[0].web.users.add(
+        _customer_email(r),
+        SecretStr("a customer password"),
+        role="customer",
+        student_id=r.student_id,
+    )
+    await _break_password(r)
+    await r.notify_everywhere(times=1)
+    [customer] = [m for m in r.messages().values() if m["To"] == _customer_email(r)]
+    link = _link_of(customer)
+    clients = [await r.new_client(), await r.new_client()]
+    answers: list[int] = []
+
+    async def use(client: httpx.AsyncClient) -> None:
+        answers.append((await client.post(link)).status_code)
+
+    async with anyio.create_task_group() as group:
+        for client in clients:
+            group.start_soon(use, client)
+    assert sorted(answers) == [303, 410]
