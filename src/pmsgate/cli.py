@@ -165,6 +165,15 @@ def demo(
     ] = False,
     sandbox_port: Annotated[int, typer.Option(help="Port of the emulators (--serve).")] = 8090,
     gateway_port: Annotated[int, typer.Option(help="Port of the gateway (--serve).")] = 8080,
+    customers: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            max=5000,
+            help="With --serve: also generate this many customers in varied states "
+            "(try the admin console with 300).",
+        ),
+    ] = 0,
 ) -> None:
     """Run the whole system offline against in-process emulators and show what happens."""
     from pmsgate.demo import run_demo
@@ -178,7 +187,11 @@ def demo(
         if serve:
             asyncio.run(
                 serve_demo(
-                    Console(), seed=seed, sandbox_port=sandbox_port, gateway_port=gateway_port
+                    Console(),
+                    seed=seed,
+                    sandbox_port=sandbox_port,
+                    gateway_port=gateway_port,
+                    customers=customers,
                 )
             )
     except PmsgateError as error:

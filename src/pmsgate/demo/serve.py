@@ -25,6 +25,7 @@ from rich.table import Table
 from pmsgate.app import create_app
 from pmsgate.clock import FastForwardClock
 from pmsgate.container import open_container
+from pmsgate.demo.fleet import generate_customers
 from pmsgate.demo.onboarding import (
     demo_facilities,
     onboard_demo_customers,
@@ -148,8 +149,10 @@ def _print_welcome(
     console.print(f"Route B customer: {own['name']} ({own['hotel_id']}).")
 
 
-async def serve_demo(console: Console, *, seed: int, sandbox_port: int, gateway_port: int) -> None:
-    """Onboard two customers, then serve the emulators, the gateway and the console."""
+async def serve_demo(
+    console: Console, *, seed: int, sandbox_port: int, gateway_port: int, customers: int = 0
+) -> None:
+    """Onboard two customers (and generate ``customers`` more), then serve it all."""
     _ensure_free(sandbox_port, "--sandbox-port")
     _ensure_free(gateway_port, "--gateway-port")
     clock = FastForwardClock()
@@ -177,6 +180,9 @@ async def serve_demo(console: Console, *, seed: int, sandbox_port: int, gateway_
             prepare_route_a(sandbox)
             await onboard_demo_customers(OnboardingRunner(container.onboarding), sandbox, console)
             logins = await _create_logins(web, sandbox)
+            if customers:
+                console.print(f"Generating {customers} customers in varied states…")
+                await generate_customers(container.customers, clock, count=customers)
             partner, _ = demo_facilities(sandbox)
             _, gateway_key = await services.facilities.mint_key(str(partner["hotel_id"]), "demo")
             _print_welcome(

@@ -22,6 +22,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
+from pmsgate.customers.registry_check import latest_problems, latest_registry_check
 from pmsgate.errors import Forbidden, PmsgateError
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.web.admin_views import (
@@ -68,16 +69,8 @@ def _error(request: Request, principal: Principal | None, error: PmsgateError) -
 
 
 async def _registry_problems(web: WebServices) -> dict[str, list[str]]:
-    """The latest registry problems per customer, once the registry check records them."""
-    try:
-        from pmsgate.customers import registry_check  # type: ignore[attr-defined]
-    except ImportError:
-        return {}
-    latest = getattr(registry_check, "latest_problems", None)
-    if latest is None:
-        return {}
-    found: dict[str, list[str]] = await latest(web.customers)
-    return found
+    """The latest registry check's problems per customer (one query)."""
+    return await latest_problems(web.customers)
 
 
 async def read_fleet(web: WebServices) -> Fleet:
@@ -162,8 +155,10 @@ async def admin_customer_page(request: Request, principal: Principal, student_id
     try:
         _admin_only(principal)
         context = await _customer_context(request, principal, student_id)
-        owner = await web.audit.owner(context["page"].ctx.student_id)
+        found = context["page"].ctx.student_id
+        owner = await web.audit.owner(found)
         events = await web.audit.page(AuditFilter(owner=owner), limit=RECENT_EVENTS)
+        registry = await latest_registry_check(web.customers, found)
     except PmsgateError as error:
         return _error(request, principal, error)
     return _page(
@@ -171,6 +166,7 @@ async def admin_customer_page(request: Request, principal: Principal, student_id
         "admin_customer.html",
         {
             **context,
+            "registry": registry,
             "events": events.events,
             "more_events": events.next_cursor is not None,
             "audit_link": "/console/audit?"

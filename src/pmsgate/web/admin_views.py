@@ -456,23 +456,30 @@ class OverviewQuery:
 
 
 def _sort_key(sort: str) -> Callable[[OverviewRow], Any]:
-    def missing_last(value: Any) -> tuple[bool, Any]:
-        return (value is None, value if value is not None else 0)
-
     keys: dict[str, Callable[[OverviewRow], Any]] = {
         "name": lambda row: (row.display_name.casefold(), row.student_id),
         "student_id": lambda row: row.student_id,
         "status": lambda row: (row.status, row.display_name.casefold()),
         "route": lambda row: (row.route or "~", row.display_name.casefold()),
         "progress": lambda row: (row.progress, row.display_name.casefold()),
-        "budget": lambda row: (missing_last(row.budget_percent), row.student_id),
+        "budget": lambda row: (row.budget_percent, row.student_id),
         "last_sync": lambda row: (
-            missing_last(row.last_sync.created_at if row.last_sync else None),
+            row.last_sync.created_at if row.last_sync else None,
             row.student_id,
         ),
         "created": lambda row: (row.created_at, row.student_id),
     }
     return keys[sort]
+
+
+def _sorted(rows: list[OverviewRow], query: OverviewQuery) -> list[OverviewRow]:
+    """Sorted by the query; rows without the value (no facility, never synced) last either way."""
+    key = _sort_key(query.sort)
+    present = [row for row in rows if key(row)[0] is not None]
+    missing = [row for row in rows if key(row)[0] is None]
+    present.sort(key=key, reverse=query.order == "desc")
+    missing.sort(key=lambda row: row.student_id)
+    return present + missing
 
 
 @dataclass(frozen=True)
@@ -509,8 +516,7 @@ def _keep(row: OverviewRow, query: OverviewQuery) -> bool:
 
 def select_rows(fleet: Fleet, query: OverviewQuery) -> Selection:
     """Search, filter, sort and page the fleet's rows (a page past the end: the last one)."""
-    kept = [row for row in fleet.rows if _keep(row, query)]
-    kept.sort(key=_sort_key(query.sort), reverse=query.order == "desc")
+    kept = _sorted([row for row in fleet.rows if _keep(row, query)], query)
     pages = max(1, -(-len(kept) // query.per_page))
     page, notice = query.page, None
     if page > pages:

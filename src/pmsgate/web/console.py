@@ -255,7 +255,7 @@ async def _customer_context(
 
 def page_template(principal: Principal) -> str:
     """The whole page of a customer for this reader: the detailed one, or the plain one."""
-    return "customer.html" if principal.is_admin else "customer_home.html"
+    return "admin_customer.html" if principal.is_admin else "customer_home.html"
 
 
 async def _customer_view(
@@ -407,7 +407,7 @@ async def _keys_answer(
         context = await _customer_context(request, principal, student_id, keys_error=error)
     except PmsgateError as page_error:
         return error_page(request, principal, page_error)
-    return _render(request, "customer.html", context, status_code=error.status)
+    return _render(request, page_template(principal), context, status_code=error.status)
 
 
 def _keys_done(student_id: str) -> RedirectResponse:
@@ -451,7 +451,7 @@ async def mint_key(
     context = await _customer_context(
         request, principal, student_id, minted_key=view, minted_raw=raw
     )
-    return _render(request, "customer.html", context)
+    return _render(request, page_template(principal), context)
 
 
 @router.post("/console/customers/{student_id}/keys/{key_id}/revoke", response_class=HTMLResponse)
