@@ -40,6 +40,7 @@ class FacilityState:
     name: str
     status: str
     status_changed_at: datetime
+    last_error: str | None
     student_id: str | None
     customer_name: str | None
     customer_email: str | None
@@ -81,6 +82,13 @@ def _notice(row: IncidentNotice) -> NoticeRecord:
     )
 
 
+def _unclaimed_pending(now: datetime) -> Any:
+    return and_(
+        IncidentNotice.status == "pending",
+        or_(IncidentNotice.claimed_until.is_(None), IncidentNotice.claimed_until <= now),
+    )
+
+
 def _rowcount(result: Any) -> int:
     return int(cast(CursorResult[Any], result).rowcount or 0)
 
@@ -101,6 +109,7 @@ class IncidentNoticeRepository:
             Facility.status,
             Facility.status_changed_at,
             Facility.updated_at,
+            Facility.last_error,
             Customer.student_id,
             Customer.name,
             Customer.email,
@@ -132,10 +141,11 @@ class IncidentNoticeRepository:
                 name=row[2] or "",
                 status=row[3],
                 status_changed_at=row[4] or row[5],
-                student_id=row[6],
-                customer_name=row[7],
-                customer_email=row[8],
-                customer_language=row[9] if language is not None else None,
+                last_error=row[6],
+                student_id=row[7],
+                customer_name=row[8],
+                customer_email=row[9],
+                customer_language=row[10] if language is not None else None,
             )
         return list(states.values())
 
@@ -200,16 +210,34 @@ class IncidentNoticeRepository:
     async def skip_pending(
         self, facility_id: int, incident_at: datetime, kind: str, now: datetime
     ) -> int:
-        """Mark the incident's unsent notices of ``kind`` skipped (no longer true); how many."""
+        """Mark the incident's unsent notices of ``kind`` skipped (no longer true); how many.
+
+        A notice a replica is sending right now (its lease runs) is left to that replica.
+        """
         result = await self._session.execute(
             update(IncidentNotice)
             .where(
                 IncidentNotice.facility_id == facility_id,
                 IncidentNotice.incident_at == incident_at,
                 IncidentNotice.kind == kind,
-                IncidentNotice.status == "pending",
+                _unclaimed_pending(now),
             )
-            .values(status="skipped", updated_at=now, claimed_until=None)
+            .values(status="skipped", updated_at=now)
+        )
+        return _rowcount(result)
+
+    async def skip_pending_before(
+        self, facility_id: int, incident_at: datetime, now: datetime
+    ) -> int:
+        """Mark unsent notices of the facility's older incidents skipped; how many."""
+        result = await self._session.execute(
+            update(IncidentNotice)
+            .where(
+                IncidentNotice.facility_id == facility_id,
+                IncidentNotice.incident_at < incident_at,
+                _unclaimed_pending(now),
+            )
+            .values(status="skipped", updated_at=now)
         )
         return _rowcount(result)
 
@@ -217,15 +245,7 @@ class IncidentNoticeRepository:
         """Pending notices nobody holds a lease on, oldest first."""
         rows = (
             await self._session.execute(
-                select(IncidentNotice)
-                .where(
-                    IncidentNotice.status == "pending",
-                    or_(
-                        IncidentNotice.claimed_until.is_(None),
-                        IncidentNotice.claimed_until <= now,
-                    ),
-                )
-                .order_by(IncidentNotice.id)
+                select(IncidentNotice).where(_unclaimed_pending(now)).order_by(IncidentNotice.id)
             )
         ).scalars()
         return [_notice(row) for row in rows]
@@ -234,14 +254,7 @@ class IncidentNoticeRepository:
         """Take the lease on a pending notice; False when another replica holds or sent it."""
         result = await self._session.execute(
             update(IncidentNotice)
-            .where(
-                IncidentNotice.id == notice_id,
-                IncidentNotice.status == "pending",
-                or_(
-                    IncidentNotice.claimed_until.is_(None),
-                    IncidentNotice.claimed_until <= now,
-                ),
-            )
+            .where(IncidentNotice.id == notice_id, _unclaimed_pending(now))
             .values(claimed_until=until, updated_at=now)
         )
         return _rowcount(result) == 1
