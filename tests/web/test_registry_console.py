@@ -127,3 +127,25 @@ async def test_a_broken_connection_is_explained_and_nothing_is_detached(
         assert 'data-code="registry_unchecked"' in fixed.text
         rows = (await web.enrolled.context()).apartments
         assert all(a.assistant_listing_id for a in rows)
+
+
+async def test_a_reconnect_checks_again_so_the_panel_does_not_stay_unchecked(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url, student_index=FOUR_APARTMENTS) as web:
+        await web.enrolled.break_pms()
+        customers = web.web.customers
+        assert (await check_and_record(customers, web.student_id)).status == "unchecked"
+        client, token = await web.signed_in("customer")
+        facility = web.enrolled.facility
+        answer = await client.post(
+            f"/console/customers/{web.student_id}/reconnect",
+            data={
+                "csrf_token": token,
+                "username": facility["username"],
+                "password": f"{facility['password']}-changed",  # the password break_pms set
+            },
+        )
+        assert answer.status_code == 303, answer.text
+        latest = await latest_registry_check(customers, web.student_id)
+        assert latest is not None and latest.status == "ok"

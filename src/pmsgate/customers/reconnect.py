@@ -37,6 +37,7 @@ from pydantic import SecretStr
 
 from pmsgate.audit.actions import Actor
 from pmsgate.customers.context import PMS_PROVIDER, CustomerServices
+from pmsgate.customers.registry_check import refresh_after_sync
 from pmsgate.customers.service import RegistrySyncResult, pms_not_linked, sync_registry
 from pmsgate.errors import Conflict, InvalidInput, PmsgateError
 from pmsgate.gateway.context import GatewayServices
@@ -315,6 +316,7 @@ async def _restart_listings_sync(
         return await _leave_due(customers, student_id, integration_id, error.code), None
     # This sync ran with the new credentials: an earlier request for one is fulfilled.
     await customers.integrations.clear_listings_sync_due(integration_id)
+    await refresh_after_sync(customers, student_id)
     return "restarted", registry
 
 

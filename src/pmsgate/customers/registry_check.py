@@ -518,6 +518,24 @@ async def check_and_record(services: CustomerServices, student_id: str) -> Regis
     return report
 
 
+async def refresh_after_sync(services: CustomerServices, student_id: str) -> None:
+    """After a listings sync: check again when the stored check was not clean (best effort).
+
+    A reconnect brings the listings back and the sync maps them: the console should not
+    go on saying "not checked" or showing problems the sync just repaired until the next
+    ``check-registry`` tick. Never raises: the sync succeeded whatever this says.
+    """
+    try:
+        latest = await registry_checks(services).latest(student_id)
+        if latest is None or latest.ok:
+            return
+        await check_and_record(services, student_id)
+    except Exception as error:  # the next check-registry tick tries again
+        log.warning(
+            "registry_check_after_sync_failed", student_id=student_id, error=type(error).__name__
+        )
+
+
 # --- the stored checks -------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import structlog
 
 from pmsgate.customers.context import CustomerServices
+from pmsgate.customers.registry_check import refresh_after_sync
 from pmsgate.customers.service import sync_registry
 from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail
 
@@ -60,6 +61,7 @@ async def restart_listings_syncs(customers: CustomerServices) -> dict[str, Any]:
             log.warning("listings_sync_failed", student_id=row.student_id, **detail)
             continue
         await integrations.reschedule_listings_sync(row.id, expected=lease, when=None)
+        await refresh_after_sync(customers, row.student_id)
         synced.append(
             {
                 "student_id": row.student_id,
