@@ -145,3 +145,34 @@ async def test_a_usage_snapshot_is_checked_before_it_is_stored(
         await UsageSnapshots(sessions).record(**values)
 
     assert code_of(excinfo) == code
+
+
+async def test_unknown_figures_are_stored_as_unknown_with_the_reason_never_as_zeros(
+    sessions: async_sessionmaker[AsyncSession], customers: Customers
+):
+    await add_customer(customers)
+    usage = UsageSnapshots(sessions)
+    when = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
+    for figures in ({"usd_spent": "1", "messages": None, "tool_calls": 2}, {}):
+        values = {"usd_spent": None, "messages": None, "tool_calls": None, **figures}
+        with pytest.raises(PmsgateError) as refused:
+            await usage.record(
+                "stu-1001", kind="baseline", taken_at=when, upstream_calls=0, **values
+            )
+        assert code_of(refused) in {"invalid_usage_figures", "usage_unknown_reason_required"}
+
+    stored, created = await usage.record(
+        "stu-1001",
+        kind="baseline",
+        taken_at=when,
+        usd_spent=None,
+        messages=None,
+        tool_calls=None,
+        upstream_calls=4,
+        details={"unknown_reason": "the platform offers no usage API"},
+    )
+
+    assert created and not stored.known
+    assert (stored.usd_spent, stored.messages, stored.tool_calls) == (None, None, None)
+    assert stored.upstream_calls == 4
+    assert await usage.baseline("stu-1001") == stored

@@ -81,25 +81,44 @@ class UsageSnapshots:
         student_id: str,
         *,
         taken_at: datetime,
-        usd_spent: Decimal | int | str,
-        messages: int,
-        tool_calls: int,
+        usd_spent: Decimal | int | str | None,
+        messages: int | None,
+        tool_calls: int | None,
         upstream_calls: int,
         kind: str = "periodic",
         workspace_id: str | None = None,
         details: dict[str, Any] | None = None,
     ) -> tuple[UsageSnapshotView, bool]:
-        """Store a snapshot; True when stored, False when an equivalent one already was."""
+        """Store a snapshot; True when stored, False when an equivalent one already was.
+
+        The platform's figures (``usd_spent``, ``messages``, ``tool_calls``) are all given
+        or all None — unknown, with the reason in ``details["unknown_reason"]``; never
+        replace an unknown figure by 0.
+        """
         student_id = student_id_value(student_id)
         kind = one_of(kind.strip().lower(), get_args(UsageSnapshotKind), "kind")
+        figures = (usd_spent, messages, tool_calls)
+        unknown = all(value is None for value in figures)
+        if not unknown and any(value is None for value in figures):
+            raise InvalidInput(
+                "usd_spent, messages and tool_calls are given together or not at all.",
+                code="invalid_usage_figures",
+                hint="Record what the platform reported, or all three as unknown with the reason.",
+            )
+        if unknown and not (details or {}).get("unknown_reason"):
+            raise InvalidInput(
+                "An unknown usage snapshot needs the reason it is unknown.",
+                code="usage_unknown_reason_required",
+                hint='Give details={"unknown_reason": "…"}.',
+            )
         row = UsageSnapshot(
             student_id=student_id,
             workspace_id=optional_text(workspace_id, "workspace_id", MAX_WORKSPACE_ID),
             kind=kind,
             taken_at=_aware(taken_at, "taken_at"),
-            usd_spent=_usd(usd_spent),
-            messages=_count(messages, "messages"),
-            tool_calls=_count(tool_calls, "tool_calls"),
+            usd_spent=_usd(usd_spent) if usd_spent is not None else None,
+            messages=_count(messages, "messages") if messages is not None else None,
+            tool_calls=_count(tool_calls, "tool_calls") if tool_calls is not None else None,
             upstream_calls=_count(upstream_calls, "upstream_calls"),
             details=details,
         )

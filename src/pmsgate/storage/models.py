@@ -324,10 +324,12 @@ class UsageSnapshot(Base):
     workspace_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
     kind: Mapped[str] = mapped_column(String(16))
     taken_at: Mapped[datetime] = mapped_column(UtcDateTime)
-    usd_spent: Mapped[Decimal] = mapped_column(Numeric(14, 4))
-    messages: Mapped[int] = mapped_column(Integer)
-    tool_calls: Mapped[int] = mapped_column(Integer)
-    upstream_calls: Mapped[int] = mapped_column(Integer)
+    # The platform's figures: NULL when unknown (a platform without a usage API: the
+    # reason is in ``details``), never an invented zero.
+    usd_spent: Mapped[Decimal | None] = mapped_column(Numeric(14, 4), nullable=True)
+    messages: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    tool_calls: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    upstream_calls: Mapped[int] = mapped_column(Integer)  # the gateway's own count
     # What else the platform reported, kept as-is: its usage shape is not public.
     details: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
 

@@ -38,11 +38,16 @@ class UsageSnapshotView:
     workspace_id: str | None
     kind: UsageSnapshotKind
     taken_at: datetime
-    usd_spent: Decimal
-    messages: int
-    tool_calls: int
+    usd_spent: Decimal | None  # None: unknown (the reason is in details), never 0
+    messages: int | None
+    tool_calls: int | None
     upstream_calls: int
     details: dict[str, Any] | None
+
+    @property
+    def known(self) -> bool:
+        """Whether the platform's figures were read (False: recorded as unknown)."""
+        return self.usd_spent is not None and self.messages is not None
 
 
 def _view(row: UsageSnapshot) -> UsageSnapshotView:
@@ -52,7 +57,9 @@ def _view(row: UsageSnapshot) -> UsageSnapshotView:
         workspace_id=row.workspace_id,
         kind=cast(UsageSnapshotKind, row.kind),
         taken_at=row.taken_at,
-        usd_spent=Decimal(row.usd_spent).quantize(USD_PLACES),
+        usd_spent=(
+            Decimal(row.usd_spent).quantize(USD_PLACES) if row.usd_spent is not None else None
+        ),
         messages=row.messages,
         tool_calls=row.tool_calls,
         upstream_calls=row.upstream_calls,
