@@ -47,10 +47,14 @@ async def test_steps_needing_undocumented_endpoints_become_person_tasks_and_a_re
         assert task.status == "waiting"
         assert task.waiting_for and "pmsgate onboard confirm" in task.waiting_for
         assert task.evidence["record"]
+    # The assistant is not live while a person still has those to do: no "live" message.
+    message = outcome(first, "onboarding-message")
+    assert message.status == "waiting" and message.evidence["message"] == "not sent"
+    assert set(message.evidence["waiting_for_steps"]) == PERSON_TASKS
     others = [
         o
         for o in first.outcomes
-        if o.id not in tasks(first) and o.kind != "manual" and o.status != "skipped"
+        if o.id not in {*tasks(first), message.id} and o.kind != "manual" and o.status != "skipped"
     ]
     assert all(o.status == "done" for o in others), [
         (o.id, o.status, o.message) for o in others if o.status != "done"

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from pmsgate.errors import PmsgateError
-from pmsgate.onboarding.steps import OnboardingContext
+from pmsgate.onboarding.registry import STEPS
+from pmsgate.onboarding.steps import ROUTE_B, OnboardingContext, StepKind, StepResult
 from pmsgate.onboarding.steps_channels import (
     apply_onboarding_message,
     check_channels,
@@ -282,7 +283,12 @@ async def test_channels_ask_only_for_what_the_file_requests(
             box.file(channels={"whatsapp_number": False, "voice_agent": None})
         )
         result = await check_channels(ctx)
-        assert result.evidence["required_items"] == ["check-escalation"]
+        # The voice-agent items are always required (spec step 15); WhatsApp follows the file.
+        assert result.evidence["required_items"] == [
+            "voice-agent",
+            "check-call",
+            "check-escalation",
+        ]
         assert result.due is None
         today = box.clock.now().date()
         ctx = box.services.context(box.file())
@@ -296,8 +302,15 @@ async def test_onboarding_message_goes_to_the_outbox_once_with_the_baseline(
     database_url: str, tmp_path: Path
 ) -> None:
     async with onboarding_sandbox(database_url, tmp_path) as box:
-        ctx = box.services.context(box.file())
+        ctx = box.services.context(box.file(language="en"))
         await enrolled_through_step_5(box, ctx)
+        waiting = await check_onboarding_message(ctx)
+        assert not waiting.done and waiting.waiting_for is not None  # the route is not chosen
+        # As the runner leaves it once every automatable step of Route B held in the run.
+        ctx.route = ROUTE_B
+        for step in STEPS:
+            if step.kind is not StepKind.MANUAL and ROUTE_B in step.routes:
+                ctx.run.results[step.id] = StepResult(done=True)
         assert not (await check_onboarding_message(ctx)).done
         await apply_onboarding_message(ctx)
         result = await check_onboarding_message(ctx)

@@ -189,6 +189,9 @@ class CustomerFile(_Strict):
     name: str = Field(min_length=1, max_length=200)
     email: str = Field(min_length=3, max_length=320)
     kind: Literal["partner", "own"]
+    # What the customer reads is written in this language (the onboarding message, step 16).
+    # Italian by default: the spec's operators work in Italian (step 7's escalation guardrail).
+    language: Literal["it", "en"] = "it"
     contract: Contract
     subscription: SubscriptionInfo = Field(default_factory=SubscriptionInfo)
     autonomy: Autonomy = Field(default_factory=Autonomy)

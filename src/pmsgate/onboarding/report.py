@@ -66,6 +66,12 @@ class StepOutcome:
         """The status as the checklist words it."""
         return STATUS_LABELS[self.status][0]
 
+    @property
+    def warnings(self) -> list[str]:
+        """What holds but a person should look at (evidence ``warnings``, e.g. step 14's)."""
+        found = self.evidence.get("warnings") if isinstance(self.evidence, dict) else None
+        return [str(w) for w in found] if isinstance(found, list) else []
+
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
         return {
@@ -84,6 +90,7 @@ class StepOutcome:
             "error_code": self.error_code,
             "recorded_at": self.recorded_at,
             "recorded_by": self.recorded_by,
+            "warnings": self.warnings,
         }
 
     @classmethod
@@ -236,6 +243,8 @@ def _evidence_text(evidence: dict[str, Any], limit: int = 240) -> str:
     lines: list[str] = []
     parts: list[str] = []
     for key, value in evidence.items():
+        if key == "warnings":
+            continue  # shown with the details, in yellow
         if key == "items" and isinstance(value, dict):
             # A manual step's items: one line each, with the person's evidence when given.
             for item, entry in value.items():
@@ -278,6 +287,8 @@ def outcomes_table(outcomes: list[StepOutcome], *, title: str, evidence: bool = 
             details.append(f"\nwaiting for: {waiting}", style="cyan")
         if outcome.due:
             details.append(f"\ndue: {outcome.due.isoformat()}", style="cyan")
+        for warning in outcome.warnings:
+            details.append(f"\nwarning: {warning}", style="yellow")
         if outcome.fix and outcome.status in ("failed", "stopped", "waiting", "not_done"):
             details.append(f"\nfix: {outcome.fix}", style="yellow")
         row: list[RenderableType] = [

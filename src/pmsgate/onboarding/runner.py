@@ -63,6 +63,7 @@ from pmsgate.onboarding.steps import (
     Step,
     StepKind,
     StepResult,
+    execution_order,
     find_step,
 )
 from pmsgate.storage.models import OnboardingStepStatus
@@ -111,7 +112,8 @@ class OnboardingRunner:
         actor: Actor | None = None,
     ) -> None:
         self.services = services
-        self.steps = list(steps) if steps is not None else list(STEPS)
+        # The run's order: the runbook's, with step 16 after step 17 (Step.runs_after).
+        self.steps = execution_order(steps if steps is not None else STEPS)
         # Who the audit trail names for the side effects of a run.
         self.actor = actor or DEFAULT_ACTOR
 
@@ -135,6 +137,7 @@ class OnboardingRunner:
             manual_evidence={key: value.evidence for key, value in confirmations.items()},
             previous={key: value.evidence for key, value in checklist.items()},
         )
+        ctx.run.steps = tuple(self.steps)
         report = RunReport(student_id=student_id, run_id=run.id, dry_run=dry_run)
         log.info("onboarding_run_started", student_id=student_id, run_id=run.id, dry_run=dry_run)
         try:

@@ -128,6 +128,9 @@ class Step:
     items: tuple[ManualItem, ...] = ()
     # What a person does instead when the platform refuses the step's endpoint (person_tasks).
     by_hand: PersonTask | None = None
+    # Ids of later steps this one runs after (its number stays the spec's): step 16's
+    # message waits for step 17's test conversation on Route B. See execution_order.
+    runs_after: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not _STEP_ID.fullmatch(self.id):
@@ -162,6 +165,21 @@ def runbook(*steps: Step) -> tuple[Step, ...]:
     return steps
 
 
+def execution_order(steps: Sequence[Step]) -> list[Step]:
+    """The order a run takes: the runbook's, but a step with ``runs_after`` moved after those.
+
+    The numbers (the checklist, ``confirm``) stay the spec's; only the run goes 15, 17, 16.
+    """
+    order = list(steps)
+    for step in [s for s in steps if s.runs_after]:
+        targets = set(step.runs_after)
+        last = max((i for i, s in enumerate(order) if s.id in targets), default=None)
+        if last is not None and last > order.index(step):
+            order.remove(step)
+            order.insert(last, step)  # `last` moved down by one: right after the target
+    return order
+
+
 def find_step(steps: Sequence[Step], ref: str) -> Step | None:
     """The step with this id (or number as text), or None."""
     ref = ref.strip()
@@ -193,6 +211,9 @@ class RunState:
 
     # Step id → the result recorded for it in this run (set by the runner; step 16 reads it).
     results: dict[str, StepResult] = field(default_factory=dict)
+    # The steps this run takes (set by the runner; step 16 checks that every automatable one
+    # holds). Empty when a step is called on its own: the whole runbook is meant then.
+    steps: tuple[Step, ...] = ()
     # Step 1 → step 2's allowlist comment: the live pages of the apartments database.
     notes_apartment_pages: int | None = None
     # Step 1 → step 9: False when the booking system refused the file's credentials.

@@ -11,17 +11,23 @@ Step 15 is one manual step with sub-items, each confirmed on its own with
   reaches the voice agent, a WhatsApp message reaches the agent, an escalation
   reaches the right channel).
 
-Which items are required follows the customer file (no WhatsApp number asked →
-no ``whatsapp-number`` / ``check-whatsapp``; no voice agent → no ``voice-agent`` /
-``check-call``); the escalation check always is.
+The voice-agent items (``voice-agent``, ``check-call``) and the escalation check are
+always required — a file without a ``channels.voice_agent`` section gets the voice
+items with what to add to it; the WhatsApp items follow the file (no WhatsApp number
+asked → no ``whatsapp-number`` / ``check-whatsapp``).
 
-Step 16 renders the branded message (Jinja2 templates in ``templates/``) and
+Step 16 goes out only when every automatable step of the route holds in the run
+(:func:`steps_not_holding`; on Route B it runs after step 17, so a failed test
+conversation sends nothing); until then it waits, naming the steps. It renders the
+branded message in the customer's language (:mod:`pmsgate.onboarding.message`) and
 writes it to ``<data_dir>/outbox/<student_id>-onboarding.eml`` — or sends it by
 SMTP when ``PMSGATE_SMTP_URL`` is set, and then writes the same file as the record
 of what was sent. The file is the memory that makes the step idempotent: it is
 never sent twice (its Message-ID is in the evidence). A crash between the SMTP
 send and the write can send it again on the next run: at least once, never lost.
-The baseline usage snapshot is recorded once (the repository refuses a second).
+The baseline usage snapshot is recorded once (the repository refuses a second), read
+from the platform's usage — or recorded as unknown with the reason when the platform
+has no usage API (:func:`record_baseline`), never as invented zeros.
 """
 
 from __future__ import annotations
@@ -33,24 +39,27 @@ from email.message import EmailMessage
 from email.parser import BytesParser
 from email.utils import format_datetime, parseaddr
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
-import jinja2
 import structlog
 
 from pmsgate import mail
-from pmsgate.onboarding.person_tasks import PersonTask
+from pmsgate.customers.service import upstream_error
+from pmsgate.gateway.usage import UsageHistory
+from pmsgate.integrations.assistant.client import WorkspaceUsage
+from pmsgate.integrations.assistant.errors import PlatformEndpointUnavailable, PlatformError
+from pmsgate.onboarding.message import LiveItem, MessageFacts, PendingItem, render, subject
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
+    ROUTE_A,
     ManualItem,
     OnboardingContext,
     Step,
     StepKind,
     StepResult,
 )
-from pmsgate.onboarding.steps_knowledge import KNOWLEDGE_COMMIT
-from pmsgate.onboarding.steps_provisioning import CUSTOM_TOOLS, GUEST_AGENT
 from pmsgate.onboarding.steps_route_b import ROUTE_B_QUICK_SETUP
+from pmsgate.storage.usage import UsageSnapshotView
 
 log = structlog.get_logger(__name__)
 
@@ -81,6 +90,11 @@ _NOT_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 def _item_text(ctx: OnboardingContext, item: ManualItem) -> str:
     voice = ctx.file.channels.voice_agent
+    if item is VOICE_AGENT and voice is None:
+        return (
+            item.text + " (the customer file has no channels.voice_agent: add its language, "
+            "fixed_number and forwarding_from)"
+        )
     if item is VOICE_AGENT and voice is not None:
         text = f"set up the voice agent in `{voice.language}` only (never multilingual)"
         text += f" on its fixed number {voice.fixed_number}" if voice.fixed_number else ""
@@ -93,11 +107,11 @@ def _item_text(ctx: OnboardingContext, item: ManualItem) -> str:
 def required_channel_items(ctx: OnboardingContext) -> list[ManualItem]:
     """The step-15 items the customer file asks for, in order."""
     channels = ctx.file.channels
-    wanted = {CHECK_ESCALATION}
+    # The voice agent and its call check are always required (spec step 15), with or
+    # without a voice section in the file; the WhatsApp number only when the file asks.
+    wanted = {VOICE_AGENT, CHECK_CALL, CHECK_ESCALATION}
     if channels.whatsapp_number:
         wanted |= {WHATSAPP_NUMBER, CHECK_WHATSAPP}
-    if channels.voice_agent is not None:
-        wanted |= {VOICE_AGENT, CHECK_CALL}
     return [item for item in CHANNEL_ITEMS if item in wanted]
 
 
@@ -191,86 +205,66 @@ def _read_sent(path: Path) -> dict[str, Any] | None:
     }
 
 
-def _templates() -> jinja2.Environment:
-    return jinja2.Environment(
-        loader=jinja2.PackageLoader("pmsgate.onboarding", "templates"),
-        autoescape=jinja2.select_autoescape(enabled_extensions=("html", "html.j2")),
-        undefined=jinja2.StrictUndefined,
-        trim_blocks=True,
-        lstrip_blocks=True,
+def _live_items(ctx: OnboardingContext) -> tuple[LiveItem, ...]:
+    """What the message says is live: every automatable step of the route holds by now."""
+    if ctx.route == ROUTE_A:
+        return ("guest_agent", "tools", "knowledge")
+    return ("guest_agent", "tools", "tested")
+
+
+def _pending_items(ctx: OnboardingContext) -> tuple[PendingItem, ...]:
+    """The channel items (step 15) not yet confirmed: what is being finished with them."""
+    channels = ctx.run.results.get(CHANNELS.id)
+    if channels is None or channels.done:
+        return ()
+    items = channels.evidence.get("items", {})
+    known = {item.id for item in CHANNEL_ITEMS}
+    return tuple(
+        cast(PendingItem, item_id)
+        for item_id, entry in items.items()
+        if item_id in known and isinstance(entry, dict) and not entry.get("confirmed")
     )
 
 
-# What each finished step makes live, in the customer's words.
-_LIVE_LINES: tuple[tuple[Step, str], ...] = (
-    (
-        GUEST_AGENT,
-        "the guest agent answers guest-inbox messages in the guest's own language, as your copilot",
-    ),
-    (
-        CUSTOM_TOOLS,
-        "six booking-system tools: availability, reservation status, in-house "
-        "guests, check-in instructions and portal status",
-    ),
-    (KNOWLEDGE_COMMIT, "the house manual of {apartments} apartments as the agent's knowledge"),
-    (
-        ROUTE_B_QUICK_SETUP,
-        "booking-system answers for every guest question (availability, reservations, check-in)",
-    ),
-)
-
-
-async def _message_content(ctx: OnboardingContext) -> dict[str, Any]:
-    results = ctx.run.results
+async def message_facts(ctx: OnboardingContext) -> MessageFacts:
+    """The facts of the customer's onboarding message (the wording is the template's)."""
     apartments = 0
     config = await ctx.customers.workspaces.find(ctx.student_id)
     if await ctx.customers.customers.find(ctx.student_id) is not None:
         apartments = len(await ctx.customers.apartments.of_student(ctx.student_id))
-    live = [
-        line.format(apartments=apartments)
-        for step, line in _LIVE_LINES
-        if (result := results.get(step.id)) is not None and result.done
-    ]
-    if not live:
-        live = ["your workspace and its booking-system connection"]
-    pending: list[str] = []
-    channels = results.get(CHANNELS.id)
-    if channels is not None and not channels.done:
-        items = channels.evidence.get("items", {})
-        pending = [
-            str(entry["what"])
-            for entry in items.values()
-            if isinstance(entry, dict) and not entry.get("confirmed")
-        ]
-    sender_name = parseaddr(ctx.settings.mail_from)[0] or "The guest assistant team"
+    channels = ctx.run.results.get(CHANNELS.id)
+    due = channels.evidence.get("whatsapp_due") if channels is not None else None
+    voice = ctx.file.channels.voice_agent
     message = ctx.file.onboarding_message
-    return {
-        "customer_name": ctx.file.name,
-        "workspace_name": config.workspace_name if config else ctx.file.name,
-        "route": ctx.route,
-        "live": live,
-        "pending": pending,
-        "login_url": message.login_url,
-        "login_email": ctx.file.email,
-        "demo_call_url": message.demo_call_url,
-        "sender_name": sender_name,
-    }
+    return MessageFacts(
+        language=ctx.file.language,
+        customer_name=ctx.file.name,
+        workspace_name=config.workspace_name if config else ctx.file.name,
+        login_url=message.login_url,
+        login_email=ctx.file.email,
+        demo_call_url=message.demo_call_url,
+        live=_live_items(ctx),
+        apartments=apartments,
+        pending=_pending_items(ctx),
+        whatsapp_due=date.fromisoformat(due) if isinstance(due, str) else None,
+        voice_language=voice.language if voice is not None else None,
+        voice_forwarding_from=voice.forwarding_from if voice is not None else None,
+    )
 
 
 async def build_message(ctx: OnboardingContext) -> EmailMessage:
-    """The branded onboarding message (plain text and HTML)."""
-    content = await _message_content(ctx)
-    env = _templates()
+    """The branded onboarding message (plain text and HTML) in the customer's language."""
+    facts = await message_facts(ctx)
+    text, html = render(facts, ctx.settings)
     message = EmailMessage(policy=email.policy.SMTP)
-    message["Subject"] = f"Your guest assistant is live - {content['workspace_name']}"
+    message["Subject"] = subject(facts)
     message["From"] = ctx.settings.mail_from
     message["To"] = ctx.file.recipient
     message["Date"] = format_datetime(ctx.clock.now())
     message["Message-ID"] = message_id(ctx)
-    message.set_content(env.get_template("onboarding_message.txt.j2").render(**content))
-    message.add_alternative(
-        env.get_template("onboarding_message.html.j2").render(**content), subtype="html"
-    )
+    message.set_content(text)
+    message.add_alternative(html, subtype="html")
+    message["Content-Language"] = facts.language  # after the content: set_content drops it
     return message
 
 
@@ -286,21 +280,73 @@ async def _send(ctx: OnboardingContext) -> None:
     )
 
 
+def steps_not_holding(ctx: OnboardingContext) -> list[Step]:
+    """The automatable steps of the run that do not hold in it (step 16 waits for them).
+
+    Every ``auto`` and ``check`` step of the run's route other than step 16 itself must be
+    done in this run — on Route B that includes step 17's test conversation, which is why
+    step 16 runs after step 17 (``runs_after``); with the route undecided, every step of
+    both routes (step 9 among them). Manual steps (15) never hold the message back: what a
+    person still has to do is in it, as what is being finished with the customer.
+    """
+    from pmsgate.onboarding.registry import STEPS  # the runbook imports this module
+
+    steps = ctx.run.steps or STEPS
+    return [
+        step
+        for step in steps
+        if step.kind is not StepKind.MANUAL
+        and step.id != ONBOARDING_MESSAGE.id
+        and (ctx.route in step.routes if ctx.route is not None else step.routes >= BOTH_ROUTES)
+        and not ((result := ctx.run.results.get(step.id)) is not None and result.done)
+    ]
+
+
+def _baseline_evidence(baseline: UsageSnapshotView) -> dict[str, Any]:
+    if not baseline.known:
+        reason = (baseline.details or {}).get("unknown_reason", "not read")
+        return {
+            "taken_at": baseline.taken_at.isoformat(),
+            "workspace_id": baseline.workspace_id,
+            "usage": "unknown",
+            "reason": reason,
+            "upstream_calls": baseline.upstream_calls,
+        }
+    return {
+        "taken_at": baseline.taken_at.isoformat(),
+        "workspace_id": baseline.workspace_id,
+        "usd_spent": str(baseline.usd_spent),
+        "messages": baseline.messages,
+        "tool_calls": baseline.tool_calls,
+        "upstream_calls": baseline.upstream_calls,
+    }
+
+
 async def check_onboarding_message(ctx: OnboardingContext) -> StepResult:
-    """The onboarding message is sent (its record in the outbox) and the baseline recorded."""
+    """The onboarding message is sent (its record in the outbox) and the baseline recorded.
+
+    Not sent yet and some automatable step does not hold: the step waits (nothing is
+    applied) and says which — a Route B run whose test conversation failed sends nothing.
+    """
     sent = _read_sent(outbox_path(ctx))
     baseline = None
     if await ctx.customers.customers.find(ctx.student_id) is not None:
         baseline = await ctx.customers.usage.baseline(ctx.student_id)
-    evidence: dict[str, Any] = {"message": sent or "not sent"}
+    evidence: dict[str, Any] = {"message": sent or "not sent", "language": ctx.file.language}
     if baseline is not None:
-        evidence["baseline"] = {
-            "taken_at": baseline.taken_at.isoformat(),
-            "workspace_id": baseline.workspace_id,
-            "usd_spent": str(baseline.usd_spent),
-            "messages": baseline.messages,
-            "tool_calls": baseline.tool_calls,
-        }
+        evidence["baseline"] = _baseline_evidence(baseline)
+    if sent is None:
+        blocking = steps_not_holding(ctx)
+        if blocking:
+            named = ", ".join(f"{step.number} ({step.id})" for step in blocking)
+            evidence["waiting_for_steps"] = [step.id for step in blocking]
+            return StepResult(
+                done=False,
+                evidence=evidence,
+                message=f"not sent: the assistant is not live until steps {named} hold",
+                waiting_for=f"steps {named} to be done; the message goes out on the run in "
+                "which every automatable step holds",
+            )
     missing = [
         what
         for what, ok in (("onboarding message", sent), ("baseline usage", baseline))
@@ -310,35 +356,71 @@ async def check_onboarding_message(ctx: OnboardingContext) -> StepResult:
         return StepResult(
             done=False, evidence=evidence, message="not yet: " + " and ".join(missing)
         )
-    assert sent is not None
+    assert sent is not None and baseline is not None
     return StepResult(
         done=True,
         evidence=evidence,
         message=f"message {sent['message_id']} to {sent['to']} ({sent['transport']}); "
-        "baseline usage recorded",
+        + ("baseline usage recorded" if baseline.known else "baseline usage unknown (see why)"),
     )
+
+
+async def record_baseline(ctx: OnboardingContext) -> UsageSnapshotView:
+    """The baseline usage snapshot, read from the platform's usage (once per customer).
+
+    The platform's cumulative usage (``GET /v1/workspaces/{id}/usage``, an endpoint only
+    assumed: docs/platform-api.md) and the gateway's own booking-system request count.
+    When the platform offers no usage API (it refuses the endpoint), the baseline is
+    recorded as **unknown** with the reason — never as invented zeros; any other platform
+    failure fails the step, to be retried by the next run.
+    """
+    services = ctx.customers
+    existing = await services.usage.baseline(ctx.student_id)
+    if existing is not None:
+        return existing
+    customer = await ctx.customer_context()
+    workspace_id = customer.workspace_id
+    details: dict[str, Any] = {
+        "source": "onboarding step 16",
+        "note": "consumption is counted from this snapshot on; the 6-hourly job records "
+        "the periodic ones",
+    }
+    usage: WorkspaceUsage | None = None
+    if workspace_id is None:
+        details["unknown_reason"] = "no platform workspace is recorded for the customer"
+    else:
+        try:
+            usage = await services.platform.workspace_usage(workspace_id)
+        except PlatformEndpointUnavailable as error:
+            details["unknown_reason"] = (
+                f"the platform offers no usage API ({error.endpoint} refused with HTTP "
+                f"{error.status}); read it in the platform dashboard if needed"
+            )
+        except PlatformError as error:
+            raise upstream_error(error, "reading the workspace's usage") from None
+    gateway = None
+    if customer.hotel_id is not None:
+        gateway = await UsageHistory(services.sessions).total(customer.hotel_id)
+    if usage is not None:
+        details["platform_as_of"] = usage.as_of.isoformat() if usage.as_of else None
+        details.update(usage.model_extra or {})
+    snapshot, _ = await services.usage.record(
+        ctx.student_id,
+        taken_at=ctx.clock.now(),
+        usd_spent=usage.usd_spent if usage is not None else None,
+        messages=usage.messages if usage is not None else None,
+        tool_calls=usage.tool_calls if usage is not None else None,
+        upstream_calls=gateway.upstream_calls if gateway is not None else 0,
+        kind="baseline",
+        workspace_id=workspace_id,
+        details=details,
+    )
+    return snapshot
 
 
 async def apply_onboarding_message(ctx: OnboardingContext) -> None:
     """Record the baseline usage snapshot, then send the message (each only if missing)."""
-    services = ctx.customers
-    if await services.usage.baseline(ctx.student_id) is None:
-        config = await services.workspaces.find(ctx.student_id)
-        await services.usage.record(
-            ctx.student_id,
-            taken_at=ctx.clock.now(),
-            usd_spent=0,
-            messages=0,
-            tool_calls=0,
-            upstream_calls=0,
-            kind="baseline",
-            workspace_id=config.workspace_id if config else None,
-            details={
-                "source": "onboarding step 16",
-                "note": "consumption is counted from this snapshot on; the 6-hourly job "
-                "records the periodic ones",
-            },
-        )
+    await record_baseline(ctx)
     if _read_sent(outbox_path(ctx)) is None:
         await _send(ctx)
 
@@ -371,9 +453,6 @@ ONBOARDING_MESSAGE = Step(
     check=check_onboarding_message,
     apply=apply_onboarding_message,
     describe=describe_onboarding_message,
-    by_hand=PersonTask(
-        "Read the workspace's usage in the platform dashboard (spend, messages, tool calls) "
-        "as the baseline.",
-        "the three numbers and when they were read",
-    ),
+    # Route B: the message waits for step 17's test conversation (steps_not_holding).
+    runs_after=(ROUTE_B_QUICK_SETUP.id,),
 )
