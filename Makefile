@@ -13,9 +13,10 @@ TEST_WORKERS ?= 2
 
 env: .venv/.synced
 
+# The optional extra 'otel' (traces, docs/operations.md) too, so its tests run.
 .venv/.synced: pyproject.toml uv.lock
 	@$(UV) --version >/dev/null 2>&1 || python3 -m pip install --quiet uv
-	$(UV) sync --frozen
+	$(UV) sync --frozen --extra otel
 	@touch $@
 
 demo: env

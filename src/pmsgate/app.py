@@ -44,6 +44,7 @@ from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.gateway.metrics import GatewayMetrics, HttpMetricsMiddleware
 from pmsgate.gateway.metrics_scrape import scrape
+from pmsgate.gateway.tracing import Tracing, TracingMiddleware
 from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.openapi import install_openapi
 from pmsgate.request_context import RequestContextMiddleware
@@ -120,6 +121,8 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
     app.add_middleware(RequestContextMiddleware)
     # Outside even that: every request's latency, by route template (docs/operations.md).
     app.add_middleware(HttpMetricsMiddleware, metrics=lambda: _metrics_of(app))
+    # Outermost: a trace's server span per request, when traces are configured.
+    app.add_middleware(TracingMiddleware, tracing=lambda: _tracing_of(app))
     if container is not None:
         _serve(app, container)
     app.include_router(http.router)
@@ -249,6 +252,12 @@ def _metrics_of(app: FastAPI) -> GatewayMetrics | None:
     """The metrics of the app's container, None before the lifespan has opened one."""
     container: Container | None = getattr(app.state, "container", None)
     return None if container is None else container.gateway.metrics
+
+
+def _tracing_of(app: FastAPI) -> Tracing | None:
+    """The traces of the app's container, None without a container or without traces."""
+    container: Container | None = getattr(app.state, "container", None)
+    return None if container is None else container.gateway.tracing
 
 
 def _serve(app: FastAPI, container: Container) -> None:

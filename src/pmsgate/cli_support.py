@@ -194,6 +194,7 @@ def startup_problems(settings: Settings, *, vault: bool = True) -> list[SettingP
     off: commands that never decrypt), the form of the database and Redis URLs, the
     operation paths. :func:`dependency_problems` then tries the database and Redis.
     """
+    from pmsgate.gateway import tracing
     from pmsgate.gateway.vault import parse_key_spec
     from pmsgate.integrations.kross.operations import load_operations
 
@@ -242,6 +243,17 @@ def startup_problems(settings: Settings, *, vault: bool = True) -> list[SettingP
                 _sentence(error.message),
                 error.hint or "fix or unset it.",
                 code=error.code,
+            )
+        )
+    if tracing.configured(settings) and not tracing.available():
+        problems.append(
+            SettingProblem(
+                "PMSGATE_OTEL_ENDPOINT"
+                if settings.otel_endpoint
+                else "OTEL_EXPORTER_OTLP_ENDPOINT",
+                "asks for traces, but the OpenTelemetry packages are not installed.",
+                tracing.INSTALL_HINT,
+                code="otel_not_installed",
             )
         )
     return problems

@@ -109,6 +109,13 @@ class Settings(BaseSettings):
         description="host:port of a separate listener `pmsgate serve` starts for /metrics "
         "(e.g. 127.0.0.1:9464); the main address then has no /metrics at all.",
     )
+    otel_endpoint: str | None = Field(
+        default=None,
+        description="Base URL of an OTLP/HTTP collector (e.g. http://otel-collector:4318) "
+        "traces of the gateway -> booking system path are sent to (<it>/v1/traces); needs "
+        "the optional extra pmsgate[otel]. OTEL_EXPORTER_OTLP_ENDPOINT turns them on too. "
+        "Unset = no traces.",
+    )
     api_docs: bool = Field(
         default=True,
         description="Serve /docs, /redoc and /openapi.json (turn off in production if the API "
@@ -433,6 +440,15 @@ class Settings(BaseSettings):
     @classmethod
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
+
+    @field_validator("otel_endpoint")
+    @classmethod
+    def _http_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.strip():
+            return None  # set to "": unset
+        if value is not None and not value.strip().startswith(("http://", "https://")):
+            raise ValueError("write the collector's base URL, e.g. http://otel-collector:4318")
+        return None if value is None else value.strip().rstrip("/")
 
     @field_validator("metrics_address")
     @classmethod

@@ -49,6 +49,7 @@ from pmsgate.gateway.service import Gateway, GatewayPolicy
 from pmsgate.gateway.shared_state import RedisHealth
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
+from pmsgate.gateway.tracing import Tracing, tracing_from_settings
 from pmsgate.gateway.usage import UsageCounter, UsageHistory
 from pmsgate.gateway.vault import Vault
 from pmsgate.gateway.window import WindowPolicy
@@ -132,12 +133,14 @@ async def open_container(
     http_factory: HttpFactory | None = None,
     clock: Clock | None = None,
     sleep: Sleep = anyio.sleep,
+    tracing: Tracing | None = None,
 ) -> AsyncIterator[Container]:
     """Build the process's container from the settings; close everything on exit.
 
     ``kross_http`` is the booking-system client's httpx client (default: one from
     ``http_factory`` when given, else a real one); ``http_factory`` makes the other
-    upstreams' clients (platform, notes); ``clock`` and ``sleep`` drive time.
+    upstreams' clients (platform, notes); ``clock`` and ``sleep`` drive time; ``tracing``
+    the process's traces (default: from the settings, none unless configured).
     """
     clock = clock or SystemClock()
     factory = http_factory or default_http_factory
@@ -154,6 +157,11 @@ async def open_container(
                 else httpx.AsyncClient(timeout=settings.kross_timeout_s)
             )
         vault = vault_from_settings(settings)
+        # Traces of the gateway -> booking system path, when configured (docs/operations.md).
+        tracing = tracing or tracing_from_settings(settings)
+        if tracing is not None:
+            stack.callback(tracing.shutdown)
+            tracing.instrument(kross_http)
         # One registry for the process's /metrics: the gateway's, the audit trail's and the
         # knowledge-sync jobs' signals (docs/operations.md, "What to watch").
         metrics = GatewayMetrics()
@@ -164,7 +172,17 @@ async def open_container(
             observer=metrics.audit_recorded,
         )
         gateway = await _open_gateway(
-            stack, settings, clock, engine, sessions, redis, vault, kross_http, audit, metrics
+            stack,
+            settings,
+            clock,
+            engine,
+            sessions,
+            redis,
+            vault,
+            kross_http,
+            audit,
+            metrics,
+            tracing,
         )
         platform = None
         if settings.platform_api_token is not None:
@@ -232,6 +250,7 @@ async def _open_gateway(
     kross_http: httpx.AsyncClient,
     audit: AuditTrail,
     metrics: GatewayMetrics,
+    tracing: Tracing | None,
 ) -> GatewayServices:
     """The gateway's services on the container's engine, Redis and vault (closed by ``stack``)."""
     health = RedisHealth(
@@ -302,6 +321,7 @@ async def _open_gateway(
             limit_by_account=settings.limiter_scope == "account",
             refresh_ahead_ratio=settings.cache_refresh_ahead_ratio,
         ),
+        tracing=tracing,
     )
     stack.push_async_callback(gateway.aclose)
     # Which gateway processes run: a write left in flight by a dead one is settled at once.
@@ -333,4 +353,5 @@ async def _open_gateway(
         ),
         metrics=metrics,
         usage=usage,
+        tracing=tracing,
     )

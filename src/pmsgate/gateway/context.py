@@ -30,6 +30,7 @@ from pmsgate.gateway.service import Gateway
 from pmsgate.gateway.shared_state import RedisHealth
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
+from pmsgate.gateway.tracing import Tracing
 from pmsgate.gateway.usage import UsageCounter
 from pmsgate.integrations.kross.client import PmsClient
 
@@ -53,6 +54,7 @@ class GatewayServices:
     operations: Operations
     metrics: GatewayMetrics
     usage: UsageCounter
+    tracing: Tracing | None = None  # traces, when configured (pmsgate.gateway.tracing)
 
 
 def gateway_services(request: Request) -> GatewayServices:

@@ -59,6 +59,7 @@ from pmsgate.gateway.facilities import (
 from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, Priority
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.tokens import TokenManager
+from pmsgate.gateway.tracing import Tracing, mark_failed, upstream_span
 from pmsgate.gateway.upstream_errors import auth_failed, translate
 from pmsgate.gateway.usage import UsageCounter
 from pmsgate.integrations.kit import RetryPolicy
@@ -132,6 +133,7 @@ class Gateway:
         metrics: GatewayMetrics,
         policy: GatewayPolicy | None = None,
         usage: UsageCounter | None = None,
+        tracing: Tracing | None = None,
     ) -> None:
         self.facilities = facilities
         self.pms = pms_client
@@ -142,6 +144,7 @@ class Gateway:
         self.metrics = metrics
         self.usage = usage if usage is not None else UsageCounter(clock)
         self.policy = policy or GatewayPolicy()
+        self.tracing = tracing
         self._reauth_locks: dict[str, anyio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
 
@@ -294,13 +297,15 @@ class Gateway:
         payload: Mapping[str, Any],
         before_attempt: Callable[[], Awaitable[None]],
     ) -> PmsResult:
-        try:
-            result = await self.pms.call(op.name, payload, token, before_attempt=before_attempt)
-        except pms.PmsError as error:
-            self.metrics.upstream_calls.labels(facility.hotel_id, op.name, error.code).inc()
-            if isinstance(error, pms.RateLimited):
-                self.metrics.upstream_429s.labels(facility.hotel_id).inc()
-            raise
+        with upstream_span(self.tracing, op.name, facility.hotel_id) as span:
+            try:
+                result = await self.pms.call(op.name, payload, token, before_attempt=before_attempt)
+            except pms.PmsError as error:
+                self.metrics.upstream_calls.labels(facility.hotel_id, op.name, error.code).inc()
+                if isinstance(error, pms.RateLimited):
+                    self.metrics.upstream_429s.labels(facility.hotel_id).inc()
+                mark_failed(span, error.code)
+                raise
         self.metrics.upstream_calls.labels(facility.hotel_id, op.name, "ok").inc()
         return result
 
