@@ -56,13 +56,14 @@ def test_a_customer_whose_password_changed_reconnects_and_sees_connected(
     sign_in(page, live_console, live_console.customer)
     page.wait_for_url(re.compile(rf"/console/customers/{live_console.sandbox.student_id}$"))
     status = page.locator("#pms").get_by_test_id("pms-status")
-    assert status.inner_text() == "error"
+    assert status.get_attribute("data-state") == "error"
+    assert status.inner_text() == "not connected"
     screenshot(page, "customer-pms-error")
 
     page.get_by_test_id("reconnect-password").fill("not-the-password")
     page.get_by_test_id("reconnect-submit").click()
     page.get_by_test_id("reconnect-error").wait_for()
-    assert page.locator("#pms").get_by_test_id("pms-status").inner_text() == "error"
+    assert page.locator("#pms").get_by_test_id("pms-status").inner_text() == "not connected"
 
     page.get_by_test_id("reconnect-password").fill(new_password)
     page.get_by_test_id("reconnect-submit").click()

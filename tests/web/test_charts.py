@@ -158,5 +158,5 @@ def test_hourly_bars_are_labelled_by_day_and_hour_every_six_hours() -> None:
     assert len(shown) == 8 and len(set(shown)) == 8
     assert all(label[-5:] in ("00:00", "06:00", "12:00", "18:00") for label in shown)
     assert "calls per hour" in _svg_texts(chart.svg)
-    assert chart.summary == "Totals over the 48 hours shown: lookups: 72; requests: 48."
+    assert chart.summary == "Totals over the hours shown: lookups: 72; requests: 48."
     assert 'role="group"' in chart_figure(chart)

@@ -252,7 +252,7 @@ def hourly_chart(
     totals = "; ".join(
         f"{one.name}: {count_label(sum(v or 0 for v in one.values))}" for one in series
     )
-    summary = f"Totals over the {len(hours)} hours shown: {totals}."
+    summary = f"Totals over the hours shown: {totals}."
     return Chart(title=title, svg=_render(chart), empty=empty, summary=summary)
 
 

@@ -42,6 +42,7 @@ from pmsgate.web.customer_view import (
     customer_home,
     error_words,
     explain_job,
+    reconnect_words,
 )
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
@@ -243,6 +244,7 @@ async def _customer_context(
         "sync_words": explain_job(job, booking) if job is not None else None,
         "home": None if principal.is_admin else await _home(web, principal, page),
         "error_words": error_words,
+        "reconnect_words": reconnect_words,
         "dry_run_counters": DRY_RUN_COUNTERS,
         "commit_counters": COMMIT_COUNTERS,
         "no_script_refresh_s": NO_SCRIPT_REFRESH_S,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from pmsgate.catalogue import load_catalogue
 from pmsgate.storage.audit import AuditEventView
 from pmsgate.storage.knowledge import SyncJobView
 from pmsgate.web.views import CustomerPage
@@ -75,6 +76,33 @@ _ERROR_FALLBACK = (
     "The update could not finish. Try again in a few minutes; if it keeps failing, we "
     "will look into it."
 )
+
+
+# A refused reconnect, by its code, as the customer reads it.
+_RECONNECT_WORDS = {
+    "pms_credentials_rejected": (
+        "Your booking system refused these credentials. Check the API user (“api” followed by "
+        "digits — not your login to the booking system's website) and its password under "
+        "Settings → API in your booking system, then try again."
+    ),
+    "pms_auth_failed": (
+        "Your booking system refused these credentials. Check the API username and password: "
+        "they are the API credentials, not your login to the booking system's website."
+    ),
+    "pms_access_denied": (
+        "Your booking system accepted the sign-in but refused access: check that the API "
+        "user may read the property."
+    ),
+    "invalid_input": "Fill in the API username and password.",
+}
+_RECONNECT_FALLBACK = (
+    "Your booking system could not be reached to try the credentials. Try again in a few minutes."
+)
+
+
+def reconnect_words(code: str | None) -> str:
+    """A refused reconnect as one plain sentence (never its code or an id)."""
+    return _RECONNECT_WORDS.get(code or "", _RECONNECT_FALLBACK)
 
 
 def error_words(code: str | None) -> str:
@@ -204,14 +232,18 @@ def _assistant_answer(page: CustomerPage, booking: BookingState) -> Answer:
     live = checklist is not None and any(
         o.id == LIVE_STEP and o.status == "done" for o in checklist.outcomes
     )
-    if live and booking == "error":
+    if live and booking in ("error", "not_linked"):
+        until = (
+            "you reconnect your booking system"
+            if booking == "error"
+            else "your booking system is connected"
+        )
         return Answer(
             "assistant",
             question,
             "warn",
             "Live, but it cannot see your bookings",
-            "Guests can talk to it, but until you reconnect your booking system it cannot "
-            "check availability or bookings.",
+            f"Guests can talk to it, but until {until} it cannot check availability or bookings.",
         )
     if live:
         return Answer(
@@ -257,6 +289,16 @@ def _plural(count: int, one: str, many: str | None = None) -> str:
     return f"{count} {one if count == 1 else (many or one + 's')}"
 
 
+def section_title(section_id: str) -> str:
+    """A template section as the customer's notes page titles it (Italian / English)."""
+    for section in load_catalogue().knowledge.sections:
+        if section.id == section_id:
+            if section.title_it == section.title_en:
+                return section.title_en
+            return f"{section.title_it} / {section.title_en}"
+    return section_id.replace("_", " ")
+
+
 def _template_fixes(job: SyncJobView) -> list[str]:
     """What to change in which notes page, one sentence per apartment."""
     fixes = []
@@ -266,7 +308,7 @@ def _template_fixes(job: SyncJobView) -> list[str]:
         )
         if not blocked:
             continue
-        missing = [str(s) for s in detail.get("missingSections") or []]
+        missing = [section_title(str(s)) for s in detail.get("missingSections") or []]
         if not detail.get("notesPageId"):
             fixes.append(
                 f"{_name(detail)} has no notes page yet: add a page for it to your apartments "
@@ -480,6 +522,8 @@ def _todos(
                 "reconnect",
             )
         )
+    if booking == "not_linked":
+        todos.append(Todo("Wait for us: we are connecting your booking system.", "us"))
     knowledge_applies = route != "B" and sync_open and page.ctx.notes_connected
     if knowledge_applies and latest is not None and not latest.active:
         for fix in _template_fixes(latest):
@@ -558,7 +602,13 @@ _OPERATION_WORDS = {
     "gateway.revoke_key": "{who} withdrew an access key",
     "gateway.set_key_scopes": "{who} changed an access key",
 }
-_OUTCOME_WORDS = {"failure": "it failed", "refused": "it was refused", "unknown": "outcome unknown"}
+_OUTCOME_WORDS = {
+    "failure": "it did not work",
+    "refused": "refused",
+    "unknown": "the outcome is not known",
+}
+# Credentials events that did not succeed: what was tried, and that nothing changed.
+_CREDENTIALS_REFUSED = "New booking-system credentials were tried and refused; nothing changed"
 
 
 def _who(event: AuditEventView, viewer: str | None) -> str:
@@ -591,6 +641,8 @@ def event_text(event: AuditEventView, *, viewer: str | None = None) -> EventLine
             text = f"{who} started a{'n' if kind[0] == 'u' else ''} {kind}"
         else:
             text = _OPERATION_WORDS.get(operation, "{who} used this console").format(who=who)
+    elif action.startswith("credentials.") and event.outcome != "success":
+        return EventLine(event.occurred_at, _CREDENTIALS_REFUSED + ".", "warn")
     elif action in _ACTION_WORDS:
         text = _ACTION_WORDS[action].format(who=who)
     else:
