@@ -1,0 +1,334 @@
+"""The image (Containerfile) built with podman and run as deployed: read-only, non-root.
+
+Issue 15 item 1: the image starts, migrates, serves /readyz and answers a tool call against
+the booking-system emulator, on this run's PostgreSQL and Redis (docs/deploy.md, "The
+image"). `pmsgate sandbox` runs on the host; the containers reach the host's loopback
+through slirp4netns (10.0.2.2), and the gateway's port 8080 is published on a free loopback
+port, so the image runs with its own CMD and HEALTHCHECK unchanged.
+
+No container registry is reachable here, so the base image is made locally: debootstrap
+of Debian bookworm (its python3 is 3.11, pyproject's requires-python) with this machine's
+CA bundle (PyPI is reached through it while building), imported with `podman import`. The
+root file system is kept as a tarball under /var/cache/pmsgate-tests/, keyed by
+BASE_VERSION and the CA bundle, and the imported image in podman's storage there, so only
+the first run on a machine pays for debootstrap. Podman runs with runc, vfs storage and
+cgroupfs (crun fails on this machine kind's hybrid cgroups).
+
+podman, runc, slirp4netns and debootstrap come from Debian and are installed with apt-get
+when missing; where that is impossible the test is skipped — except under CI=true (a
+failure).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import os
+import resource
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+
+import httpx
+import pytest
+from sqlalchemy.engine import make_url
+
+from pmsgate.gateway.vault import generate_key_spec
+from tests.conftest import IN_CI, POSTGRES_URL
+from tests.e2e.processes import free_port, serving
+
+pytestmark = [pytest.mark.image, pytest.mark.postgres, pytest.mark.redis]
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = Path("/var/cache/pmsgate-tests")
+# Bump when the recipe of the base image below changes (the cached tarball is then remade).
+BASE_VERSION = "bookworm-1"
+DEBIAN_MIRROR = "http://deb.debian.org/debian"  # the mirror of /etc/apt/sources.list.d here
+DEBOOTSTRAP = [
+    "debootstrap",
+    "--variant=minbase",
+    "--include=python3,python3-venv,python3-pip,ca-certificates",
+    "bookworm",
+]
+CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
+PACKAGES = ("podman", "runc", "slirp4netns", "debootstrap")
+PODMAN = [
+    "podman",
+    "--root", str(CACHE / "storage"),
+    "--runroot", "/run/pmsgate-tests",
+    "--runtime", "runc",
+    "--storage-driver", "vfs",
+    "--cgroup-manager", "cgroupfs",
+]  # fmt: skip
+
+
+def _ulimit(name: str, kind: int, ceiling: int) -> list[str]:
+    # Explicit limits (podman's defaults fail here), never above this process's hard limit.
+    hard = resource.getrlimit(kind)[1]
+    value = ceiling if hard == resource.RLIM_INFINITY else min(hard, ceiling)
+    return ["--ulimit", f"{name}={value}:{value}"]
+
+
+ULIMITS = [
+    *_ulimit("nofile", resource.RLIMIT_NOFILE, 65536),
+    *_ulimit("nproc", resource.RLIMIT_NPROC, 16384),
+]
+# The host's loopback as seen from a container on slirp4netns with allow_host_loopback.
+HOST_FROM_CONTAINER = "10.0.2.2"
+UID = 10001
+
+
+def _unavailable(message: str) -> None:
+    if IN_CI:
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def _apt_get(*args: str) -> bool:
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    done = subprocess.run(["apt-get", *args], env=env, capture_output=True, check=False)
+    return done.returncode == 0
+
+
+def _missing() -> list[str]:
+    path = f"{os.environ.get('PATH', '')}:/usr/sbin:/usr/bin:/sbin"
+    return [name for name in PACKAGES if shutil.which(name, path=path) is None]
+
+
+def ensure_podman() -> None:
+    """Debian's podman (runc, slirp4netns, debootstrap too), installed when missing."""
+    if os.geteuid() != 0:
+        _unavailable("the image test runs podman as root (vfs storage, cgroupfs)")
+    if not _missing():
+        return
+    with open("/tmp/pmsgate-podman-install.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _missing() and shutil.which("apt-get"):
+            _apt_get("install", "-y", *PACKAGES) or (
+                _apt_get("update") and _apt_get("install", "-y", *PACKAGES)
+            )
+    if _missing():
+        _unavailable(f"not installed and not installable with apt-get: {', '.join(_missing())}")
+
+
+def podman(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess[str]:
+    """One podman command with this machine's global flags; fails the test when it fails."""
+    done = subprocess.run(
+        [*PODMAN, *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **kwargs,  # type: ignore[call-overload]
+    )
+    assert done.returncode == 0, f"podman {args[0]}: {done.stderr[-3000:]}"
+    return done
+
+
+def base_image() -> str:
+    """localhost/pmsgate-base: debootstrapped bookworm with python3, made once per machine."""
+    ca = hashlib.sha256(CA_BUNDLE.read_bytes()).hexdigest()[:12] if CA_BUNDLE.exists() else "none"
+    key = f"{BASE_VERSION}-{ca}"
+    tag = f"localhost/pmsgate-base:{key}"
+    exists = subprocess.run([*PODMAN, "image", "exists", tag], capture_output=True, check=False)
+    if exists.returncode == 0:
+        return tag
+    tarball = CACHE / f"pmsgate-base-{key}.tar"
+    if not tarball.exists():
+        with tempfile.TemporaryDirectory(dir=CACHE, prefix="rootfs-") as scratch:
+            rootfs = Path(scratch) / "rootfs"
+            done = subprocess.run(
+                [*DEBOOTSTRAP, str(rootfs), DEBIAN_MIRROR],
+                capture_output=True,
+                text=True,
+                timeout=900,
+                check=False,
+            )
+            if done.returncode != 0:
+                _unavailable(f"debootstrap of bookworm failed: {done.stdout[-1500:]}")
+            # What an image does not need: downloaded packages, apt lists, docs.
+            for trash in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc",
+                          "usr/share/man", "usr/share/locale"):  # fmt: skip
+                for entry in (rootfs / trash).glob("*"):
+                    if entry.is_file() or entry.is_symlink():
+                        entry.unlink()
+                    elif entry.name != "partial":
+                        shutil.rmtree(entry)
+            if CA_BUNDLE.exists():  # this machine's trust store: PyPI is reached through it
+                shutil.copyfile(CA_BUNDLE, rootfs / "etc/ssl/certs/ca-certificates.crt")
+            partial = tarball.with_suffix(".partial")
+            subprocess.run(
+                ["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."],
+                check=True,
+                timeout=300,
+            )
+            partial.rename(tarball)
+    podman(
+        "import",
+        "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+        "--change", "ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+        "--change", "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
+        "--change", 'CMD ["/bin/bash"]',
+        str(tarball), tag,
+        timeout=300,
+    )  # fmt: skip
+    return tag
+
+
+@contextmanager
+def built_image(base: str) -> Iterator[str]:
+    """The repository's Containerfile on the local base; removed afterwards.
+
+    --layers=false: with vfs storage every committed layer is a full copy of the file
+    system, so one commit per stage is much faster than caching each step.
+    """
+    tag = f"localhost/pmsgate:test-{uuid.uuid4().hex[:8]}"
+    podman(
+        "build", "--layers=false", "--format", "docker", "--network", "host", *ULIMITS,
+        "--build-arg", f"BASE_IMAGE={base}",
+        "-f", str(ROOT / "Containerfile"), "-t", tag, str(ROOT),
+        timeout=900,
+    )  # fmt: skip
+    try:
+        yield tag
+    finally:
+        subprocess.run([*PODMAN, "rmi", "-f", tag], capture_output=True, check=False)
+
+
+@contextmanager
+def scratch_database() -> Iterator[str]:
+    """A PostgreSQL database of this test alone."""
+    import anyio
+    import asyncpg
+
+    if not POSTGRES_URL:
+        _unavailable("PMSGATE_TEST_DATABASE_URL is not set")
+    url = make_url(str(POSTGRES_URL))
+    name = f"pmsgate_test_image_{uuid.uuid4().hex[:8]}"
+    admin = url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    async def run(statement: str) -> None:
+        connection = await asyncpg.connect(admin)
+        try:
+            await connection.execute(statement)
+        finally:
+            await connection.close()
+
+    anyio.run(run, f'CREATE DATABASE "{name}"')
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        anyio.run(run, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def from_container(url: str) -> str:
+    """The same URL with the host's loopback as a container on slirp4netns reaches it."""
+    parsed = make_url(url)
+    if parsed.host in ("127.0.0.1", "localhost", "::1"):
+        parsed = parsed.set(host=HOST_FROM_CONTAINER)
+    return parsed.render_as_string(hide_password=False)
+
+
+def test_the_image_migrates_serves_and_answers_a_tool_call(
+    redis_url: str, redis_namespace: str
+) -> None:
+    ensure_podman()
+    CACHE.mkdir(parents=True, exist_ok=True)
+    with ExitStack() as stack:
+        # One image test per machine at a time: they share podman's storage and the cache.
+        lock = stack.enter_context(open(CACHE / "image-test.lock", "w"))
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        image = stack.enter_context(built_image(base_image()))
+        database_url = stack.enter_context(scratch_database())
+        sandbox_port = free_port()
+        kross = f"http://127.0.0.1:{sandbox_port}/kross"
+        stack.enter_context(
+            serving(
+                "sandbox", "--port", str(sandbox_port), ready_url=f"{kross}/_sandbox/facilities"
+            )
+        )
+        facility = next(
+            f for f in httpx.get(f"{kross}/_sandbox/facilities").json() if f["kind"] == "partner"
+        )
+        # Settings reach podman through its environment (`-e NAME`): no secret in its argv.
+        settings = {
+            "PMSGATE_DATABASE_URL": from_container(database_url),
+            "PMSGATE_REDIS_URL": from_container(redis_url),
+            "PMSGATE_REDIS_NAMESPACE": redis_namespace,
+            "PMSGATE_SECRET_KEYS": generate_key_spec("image"),
+            "PMSGATE_KROSS_BASE_URL": f"http://{HOST_FROM_CONTAINER}:{sandbox_port}/kross",
+            "PMSGATE_PARTNER_API_KEY": facility["api_key"],
+            "PMSGATE_SCHEDULER_ENABLED": "false",
+        }
+        env = {**os.environ, **settings}
+        # As deploy/compose.yaml runs it: read-only root, tmpfs for /tmp and the data dir.
+        run_flags = [
+            *ULIMITS, "--read-only", "--tmpfs", "/tmp", "--tmpfs", "/var/lib/pmsgate",
+            "--network", "slirp4netns:allow_host_loopback=true",
+            *(flag for name in settings for flag in ("-e", name)),
+        ]  # fmt: skip
+
+        podman("run", "--rm", *run_flags, image, "pmsgate", "db", "upgrade", env=env)
+
+        port = free_port()
+        name = f"pmsgate-image-test-{uuid.uuid4().hex[:8]}"
+        podman("run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080", *run_flags, image,
+               env=env)  # fmt: skip
+        stack.callback(
+            subprocess.run, [*PODMAN, "rm", "-f", "-t", "5", name], capture_output=True, check=False
+        )
+        gateway = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 120
+        while True:  # readiness wait for a container, not a timing assertion
+            try:
+                if httpx.get(f"{gateway}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            state = podman("inspect", "--format", "{{.State.Running}}", name).stdout.strip()
+            if state != "true" or time.monotonic() > deadline:
+                logs = subprocess.run(
+                    [*PODMAN, "logs", name], capture_output=True, text=True, check=False
+                )
+                pytest.fail(f"the container never became ready: {logs.stderr[-3000:]}")
+            time.sleep(0.2)
+
+        # The image's own CMD runs as its non-root user.
+        assert podman("exec", name, "id", "-u").stdout.strip() == str(UID)
+        top = podman("top", name, "user", "args").stdout
+        assert "pmsgate serve --host 0.0.0.0 --port 8080" in top, top
+        # Its HEALTHCHECK (podman's runner needs no systemd to run it once).
+        inspected = json.loads(podman("image", "inspect", image).stdout)[0]
+        healthcheck = inspected.get("Healthcheck") or inspected["Config"]["Healthcheck"]
+        assert "/healthz" in " ".join(healthcheck["Test"]), healthcheck
+        assert podman("healthcheck", "run", name).returncode == 0
+
+        # A facility registered with the image's CLI, then a tool call through its server.
+        added = podman(
+            "exec", "-i", name,
+            "pmsgate", "facilities", "add",
+            "--hotel-id", facility["hotel_id"],
+            "--username", facility["username"],
+            "--kind", "partner",
+            "--integration-id", f"int-{facility['hotel_id']}",
+            "--password-stdin", "--json",
+            input=facility["password"] + "\n",
+        )  # fmt: skip
+        key = json.loads(added.stdout)["gateway_key"]
+        answer = httpx.post(
+            f"{gateway}/v1/tools/get-in-house-guests",
+            json={},
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=30,
+        )
+        assert answer.status_code == 200, answer.text
+        assert isinstance(answer.json()["data"]["reservations"], list)
+        # Answered by the emulator on the host: the gateway logged in there, once.
+        stats = httpx.get(f"{kross}/_sandbox/stats").json()
+        assert stats["tokens_issued"]["by_hotel"] == {facility["hotel_id"]: 1}
