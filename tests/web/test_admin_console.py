@@ -16,6 +16,7 @@ import pytest
 from sqlalchemy import event
 
 from pmsgate.demo.fleet import Fleet, generate_customers
+from pmsgate.jobs.runs import JobRuns
 from tests.web.support import WebSandbox, web_sandbox
 
 pytestmark = pytest.mark.anyio
@@ -210,3 +211,25 @@ async def test_only_an_admin_sees_the_overview_and_the_attention_page(database_u
         anonymous = await web.client.get("/console/attention?x=1")
         assert anonymous.status_code == 303
         assert anonymous.headers["location"].startswith("/login?next=/console/attention")
+
+
+async def test_a_scheduled_job_whose_latest_run_failed_needs_attention(database_url: str) -> None:
+    async with web_sandbox(database_url) as web:
+        runs = JobRuns(web.web.customers.sessions, web.web.clock)
+        failed = await runs.start("check-connections")
+        await runs.finish(
+            failed.id, "failed", {"error": {"code": "platform_unavailable", "message": "down"}}
+        )
+        recovered = await runs.start("usage-snapshots")
+        await runs.finish(recovered.id, "failed", {"error": {"code": "boom"}})
+        web.enrolled.clock.advance(60)
+        again = await runs.start("usage-snapshots")
+        await runs.finish(again.id, "succeeded", {})
+        admin, _ = await web.signed_in("admin")
+        page = await get(admin, "/console/attention")
+        assert re.findall(r'data-testid="attention-job" data-job="([^"]+)"', page) == [
+            "check-connections"
+        ]
+        assert "platform_unavailable" in page
+        home = await get(admin, "/console")
+        assert "1 failing job" in home

@@ -405,7 +405,8 @@ class OverviewQuery:
         q = params.get("q", "").strip()
         if len(q) > MAX_QUERY:
             raise _bad("q", q, (f"at most {MAX_QUERY} characters",))
-        status = _choice(params, "status", (*STATUSES, "not_linked"), "")
+        given = {**params, "status": params.get("status", "").strip().replace(" ", "_")}
+        status = _choice(given, "status", ("connected", "error", "not_linked"), "")
         waiting_choices = ("any", "overdue", *(step.id for step in STEPS))
         per_page = _positive(params, "per_page", DEFAULT_PER_PAGE)
         if per_page not in PER_PAGE_CHOICES:
