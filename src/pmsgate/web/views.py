@@ -1,8 +1,9 @@
 """What the console shows, read from the stores in one place (the pages only render it).
 
-:func:`customer_rows` is the admin home (one row per customer); :func:`customer_page`
-is everything one customer's page shows. Both only read: no upstream is called while
-a page renders, so a slow or failing upstream never makes the console slow or fail.
+:func:`customer_page` is everything one customer's page shows (the admin overview of every
+customer is read in a few aggregate queries by :mod:`pmsgate.web.admin_views`). Both only
+read: no upstream is called while a page renders, so a slow or failing upstream never makes
+the console slow or fail.
 """
 
 from __future__ import annotations
@@ -183,15 +184,6 @@ async def _row(
         last_sync=await web.sync_jobs.latest(ctx.student_id),
         budget=budget,
     )
-
-
-async def customer_rows(web: WebServices) -> list[CustomerRow]:
-    """Every customer with its integration status, onboarding, last sync and budget use."""
-    rows = []
-    for customer in await web.customers.customers.all():
-        ctx = await web.customers.context(customer.student_id)
-        rows.append(await _row(web, ctx, await _facility(web, ctx)))
-    return rows
 
 
 async def customer_page(web: WebServices, student_id: str) -> CustomerPage:
