@@ -17,7 +17,7 @@ import re
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import AsyncExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from email.message import EmailMessage
 from email.parser import BytesParser
@@ -35,7 +35,7 @@ from pmsgate.container import Container, open_container
 from pmsgate.jobs.notify import MAX_ATTEMPTS, NOTIFY_INCIDENTS
 from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, Scheduler, build_scheduler
 from pmsgate.storage.audit import AuditFilter
-from tests.customers.support import SANDBOX_URL, EnrolledSandbox, enrolled_sandbox
+from tests.customers.support import SANDBOX_URL, EnrolledSandbox, enrolled_sandbox, profile_of
 
 pytestmark = pytest.mark.anyio
 
@@ -431,3 +431,21 @@ async def test_two_uses_of_one_link_at_once_sign_in_once(replicas: Replicas) -> 
         for client in clients:
             group.start_soon(use, client)
     assert sorted(answers) == [303, 410]
+
+
+async def test_a_customer_who_reads_italian_is_told_in_italian(replicas: Replicas) -> None:
+    r = replicas
+    customers = r.replicas[0].customers.customers
+    await customers.upsert(replace(profile_of(r.enrolled.facility), language="it"))
+    assert (await customers.get(r.student_id)).language == "it"
+    # An upsert that does not name a language keeps the stored one.
+    await customers.upsert(profile_of(r.enrolled.facility))
+    assert (await customers.get(r.student_id)).language == "it"
+    await _break_password(r)
+    await r.notify_everywhere(times=1)
+    [customer] = [m for m in r.messages().values() if m["To"] == _customer_email(r)]
+    [team] = [m for m in r.messages().values() if m["To"] == TEAM]
+    assert customer["Subject"] == "Azione richiesta: ricollega il tuo gestionale"
+    assert customer["Content-Language"] == "it"
+    assert "gestionale delle prenotazioni" in _text(customer)
+    assert str(team["Subject"]).startswith("[pmsgate] Booking system disconnected")

@@ -31,6 +31,8 @@ from pmsgate.storage.customers import (
 )
 from pmsgate.storage.models import Customer, CustomerKind, SubscriptionStatus
 
+MAX_LANGUAGE = 16
+
 
 class CustomerExists(Conflict):
     """A customer with this student_id is already registered."""
@@ -40,6 +42,14 @@ class CustomerExists(Conflict):
 
 
 def _profile_values(profile: CustomerProfile) -> dict[str, object]:
+    values = _required_profile_values(profile)
+    language = optional_text(profile.language, "language", MAX_LANGUAGE)
+    if language is not None:  # None keeps the stored language (an upsert without one)
+        values["language"] = language.lower()
+    return values
+
+
+def _required_profile_values(profile: CustomerProfile) -> dict[str, object]:
     return {
         "student_id": student_id_value(profile.student_id),
         "email": email_address(profile.email),

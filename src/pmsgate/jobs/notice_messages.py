@@ -227,10 +227,10 @@ def customer_message(
     message["To"] = to
     message["Date"] = format_datetime(sent_at)
     message["Message-ID"] = message_id
-    message["Content-Language"] = notice.language
     message.set_content(customer_text(content))
     html = _templates().get_template("incident_notice.html.j2").render(**content)
     message.add_alternative(html, subtype="html")
+    message["Content-Language"] = notice.language  # after: a Content-* header moves otherwise
     return message
 
 

@@ -78,6 +78,8 @@ def profile_of(ctx: OnboardingContext) -> CustomerProfile:
         contract_price_id=file.contract.price_id,
         handles_upsell=file.autonomy.handles_upsell,
         handles_late_check_in=file.autonomy.handles_late_check_in,
+        # Kept on the record: incident notices, sent long after onboarding, are in it.
+        language=getattr(file, "language", None),
     )
 
 

@@ -37,6 +37,8 @@ class CustomerProfile:
     contract_price_id: str | None = None
     handles_upsell: bool = False
     handles_late_check_in: bool = False
+    # The language the customer reads (``it``, ``en``); None keeps the stored one.
+    language: str | None = None
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class CustomerView:
     handles_late_check_in: bool
     created_at: datetime
     updated_at: datetime
+    language: str | None = None  # the language the customer reads; None: not known
 
     @property
     def subscription_active_on_contract_price(self) -> bool:
@@ -85,6 +88,7 @@ def _view(row: Customer) -> CustomerView:
         subscription_price_id=row.subscription_price_id,
         handles_upsell=row.handles_upsell,
         handles_late_check_in=row.handles_late_check_in,
+        language=row.language,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )

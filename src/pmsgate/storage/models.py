@@ -196,6 +196,8 @@ class Customer(Base):
     subscription_price_id: Mapped[str | None] = mapped_column(String(100), nullable=True)
     handles_upsell: Mapped[bool] = mapped_column(Boolean, default=False)
     handles_late_check_in: Mapped[bool] = mapped_column(Boolean, default=False)
+    # The language the customer reads (the customer file's): incident notices are in it.
+    language: Mapped[str | None] = mapped_column(String(16), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 

@@ -101,7 +101,6 @@ class IncidentNoticeRepository:
 
     async def facility_states(self) -> list[FacilityState]:
         """Every facility's status and when it changed, with its kross customer if linked."""
-        language = getattr(Customer, "language", None)  # the customer's language, when kept
         columns: list[Any] = [
             Facility.id,
             Facility.hotel_id,
@@ -113,9 +112,8 @@ class IncidentNoticeRepository:
             Customer.student_id,
             Customer.name,
             Customer.email,
+            Customer.language,
         ]
-        if language is not None:
-            columns.append(language)
         rows = (
             await self._session.execute(
                 select(*columns)
@@ -145,7 +143,7 @@ class IncidentNoticeRepository:
                 student_id=row[7],
                 customer_name=row[8],
                 customer_email=row[9],
-                customer_language=row[10] if language is not None else None,
+                customer_language=row[10],
             )
         return list(states.values())
 
