@@ -172,6 +172,13 @@ def test_a_customer_reads_its_page_loses_the_connection_and_gets_it_back(
     assert any("connection lost" in e for e in events)
     check_page(page, live, "customer-after-update", student_id=student_id)
 
+    # All of its activity, in words.
+    page.get_by_test_id("all-activity").click()
+    page.wait_for_url(re.compile(r"/console/audit$"))
+    assert page.get_by_test_id("audit-event").count() >= 5
+    check_page(page, live, "customer-activity", student_id=student_id)
+    assert_focus_visible(page)
+
     # A fragment URL opened directly is the whole styled page, at the panel.
     page.goto(f"{live.url}/console/customers/{student_id}/sync")
     page.wait_for_url(re.compile(r"#knowledge$"))
@@ -216,3 +223,19 @@ def test_a_route_b_customer_sees_no_sync_and_what_applies_instead(
     assert todos(page) == ["Wait for us: we are connecting your booking system."]
     check_page(page, live, "customer-route-b", student_id=other)
     assert_focus_visible(page)
+
+
+def test_the_sign_in_page_and_a_refusal_are_accessible(
+    page: Any, live_console: LiveConsole
+) -> None:
+    live = live_console
+    page.goto(f"{live.url}/login")
+    screenshot(page, "customer-sign-in")
+    assert_accessible(page, "customer-sign-in")
+    assert assert_focus_visible(page) >= 3
+    sign_in(page, live, live.other_customer)
+    page.wait_for_url(re.compile(r"/console/customers/"))
+    answer = page.goto(f"{live.url}/console/customers/{live.sandbox.student_id}")
+    assert answer is not None and answer.status == 403
+    screenshot(page, "customer-refused-another-page")
+    assert_accessible(page, "customer-refused-another-page")

@@ -387,3 +387,32 @@ async def test_usage_charts_have_axes_units_and_empty_states(database_url: str) 
         assert "US dollars" in text and "count since onboarding" in text
         assert "latest guest messages: 30; assistant lookups (tool calls): 20." in text
         assert "latest spend (US dollars): $2.00." in text
+
+
+async def test_the_activity_page_tells_a_customer_its_events_in_words(database_url: str) -> None:
+    async with web_sandbox(database_url) as web:
+        await web.enrolled.break_pms()
+        client, token = await web.signed_in("customer")
+        refused = await client.post(
+            f"/console/customers/{web.student_id}/reconnect",
+            data={
+                "csrf_token": token,
+                "username": web.enrolled.facility["username"],
+                "password": "certainly-not-the-password",
+            },
+        )
+        assert refused.status_code == 422
+        text = assert_plain(web, refused.text)
+        assert "Your booking system refused these credentials." in text
+        assert "Nothing was changed" in text
+        await run_sync(web, client, token, commit=False)
+        page = await client.get("/console/audit")
+        assert page.status_code == 200
+        text = assert_plain(web, page.text)
+        assert "Activity" in text and "What happened on your account" in text
+        assert "You signed in to this console." in text
+        assert "You started a check of the notes." in text
+        assert "You tried new booking-system credentials — it did not work." in text
+        assert "New booking-system credentials were tried and refused; nothing changed." in text
+        for internal in ("console.action", "customer_user", "customer:", "facility:"):
+            assert internal not in text

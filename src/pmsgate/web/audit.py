@@ -28,6 +28,7 @@ from pmsgate.storage.audit import AuditFilter, Owner
 from pmsgate.web.app import login_redirect
 from pmsgate.web.auth import actor_of, optional_principal
 from pmsgate.web.context import WebDep, WebServices
+from pmsgate.web.customer_view import event_text
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
 
@@ -187,6 +188,10 @@ async def audit_page(
         {
             "principal": principal,
             "events": page.events,
+            # A customer's user reads each event as a sentence (customer_view.event_text).
+            "lines": None
+            if principal.is_admin
+            else [event_text(event, viewer=principal.email) for event in page.events],
             "filters": params,
             "outcomes": _OUTCOMES,
             "older": older,
