@@ -233,3 +233,16 @@ async def test_a_scheduled_job_whose_latest_run_failed_needs_attention(database_
         assert "platform_unavailable" in page
         home = await get(admin, "/console")
         assert "1 failing job" in home
+
+
+async def test_the_overview_shows_each_customers_latest_knowledge_sync(database_url: str) -> None:
+    async with web_sandbox(database_url) as web:
+        first = await web.web.sync_jobs.start(web.student_id, commit=False)
+        assert (await web.web.sync_jobs.wait(first)).status == "succeeded"
+        web.enrolled.clock.advance(60)
+        second = await web.web.sync_jobs.start(web.student_id, commit=True)
+        assert (await web.web.sync_jobs.wait(second)).status == "succeeded"
+        admin, _ = await web.signed_in("admin")
+        page = await get(admin, "/console?sort=last_sync&order=desc")
+        row = page.split(f'data-student-id="{web.student_id}"', 1)[1].split("</tr>", 1)[0]
+        assert 'commit · <span class="status succeeded">succeeded</span>' in row
