@@ -58,6 +58,8 @@ def test_demo_runs_every_chapter_and_shows_what_it_promises(env, monkeypatch):
         "First contact: `pmsgate doctor --live`",
         "path form: get-check-in-instructions answers at /v5/reservations/",
         "The server ignores offset",
+        "notify-incidents, run twice: the told notices",
+        "[pmsgate] Reconnected: Sandbox Residence",
     ):
         assert expected in result.output
 

@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import email.policy
 import re
 import secrets
+from email.parser import BytesParser
+from pathlib import Path
 from typing import Any
 
 import httpx
 from pydantic import SecretStr
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from pmsgate.app import create_app
 from pmsgate.container import open_container
 from pmsgate.demo.onboarding import Onboarded, customer_file_of, demo_facilities
+from pmsgate.jobs.notify import NOTIFY_INCIDENTS
 from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, REFRESH_USAGE, build_scheduler
 from pmsgate.sandbox.customers import ClockSleep, sandbox_http_factory
 from pmsgate.web.context import WebServices
@@ -40,6 +45,10 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
     """Sign in as an admin and as the Route A customer; sync, break and reconnect the PMS."""
     console.rule("[bold]5. The web app and the console (issue 7)")
     sandbox, settings, clock = onboarded.sandbox, onboarded.settings, onboarded.clock
+    # Incident notices (docs/operations.md, Notifications): the team's address, the link's base.
+    settings = settings.model_copy(
+        update={"notify_team_email": "ops@platform-team.example", "public_url": APP_URL}
+    )
     partner, own = demo_facilities(sandbox)
     customer = customer_file_of(sandbox, partner)
     other = customer_file_of(sandbox, own)
@@ -91,6 +100,7 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
                 f"({status['pms']['lastError']}); platform listings: "
                 f"{len(sandbox.platform.listings(customer_workspace(sandbox, partner)))}."
             )
+            await _notices(console, scheduler, settings.data_dir, "told")
             body = {"username": partner["username"], "password": "not-the-new-one"}
             wrong = await owner.put(f"{api}/kross/connect", json=body)
             console.print(
@@ -103,6 +113,7 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
                 f"Reconnect with the new password: integration [bold]{right['status']}[/], "
                 f"listings sync {right['listingsSync']}, {right['listings']} listings."
             )
+            await _notices(console, scheduler, settings.data_dir, "recovered")
             run = await scheduler.run_once(REFRESH_USAGE)
             page = await owner.get(f"/console/customers/{customer.student_id}")
             table = Table(title="Scheduled jobs (run once here; every interval in `pmsgate serve`)")
@@ -119,6 +130,27 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
         finally:
             await admin.aclose()
             await owner.aclose()
+
+
+async def _notices(console: Console, scheduler: Any, data_dir: Path, moment: str) -> None:
+    """Run notify-incidents twice and show the messages it wrote (once, whatever the runs)."""
+    before = set((data_dir / "outbox").glob("incident-*.eml"))
+    for _ in range(2):
+        await scheduler.run_once(NOTIFY_INCIDENTS)
+    table = Table(title=f"notify-incidents, run twice: the {moment} notices in the outbox")
+    for column in ("to", "subject", "one-time sign-in link"):
+        table.add_column(column)
+    for path in sorted(set((data_dir / "outbox").glob("incident-*.eml")) - before):
+        with path.open("rb") as handle:
+            message = BytesParser(policy=email.policy.default).parse(handle)
+        text = str(message.get_body(preferencelist=("plain",)).get_content())  # type: ignore[union-attr]
+        link = re.search(r"/login/link/[A-Za-z0-9_-]{6}", text)
+        table.add_row(
+            str(message["To"]),
+            escape(str(message["Subject"])),  # "[pmsgate] …" is not rich markup
+            f"{link.group(0)}…" if link else "-",
+        )
+    console.print(table)
 
 
 def customer_workspace(sandbox: Any, facility: dict[str, Any]) -> str:
