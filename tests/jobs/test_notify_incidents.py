@@ -36,6 +36,8 @@ from pmsgate.jobs.notify import MAX_ATTEMPTS, NOTIFY_INCIDENTS
 from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, Scheduler, build_scheduler
 from pmsgate.storage.audit import AuditFilter
 from tests.customers.support import SANDBOX_URL, EnrolledSandbox, enrolled_sandbox, profile_of
+from tests.e2e.processes import free_port
+from tests.jobs.support import job_stack
 
 pytestmark = pytest.mark.anyio
 
@@ -449,3 +451,31 @@ async def test_a_customer_who_reads_italian_is_told_in_italian(replicas: Replica
     assert customer["Content-Language"] == "it"
     assert "gestionale delle prenotazioni" in _text(customer)
     assert str(team["Subject"]).startswith("[pmsgate] Booking system disconnected")
+
+
+async def test_an_unreachable_mail_server_is_retried_and_nothing_is_recorded_as_sent(
+    database_url: str, tmp_path: Path
+) -> None:
+    closed = free_port()  # nothing listens there: the connection is refused at once
+    overrides = {
+        "data_dir": tmp_path,
+        "notify_team_email": TEAM,
+        "smtp_url": SecretStr(f"smtp://mailer:mail-password-1@127.0.0.1:{closed}"),
+    }
+    async with job_stack(database_url, settings_overrides=overrides) as stack:
+        await stack.run(CHECK_CONNECTIONS)
+        stack.enrolled.sandbox.kross.change_password(stack.hotel_id, NEW_PASSWORD)
+        await stack.run(CHECK_CONNECTIONS)
+        run = await stack.run(NOTIFY_INCIDENTS)
+        assert run.status == "failed"
+        assert run.detail is not None
+        assert sorted(item["channel"] for item in run.detail["retrying"]) == ["customer", "team"]
+        assert "mail-password-1" not in json.dumps(run.detail)
+        assert not list((tmp_path / "outbox").glob("incident-*.eml"))  # nothing went out
+        page = await stack.web.audit.page(AuditFilter(action_prefix="notice."), limit=50)
+        assert {(e.action, e.details["code"]) for e in page.events} == {
+            ("notice.failed", "smtp_failed")
+        }
+        assert all("mail-password-1" not in json.dumps(e.details) for e in page.events)
+        again = await stack.run(NOTIFY_INCIDENTS)  # the next tick tries again
+        assert again.detail is not None and len(again.detail["retrying"]) == 2
