@@ -67,11 +67,28 @@ async def _serve(app: Any, sock: socket.socket, announce: dict[str, Any]) -> Non
     await server.serve(sockets=[sock])
 
 
-async def serve_emulator(seed: int) -> None:
-    """The booking-system emulator, every facility with limits that never block."""
-    store = KrossStore(seed=seed, clock=SystemClock())
+async def serve_emulator(
+    seed: int, facilities: int | None = None, reservations: int | None = None
+) -> None:
+    """The booking-system emulator, every facility with limits that never block.
+
+    ``facilities``: how many (the emulator's default when None). ``reservations``: keep only
+    that many reservations per facility, those arriving nearest today (bench.memory's
+    assumption of a realistic window), instead of the seed's fully booked 120 days.
+    """
+    store = (
+        KrossStore(seed=seed, clock=SystemClock())
+        if facilities is None
+        else KrossStore(seed=seed, clock=SystemClock(), facility_count=facilities)
+    )
+    today = store.clock.now().date()
     for facility in store.facilities():
         store.set_limits(facility.hotel_id, per_minute=10**9, per_hour=10**9, per_day=10**9)
+        if reservations is not None:
+            nearest = sorted(
+                facility.reservations.values(), key=lambda r: abs((r.arrival - today).days)
+            )[:reservations]
+            facility.reservations = {r.id_reservation: r for r in nearest}
     record = store.facility_summaries()[0]
     await _serve(ServerTimer(create_kross_app(store)), _listening_socket(), {"facility": record})
 
@@ -95,10 +112,14 @@ def main() -> None:
     parser.add_argument("role", choices=["emulator", "gateway"])
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--kross-url", default="")
+    parser.add_argument("--facilities", type=int, default=None, help="emulator: how many")
+    parser.add_argument(
+        "--reservations", type=int, default=None, help="emulator: reservations kept per facility"
+    )
     args = parser.parse_args()
     configure_logging("WARNING")
     if args.role == "emulator":
-        asyncio.run(serve_emulator(args.seed))
+        asyncio.run(serve_emulator(args.seed, args.facilities, args.reservations))
     else:
         record = json.loads(sys.stdin.readline())
         asyncio.run(serve_gateway(args.kross_url, record))
