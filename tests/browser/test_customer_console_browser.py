@@ -158,12 +158,22 @@ def test_a_customer_reads_its_page_loses_the_connection_and_gets_it_back(
     page.get_by_role("button", name="Reconnect").click()
     page.get_by_test_id("reconnect-result").wait_for()
     assert page.locator("#pms").get_by_test_id("pms-status").inner_text() == "connected"
+    # The summary at the top follows without a reload (htmx swaps it out of band).
+    assert answer(page, "booking") == ("ok", "Yes, connected")
+    assert not any("Reconnect your booking system" in t for t in todos(page))
+    assert any("Check your notes again" in t for t in todos(page))
+    assert page.get_by_test_id("sync-headline").inner_text() == (
+        "The last check ran while your booking system was disconnected"
+    )
+    screenshot(page, "customer-reconnected")
 
     # Update the knowledge: created / updated / unchanged and what was blocked, in words.
     page.reload()
     assert answer(page, "booking") == ("ok", "Yes, connected")
     page.get_by_test_id("sync-commit").click()
     page.locator('[data-testid="sync-job"][data-kind="commit"][data-status="succeeded"]').wait_for()
+    page.locator('[data-testid="answer-knowledge"]:not([data-tone="busy"])').wait_for()
+    assert answer(page, "knowledge")[1] in ("Yes", "Partly")
     lines = page.get_by_test_id("sync-lines").inner_text()
     assert "of knowledge added" in lines and "already up to date" in lines
     page.reload()

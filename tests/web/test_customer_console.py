@@ -359,6 +359,14 @@ async def test_a_fragment_opened_directly_is_the_whole_styled_page(database_url:
         assert (await admin.get(f"{path}/sync")).status_code == 303
         fragment = await client.get(f"{path}/sync", headers={"HX-Request": "true"})
         assert fragment.text.lstrip().startswith('<section class="card" id="knowledge"')
+        # The customer's summary comes along, to be swapped out of band.
+        assert '<div id="status" hx-swap-oob="true">' in fragment.text
+        admin_fragment = await admin.get(f"{path}/sync", headers={"HX-Request": "true"})
+        assert "hx-swap-oob" not in admin_fragment.text
+        form = await client.get(f"{path}/reconnect")
+        assert (form.status_code, form.headers["location"]) == (303, f"{path}#reconnect")
+        full = await client.get(path)
+        assert "hx-swap-oob" not in full.text
 
 
 async def test_usage_charts_have_axes_units_and_empty_states(database_url: str) -> None:

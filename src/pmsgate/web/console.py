@@ -244,6 +244,8 @@ async def _customer_context(
         "sync_words": explain_job(job, booking) if job is not None else None,
         "home": None if principal.is_admin else await _home(web, principal, page),
         "error_words": error_words,
+        # A panel swapped by htmx brings the customer's summary along (out of band).
+        "oob_status": _is_htmx(request) and not principal.is_admin,
         "reconnect_words": reconnect_words,
         "dry_run_counters": DRY_RUN_COUNTERS,
         "commit_counters": COMMIT_COUNTERS,
@@ -291,6 +293,12 @@ async def sync_panel(request: Request, student_id: str, principal: MaybePrincipa
     if principal is not None and not _is_htmx(request):
         return RedirectResponse(customer_path(student_id) + "#knowledge", status_code=303)
     return await _customer_view(request, principal, student_id, "_sync_panel.html")
+
+
+@router.get("/console/customers/{student_id}/reconnect", response_class=RedirectResponse)
+async def reconnect_page(student_id: str) -> RedirectResponse:
+    """The reconnect form's address opened directly (a reload after posting it): its page."""
+    return RedirectResponse(customer_path(student_id) + "#reconnect", status_code=303)
 
 
 @router.post("/console/customers/{student_id}/sync", response_class=HTMLResponse)

@@ -376,6 +376,18 @@ def explain_job(job: SyncJobView, booking: BookingState) -> SyncExplanation:
             when=when,
         )
     apartments = _counter(job, "apartments")
+    if _blocked_by_connection(job, booking) and booking != "error":
+        return SyncExplanation(
+            "warn",
+            f"The last {'update' if is_commit else 'check'} ran while your booking system "
+            "was disconnected",
+            [
+                "Your booking system is connected again: start it again to see where your "
+                "apartments stand."
+            ],
+            fixes=_template_fixes(job),
+            when=when,
+        )
     if _blocked_by_connection(job, booking):
         return SyncExplanation(
             "warn",
@@ -528,7 +540,20 @@ def _todos(
     if knowledge_applies and latest is not None and not latest.active:
         for fix in _template_fixes(latest):
             todos.append(Todo(f"Fix a notes page — {fix}", "you", "knowledge"))
-        if latest.status == "succeeded" and booking != "error":
+        if (
+            latest.status == "succeeded"
+            and booking != "error"
+            and _blocked_by_connection(latest, booking)
+        ):
+            todos.append(
+                Todo(
+                    "Check your notes again: the last check ran while your booking system "
+                    "was disconnected.",
+                    "you",
+                    "knowledge",
+                )
+            )
+        elif latest.status == "succeeded" and booking != "error":
             if latest.kind == "dry_run" and not _template_fixes(latest) and last_commit is None:
                 todos.append(
                     Todo(
