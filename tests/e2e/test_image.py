@@ -58,14 +58,21 @@ DEBOOTSTRAP = [
 ]
 CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 PACKAGES = ("podman", "runc", "slirp4netns", "debootstrap")
-PODMAN = [
-    "podman",
-    "--root", str(CACHE / "storage"),
-    "--runroot", "/run/pmsgate-tests",
-    "--runtime", "runc",
-    "--storage-driver", "vfs",
-    "--cgroup-manager", "cgroupfs",
-]  # fmt: skip
+# The storage drivers tried, in order: overlay (fast) where the kernel allows it, else vfs
+# (always works: every layer and container is a full copy, so builds are slower).
+DRIVERS = ("overlay", "vfs")
+
+
+def podman_command(driver: str) -> list[str]:
+    """podman with this machine kind's global flags and a storage of the tests' own."""
+    return [
+        "podman",
+        "--root", str(CACHE / f"storage-{driver}"),
+        "--runroot", f"/run/pmsgate-tests/{driver}",
+        "--runtime", "runc",
+        "--storage-driver", driver,
+        "--cgroup-manager", "cgroupfs",
+    ]  # fmt: skip
 
 
 def _ulimit(name: str, kind: int, ceiling: int) -> list[str]:
@@ -104,7 +111,7 @@ def _missing() -> list[str]:
 def ensure_podman() -> None:
     """Debian's podman (runc, slirp4netns, debootstrap too), installed when missing."""
     if os.geteuid() != 0:
-        _unavailable("the image test runs podman as root (vfs storage, cgroupfs)")
+        _unavailable("the image test runs podman as root (its own storage, cgroupfs)")
     if not _missing():
         return
     with open("/tmp/pmsgate-podman-install.lock", "w") as lock:
@@ -117,10 +124,12 @@ def ensure_podman() -> None:
         _unavailable(f"not installed and not installable with apt-get: {', '.join(_missing())}")
 
 
-def podman(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.CompletedProcess[str]:
-    """One podman command with this machine's global flags; fails the test when it fails."""
+def podman(
+    engine: list[str], *args: str, timeout: float = 120, **kwargs: object
+) -> subprocess.CompletedProcess[str]:
+    """One podman command (``engine``: podman_command); fails the test when it fails."""
     done = subprocess.run(
-        [*PODMAN, *args],
+        [*engine, *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -131,66 +140,96 @@ def podman(*args: str, timeout: float = 120, **kwargs: object) -> subprocess.Com
     return done
 
 
-def base_image() -> str:
-    """localhost/pmsgate-base: debootstrapped bookworm with python3, made once per machine."""
+def base_tarball() -> tuple[Path, str]:
+    """Debootstrapped bookworm with python3 as a tarball, made once per machine; its key."""
     ca = hashlib.sha256(CA_BUNDLE.read_bytes()).hexdigest()[:12] if CA_BUNDLE.exists() else "none"
     key = f"{BASE_VERSION}-{ca}"
-    tag = f"localhost/pmsgate-base:{key}"
-    exists = subprocess.run([*PODMAN, "image", "exists", tag], capture_output=True, check=False)
-    if exists.returncode == 0:
-        return tag
     tarball = CACHE / f"pmsgate-base-{key}.tar"
-    if not tarball.exists():
-        with tempfile.TemporaryDirectory(dir=CACHE, prefix="rootfs-") as scratch:
-            rootfs = Path(scratch) / "rootfs"
-            done = subprocess.run(
-                [*DEBOOTSTRAP, str(rootfs), DEBIAN_MIRROR],
-                capture_output=True,
-                text=True,
-                timeout=900,
-                check=False,
+    if tarball.exists():
+        return tarball, key
+    with tempfile.TemporaryDirectory(dir=CACHE, prefix="rootfs-") as scratch:
+        rootfs = Path(scratch) / "rootfs"
+        done = subprocess.run(
+            [*DEBOOTSTRAP, str(rootfs), DEBIAN_MIRROR],
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+        if done.returncode != 0:
+            _unavailable(f"debootstrap of bookworm failed: {done.stdout[-1500:]}")
+        # What an image does not need: downloaded packages, apt lists, docs.
+        for trash in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc",
+                      "usr/share/man", "usr/share/locale"):  # fmt: skip
+            for entry in (rootfs / trash).glob("*"):
+                if entry.is_file() or entry.is_symlink():
+                    entry.unlink()
+                elif entry.name != "partial":
+                    shutil.rmtree(entry)
+        if CA_BUNDLE.exists():  # this machine's trust store: PyPI is reached through it
+            shutil.copyfile(CA_BUNDLE, rootfs / "etc/ssl/certs/ca-certificates.crt")
+        partial = tarball.with_suffix(".partial")
+        subprocess.run(
+            ["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."],
+            check=True,
+            timeout=300,
+        )
+        partial.rename(tarball)
+    return tarball, key
+
+
+def engine_and_base() -> tuple[list[str], str]:
+    """The first storage driver that runs a container here, with the base image in it."""
+    tarball, key = base_tarball()
+    tag = f"localhost/pmsgate-base:{key}"
+    problems = []
+    for driver in DRIVERS:
+        engine = podman_command(driver)
+        steps = [
+            [*engine, "image", "exists", tag],
+            [
+                *engine, "import",
+                "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                "--change", "ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
+                "--change", "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
+                "--change", 'CMD ["/bin/bash"]',
+                str(tarball), tag,
+            ],
+        ]  # fmt: skip
+        if subprocess.run(steps[0], capture_output=True, check=False).returncode != 0:
+            imported = subprocess.run(
+                steps[1], capture_output=True, text=True, timeout=300, check=False
             )
-            if done.returncode != 0:
-                _unavailable(f"debootstrap of bookworm failed: {done.stdout[-1500:]}")
-            # What an image does not need: downloaded packages, apt lists, docs.
-            for trash in ("var/cache/apt/archives", "var/lib/apt/lists", "usr/share/doc",
-                          "usr/share/man", "usr/share/locale"):  # fmt: skip
-                for entry in (rootfs / trash).glob("*"):
-                    if entry.is_file() or entry.is_symlink():
-                        entry.unlink()
-                    elif entry.name != "partial":
-                        shutil.rmtree(entry)
-            if CA_BUNDLE.exists():  # this machine's trust store: PyPI is reached through it
-                shutil.copyfile(CA_BUNDLE, rootfs / "etc/ssl/certs/ca-certificates.crt")
-            partial = tarball.with_suffix(".partial")
-            subprocess.run(
-                ["tar", "-C", str(rootfs), "--numeric-owner", "-cf", str(partial), "."],
-                check=True,
-                timeout=300,
-            )
-            partial.rename(tarball)
-    podman(
-        "import",
-        "--change", "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        "--change", "ENV SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt",
-        "--change", "ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt",
-        "--change", 'CMD ["/bin/bash"]',
-        str(tarball), tag,
-        timeout=300,
-    )  # fmt: skip
-    return tag
+            if imported.returncode != 0:
+                problems.append(f"{driver}: {imported.stderr[-500:]}")
+                continue
+        probe = subprocess.run(
+            [*engine, "run", "--rm", *ULIMITS, "--network", "none", tag, "true"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        if probe.returncode == 0:
+            return engine, tag
+        problems.append(f"{driver}: {probe.stderr[-500:]}")
+    _unavailable(f"podman runs no container here: {problems}")
+    raise AssertionError("unreachable")
 
 
 @contextmanager
-def built_image(base: str) -> Iterator[str]:
+def built_image(engine: list[str], base: str) -> Iterator[str]:
     """The repository's Containerfile on the local base; removed afterwards.
 
-    --layers=false: with vfs storage every committed layer is a full copy of the file
-    system, so one commit per stage is much faster than caching each step.
+    On overlay the steps are cached (the dependencies' layer is rebuilt only when uv.lock
+    changes; cache entries older than a day are pruned). On vfs every committed layer is a
+    full copy of the file system, so one commit per stage (--layers=false) is faster.
     """
     tag = f"localhost/pmsgate:test-{uuid.uuid4().hex[:8]}"
+    layers = "--layers=false" if "vfs" in engine else "--layers=true"
     podman(
-        "build", "--layers=false", "--format", "docker", "--network", "host", *ULIMITS,
+        engine,
+        "build", layers, "--format", "docker", "--network", "host", *ULIMITS,
         "--build-arg", f"BASE_IMAGE={base}",
         "-f", str(ROOT / "Containerfile"), "-t", tag, str(ROOT),
         timeout=900,
@@ -198,7 +237,12 @@ def built_image(base: str) -> Iterator[str]:
     try:
         yield tag
     finally:
-        subprocess.run([*PODMAN, "rmi", "-f", tag], capture_output=True, check=False)
+        subprocess.run([*engine, "rmi", "-f", tag], capture_output=True, check=False)
+        subprocess.run(
+            [*engine, "image", "prune", "-f", "--filter", "until=24h"],
+            capture_output=True,
+            check=False,
+        )
 
 
 @contextmanager
@@ -244,7 +288,16 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
         # One image test per machine at a time: they share podman's storage and the cache.
         lock = stack.enter_context(open(CACHE / "image-test.lock", "w"))
         fcntl.flock(lock, fcntl.LOCK_EX)
-        image = stack.enter_context(built_image(base_image()))
+        started = time.monotonic()
+        phases: dict[str, float] = {}  # seconds, printed for docs/deploy.md's figures
+
+        def phase(name: str) -> None:
+            phases[name] = round(time.monotonic() - started - sum(phases.values()), 1)
+
+        engine, base = engine_and_base()
+        phase(f"base image ({engine[engine.index('--storage-driver') + 1]})")
+        image = stack.enter_context(built_image(engine, base))
+        phase("build")
         database_url = stack.enter_context(scratch_database())
         sandbox_port = free_port()
         kross = f"http://127.0.0.1:{sandbox_port}/kross"
@@ -274,14 +327,15 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
             *(flag for name in settings for flag in ("-e", name)),
         ]  # fmt: skip
 
-        podman("run", "--rm", *run_flags, image, "pmsgate", "db", "upgrade", env=env)
+        podman(engine, "run", "--rm", *run_flags, image, "pmsgate", "db", "upgrade", env=env)
+        phase("migration")
 
         port = free_port()
         name = f"pmsgate-image-test-{uuid.uuid4().hex[:8]}"
-        podman("run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8080", *run_flags, image,
-               env=env)  # fmt: skip
+        published = ["-p", f"127.0.0.1:{port}:8080"]
+        podman(engine, "run", "-d", "--name", name, *published, *run_flags, image, env=env)
         stack.callback(
-            subprocess.run, [*PODMAN, "rm", "-f", "-t", "5", name], capture_output=True, check=False
+            subprocess.run, [*engine, "rm", "-f", "-t", "5", name], capture_output=True, check=False
         )
         gateway = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 120
@@ -291,26 +345,28 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
                     break
             except httpx.TransportError:
                 pass
-            state = podman("inspect", "--format", "{{.State.Running}}", name).stdout.strip()
+            state = podman(engine, "inspect", "--format", "{{.State.Running}}", name).stdout.strip()
             if state != "true" or time.monotonic() > deadline:
                 logs = subprocess.run(
-                    [*PODMAN, "logs", name], capture_output=True, text=True, check=False
+                    [*engine, "logs", name], capture_output=True, text=True, check=False
                 )
                 pytest.fail(f"the container never became ready: {logs.stderr[-3000:]}")
             time.sleep(0.2)
 
+        phase("ready")
         # The image's own CMD runs as its non-root user.
-        assert podman("exec", name, "id", "-u").stdout.strip() == str(UID)
-        top = podman("top", name, "user", "args").stdout
+        assert podman(engine, "exec", name, "id", "-u").stdout.strip() == str(UID)
+        top = podman(engine, "top", name, "user", "args").stdout
         assert "pmsgate serve --host 0.0.0.0 --port 8080" in top, top
         # Its HEALTHCHECK (podman's runner needs no systemd to run it once).
-        inspected = json.loads(podman("image", "inspect", image).stdout)[0]
+        inspected = json.loads(podman(engine, "image", "inspect", image).stdout)[0]
         healthcheck = inspected.get("Healthcheck") or inspected["Config"]["Healthcheck"]
         assert "/healthz" in " ".join(healthcheck["Test"]), healthcheck
-        assert podman("healthcheck", "run", name).returncode == 0
+        assert podman(engine, "healthcheck", "run", name).returncode == 0
 
         # A facility registered with the image's CLI, then a tool call through its server.
         added = podman(
+            engine,
             "exec", "-i", name,
             "pmsgate", "facilities", "add",
             "--hotel-id", facility["hotel_id"],
@@ -332,3 +388,5 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
         # Answered by the emulator on the host: the gateway logged in there, once.
         stats = httpx.get(f"{kross}/_sandbox/stats").json()
         assert stats["tokens_issued"]["by_hotel"] == {facility["hotel_id"]: 1}
+        phase("checks and tool call")
+        print(f"image test phases (s): {phases}")
