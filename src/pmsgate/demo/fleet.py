@@ -19,6 +19,7 @@ clearly fake (``Demo Residence 042``, ``owner-042@demo.example``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -34,6 +35,9 @@ from pmsgate.onboarding.registry import STEPS
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.gateway_usage import HourCounts, hour_start
 from pmsgate.storage.onboarding import NewStepResult
+
+# Called with each generated facility's member and API credentials before it is stored.
+Upstream = Callable[["FleetMember", str, str], None]
 
 ERROR_REASON = "The booking system refused the stored credentials (password changed?)."
 CHANNELS_STEP = "channels"
@@ -88,14 +92,19 @@ def member_of(index: int) -> FleetMember:
     )
 
 
-async def _facility(services: CustomerServices, member: FleetMember, index: int) -> None:
+async def _facility(
+    services: CustomerServices, member: FleetMember, index: int, upstream: Upstream | None
+) -> None:
     """The facility first (its integration id given), then the customer's row linked to it."""
     assert member.hotel_id is not None
+    username, password = f"api{member.hotel_id}", f"demo-password-{index}"
+    if upstream is not None:
+        upstream(member, username, password)
     await services.facilities.add(
         NewFacility(
             hotel_id=member.hotel_id,
-            username=f"api{member.hotel_id}",
-            password=SecretStr(f"demo-password-{index}"),
+            username=username,
+            password=SecretStr(password),
             kind="partner",
             integration_id=f"int-demo-{index:04d}",
             name=member.name,
@@ -154,9 +163,18 @@ async def _onboarding(
 
 
 async def generate_customers(
-    services: CustomerServices, clock: Clock, *, count: int, start: int = 0
+    services: CustomerServices,
+    clock: Clock,
+    *,
+    count: int,
+    start: int = 0,
+    upstream: Upstream | None = None,
 ) -> Fleet:
-    """Register ``count`` generated customers (indexes ``start`` …) in varied states."""
+    """Register ``count`` generated customers (indexes ``start`` …) in varied states.
+
+    ``upstream(member, username, password)`` is called before each facility is stored: the
+    demo registers it in the booking-system emulator so the scheduled checks find it.
+    """
     fleet = Fleet()
     records = OnboardingRecords(services.sessions, clock)
     usage: dict[tuple[str, datetime], HourCounts] = {}
@@ -183,7 +201,7 @@ async def generate_customers(
             notes="generated",
         )
         if member.hotel_id is not None:
-            await _facility(services, member, index)
+            await _facility(services, member, index, upstream)
             spent = 4_500 if member.budget_heavy else (index * 37) % 900
             usage[(member.hotel_id, hour)] = HourCounts(tool_calls=spent * 2, upstream_calls=spent)
         await _onboarding(records, member, index, clock)

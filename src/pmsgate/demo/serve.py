@@ -25,7 +25,7 @@ from rich.table import Table
 from pmsgate.app import create_app
 from pmsgate.clock import FastForwardClock
 from pmsgate.container import open_container
-from pmsgate.demo.fleet import generate_customers
+from pmsgate.demo.fleet import FleetMember, Upstream, generate_customers
 from pmsgate.demo.onboarding import (
     demo_facilities,
     onboard_demo_customers,
@@ -149,6 +149,19 @@ def _print_welcome(
     console.print(f"Route B customer: {own['name']} ({own['hotel_id']}).")
 
 
+def in_the_emulator(sandbox: Sandbox) -> Upstream:
+    """Register each generated facility in the booking-system emulator (so the scheduled
+    access check finds it); one generated in ``error`` gets its password changed there."""
+
+    def register(member: FleetMember, username: str, password: str) -> None:
+        assert member.hotel_id is not None
+        sandbox.kross.add_facility(member.hotel_id, member.name, username, password)
+        if member.status == "error":
+            sandbox.kross.change_password(member.hotel_id, password + "-changed")
+
+    return register
+
+
 async def serve_demo(
     console: Console, *, seed: int, sandbox_port: int, gateway_port: int, customers: int = 0
 ) -> None:
@@ -182,7 +195,12 @@ async def serve_demo(
             logins = await _create_logins(web, sandbox)
             if customers:
                 console.print(f"Generating {customers} customers in varied states…")
-                await generate_customers(container.customers, clock, count=customers)
+                await generate_customers(
+                    container.customers,
+                    clock,
+                    count=customers,
+                    upstream=in_the_emulator(sandbox),
+                )
             partner, _ = demo_facilities(sandbox)
             _, gateway_key = await services.facilities.mint_key(str(partner["hotel_id"]), "demo")
             _print_welcome(

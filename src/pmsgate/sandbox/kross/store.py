@@ -322,6 +322,24 @@ class KrossStore:
             for f in self.facilities()
         ]
 
+    def add_facility(self, hotel_id: str, name: str, username: str, password: str) -> Facility:
+        """Add a partner facility without apartments (``pmsgate demo --serve --customers``)."""
+        if hotel_id in self._tenants:
+            raise ValueError(f"facility {hotel_id} already exists")
+        facility = Facility(
+            hotel_id=hotel_id,
+            id_property=len(self._tenants) + 1,
+            name=name,
+            username=username,
+            password=password,
+            kind="partner",
+            api_key=None,
+            apartments={},
+            reservations={},
+        )
+        self._tenants[hotel_id] = Tenant(facility)
+        return facility
+
     def has_facility(self, hotel_id: str) -> bool:
         """Whether a hotel_id exists (requests naming it can be attributed)."""
         return hotel_id in self._tenants
