@@ -418,7 +418,10 @@ def explain_job(job: SyncJobView, booking: BookingState) -> SyncExplanation:
             + "."
         )
         if folders:
-            lines.append(f"{_plural(folders, 'apartment')} got its own section for the first time.")
+            their = "its" if folders == 1 else "their"
+            lines.append(
+                f"{_plural(folders, 'apartment')} got {their} own section for the first time."
+            )
         blocked = _counter(job, "blockedByTemplate")
         if blocked:
             lines.append(
