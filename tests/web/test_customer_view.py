@@ -28,8 +28,8 @@ def job(
     return SyncJobView(
         id="job-1",
         student_id="stu-1",
-        kind=kind,  # type: ignore[arg-type]
-        status=status,  # type: ignore[arg-type]
+        kind=kind,
+        status=status,
         progress_done=done,
         progress_total=total,
         counters=counters,
