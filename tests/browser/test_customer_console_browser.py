@@ -233,6 +233,11 @@ def test_a_route_b_customer_sees_no_sync_and_what_applies_instead(
     assert todos(page) == ["Wait for us: we are connecting your booking system."]
     check_page(page, live, "customer-route-b", student_id=other)
     assert_focus_visible(page)
+    # On a phone: one column, nothing wider than the screen.
+    page.set_viewport_size({"width": 390, "height": 844})
+    page.reload()
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= 390
+    check_page(page, live, "customer-route-b-phone", student_id=other)
 
 
 def test_the_sign_in_page_and_a_refusal_are_accessible(
