@@ -1,6 +1,8 @@
 """The gateway's HTTP API: ``/v1/tools`` and ``/v1/operations`` for callers with a gateway key.
 
-Routes take the gateway's services as a typed dependency (:data:`GatewayServicesDep`).
+The tool and operation routes read the gateway's services from the request
+(:func:`~pmsgate.gateway.context.gateway_services`: a dependency FastAPI resolves costs
+more than a cached tool's own work); the others take them as :data:`GatewayServicesDep`.
 Each route checks the key's scope (:mod:`pmsgate.gateway.scopes`) right after the name
 and before the body: a call outside the key's scopes is a 403 that never reaches the
 limiter, the idempotency records or the booking system.
@@ -23,7 +25,7 @@ from pmsgate.audit.actions import Actor
 from pmsgate.boundary import loads_json
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import Forbidden, InvalidInput, Unauthorized
-from pmsgate.gateway.context import GatewayServices, GatewayServicesDep
+from pmsgate.gateway.context import GatewayServices, GatewayServicesDep, gateway_services
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.keys import display_prefix, hash_key
 from pmsgate.gateway.operations import PAYLOAD_MODELS
@@ -155,12 +157,13 @@ async def call_operation(
 
 
 def _add_tool_route(tool: ToolDefinition) -> None:
+    # The services are read from the request, not declared as a dependency: each dependency
+    # FastAPI resolves costs a tool call more than the tool's own work (bench/README.md).
     async def endpoint(
         request: Request,
-        services: GatewayServicesDep,
         authorization: str | None = Header(default=None),
     ) -> JSONResponse:
-        return await call_tool(tool.name, request, services, authorization)
+        return await call_tool(tool.name, request, gateway_services(request), authorization)
 
     router.add_api_route(
         f"/tools/{tool.name}",
@@ -176,13 +179,13 @@ def _add_tool_route(tool: ToolDefinition) -> None:
 def _add_operation_route(name: str, write: bool) -> None:
     async def endpoint(
         request: Request,
-        services: GatewayServicesDep,
         authorization: str | None = Header(default=None),
         idempotency_key: str | None = Header(
             default=None,
             description="Required for a write: the same key replays the first answer.",
         ),
     ) -> JSONResponse:
+        services = gateway_services(request)  # as for the tools (above)
         return await call_operation(name, request, services, authorization, idempotency_key)
 
     model = PAYLOAD_MODELS.get(name)
