@@ -325,10 +325,6 @@ async def test_a_sync_refused_from_the_page_is_said_in_words(database_url: str) 
 async def test_a_customer_off_the_allowlist_sees_a_plain_message_and_no_buttons(
     database_url: str,
 ) -> None:
-    from pmsgate.customers.allowlist import Allowlist
-
-    if not hasattr(Allowlist, "customer_allowed"):
-        pytest.skip("the allowlist does not tell yet whether a customer is on it")
     async with web_sandbox(database_url, allowlisted=False) as web:
         client, token = await web.signed_in("customer")
         html, text = await customer_page(web, client)
@@ -343,6 +339,14 @@ async def test_a_customer_off_the_allowlist_sees_a_plain_message_and_no_buttons(
         assert refused.status_code == 200
         assert "Knowledge updates are not open to your account yet." in visible_text(refused.text)
         assert await web.web.sync_jobs.latest(web.student_id) is None
+        # Added to the list: the buttons are there at once; removed: gone at once.
+        ctx = await web.web.customers.context(web.student_id)
+        await web.web.customers.allowlist.put(ctx.customer.email)
+        html, _ = await customer_page(web, client)
+        assert 'data-testid="sync-commit"' in html and 'data-testid="sync-closed"' not in html
+        await web.web.customers.allowlist.remove(ctx.customer.email)
+        html, _ = await customer_page(web, client)
+        assert 'data-testid="sync-closed"' in html
 
 
 async def test_a_fragment_opened_directly_is_the_whole_styled_page(database_url: str) -> None:

@@ -208,11 +208,8 @@ RECENT_JOBS = 10
 
 
 async def _sync_open(web: WebServices, student_id: str) -> bool:
-    """Whether the allowlist admits the customer's knowledge sync (True where none is kept)."""
-    allowed = getattr(web.customers.allowlist, "customer_allowed", None)
-    if allowed is None:
-        return True
-    return bool(await allowed(student_id))
+    """Whether the allowlist admits the customer's knowledge sync (read now, no cache)."""
+    return await web.customers.allowlist.customer_allowed(student_id)
 
 
 async def _home(web: WebServices, principal: Principal, page: CustomerPage) -> CustomerHome:
