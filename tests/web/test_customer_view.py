@@ -10,6 +10,7 @@ import pytest
 
 from pmsgate.storage.audit import AuditEventView
 from pmsgate.storage.knowledge import SyncJobView
+from pmsgate.storage.models import SyncJobKind, SyncJobStatus
 from pmsgate.web.customer_view import error_words, event_text, explain_job, reconnect_words
 
 WHEN = datetime(2026, 11, 24, 9, 30, tzinfo=UTC)
@@ -17,8 +18,8 @@ _CAMEL = re.compile(r"\b[a-z]+[A-Z][A-Za-z]*\b")
 
 
 def job(
-    kind: str = "commit",
-    status: str = "succeeded",
+    kind: SyncJobKind = "commit",
+    status: SyncJobStatus = "succeeded",
     counters: dict[str, Any] | None = None,
     details: list[dict[str, Any]] | None = None,
     error_code: str | None = None,
