@@ -17,6 +17,7 @@ from sqlalchemy import event
 
 from pmsgate.demo.fleet import Fleet, generate_customers
 from pmsgate.demo.serve import in_the_emulator
+from pmsgate.gateway.metrics import FacilityState
 from pmsgate.jobs.connections import check_facility
 from pmsgate.jobs.runs import JobRuns
 from tests.web.support import WebSandbox, web_sandbox
@@ -272,3 +273,22 @@ async def test_the_demos_generated_facilities_hold_under_the_access_check(
             "demo-0003": "skipped",  # generated in error (its password changed upstream)
             "demo-0004": "ok",
         }
+
+
+async def test_a_fresh_metrics_snapshot_shows_a_budget_spent_since_the_last_usage_flush(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url) as web:
+        snapshot = web.gateway.metrics.facilities
+        now = web.web.clock.now()
+
+        async def states() -> list[FacilityState]:
+            return [FacilityState(web.hotel_id, "connected", {"day": 150}, {"day": 5000})]
+
+        assert await snapshot.refresh(now, states, force=True)
+        admin, _ = await web.signed_in("admin")
+        attention = await get(admin, "/console/attention")
+        assert attention_ids(attention, "budget") == {web.student_id}
+        assert "4,850" in attention  # 5,000 less the 150 the limiter has left today
+        web.enrolled.clock.advance(11 * 60)  # an old snapshot is not trusted
+        assert attention_ids(await get(admin, "/console/attention"), "budget") == set()
