@@ -363,6 +363,10 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
         healthcheck = inspected.get("Healthcheck") or inspected["Config"]["Healthcheck"]
         assert "/healthz" in " ".join(healthcheck["Test"]), healthcheck
         assert podman(engine, "healthcheck", "run", name).returncode == 0
+        # Bytecode compiled at build time and valid: nothing to write on the read-only root.
+        imports = podman(engine, "exec", name, "python", "-v", "-c", "import pmsgate.app")
+        assert "code object from" in imports.stderr
+        assert "bytecode is stale" not in imports.stderr
 
         # A facility registered with the image's CLI, then a tool call through its server.
         added = podman(
