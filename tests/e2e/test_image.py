@@ -11,8 +11,9 @@ of Debian bookworm (its python3 is 3.11, pyproject's requires-python) with this 
 CA bundle (PyPI is reached through it while building), imported with `podman import`. The
 root file system is kept as a tarball under /var/cache/pmsgate-tests/, keyed by
 BASE_VERSION and the CA bundle, and the imported image in podman's storage there, so only
-the first run on a machine pays for debootstrap. Podman runs with runc, vfs storage and
-cgroupfs (crun fails on this machine kind's hybrid cgroups).
+the first run on a machine pays for debootstrap. Podman runs with runc and cgroupfs and
+explicit ulimits (crun fails on this machine kind's hybrid cgroups), on overlay storage
+where the kernel allows it, else on vfs (much slower: every layer a full copy).
 
 podman, runc, slirp4netns and debootstrap come from Debian and are installed with apt-get
 when missing; where that is impossible the test is skipped — except under CI=true (a
