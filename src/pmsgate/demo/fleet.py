@@ -8,8 +8,8 @@ states, deterministic for a seed:
 - every 10th customer (index 3, 13, 23, …) has its booking system in ``error``;
 - every 7th has no booking system linked yet; the others are ``connected``;
 - routes A and B alternate among the onboarded ones; every 5th has not started onboarding;
-- the onboarded ones have done their first 1 to 4 steps; every 4th waits on the channels
-  step (15), and every 3rd of those is past due;
+- the onboarded ones have done their first 1 to 4 steps; a third of them wait on the
+  channels step (15), and a third of those are past due;
 - every 25th facility spent 90 % of its daily budget in the last hours.
 
 Nothing is sent upstream: the facilities are stored as proven (the onboarding's way), the
@@ -79,7 +79,7 @@ def member_of(index: int) -> FleetMember:
     status = "not linked" if not linked else ("error" if index % 10 == 3 else "connected")
     onboarded = index % 5 != 4
     route = ("A" if index % 2 == 0 else "B") if onboarded else None
-    waiting = onboarded and index % 4 == 1
+    waiting = onboarded and index % 6 in (1, 2)  # on both routes
     return FleetMember(
         student_id=_student_id(index),
         name=f"Demo Residence {index:03d}",
@@ -87,7 +87,7 @@ def member_of(index: int) -> FleetMember:
         status=status,
         route=route,
         waiting=waiting,
-        overdue=waiting and index % 3 == 0,
+        overdue=waiting and (index // 6) % 3 == 0,
         budget_heavy=linked and index % 25 == 0,
     )
 
