@@ -236,7 +236,7 @@ def freeze_startup_heap() -> None:
     ``pmsgate serve`` calls it at the end of its lifespan's start-up: the modules, the
     routes, the pydantic and SQLAlchemy models, the catalogue, the OpenAPI schema — about
     230,000 objects that live as long as the process. Left in the collector's oldest
-    generation, every full collection walks them all: 150–170 ms measured on the benchmark
+    generation, every full collection walks them all: 150-170 ms measured on the benchmark
     machine (bench/README.md), landing on whichever requests are in flight (the p99 under
     load). Frozen, a full collection walks only what was allocated since. Nothing is lost:
     these objects would never be freed anyway. Collected first, so that no garbage made
