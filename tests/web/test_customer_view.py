@@ -177,6 +177,20 @@ def _event(action: str, outcome: str = "success", **details: Any) -> AuditEventV
         (_event("credentials.changed", "refused"), "tried and refused; nothing changed."),
         (_event("key.minted"), "An access key for your assistant was created."),
         (_event("notification.sent"), "Notification sent."),
+        (
+            _event("notice.sent", kind="error", channel="customer"),
+            "We told you by e-mail that the booking-system connection was lost.",
+        ),
+        (
+            _event("notice.sent", kind="recovered", channel="webhook"),
+            "Our team was told that the booking-system connection works again.",
+        ),
+        (
+            _event("notice.failed", "failure", kind="error", channel="customer", retried=True),
+            "could not be delivered (we will try again).",
+        ),
+        (_event("signin.link_used"), "You signed in with the link from our message."),
+        (_event("registry.fixed"), "You repaired which listing each apartment belongs to."),
     ],
 )
 def test_events_are_sentences(event: AuditEventView, sentence: str) -> None:

@@ -623,6 +623,18 @@ _ACTION_WORDS = {
     "key.used_for_write": "Your assistant made a change in your booking system",
     "admin.action": "Our team made a change to your account",
     "onboarding.side_effect": "A set-up step made a change to your account",
+    "signin.link_used": "{who} signed in with the link from our message",
+    "registry.fixed": "{who} repaired which listing each apartment belongs to",
+}
+# Incident notices (jobs/notify.py): who was told what, by the notice's kind and channel.
+_NOTICE_WORDS = {
+    ("error", "customer"): "We told you by e-mail that the booking-system connection was lost",
+    (
+        "recovered",
+        "customer",
+    ): "We told you by e-mail that the booking-system connection works again",
+    ("error", "team"): "Our team was told that the booking-system connection was lost",
+    ("recovered", "team"): "Our team was told that the booking-system connection works again",
 }
 _OPERATION_WORDS = {
     "kross.reconnect": "{who} tried new booking-system credentials",
@@ -669,6 +681,19 @@ def event_text(event: AuditEventView, *, viewer: str | None = None) -> EventLine
             text = f"{who} started a{'n' if kind[0] == 'u' else ''} {kind}"
         else:
             text = _OPERATION_WORDS.get(operation, "{who} used this console").format(who=who)
+    elif action == "notice.sent":
+        key = (
+            str(details.get("kind")),
+            "customer" if details.get("channel") == "customer" else "team",
+        )
+        text = _NOTICE_WORDS.get(key, "A notice about your booking-system connection was sent")
+    elif action == "notice.failed":
+        again = " (we will try again)" if details.get("retried") else ""
+        return EventLine(
+            event.occurred_at,
+            f"A notice about your connection could not be delivered{again}.",
+            "warn",
+        )
     elif action.startswith("credentials.") and event.outcome != "success":
         return EventLine(event.occurred_at, _CREDENTIALS_REFUSED + ".", "warn")
     elif action in _ACTION_WORDS:
