@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from pmsgate.app import create_app
 from pmsgate.config import Settings
+from pmsgate.web import auth as web_auth
 
 DEPLOY = Path(__file__).resolve().parents[1] / "deploy"
 PLACEHOLDER = "CHANGE-ME"
@@ -169,8 +170,21 @@ def test_nginx_balances_both_replicas_and_keeps_metrics_private() -> None:
     assert servers == [f"{name}:8080" for name in REPLICAS]
     in_root = [words for context, words in directives if context == ("server", "location /")]
     assert ["proxy_pass", "http://pmsgate"] in in_root
-    assert ["proxy_set_header", "X-Forwarded-For", "$proxy_add_x_forwarded_for"] in in_root
-    assert ["proxy_set_header", "X-Forwarded-Proto", "$scheme"] in in_root
+    # The forwarded headers are set once for the server; a location that set any header of
+    # its own would inherit none of them (nginx's rule), so none does.
+    in_server = [words for context, words in directives if context == ("server",)]
+    assert ["proxy_set_header", "X-Forwarded-For", "$proxy_add_x_forwarded_for"] in in_server
+    assert ["proxy_set_header", "X-Forwarded-Proto", "$scheme"] in in_server
+    in_locations = [
+        words for context, words in directives if context[1:2] != () and context[0] == "server"
+    ]
+    assert not [words for words in in_locations if words[0] == "proxy_set_header"]
+    # One-time sign-in links carry their token in the path: never in the access log.
+    link = [
+        words for context, words in directives if context == ("server", "location ^~ /login/link/")
+    ]
+    assert ["access_log", "off"] in link and ["proxy_pass", "http://pmsgate"] in link
+    assert "/login/link/{token}" in {getattr(r, "path", "") for r in web_auth.router.routes}
     metrics = [
         words for context, words in directives if context == ("server", "location = /metrics")
     ]
