@@ -368,6 +368,9 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
         imports = podman(engine, "exec", name, "python", "-v", "-c", "import pmsgate.app")
         assert "code object from" in imports.stderr
         assert "bytecode is stale" not in imports.stderr
+        # The optional traces are installed (UV_SYNC_EXTRAS' default): an endpoint is enough.
+        otel = podman(engine, "exec", name, "python", "-c", "import opentelemetry.sdk.trace")
+        assert otel.returncode == 0, otel.stderr[-500:]
 
         # A facility registered with the image's CLI, then a tool call through its server.
         added = podman(
