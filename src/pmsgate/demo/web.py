@@ -17,10 +17,12 @@ from rich.table import Table
 
 from pmsgate.app import create_app
 from pmsgate.container import open_container
+from pmsgate.customers.registry_check import registry_checks
 from pmsgate.demo.onboarding import Onboarded, customer_file_of, demo_facilities
 from pmsgate.jobs.notify import NOTIFY_INCIDENTS
 from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, REFRESH_USAGE, build_scheduler
 from pmsgate.sandbox.customers import ClockSleep, sandbox_http_factory
+from pmsgate.storage.allowlist import AllowlistComment
 from pmsgate.web.context import WebServices
 
 APP_URL = "http://pmsgate.local"
@@ -114,6 +116,8 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
                 f"listings sync {right['listingsSync']}, {right['listings']} listings."
             )
             await _notices(console, scheduler, settings.data_dir, "recovered")
+            await _allowlist_holds(console, web, owner, customer.student_id, customer.recipient)
+            await _registry_caught_and_fixed(console, web, owner, customer.student_id)
             run = await scheduler.run_once(REFRESH_USAGE)
             page = await owner.get(f"/console/customers/{customer.student_id}")
             table = Table(title="Scheduled jobs (run once here; every interval in `pmsgate serve`)")
@@ -130,6 +134,56 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
         finally:
             await admin.aclose()
             await owner.aclose()
+
+
+async def _allowlist_holds(
+    console: Console, web: WebServices, owner: httpx.AsyncClient, student_id: str, email: str
+) -> None:
+    """Step 2's allowlist read on every sync start: off the list, refused; back on, allowed."""
+    entry = await web.customers.allowlist.get(email)
+    await web.customers.allowlist.remove(email)
+    refused = await owner.post(f"/api/{student_id}/sync-knowledge", json={"commit": False})
+    await web.customers.allowlist.put(
+        email,
+        AllowlistComment(
+            added_on=entry.added_on,
+            contract=entry.contract,
+            workspace=entry.workspace,
+            apartments=entry.apartments,
+            subscription=entry.subscription,
+        ),
+    )
+    allowed = await owner.post(f"/api/{student_id}/sync-knowledge", json={"commit": False})
+    console.print(
+        f"Knowledge allowlist: the customer's entry removed -> sync HTTP {refused.status_code} "
+        f"{refused.json()['error']['code']}; put back -> HTTP {allowed.status_code} at once."
+    )
+
+
+async def _registry_caught_and_fixed(
+    console: Console, web: WebServices, owner: httpx.AsyncClient, student_id: str
+) -> None:
+    """Spec §7 "Listing unavailable": a swapped mapping caught, then fixed in the console."""
+    first, second = (await web.customers.context(student_id)).apartments[:2]
+    apartments = web.customers.apartments
+    await apartments.update_listing(student_id, first.pms_room_type_id, None)
+    await apartments.update_listing(student_id, second.pms_room_type_id, first.assistant_listing_id)
+    page = f"/console/customers/{student_id}/registry"
+    checked = await owner.post(f"{page}/check", headers={"HX-Request": "true"})
+    report = await registry_checks(web.customers).latest(student_id)
+    kinds = ", ".join(p.kind.value for p in report.problems) if report else "-"
+    console.print(
+        f"Registry (spec §7 'Listing unavailable'): two apartments' listings swapped by hand; "
+        f"'Check again now' in the customer's console (HTTP {checked.status_code}) finds "
+        f"{len(report.problems) if report else 0} problems: {kinds}."
+    )
+    fixed = await owner.post(f"{page}/fix", headers={"HX-Request": "true"})
+    after = await registry_checks(web.customers).latest(student_id)
+    console.print(
+        f"'Fix the registry' (HTTP {fixed.status_code}): registry now "
+        f"[bold]{after.status if after else '?'}[/], each apartment on its own listing "
+        "(a registry.fixed audit event names who)."
+    )
 
 
 async def _notices(console: Console, scheduler: Any, data_dir: Path, moment: str) -> None:
