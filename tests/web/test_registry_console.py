@@ -149,3 +149,18 @@ async def test_a_reconnect_checks_again_so_the_panel_does_not_stay_unchecked(
         assert answer.status_code == 303, answer.text
         latest = await latest_registry_check(customers, web.student_id)
         assert latest is not None and latest.status == "ok"
+
+
+async def test_the_pages_show_the_stored_check_without_a_click(database_url: str) -> None:
+    """What the check-registry job stored is on the customer's and the admin's page at once."""
+    async with web_sandbox(database_url, student_index=FOUR_APARTMENTS) as web:
+        first, second = await swap_mapping(web.enrolled)
+        await check_and_record(web.web.customers, web.student_id)  # as the job does
+        page_path = f"/console/customers/{web.student_id}"
+        for role in ("customer", "admin"):
+            client, _ = await web.signed_in(role)
+            page = await client.get(page_path)
+            assert page.status_code == 200, page.text
+            assert 'data-status="problems"' in page.text, role
+            shown = rows_of(page.text)
+            assert shown[first] == "not_mapped" and shown[second] == "room_type_mismatch"

@@ -22,7 +22,7 @@ from urllib.parse import urlencode
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 
-from pmsgate.customers.registry_check import latest_problems, latest_registry_check
+from pmsgate.customers.registry_check import latest_problems
 from pmsgate.errors import Forbidden, PmsgateError
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.web.admin_views import (
@@ -158,7 +158,6 @@ async def admin_customer_page(request: Request, principal: Principal, student_id
         found = context["page"].ctx.student_id
         owner = await web.audit.owner(found)
         events = await web.audit.page(AuditFilter(owner=owner), limit=RECENT_EVENTS)
-        registry = await latest_registry_check(web.customers, found)
     except PmsgateError as error:
         return _error(request, principal, error)
     return _page(
@@ -166,7 +165,6 @@ async def admin_customer_page(request: Request, principal: Principal, student_id
         "admin_customer.html",
         {
             **context,
-            "registry": registry,
             "events": events.events,
             "more_events": events.next_cursor is not None,
             "audit_link": "/console/audit?"

@@ -21,6 +21,7 @@ from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from pydantic import SecretStr
 
 from pmsgate.customers.reconnect import connect_kross
+from pmsgate.customers.registry_check import latest_registry_check
 from pmsgate.errors import Forbidden, InvalidInput, NotFound, PmsgateError
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.web.admin_console import admin_customer_page, overview_page
@@ -249,6 +250,8 @@ async def _customer_context(
         "no_script_refresh_s": NO_SCRIPT_REFRESH_S,
         "poll_every": POLL_EVERY,
         "customer_path": customer_path(page.ctx.student_id),
+        # The latest stored registry check (the check-registry job's or a console check).
+        "registry": await latest_registry_check(web.customers, page.ctx.student_id),
         **_charts(page),
         **extra,
     }
