@@ -22,6 +22,7 @@ import subprocess
 import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -91,18 +92,34 @@ class LiveConsole:
         return asyncio.run_coroutine_threadsafe(call(), self.loop).result(timeout=60)
 
 
-def _serve(tmp: Path, ready: Future[LiveConsole]) -> None:
+# The accounts a served console's tests sign in with: admin, customer, other customer.
+Accounts = tuple[tuple[str, str], tuple[str, str], tuple[str, str]]
+
+
+async def _standard_accounts(sandbox: WebSandbox) -> Accounts:
+    """An admin, the enrolled customer's owner, and a second customer's owner."""
+    second = sandbox.enrolled.sandbox.kross.facility_summaries()[1]
+    await register_customer(sandbox.web.customers, profile_of(second))
+    admin = await sandbox.add_user("admin", email="admin@example.com")
+    customer = await sandbox.add_user("customer", email="owner@example.com")
+    other_customer = await sandbox.add_user(
+        "customer", email="other@example.com", student_id=student_id_of(second)
+    )
+    return admin, customer, other_customer
+
+
+def _serve(
+    tmp: Path,
+    ready: Future[LiveConsole],
+    accounts: Callable[[WebSandbox], Awaitable[Accounts]],
+    settings_overrides: Callable[[Path, int], dict[str, Any]] | None,
+) -> None:
     async def main() -> None:
+        port = free_port()
+        overrides = settings_overrides(tmp, port) if settings_overrides else None
         database_url = f"sqlite+aiosqlite:///{tmp / 'console.db'}"
-        async with web_sandbox(database_url) as sandbox:
-            second = sandbox.enrolled.sandbox.kross.facility_summaries()[1]
-            await register_customer(sandbox.web.customers, profile_of(second))
-            admin = await sandbox.add_user("admin", email="admin@example.com")
-            customer = await sandbox.add_user("customer", email="owner@example.com")
-            other_customer = await sandbox.add_user(
-                "customer", email="other@example.com", student_id=student_id_of(second)
-            )
-            port = free_port()
+        async with web_sandbox(database_url, settings_overrides=overrides) as sandbox:
+            admin, customer, other_customer = await accounts(sandbox)
             server = uvicorn.Server(
                 uvicorn.Config(sandbox.app, host="127.0.0.1", port=port, log_config=None)
             )
@@ -130,12 +147,21 @@ def _serve(tmp: Path, ready: Future[LiveConsole]) -> None:
         raise
 
 
-@pytest.fixture(scope="module")
-def live_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
-    """The app served on a loopback port for the module's browser tests."""
+@contextmanager
+def serve_console(
+    tmp: Path,
+    *,
+    accounts: Callable[[WebSandbox], Awaitable[Accounts]] = _standard_accounts,
+    settings_overrides: Callable[[Path, int], dict[str, Any]] | None = None,
+) -> Iterator[LiveConsole]:
+    """The app served on a loopback port from its own thread until the block ends.
+
+    ``settings_overrides(tmp, port)``: settings that depend on where it is served (e.g. the
+    public URL of links in messages); ``accounts``: who the tests sign in as.
+    """
     ready: Future[LiveConsole] = Future()
     thread = threading.Thread(
-        target=_serve, args=(tmp_path_factory.mktemp("console"), ready), daemon=True
+        target=_serve, args=(tmp, ready, accounts, settings_overrides), daemon=True
     )
     thread.start()
     live = ready.result(timeout=120)
@@ -144,6 +170,13 @@ def live_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConso
     finally:
         live.stop()
         thread.join(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def live_console(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
+    """The app served on a loopback port for the module's browser tests."""
+    with serve_console(tmp_path_factory.mktemp("console")) as live:
+        yield live
 
 
 @pytest.fixture(scope="module")

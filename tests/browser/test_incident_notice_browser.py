@@ -9,82 +9,47 @@ to test-artifacts/screenshots/incident-*.png.
 
 from __future__ import annotations
 
-import asyncio
 import email.policy
 import re
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from email.message import EmailMessage
 from email.parser import BytesParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-import uvicorn
 
 from pmsgate.jobs.connections import check_facility
 from pmsgate.jobs.notify import notify_incidents
-from tests.browser.conftest import LiveConsole, screenshot
+from tests.browser.conftest import Accounts, LiveConsole, screenshot, serve_console
 from tests.customers.support import profile_of
-from tests.e2e.processes import free_port
-from tests.web.support import WebSandbox, web_sandbox
+from tests.web.support import WebSandbox
 
 NEW_PASSWORD = "a-new-api-password-incident"
 
 
-def _serve(tmp: Path, ready: Future[LiveConsole]) -> None:
-    async def main() -> None:
-        port = free_port()
-        overrides = {
-            "data_dir": tmp,
-            "public_url": f"http://127.0.0.1:{port}",
-            "notify_team_email": "ops@platform.example",
-        }
-        database_url = f"sqlite+aiosqlite:///{tmp / 'console.db'}"
-        async with web_sandbox(database_url, settings_overrides=overrides) as sandbox:
-            owner = profile_of(sandbox.enrolled.facility).email
-            customer = await sandbox.add_user("customer", email=owner)
-            server = uvicorn.Server(
-                uvicorn.Config(sandbox.app, host="127.0.0.1", port=port, log_config=None)
-            )
-            serving = asyncio.create_task(server.serve())
-            while not server.started:  # noqa: ASYNC110  # uvicorn has no awaitable for it
-                await asyncio.sleep(0.02)
-            ready.set_result(
-                LiveConsole(
-                    url=f"http://127.0.0.1:{port}",
-                    admin=customer,
-                    customer=customer,
-                    other_customer=customer,
-                    sandbox=sandbox,
-                    loop=asyncio.get_running_loop(),
-                    server=server,
-                )
-            )
-            await serving
+def _settings(tmp: Path, port: int) -> dict[str, Any]:
+    """Links in notices point at the served console; the team is told too."""
+    return {
+        "data_dir": tmp,
+        "public_url": f"http://127.0.0.1:{port}",
+        "notify_team_email": "ops@platform.example",
+    }
 
-    try:
-        asyncio.run(main())
-    except BaseException as error:  # surface a start-up failure in the test, not a hang
-        if not ready.done():
-            ready.set_exception(error)
-        raise
+
+async def _owner_only(sandbox: WebSandbox) -> Accounts:
+    """The enrolled customer's owner (the address its notices go to), in every role."""
+    owner = profile_of(sandbox.enrolled.facility).email
+    customer = await sandbox.add_user("customer", email=owner)
+    return customer, customer, customer
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
-    ready: Future[LiveConsole] = Future()
-    thread = threading.Thread(
-        target=_serve, args=(tmp_path_factory.mktemp("incident"), ready), daemon=True
-    )
-    thread.start()
-    served = ready.result(timeout=120)
-    try:
+    with serve_console(
+        tmp_path_factory.mktemp("incident"), accounts=_owner_only, settings_overrides=_settings
+    ) as served:
         yield served
-    finally:
-        served.stop()
-        thread.join(timeout=30)
 
 
 def _customer_notices(sandbox: WebSandbox) -> list[EmailMessage]:

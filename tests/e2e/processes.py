@@ -7,6 +7,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -58,3 +59,38 @@ def serving(*args: str, ready_url: str, env: dict[str, str] | None = None) -> It
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@contextmanager
+def scratch_database(prefix: str) -> Iterator[str]:
+    """A PostgreSQL database of one test alone (``<prefix>_<random>``), dropped afterwards.
+
+    Without PMSGATE_TEST_DATABASE_URL the test is skipped — except under CI=true (a failure).
+    """
+    import anyio
+    import asyncpg
+    import pytest
+    from sqlalchemy.engine import make_url
+
+    from tests.conftest import IN_CI, POSTGRES_URL
+
+    if not POSTGRES_URL:
+        if IN_CI:
+            pytest.fail("CI=true but PMSGATE_TEST_DATABASE_URL is not set")
+        pytest.skip("PMSGATE_TEST_DATABASE_URL is not set")
+    url = make_url(str(POSTGRES_URL))
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    admin = url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+    async def run(statement: str) -> None:
+        connection = await asyncpg.connect(admin)
+        try:
+            await connection.execute(statement)
+        finally:
+            await connection.close()
+
+    anyio.run(run, f'CREATE DATABASE "{name}"')
+    try:
+        yield url.set(database=name).render_as_string(hide_password=False)
+    finally:
+        anyio.run(run, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')

@@ -41,8 +41,8 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from pmsgate.gateway.vault import generate_key_spec
-from tests.conftest import IN_CI, POSTGRES_URL
-from tests.e2e.processes import free_port, serving
+from tests.conftest import IN_CI
+from tests.e2e.processes import free_port, scratch_database, serving
 
 pytestmark = [pytest.mark.image, pytest.mark.postgres, pytest.mark.redis]
 
@@ -246,32 +246,6 @@ def built_image(engine: list[str], base: str) -> Iterator[str]:
         )
 
 
-@contextmanager
-def scratch_database() -> Iterator[str]:
-    """A PostgreSQL database of this test alone."""
-    import anyio
-    import asyncpg
-
-    if not POSTGRES_URL:
-        _unavailable("PMSGATE_TEST_DATABASE_URL is not set")
-    url = make_url(str(POSTGRES_URL))
-    name = f"pmsgate_test_image_{uuid.uuid4().hex[:8]}"
-    admin = url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-    async def run(statement: str) -> None:
-        connection = await asyncpg.connect(admin)
-        try:
-            await connection.execute(statement)
-        finally:
-            await connection.close()
-
-    anyio.run(run, f'CREATE DATABASE "{name}"')
-    try:
-        yield url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        anyio.run(run, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
 def from_container(url: str) -> str:
     """The same URL with the host's loopback as a container on slirp4netns reaches it."""
     parsed = make_url(url)
@@ -299,7 +273,7 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
         phase(f"base image ({engine[engine.index('--storage-driver') + 1]})")
         image = stack.enter_context(built_image(engine, base))
         phase("build")
-        database_url = stack.enter_context(scratch_database())
+        database_url = stack.enter_context(scratch_database("pmsgate_test_image"))
         sandbox_port = free_port()
         kross = f"http://127.0.0.1:{sandbox_port}/kross"
         stack.enter_context(

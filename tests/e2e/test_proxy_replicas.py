@@ -13,16 +13,13 @@ per machine. Where it cannot be, the test is skipped — except under CI=true (a
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
-import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
@@ -30,11 +27,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sqlalchemy.engine import make_url
 
 from pmsgate.gateway.vault import generate_key_spec
-from tests.conftest import IN_CI, POSTGRES_URL
-from tests.e2e.processes import free_port, pmsgate, serving
+from tests.debian import debian_program
+from tests.e2e.processes import free_port, pmsgate, scratch_database, serving
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
@@ -42,66 +38,6 @@ CONF = Path(__file__).resolve().parents[2] / "deploy" / "nginx" / "pmsgate.conf"
 CALLS = 120
 WORKERS = 4
 KILL_AFTER = 30  # calls answered before one replica is killed
-
-
-def _apt_get(*args: str) -> bool:
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    return (
-        subprocess.run(["apt-get", *args], env=env, capture_output=True, check=False).returncode
-        == 0
-    )
-
-
-def nginx_binary() -> str:
-    """Debian's nginx, installed when missing (skip, or fail under CI, when impossible)."""
-    found = shutil.which("nginx") or shutil.which("nginx", path="/usr/sbin")
-    if found:
-        return found
-    with open("/tmp/pmsgate-nginx-install.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (
-            shutil.which("apt-get")
-            and os.geteuid() == 0
-            and (
-                _apt_get("install", "-y", "nginx-light")
-                or (_apt_get("update") and _apt_get("install", "-y", "nginx-light"))
-            )
-        ):
-            found = shutil.which("nginx", path="/usr/sbin:/usr/bin")
-            if found:
-                return found
-    message = "Debian's nginx is not installed and could not be installed with apt-get"
-    if IN_CI:
-        pytest.fail(message)
-    pytest.skip(message)
-
-
-@contextmanager
-def scratch_database() -> Iterator[str]:
-    """A PostgreSQL database of this test alone (the sandbox's hotels are seeded the same)."""
-    import anyio
-    import asyncpg
-
-    if not POSTGRES_URL:
-        if IN_CI:
-            pytest.fail("CI=true but PMSGATE_TEST_DATABASE_URL is not set")
-        pytest.skip("PMSGATE_TEST_DATABASE_URL is not set")
-    url = make_url(POSTGRES_URL)
-    name = f"pmsgate_test_proxy_{uuid.uuid4().hex[:8]}"
-    admin = url.set(drivername="postgresql").render_as_string(hide_password=False)
-
-    async def run(statement: str) -> None:
-        connection = await asyncpg.connect(admin)
-        try:
-            await connection.execute(statement)
-        finally:
-            await connection.close()
-
-    anyio.run(run, f'CREATE DATABASE "{name}"')
-    try:
-        yield url.set(database=name).render_as_string(hide_password=False)
-    finally:
-        anyio.run(run, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @contextmanager
@@ -147,9 +83,9 @@ def nginx(binary: str, directory: Path, listen: int, replicas: list[int]) -> Ite
 def test_calls_through_the_proxy_survive_a_killed_replica(
     tmp_path: Path, redis_url: str, redis_namespace: str
 ) -> None:
-    binary = nginx_binary()
+    binary = debian_program("nginx", "nginx-light")
     with ExitStack() as stack:
-        database_url = stack.enter_context(scratch_database())
+        database_url = stack.enter_context(scratch_database("pmsgate_test_proxy"))
         sandbox_port = free_port()
         kross = f"http://127.0.0.1:{sandbox_port}/kross"
         stack.enter_context(
