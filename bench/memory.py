@@ -197,7 +197,7 @@ def _held(container: Any, facilities: int) -> dict[str, Any]:
     return {
         "facilities": facilities,
         "read_cache_decoded_entries": len(services.cache._decoded),
-        "tools_decoded_entries": len(services.tools._decoded),
+        "read_cache_parsed_entries": len(services.cache._parsed),
     }
 
 

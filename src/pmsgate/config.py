@@ -202,6 +202,21 @@ class Settings(BaseSettings):
         description="How long a cached answer is kept as the last good answer to serve (marked "
         "stale) when the upstream fails or the budget is spent.",
     )
+    cache_max_entries: int = Field(
+        default=10_000,
+        ge=1,
+        description="Cached answers a replica holds in memory, least recently used dropped first "
+        "(several per facility: its reservation window, availability, single reservations). "
+        "With Redis they are also in Redis; without, this is the whole cache. Bounds the "
+        "replica's memory: docs/deploy.md, Sizing.",
+    )
+    cache_max_parsed: int = Field(
+        default=1_000,
+        ge=1,
+        description="Cached windows a replica also keeps parsed (≈ 1 per facility in use, the "
+        "largest part of its memory), least recently used dropped first; a window not held "
+        "is parsed again on its next call. Bounds the replica's memory: docs/deploy.md, Sizing.",
+    )
     cache_lock_ttl_s: float = Field(
         default=30.0,
         gt=0,

@@ -286,6 +286,8 @@ async def _open_gateway(
         namespace=settings.redis_namespace,
         keep_s=settings.cache_keep_s,
         lock_ttl_s=settings.cache_lock_ttl_s,
+        max_entries=settings.cache_max_entries,
+        max_parsed=settings.cache_max_parsed,
         health=health,
         redis_timeout_s=settings.redis_timeout_s,
     )

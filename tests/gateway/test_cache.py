@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -343,3 +345,129 @@ async def test_two_replicas_sharing_redis_share_values_and_fetch_once(
     finally:
         for replica in replicas:
             await replica.close()
+
+
+# --- memory bounds: the held entries and their parsed forms (docs/deploy.md, Sizing) ---------
+
+
+class Parsed:
+    """A parsed form that keeps its value, as models keep the strings of the JSON."""
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+
+
+class Parser:
+    """Counts how often a value had to be parsed."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def __call__(self, value: Any) -> Parsed:
+        self.calls += 1
+        return Parsed(value)
+
+
+@pytest.fixture
+async def bounded_cache(
+    cache_url: str | None, clock: ManualClock, redis_namespace: str
+) -> AsyncIterator[ReadCache]:
+    cache = ReadCache(
+        clock=clock, redis_url=cache_url, namespace=redis_namespace, max_entries=3, max_parsed=2
+    )
+    yield cache
+    await cache.close()
+
+
+async def parsed(cache: ReadCache, key: str, upstream: Upstream, parse: Parser) -> Parsed:
+    cached = await get(cache, key, upstream)
+    return cache.parsed(key, cached.value, parse)
+
+
+async def test_a_held_value_is_parsed_once(bounded_cache: ReadCache) -> None:
+    upstream, parse = Upstream(), Parser()
+    first = await parsed(bounded_cache, "h1:reservations", upstream, parse)
+    again = await parsed(bounded_cache, "h1:reservations", upstream, parse)
+    assert again is first
+    assert (parse.calls, upstream.calls) == (1, 1)
+
+
+async def test_parsed_forms_are_capped_least_recently_used_first(bounded_cache: ReadCache) -> None:
+    upstream, parse = Upstream(), Parser()
+    kept = [await parsed(bounded_cache, f"h{i}:reservations", upstream, parse) for i in (1, 2)]
+    # h1 used again, so h2 is the least recently used when h3 comes in.
+    assert await parsed(bounded_cache, "h1:reservations", upstream, parse) is kept[0]
+    third = await parsed(bounded_cache, "h3:reservations", upstream, parse)
+    assert parse.calls == 3
+    assert len(bounded_cache._parsed) == 2
+    # h1 and h3 are still held parsed; h2 is parsed again (its entry is still cached).
+    assert await parsed(bounded_cache, "h1:reservations", upstream, parse) is kept[0]
+    assert await parsed(bounded_cache, "h3:reservations", upstream, parse) is third
+    assert parse.calls == 3
+    assert await parsed(bounded_cache, "h2:reservations", upstream, parse) is not kept[1]
+    assert (parse.calls, upstream.calls) == (4, 3)
+    assert len(bounded_cache._parsed) == 2
+
+
+def _freed(reference: weakref.ref[Parsed]) -> bool:
+    gc.collect()
+    return reference() is None
+
+
+async def test_a_parsed_form_is_dropped_when_its_entry_is_replaced(
+    bounded_cache: ReadCache, clock: ManualClock
+) -> None:
+    upstream, parse = Upstream(), Parser()
+    old = weakref.ref(await parsed(bounded_cache, "h1:reservations", upstream, parse))
+    clock.advance(120)
+    new = await parsed(bounded_cache, "h1:reservations", upstream, parse)
+    assert new.value["answer"] == 2
+    assert _freed(old)
+
+
+async def test_a_parsed_form_is_dropped_when_its_entry_is_invalidated(
+    bounded_cache: ReadCache,
+) -> None:
+    upstream, parse = Upstream(), Parser()
+    held = weakref.ref(await parsed(bounded_cache, "h1:reservations", upstream, parse))
+    await bounded_cache.invalidate("h1")
+    assert _freed(held)
+
+
+async def test_a_parsed_form_is_dropped_when_its_entry_is_evicted(bounded_cache: ReadCache) -> None:
+    upstream, parse = Upstream(), Parser()
+    first = weakref.ref(await parsed(bounded_cache, "h1:reservations", upstream, parse))
+    # Three more entries (max_entries=3) push h1's entry out; its parsed form goes with it
+    # although the parsed map (max_parsed=2) would have had room had only h2 been parsed.
+    await parsed(bounded_cache, "h2:reservations", upstream, parse)
+    for key in ("h3:availability", "h4:availability"):
+        await get(bounded_cache, key, upstream)
+    assert len(bounded_cache._decoded) == 3
+    assert _freed(first)
+
+
+async def test_a_value_not_held_is_parsed_but_not_kept(bounded_cache: ReadCache) -> None:
+    parse = Parser()
+    value = {"answer": 0, "rows": []}
+    result = weakref.ref(bounded_cache.parsed("h1:reservations", value, parse))
+    assert _freed(result)
+    bounded_cache.parsed("h1:reservations", value, parse)
+    assert parse.calls == 2
+
+
+async def test_the_memory_backend_holds_each_entry_once_and_at_most_max_entries(
+    clock: ManualClock,
+) -> None:
+    cache = ReadCache(clock=clock, max_entries=2)
+    try:
+        upstream = Upstream()
+        for key in ("h1:a", "h2:a", "h3:a"):
+            await get(cache, key, upstream)
+        # Not in cashews too (the decoded map is the memory backend's store) ...
+        assert await cache._cache.get(cache._entry_key("h3:a")) is None
+        # ... and h1, the least recently used, is gone: fetched again.
+        assert (await get(cache, "h2:a", upstream)).value["answer"] == 2
+        assert (await get(cache, "h1:a", upstream)).value["answer"] == 4
+        assert upstream.calls == 4
+    finally:
+        await cache.close()

@@ -16,7 +16,15 @@ fetches only the version; when this process already holds the decoded entry of
 that version (a bounded in-process map), it is returned as is, without decoding
 the value again. Values returned by the cache are shared: callers treat them as
 read-only. (cashews' own memory backend copies every value, which is exactly the
-cost this avoids, hence the small map.)
+cost this avoids, hence the small map.) Without Redis that map *is* the store: nothing
+is kept in cashews besides it, so a window is held once, not twice.
+
+Memory is bounded by two caps (PMSGATE_CACHE_MAX_ENTRIES, PMSGATE_CACHE_MAX_PARSED):
+the decoded entries this process holds (least recently used dropped first), and the
+parsed forms of some of them (:meth:`ReadCache.parsed`, e.g. a reservation window as
+models, also least recently used first). A parsed form lives only as long as its
+entry: it is dropped when the entry is replaced, evicted or invalidated, so it never
+keeps an old value alive.
 
 When Redis is away (:mod:`pmsgate.gateway.shared_state`), the cache keeps answering
 from that in-process map: an entry this process holds is served with its real age
@@ -46,6 +54,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
+from cachetools import LRUCache
 from cashews import Cache
 
 from pmsgate.clock import Clock
@@ -88,6 +97,7 @@ class ReadCache:
         lock_ttl_s: float = 30.0,
         lock_poll_s: float = 0.02,
         max_entries: int = 10_000,
+        max_parsed: int = 1_000,
         health: RedisHealth | None = None,
         redis_timeout_s: float = 1.0,
     ) -> None:
@@ -99,6 +109,8 @@ class ReadCache:
         self._flights: SingleFlight[Cached] = SingleFlight()
         self._decoded: OrderedDict[str, tuple[str, _Entry]] = OrderedDict()
         self._decoded_max = max_entries
+        # key → (the held value, its parsed form); only for values held in _decoded.
+        self._parsed: LRUCache[str, tuple[Any, Any]] = LRUCache(maxsize=max_parsed)
         self._pending_invalidations: set[str] = set()
         self._cache = Cache(name=f"{namespace}-read-cache")
         self._health = health if health is not None or not redis_url else RedisHealth(clock)
@@ -152,12 +164,31 @@ class ReadCache:
         stale = max_age_s is not None and self._age(entry) > max_age_s
         return self._hit(entry, stale=stale)
 
+    def parsed(self, key: str, value: Any, parse: Callable[[Any], T]) -> T:
+        """``parse(value)``, computed once while ``value`` is the entry this process holds.
+
+        ``value`` is what :meth:`get` or :meth:`peek` returned for ``key``. The parsed form
+        is kept (at most ``max_parsed`` of them, least recently used dropped first) only
+        while ``value`` is the held entry of ``key``, and dropped with it; a value the
+        process does not hold (a refill raced by an invalidation) is parsed and not kept.
+        """
+        held = self._decoded.get(key)
+        if held is None or held[1].value is not value:
+            return parse(value)
+        memo = self._parsed.get(key)
+        if memo is not None and memo[0] is value:
+            result: T = memo[1]
+            return result
+        result = parse(value)
+        self._parsed[key] = (value, result)
+        return result
+
     async def invalidate(self, key_or_prefix: str) -> None:
         """Drop ``key_or_prefix`` and every key under ``key_or_prefix:`` (e.g. one facility)."""
         prefix = key_or_prefix.rstrip(_SEPARATOR)
         _check_key(prefix)
         for held in [k for k in self._decoded if k == prefix or k.startswith(prefix + _SEPARATOR)]:
-            del self._decoded[held]
+            self._forget(held)
         self._pending_invalidations.add(prefix)
         await self._shared("invalidate the cache", self._apply_invalidations, None)
 
@@ -275,6 +306,7 @@ class ReadCache:
             return None
         held = self._decoded.get(key)
         if held is not None and held[0] == version:
+            self._decoded.move_to_end(key)
             return held[1]
         raw = await self._cache.get(self._entry_key(key))
         if not isinstance(raw, dict) or "fetched_at" not in raw:
@@ -295,15 +327,22 @@ class ReadCache:
             # The version last: a reader that sees it finds the record it names.
             await self._cache.set(self._version_key(key), version, expire=self._keep_s)
 
-        # Without Redis the answer is kept in this process only (the module docstring).
-        await self._shared("store in the cache", store, None)
+        # Without Redis the answer is kept in this process only (the module docstring);
+        # the memory backend keeps it in the decoded map alone (its only reader).
+        if self.backend == "redis":
+            await self._shared("store in the cache", store, None)
         self._remember(key, version, _Entry(value=value, fetched_at=fetched_at))
 
     def _remember(self, key: str, version: str, entry: _Entry) -> None:
+        self._forget(key)
         self._decoded[key] = (version, entry)
-        self._decoded.move_to_end(key)
         while len(self._decoded) > self._decoded_max:
-            self._decoded.popitem(last=False)
+            self._forget(next(iter(self._decoded)))
+
+    def _forget(self, key: str) -> None:
+        """Drop the held entry of ``key`` and its parsed form."""
+        self._decoded.pop(key, None)
+        self._parsed.pop(key, None)
 
     async def _markers(self, key: str) -> tuple[Any, ...]:
         parts = key.split(_SEPARATOR)

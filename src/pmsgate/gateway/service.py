@@ -37,7 +37,7 @@ import json
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import structlog
@@ -68,6 +68,7 @@ from pmsgate.integrations.kross.client import PmsClient, PmsResult, Token
 from pmsgate.integrations.kross.operations import Operation
 
 log = structlog.get_logger(__name__)
+T = TypeVar("T")
 
 # Failures after which the last good answer is better than no answer.
 STALE_ON: tuple[type[BaseException], ...] = (
@@ -194,6 +195,11 @@ class Gateway:
         await self.facilities.aclose()
 
     # --- reads ------------------------------------------------------------------------------
+
+    def parsed(self, facility: FacilityView, key: str, value: Any, parse: Callable[[Any], T]) -> T:
+        """``parse(value)`` of what :meth:`cached_read` returned for ``key``, kept with the
+        cache's entry (:meth:`ReadCache.parsed`: bounded, dropped when the entry is)."""
+        return self.cache.parsed(f"{facility.hotel_id}:{key}", value, parse)
 
     async def cached_read(
         self,

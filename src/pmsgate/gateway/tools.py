@@ -218,8 +218,6 @@ class Tools:
         # PMSGATE_CACHE_MAX_AGE_S: overrides of the declared bounds (existing deployments).
         self._max_age_s = dict(max_age_s or {})
         self._default_max_age_s = default_max_age_s
-        # (facility, what) → (the cached value, its parsed models): parsed once per version.
-        self._decoded: dict[tuple[str, str], tuple[Any, Any]] = {}
         self.definitions = dict(load_tools() if definitions is None else definitions)
         check_answers(self.definitions.values())
         self._models = {name: _argument_model(t) for name, t in self.definitions.items()}
@@ -373,18 +371,15 @@ class Tools:
         )
         return reservations, cached
 
-    def decode(self, facility: FacilityView, what: str, value: Any, parse: Any) -> Any:
-        """``parse(value)``, computed once per cached version of ``value`` (by identity).
+    def decode(self, facility: FacilityView, key: str, value: Any, parse: Any) -> Any:
+        """``parse(value)`` of the cached answer of ``key``, once per cached version.
 
         Parsing a few hundred rows into models costs more than the whole cached call, and
-        the cache hands out the same decoded object until the answer is fetched again.
+        the cache hands out the same decoded object until the answer is fetched again. The
+        parsed form is kept by the read cache with its entry (bounded, dropped with it:
+        PMSGATE_CACHE_MAX_PARSED), never by the tools.
         """
-        slot = (facility.hotel_id, what)
-        held = self._decoded.get(slot)
-        if held is None or held[0] is not value:
-            held = (value, parse(value))
-            self._decoded[slot] = held
-        return held[1]
+        return self.gateway.parsed(facility, key, value, parse)
 
     async def one_reservation(
         self, facility: FacilityView, reservation_id: int, tool: str
@@ -472,9 +467,7 @@ async def availability(
     # (remembering every such range would grow without bound).
     in_window = key.startswith("availability:window:")
     nights: list[AvailabilityNight] = (
-        tools.decode(facility, "availability", cached.value, parse)
-        if in_window
-        else parse(cached.value)
+        tools.decode(facility, key, cached.value, parse) if in_window else parse(cached.value)
     )
     # Rows outside what was asked of the server are dropped and counted (spec §7);
     # the stay's nights are then taken from what is left.
