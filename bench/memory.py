@@ -15,8 +15,10 @@ growth per facility".
   call) and each one's reservation window is cached the way production fills it: one
   ``POST /v1/tools/get-in-house-guests`` with the facility's key, through the app (ASGI
   transport: everything but the socket), which gets the facility's token and reads its
-  reservations (paged ``reservations/get-list``), caches the window (``ReadCache``:
-  cashews' memory store and the decoded copy) and parses it into models once (``Tools``).
+  reservations (paged ``reservations/get-list``), caches the window (``ReadCache``'s
+  in-process entries, at most PMSGATE_CACHE_MAX_ENTRIES) and parses it into models once
+  (kept with the entry, at most PMSGATE_CACHE_MAX_PARSED). Both caps are read from the
+  environment like every setting: ``PMSGATE_CACHE_MAX_PARSED=500 python -m bench.memory``.
 - **Measured**: the resident set size (``VmRSS`` of ``/proc/self/status``, after
   ``gc.collect()``) with 0 facilities (the app up, one warm-up request), then after each
   stage (default 1,000 and 5,000 facilities registered and cached); the growth per facility
