@@ -445,3 +445,26 @@ async def test_a_date_change_that_commits_then_times_out_is_recovered_not_resent
     assert again.json() == answer.json()
     assert res.departure.isoformat() == body["departure"]
     assert kross_store.stats.requests_by_operation["reservations/save"] == 1
+
+
+# --- memory bound -------------------------------------------------------------------------
+
+
+async def test_more_facilities_than_the_parsed_cap_answer_the_same_within_it(
+    backend, kross_recorded, kross_store, clock
+):
+    settings = gateway_settings(**backend, cache_max_parsed=2)
+    async with running_gateway(settings, kross_recorded, clock) as gateway:
+        facilities = [await facility_at(gateway, kross_store, index) for index in range(3)]
+        first = [(await in_house(gateway, key))["data"] for _, key in facilities]
+        cache = gateway.services.cache
+        # Three windows cached, two kept parsed: the least recently used one went first.
+        held = [f"{hotel_id}:reservations" for hotel_id, _ in facilities]
+        assert [key in cache._decoded for key in held] == [True, True, True]
+        assert [key in cache._parsed for key in held] == [False, True, True]
+        reads = kross_store.stats.requests_by_operation["reservations/get-list"]
+        # Parsed again from the cached window (no upstream read), the same answers.
+        again = [(await in_house(gateway, key))["data"] for _, key in facilities]
+        assert again == first
+        assert kross_store.stats.requests_by_operation["reservations/get-list"] == reads
+        assert len(cache._parsed) == 2
