@@ -41,13 +41,12 @@ from pmsgate.errors import (
 from pmsgate.gateway import admin, http
 from pmsgate.gateway.context import GatewayServices, GatewayServicesDep
 from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.http_front import HttpFrontMiddleware
 from pmsgate.gateway.mcp import create_mcp_app
-from pmsgate.gateway.metrics import GatewayMetrics, HttpMetricsMiddleware
+from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.metrics_scrape import scrape
-from pmsgate.gateway.tracing import Tracing, TracingMiddleware
-from pmsgate.http_limits import BodyLimitMiddleware
+from pmsgate.gateway.tracing import Tracing
 from pmsgate.openapi import install_openapi
-from pmsgate.request_context import RequestContextMiddleware
 
 log = structlog.get_logger(__name__)
 
@@ -106,23 +105,25 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         # No control character in a path or query string reaches a route (pmsgate.boundary).
         dependencies=[Depends(refuse_control_characters)],
     )
-    # The console's pages show their errors as pages; everything else as the JSON body.
-    install_error_handlers(app, render=render_console_error)
+    # The console's pages show their errors as pages; everything else as the JSON body. The
+    # last-resort guard is in the one HTTP layer below.
+    install_error_handlers(app, render=render_console_error, guard=False)
     install_openapi(app)  # every route's bodies and error statuses, as they really are
     if settings.api_docs:
         install_api_docs(app)  # /docs and /redoc, working without internet access
-    # Every route's body is bounded as it arrives (413 before a large body is read whole).
+    # One pure-ASGI layer (pmsgate.gateway.http_front), outermost first: a trace's server span
+    # when traces are configured; every request's latency by route template
+    # (docs/operations.md); its id in every log line and audit event (pmsgate.request_context);
+    # every body bounded as it arrives (413 before a large body is read whole); the
+    # last-resort guard for an unforeseen exception.
     app.add_middleware(
-        BodyLimitMiddleware,
+        HttpFrontMiddleware,
+        metrics=lambda: _metrics_of(app),
+        tracing=lambda: _tracing_of(app),
         max_body_bytes=settings.max_body_bytes,
         max_upload_body_bytes=settings.max_upload_body_bytes,
+        render=render_console_error,
     )
-    # Outermost: every log line and audit event of a request has its id (pmsgate.request_context).
-    app.add_middleware(RequestContextMiddleware)
-    # Outside even that: every request's latency, by route template (docs/operations.md).
-    app.add_middleware(HttpMetricsMiddleware, metrics=lambda: _metrics_of(app))
-    # Outermost: a trace's server span per request, when traces are configured.
-    app.add_middleware(TracingMiddleware, tracing=lambda: _tracing_of(app))
     if container is not None:
         _serve(app, container)
     app.include_router(http.router)

@@ -194,11 +194,15 @@ def allowed_methods(request: Request) -> str:
     return ", ".join(allowed)
 
 
-def install_error_handlers(app: FastAPI, *, render: ErrorRenderer | None = None) -> None:
+def install_error_handlers(
+    app: FastAPI, *, render: ErrorRenderer | None = None, guard: bool = True
+) -> None:
     """Render every error, expected or not, as the service's JSON error body.
 
     ``render`` may answer some requests differently (the console's HTML pages); it
-    returns None for the rest.
+    returns None for the rest. ``guard=False`` leaves out :class:`UnexpectedErrorMiddleware`
+    for an app that adds its own (``create_app``'s one HTTP layer,
+    :class:`pmsgate.gateway.http_front.HttpFrontMiddleware`).
     """
 
     @app.exception_handler(PmsgateError)
@@ -240,4 +244,5 @@ def install_error_handlers(app: FastAPI, *, render: ErrorRenderer | None = None)
         log.error("unexpected_error", error_type=type(exc).__name__, path=request.url.path)
         return error_response(request, unexpected_error(), render)
 
-    app.add_middleware(UnexpectedErrorMiddleware, render=render)
+    if guard:
+        app.add_middleware(UnexpectedErrorMiddleware, render=render)

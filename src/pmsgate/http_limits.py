@@ -76,7 +76,7 @@ class BodyLimitMiddleware:
         limit = self.limit_for(scope)
         declared = Headers(scope=scope).get("content-length")
         if declared is not None and declared.strip().isdigit() and int(declared) > limit:
-            await _refuse(limit, scope, receive, send)  # the body is never read
+            await refuse_too_large(limit, scope, receive, send)  # the body is never read
             return
 
         received = 0
@@ -91,7 +91,7 @@ class BodyLimitMiddleware:
                 if received > limit:
                     if not started and not answered:
                         answered = True
-                        await _refuse(limit, scope, receive, send)
+                        await refuse_too_large(limit, scope, receive, send)
                     raise too_large(limit)
             return message
 
@@ -112,7 +112,8 @@ class BodyLimitMiddleware:
                 raise
 
 
-async def _refuse(limit: int, scope: Scope, receive: Receive, send: Send) -> None:
+async def refuse_too_large(limit: int, scope: Scope, receive: Receive, send: Send) -> None:
+    """Answer the 413 for a body over ``limit`` bytes, closing the connection."""
     error = too_large(limit)
     # Close the connection: the rest of the body is never read.
     response = JSONResponse(

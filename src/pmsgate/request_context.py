@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import re
 import secrets
-from contextvars import ContextVar
+from collections.abc import Mapping
+from contextvars import ContextVar, Token
+from typing import Any
 
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -74,11 +76,28 @@ class RequestContextMiddleware:
                 message.setdefault("headers", []).append((b"x-request-id", rid.encode()))
             await send(message)
 
-        rid_token = _request_id.set(rid)
-        address_token = _client_address.set(address)
+        tokens = bind_request(rid, address)
         try:
-            with structlog.contextvars.bound_contextvars(request_id=rid):
-                await self.app(scope, receive, send_with_id)
+            await self.app(scope, receive, send_with_id)
         finally:
-            _client_address.reset(address_token)
-            _request_id.reset(rid_token)
+            unbind_request(tokens)
+
+
+RequestTokens = tuple[Token[str | None], Token[str | None], Mapping[str, Token[Any]]]
+
+
+def bind_request(request_id: str, address: str | None) -> RequestTokens:
+    """Make ``request_id`` and ``address`` the current request's (and the id structlog's)."""
+    return (
+        _request_id.set(request_id),
+        _client_address.set(address),
+        structlog.contextvars.bind_contextvars(request_id=request_id),
+    )
+
+
+def unbind_request(tokens: RequestTokens) -> None:
+    """Undo :func:`bind_request`: the values before it are current again."""
+    rid_token, address_token, log_tokens = tokens
+    structlog.contextvars.reset_contextvars(**log_tokens)
+    _client_address.reset(address_token)
+    _request_id.reset(rid_token)
