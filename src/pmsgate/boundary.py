@@ -207,8 +207,10 @@ async def refuse_control_characters(request: Request) -> None:
 
     ``async`` although it never awaits: FastAPI runs a plain ``def`` dependency in its
     thread pool, a hand-off to a worker thread and back on every request (bench/README.md,
-    production speed)."""
-    query = unquote_plus(request.scope.get("query_string", b"").decode("latin-1"))
-    for where, text in (("The path", request.url.path), ("The query", query)):
+    production speed). The path checked is the scope's: what ``request.url.path`` gives
+    without building a URL (they differ only in tab and line breaks, which are allowed)."""
+    scope = request.scope
+    query = unquote_plus(scope.get("query_string", b"").decode("latin-1"))
+    for where, text in (("The path", scope["path"]), ("The query", query)):
         if has_control_characters(text, whitespace_ok=True):
             raise invalid_characters(where)

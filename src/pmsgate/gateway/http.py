@@ -16,13 +16,16 @@ its scope is recorded here, as ``refused`` (reads, cached or not, are never reco
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from fastapi import APIRouter, Header, Request
+import fastapi.routing
+from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 
 from pmsgate.audit.actions import Actor
-from pmsgate.boundary import loads_json
+from pmsgate.boundary import loads_json, refuse_control_characters
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import Forbidden, InvalidInput, Unauthorized
 from pmsgate.gateway.context import GatewayServices, GatewayServicesDep, gateway_services
@@ -149,6 +152,66 @@ async def call_operation(
         services.metrics.tool_calls.labels(f"op:{path}"[:80], outcome).inc()
 
 
+# --- routes answered without FastAPI's dependency resolution -----------------------------------
+
+DirectHandler = Callable[[Request], Awaitable[Response]]
+# Each documented tool and operation route's endpoint -> the same call with the headers read
+# straight from the request (what FastAPI's Header parameters would give: the first value).
+_DIRECT: dict[Callable[..., Any], DirectHandler] = {}
+# The paths served by a direct handler in an app (tests/e2e/test_http_front.py).
+direct_paths: set[str] = set()
+
+
+class DirectRoute(APIRoute):
+    """A documented route whose requests skip FastAPI's dependency resolution.
+
+    Resolving a route's dependencies (the app-wide ``refuse_control_characters``, the
+    ``Header`` parameters) cost a cached tool call about a quarter of its CPU
+    (bench/README.md). The route keeps its endpoint's signature, so the OpenAPI schema is
+    FastAPI's; its requests are answered by the endpoint's direct handler (``_DIRECT``):
+    the path and query checked by :func:`~pmsgate.boundary.refuse_control_characters`, then
+    the endpoint's call with the headers read from the request. Only when the route's
+    effective dependencies (the app's, the routers', its own) are exactly that check and its
+    parameters only the request and headers; otherwise FastAPI answers as for any route.
+    """
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        direct = _DIRECT.get(self.endpoint)
+        # The route as included in an app (with the app's dependencies): FastAPI builds its
+        # handler under this context (fastapi.routing, 0.16x); without it, FastAPI's handler.
+        context_var = getattr(fastapi.routing, "_effective_route_context_var", None)
+        context = None if context_var is None else context_var.get()
+        if (
+            direct is None
+            or context is None
+            or getattr(context, "original_route", None) is not self
+        ):
+            return super().get_route_handler()
+        dependant = getattr(context, "dependant", None)
+        if dependant is None or not _only_headers_and_the_character_check(dependant):
+            return super().get_route_handler()
+        direct_paths.add(self.path)
+
+        async def handler(request: Request) -> Response:
+            await refuse_control_characters(request)
+            return await direct(request)
+
+        return handler
+
+
+def _only_headers_and_the_character_check(dependant: Any) -> bool:
+    calls = [sub.call for sub in dependant.dependencies]
+    return (
+        calls == [refuse_control_characters]
+        and not dependant.path_params
+        and not dependant.query_params
+        and not dependant.cookie_params
+        and not dependant.body_params
+        and {field.name for field in dependant.header_params}
+        <= {"authorization", "idempotency_key"}
+    )
+
+
 # --- routes: one documented route per tool and per allowed operation ---------------------------
 # The bodies are read as raw JSON (above), so FastAPI cannot see their schemas: each tool's
 # argument schema (the catalogue's) and each operation's payload model are documented with
@@ -165,9 +228,15 @@ def _add_tool_route(tool: ToolDefinition) -> None:
     ) -> JSONResponse:
         return await call_tool(tool.name, request, gateway_services(request), authorization)
 
+    async def direct(request: Request) -> Response:
+        authorization = request.headers.get("authorization")
+        return await call_tool(tool.name, request, gateway_services(request), authorization)
+
+    _DIRECT[endpoint] = direct
     router.add_api_route(
         f"/tools/{tool.name}",
         endpoint,
+        route_class_override=DirectRoute,
         methods=["POST"],
         summary=f"Tool {tool.name}",
         description=tool.description,
@@ -188,10 +257,22 @@ def _add_operation_route(name: str, write: bool) -> None:
         services = gateway_services(request)  # as for the tools (above)
         return await call_operation(name, request, services, authorization, idempotency_key)
 
+    async def direct(request: Request) -> Response:
+        headers = request.headers
+        return await call_operation(
+            name,
+            request,
+            gateway_services(request),
+            headers.get("authorization"),
+            headers.get("idempotency-key"),
+        )
+
+    _DIRECT[endpoint] = direct
     model = PAYLOAD_MODELS.get(name)
     router.add_api_route(
         f"/operations/{name}",
         endpoint,
+        route_class_override=DirectRoute,
         methods=["POST"],
         summary=f"{'Write' if write else 'Read'} operation {name}",
         description=call_operation.__doc__,
