@@ -7,6 +7,7 @@ import json
 import math
 import os
 import platform
+import socket
 import statistics
 import subprocess
 import sys
@@ -257,3 +258,29 @@ def freeze_heap() -> None:
     """
     gc.collect()
     gc.freeze()
+
+
+# --- processes ---------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    """A loopback port nobody listens on right now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_pmsgate(*args: str, env: dict[str, str], stdin: str | None = None) -> str:
+    """Run one ``pmsgate`` command to completion; its standard output (raises on failure)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pmsgate.cli", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "200", **env},
+        timeout=120,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"pmsgate {' '.join(args[:2])} failed: {done.stderr[-2000:]}")
+    return done.stdout

@@ -41,7 +41,6 @@ import json
 import math
 import os
 import random
-import socket
 import subprocess
 import sys
 import tempfile
@@ -60,7 +59,7 @@ import asyncpg
 import httpx
 from redis.asyncio import Redis
 
-from bench.common import latency
+from bench.common import free_port, latency, run_pmsgate
 from pmsgate.gateway.vault import generate_key_spec
 
 DEFAULT_DATABASE_URL = os.environ.get(
@@ -210,28 +209,6 @@ async def _call(http: httpx.AsyncClient, key: str, call: Call, origin: float) ->
 
 
 # --- processes ---------------------------------------------------------------------------
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _pmsgate(*args: str, env: dict[str, str], stdin: str | None = None) -> str:
-    """Run one ``pmsgate`` command to completion; its standard output."""
-    done = subprocess.run(
-        [sys.executable, "-m", "pmsgate.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200", **env},
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"pmsgate {' '.join(args[:2])} failed: {done.stderr[-2000:]}")
-    return done.stdout
 
 
 @contextmanager
@@ -384,7 +361,7 @@ async def run_replicas(
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pmsgate-rep-")))
         # Runs once the processes have stopped, before the directory is removed.
         stack.callback(_collect_logs, directory, logs, keep_logs)
-        sandbox_port = _free_port()
+        sandbox_port = free_port()
         kross = f"http://127.0.0.1:{sandbox_port}/kross"
         progress(f"pmsgate sandbox on :{sandbox_port}")
         sandbox_args = ["sandbox", "--port", str(sandbox_port), "--seed", str(config.seed)]
@@ -403,8 +380,8 @@ async def run_replicas(
         )
         env = _gateway_env(config, directory, namespace, kross, facility["api_key"])
         progress("pmsgate db upgrade; pmsgate facilities add")
-        _pmsgate("db", "upgrade", env=env)
-        added = _pmsgate(
+        run_pmsgate("db", "upgrade", env=env)
+        added = run_pmsgate(
             "facilities", "add",
             "--hotel-id", facility["hotel_id"],
             "--username", facility["username"],
@@ -416,7 +393,7 @@ async def run_replicas(
             stdin=facility["password"] + "\n",
         )  # fmt: skip
         key = json.loads(added)["gateway_key"]
-        ports = [_free_port() for _ in range(config.replicas)]
+        ports = [free_port() for _ in range(config.replicas)]
         progress(f"{config.replicas} x pmsgate serve on :{', :'.join(map(str, ports))}")
         replicas = [
             stack.enter_context(

@@ -34,7 +34,6 @@ import argparse
 import json
 import os
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -48,7 +47,7 @@ from typing import Any
 
 import httpx
 
-from bench.common import machine
+from bench.common import free_port, machine, run_pmsgate
 from pmsgate.gateway.vault import generate_key_spec
 
 DEFAULT_JSON = Path(__file__).with_name("results-wrk-side-by-side.json")
@@ -114,27 +113,6 @@ def ensure_wrk() -> str:
     if not found:
         raise SystemExit("wrk could not be installed (apt-get install wrk)")
     return found
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def _pmsgate(*args: str, env: dict[str, str], stdin: str | None = None) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "pmsgate.cli", *args],
-        input=stdin,
-        capture_output=True,
-        text=True,
-        env={**os.environ, "COLUMNS": "200", **env},
-        timeout=120,
-        check=False,
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"pmsgate {' '.join(args[:2])} failed: {done.stderr[-2000:]}")
-    return done.stdout
 
 
 @contextmanager
@@ -285,7 +263,7 @@ def run_side_by_side(config: SideBySideConfig) -> dict[str, Any]:
     wrk = ensure_wrk()
     with ExitStack() as stack:
         directory = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pmsgate-wrk-")))
-        sandbox_port, gateway_port, trivial_port = _free_port(), _free_port(), _free_port()
+        sandbox_port, gateway_port, trivial_port = free_port(), free_port(), free_port()
         kross = f"http://127.0.0.1:{sandbox_port}/kross"
         _progress(f"pmsgate sandbox on :{sandbox_port} (core {config.client_core})")
         sandbox = stack.enter_context(
@@ -308,8 +286,8 @@ def run_side_by_side(config: SideBySideConfig) -> dict[str, Any]:
             "PMSGATE_SCHEDULER_ENABLED": str(config.scheduler).lower(),
         }
         _progress("pmsgate db upgrade; pmsgate facilities add")
-        _pmsgate("db", "upgrade", env=env)
-        added = _pmsgate(
+        run_pmsgate("db", "upgrade", env=env)
+        added = run_pmsgate(
             "facilities", "add",
             "--hotel-id", facility["hotel_id"],
             "--username", facility["username"],
