@@ -19,6 +19,7 @@ import anyio.lowlevel
 
 from pmsgate.clock import ManualClock
 from pmsgate.customers.context import CustomerContext
+from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.jobs.scheduler import Scheduler, build_scheduler
@@ -139,3 +140,17 @@ async def job_stack(database_url: str, **options: Any) -> AsyncIterator[JobStack
             web=container.web,
             scheduler=build_scheduler(container.web, sleep=enrolled.sleep),
         )
+
+
+class Flaky:
+    """Fails the first ``failures`` times with a service error, then succeeds."""
+
+    def __init__(self, failures: int) -> None:
+        self.failures = failures
+        self.calls = 0
+
+    async def __call__(self) -> dict[str, Any]:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise PmsgateError("The upstream was unavailable.", code="upstream_unavailable")
+        return {"call": self.calls}

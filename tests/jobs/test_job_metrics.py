@@ -5,17 +5,15 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
-from typing import Any
 
 import pytest
 
 from pmsgate.clock import ManualClock
-from pmsgate.errors import PmsgateError
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import Job, Scheduler
 from pmsgate.storage.db import open_database, session_factory
-from tests.jobs.support import ParkingSleep
+from tests.jobs.support import Flaky, ParkingSleep
 
 pytestmark = pytest.mark.anyio
 
@@ -33,20 +31,6 @@ async def runs(database_url: str, clock: ManualClock) -> AsyncIterator[JobRuns]:
         yield JobRuns(session_factory(engine), clock)
 
 
-class FailsFirst:
-    """Fails the first ``failures`` calls with a service error, then succeeds."""
-
-    def __init__(self, failures: int) -> None:
-        self.failures = failures
-        self.calls = 0
-
-    async def __call__(self) -> dict[str, Any]:
-        self.calls += 1
-        if self.calls <= self.failures:
-            raise PmsgateError("The upstream was unavailable.", code="upstream_unavailable")
-        return {"call": self.calls}
-
-
 def sample(metrics: GatewayMetrics, name: str, **labels: str) -> float | None:
     return metrics.registry.get_sample_value(name, labels)
 
@@ -56,7 +40,7 @@ async def test_runs_are_counted_by_outcome_and_the_last_success_is_exported(
 ) -> None:
     metrics = GatewayMetrics()
     sleep = ParkingSleep(clock, allowed=2)
-    scheduler = Scheduler([Job("flaky", 60, FailsFirst(failures=2))], clock, runs, sleep=sleep,
+    scheduler = Scheduler([Job("flaky", 60, Flaky(failures=2))], clock, runs, sleep=sleep,
                           metrics=metrics)  # fmt: skip
     # Scheduled: both outcomes at 0 (so increase() works from the first failure), intervals.
     assert sample(metrics, "pmsgate_job_runs_total", scheduled_job="flaky", outcome="failed") == 0
@@ -88,13 +72,13 @@ async def test_runs_are_counted_by_outcome_and_the_last_success_is_exported(
 async def test_a_restarted_process_exports_the_last_success_recorded_before_it(
     runs: JobRuns, clock: ManualClock
 ) -> None:
-    before = Scheduler([Job("hourly", 3600, FailsFirst(0))], clock, runs)
+    before = Scheduler([Job("hourly", 3600, Flaky(0))], clock, runs)
     await before.run_once("hourly")  # a previous process, without metrics
     succeeded_at = clock.now().timestamp()
     clock.advance(60)
     metrics = GatewayMetrics()
     sleep = ParkingSleep(clock, allowed=0)  # no tick: the hour's run is already done
-    async with Scheduler([Job("hourly", 3600, FailsFirst(0))], clock, runs, sleep=sleep,
+    async with Scheduler([Job("hourly", 3600, Flaky(0))], clock, runs, sleep=sleep,
                          metrics=metrics):  # fmt: skip
         await sleep.parked.wait()
     assert (

@@ -16,7 +16,7 @@ from pmsgate.errors import PmsgateError
 from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import Job, JobPartlyFailed, Scheduler, grid_start, next_tick
 from pmsgate.storage.db import open_database, session_factory
-from tests.jobs.support import ParkingSleep, ParkingSleepEach
+from tests.jobs.support import Flaky, ParkingSleep, ParkingSleepEach
 
 pytestmark = pytest.mark.anyio
 
@@ -32,20 +32,6 @@ def clock() -> ManualClock:
 async def runs(database_url: str, clock: ManualClock) -> AsyncIterator[JobRuns]:
     async with open_database(database_url) as engine:
         yield JobRuns(session_factory(engine), clock)
-
-
-class Flaky:
-    """Fails the first ``failures`` times with a service error, then succeeds."""
-
-    def __init__(self, failures: int) -> None:
-        self.failures = failures
-        self.calls = 0
-
-    async def __call__(self) -> dict[str, Any]:
-        self.calls += 1
-        if self.calls <= self.failures:
-            raise PmsgateError("The upstream was unavailable.", code="upstream_unavailable")
-        return {"call": self.calls}
 
 
 async def test_a_failing_job_is_recorded_failed_and_runs_again_on_the_next_tick_then_succeeds(
