@@ -332,12 +332,27 @@ class Settings(BaseSettings):
         description="The brand colour of the onboarding message (#RRGGBB): its header and "
         "its sign-in button.",
     )
+    support_email: str | None = Field(
+        default=None,
+        max_length=254,
+        description="The address customers write to for help, shown on their console pages "
+        "and in e-mails wherever they are told to write to us; unset = they are told to "
+        "reply to our last e-mail.",
+    )
+    support_phone: str | None = Field(
+        default=None,
+        max_length=40,
+        description="The phone number customers call for help (e.g. +39 02 1234 5678), shown "
+        "next to PMSGATE_SUPPORT_EMAIL; unset = none shown.",
+    )
     # --- incident notices (docs/operations.md, Notifications) ---
     public_url: str | None = Field(
         default=None,
-        description="The console's public base URL (e.g. https://console.example.com), used "
-        "in the links of messages (the one-time sign-in link of an incident notice); unset = "
-        "PMSGATE_GATEWAY_PUBLIC_URL, and with neither the notices carry no link.",
+        description="The console's public base URL (e.g. https://console.example.com): the "
+        "address in the links of messages — the onboarding message's sign-in address, the "
+        "invitation's and the password reset's one-time links, an incident notice's link; "
+        "unset = PMSGATE_GATEWAY_PUBLIC_URL, and with neither messages carry no link "
+        "(`pmsgate doctor` warns).",
     )
     notify_team_email: str | None = Field(
         default=None,
@@ -349,6 +364,19 @@ class Settings(BaseSettings):
         description='A URL the team\'s incident notices are POSTed to as JSON {"text": …} '
         "(a Slack-compatible incoming webhook, or any chat that takes that shape); a secret, "
         "since such URLs usually are; unset = no webhook.",
+    )
+    invitation_ttl_s: float = Field(
+        default=7 * 86400.0,
+        gt=0,
+        le=30 * 86400,
+        description="How long the invitation's one-time set-password link works, in seconds "
+        "(it works once; a week by default, at most 30 days; an admin can send a new one).",
+    )
+    password_reset_max_per_hour: int = Field(
+        default=5,
+        ge=1,
+        description="'Forgot password?' requests answered per hour for one e-mail address and "
+        "for one client address; more get the same page, and no e-mail.",
     )
     login_link_ttl_s: float = Field(
         default=86400.0,

@@ -63,6 +63,7 @@ from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.web.context import WebServices
+from pmsgate.web.invitations import Invitations
 from pmsgate.web.users import UserService
 
 
@@ -209,6 +210,9 @@ async def open_container(
         users = UserService(
             sessions, clock=clock, settings=settings, redis=redis, health=gateway.redis_health
         )
+        invitations = Invitations(
+            users=users, customers=customers, audit=audit, settings=settings, clock=clock
+        )
         yield Container(
             settings=settings,
             clock=clock,
@@ -224,6 +228,7 @@ async def open_container(
                 sync_jobs=sync_jobs,
                 users=users,
                 audit=audit,
+                invitations=invitations,
             ),
             onboarding=OnboardingServices(
                 settings=settings,
@@ -234,6 +239,7 @@ async def open_container(
                 knowledge=knowledge,
                 repository=OnboardingRecords(sessions, clock),
                 audit=audit,
+                accounts=invitations,
             ),
             audit=audit,
         )

@@ -195,8 +195,12 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any) -> Iterator[Any]:
-    """A fresh browser context (its own cookies) and page."""
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    """A fresh browser context (its own cookies) and page, in an English browser.
+
+    The pages these tests read are the English ones; the Italian and phone-sized pages
+    have their own contexts (``tests/browser/test_people_browser.py``).
+    """
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-GB")
     page = context.new_page()
     page.set_default_timeout(30_000)
     yield page

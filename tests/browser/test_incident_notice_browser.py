@@ -110,7 +110,7 @@ def test_the_notice_link_signs_the_customer_in_on_the_reconnect_form(
     ]
 
     # Spent: someone else opening the link gets a page saying so, and the way to sign in.
-    stranger = browser.new_context(viewport={"width": 1280, "height": 900})
+    stranger = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-GB")
     try:
         other = stranger.new_page()
         answer = other.goto(link)

@@ -93,7 +93,7 @@ def bare_text(env: Environment, source: str) -> list[str]:
         if kind == "data":
             hidden = inside_trans or any(admin_branches)
             skeleton.append(re.sub(r"[A-Za-z]", "_", value) if hidden else value)
-        elif kind not in ("comment_begin", "comment", "comment_end"):
+        elif kind not in ("comment_begin", "comment", "comment_end", "whitespace"):
             tokens.append((kind, value))
     text = "".join(skeleton)
     for attribute in _VISIBLE_ATTRIBUTE.findall(text):

@@ -50,6 +50,10 @@ from tests.customers.support import (
 )
 
 WEB_URL = "http://pmsgate.test"
+# The tests written against the English pages ask for English, as a browser would; a
+# customer whose record has a language still reads its own (tests of Italian pages ask
+# for it with ``it``).
+ENGLISH = {"Accept-Language": "en"}
 CSRF_HEADER = "X-CSRF-Token"
 DEFAULT_PASSWORD = "correct horse battery staple"
 
@@ -109,7 +113,9 @@ class WebSandbox:
 
     async def new_client(self) -> httpx.AsyncClient:
         """Another client on the app with its own cookie jar (closed with the sandbox)."""
-        client = httpx.AsyncClient(transport=httpx.ASGITransport(app=self.app), base_url=WEB_URL)
+        client = httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=self.app), base_url=WEB_URL, headers=ENGLISH
+        )
         return await self._stack.enter_async_context(client)
 
     async def add_user(
@@ -176,7 +182,9 @@ async def web_sandbox(
         gateway, web = container.gateway, container.web
         app = create_app(enrolled.settings, container=container)
         client = await stack.enter_async_context(
-            httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=WEB_URL)
+            httpx.AsyncClient(
+                transport=httpx.ASGITransport(app=app), base_url=WEB_URL, headers=ENGLISH
+            )
         )
         sandbox = WebSandbox(
             enrolled=enrolled,

@@ -21,7 +21,8 @@ from pmsgate.customers.checks import (
     student_id_value,
     translate_integrity_error,
 )
-from pmsgate.errors import Conflict, PmsgateError
+from pmsgate.errors import Conflict, InvalidInput, PmsgateError
+from pmsgate.i18n import is_timezone
 from pmsgate.storage.customers import (
     MAX_NAME,
     MAX_REFERENCE,
@@ -32,6 +33,7 @@ from pmsgate.storage.customers import (
 from pmsgate.storage.models import Customer, CustomerKind, SubscriptionStatus
 
 MAX_LANGUAGE = 16
+MAX_TIMEZONE = 64
 
 
 class CustomerExists(Conflict):
@@ -46,6 +48,15 @@ def _profile_values(profile: CustomerProfile) -> dict[str, object]:
     language = optional_text(profile.language, "language", MAX_LANGUAGE)
     if language is not None:  # None keeps the stored language (an upsert without one)
         values["language"] = language.lower()
+    timezone = optional_text(profile.timezone, "timezone", MAX_TIMEZONE)
+    if timezone is not None:  # None keeps the stored time zone
+        if not is_timezone(timezone):
+            raise InvalidInput(
+                f"timezone {timezone!r} is not a time zone this service knows.",
+                code="invalid_timezone",
+                hint="Give an IANA time zone name such as Europe/Rome.",
+            )
+        values["timezone"] = timezone
     return values
 
 

@@ -62,6 +62,31 @@ def check_configuration(settings: Settings, report: Report) -> None:
         report.add(AREA, "platform token", Status.OK, "PMSGATE_PLATFORM_API_TOKEN is set.")
 
 
+def check_console_address(settings: Settings, report: Report) -> None:
+    """The console's public address: the link in every message a customer gets."""
+    if settings.public_url:
+        report.add(AREA, "console address", Status.OK, f"Links lead to {settings.public_url}.")
+    elif settings.console_url:
+        report.add(
+            AREA,
+            "console address",
+            Status.WARN,
+            "PMSGATE_PUBLIC_URL is not set: message links use PMSGATE_GATEWAY_PUBLIC_URL "
+            f"({settings.console_url}), which must then also serve the console.",
+            "Set PMSGATE_PUBLIC_URL to the console's address as customers reach it.",
+        )
+    else:
+        report.add(
+            AREA,
+            "console address",
+            Status.FAIL,
+            "Neither PMSGATE_PUBLIC_URL nor PMSGATE_GATEWAY_PUBLIC_URL is set: invitations, "
+            "password resets and incident notices cannot carry a link, so customers cannot "
+            "set a password or sign in from them.",
+            "Set PMSGATE_PUBLIC_URL to the console's address, e.g. https://console.example.com.",
+        )
+
+
 async def check_database(settings: Settings, report: Report) -> None:
     """Reachable and migrated to the newest revision (the doctor never migrates)."""
     from alembic.script import ScriptDirectory

@@ -43,6 +43,7 @@ async def run_doctor(
     target = target or Target()
     report = Report()
     local.check_configuration(settings, report)
+    local.check_console_address(settings, report)
     await local.check_database(settings, report)
     await local.check_redis(settings, report)
     async with AsyncExitStack() as stack:

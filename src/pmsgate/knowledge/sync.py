@@ -492,6 +492,38 @@ class KnowledgeSync:
 
     # --- commit --------------------------------------------------------------------------------
 
+    async def commit_as_job(self, student_id: str, *, runner_id: str) -> CommitReport:
+        """A commit run outside the job runner (onboarding's step 14), recorded as a job.
+
+        The customer's sync history is the one fact every page reads ("is my knowledge up
+        to date?"): a commit that is not in it would leave the console saying "not loaded
+        yet" right after onboarding loaded everything.
+        """
+        job_id = uuid.uuid4().hex
+        await self.repo.create_job(job_id, student_id, "commit", runner_id=runner_id)
+        await self.repo.start_job(job_id)
+        try:
+            report = await self.commit(student_id)
+        except PmsgateError as error:
+            await self.repo.finish_job(job_id, "failed", error_code=error.code, error=error.message)
+            raise
+        except Exception as error:
+            await self.repo.finish_job(
+                job_id,
+                "failed",
+                error_code="internal_error",
+                error=f"The commit failed unexpectedly ({type(error).__name__}).",
+            )
+            raise
+        await self.repo.finish_job(
+            job_id,
+            "succeeded",
+            counters=report.counters(),
+            report=report.as_dict(),
+            progress=(report.apartments, report.apartments),
+        )
+        return report
+
     async def commit(
         self, student_id: str, *, progress: ProgressCallback | None = None
     ) -> CommitReport:

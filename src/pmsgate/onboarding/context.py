@@ -20,6 +20,7 @@ from pmsgate.customers.context import CustomerServices
 from pmsgate.gateway.facilities import FacilityService
 from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.sync import KnowledgeSync
+from pmsgate.onboarding.accounts import ConsoleAccounts
 from pmsgate.onboarding.customer_file import CustomerFile
 from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.onboarding.steps import OnboardingContext
@@ -38,6 +39,8 @@ class OnboardingServices:
     repository: OnboardingRecords
     # Where each step's side effects are recorded (onboarding.side_effect); None: nowhere.
     audit: AuditTrail | None = None
+    # The customers' console accounts (step 16 creates and invites one); None: not checked.
+    accounts: ConsoleAccounts | None = None
 
     def context(
         self,
@@ -61,4 +64,5 @@ class OnboardingServices:
             run_id=run_id,
             manual_evidence=manual_evidence,
             previous=previous,
+            accounts=self.accounts,
         )

@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from pmsgate.errors import InvalidInput
+from pmsgate.i18n import is_timezone
 from pmsgate.storage.models import SubscriptionStatus
 
 log = structlog.get_logger(__name__)
@@ -160,7 +161,9 @@ class OnboardingMessage(_Strict):
     """Who gets the onboarding message and what it links to (step 16)."""
 
     to: str | None = Field(default=None, max_length=320)  # the customer's e-mail by default
-    login_url: str = Field(min_length=8, max_length=500)
+    # Only when the console's address (PMSGATE_PUBLIC_URL) is not configured: the message
+    # links the console's own sign-in page otherwise.
+    login_url: str | None = Field(default=None, min_length=8, max_length=500)
     demo_call_url: str = Field(min_length=8, max_length=500)  # booking a 15-minute demo call
 
     @field_validator("to")
@@ -175,7 +178,9 @@ class OnboardingMessage(_Strict):
 
     @field_validator("login_url", "demo_call_url")
     @classmethod
-    def _url(cls, value: str) -> str:
+    def _url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
         text = value.strip()
         if not text.startswith(("https://", "http://")):
             raise ValueError("must be an http(s) URL")
@@ -192,6 +197,8 @@ class CustomerFile(_Strict):
     # What the customer reads is written in this language (the onboarding message, step 16).
     # Italian by default: the spec's operators work in Italian (step 7's escalation guardrail).
     language: Literal["it", "en"] = "it"
+    # The time zone the customer reads times in: console pages and e-mails (IANA name).
+    timezone: str = Field(default="Europe/Rome", min_length=1, max_length=64)
     contract: Contract
     subscription: SubscriptionInfo = Field(default_factory=SubscriptionInfo)
     autonomy: Autonomy = Field(default_factory=Autonomy)
@@ -217,6 +224,14 @@ class CustomerFile(_Strict):
         text = value.strip()
         if "@" not in text or text.startswith("@") or text.endswith("@"):
             raise ValueError("must be an e-mail address")
+        return text
+
+    @field_validator("timezone")
+    @classmethod
+    def _timezone(cls, value: str) -> str:
+        text = value.strip()
+        if not is_timezone(text):
+            raise ValueError("must be an IANA time zone name such as Europe/Rome")
         return text
 
     @field_validator("platform_admins")

@@ -47,6 +47,7 @@ from pmsgate.customers.context import CustomerContext, CustomerServices
 from pmsgate.gateway.facilities import FacilityService
 from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.sync import KnowledgeSync
+from pmsgate.onboarding.accounts import ConsoleAccounts
 from pmsgate.onboarding.customer_file import CustomerFile
 from pmsgate.onboarding.person_tasks import PersonTask
 
@@ -256,8 +257,10 @@ class OnboardingContext:
         run_id: str | None = None,
         manual_evidence: dict[str, dict[str, Any]] | None = None,
         previous: dict[str, dict[str, Any]] | None = None,
+        accounts: ConsoleAccounts | None = None,
     ) -> None:
         self.file = file
+        self.accounts = accounts  # the customer's console account (step 16); None: unchecked
         self.customers = customers
         self.facilities = facilities
         self.gateway = gateway  # every booking-system request: its limiter and tokens

@@ -226,6 +226,18 @@ def _pending_items(ctx: OnboardingContext) -> tuple[PendingItem, ...]:
     )
 
 
+def login_url(ctx: OnboardingContext) -> str:
+    """Where the message tells the customer to sign in: the console's own sign-in page.
+
+    ``PMSGATE_PUBLIC_URL`` (else the gateway's public URL) + ``/login``; the customer
+    file's ``onboarding_message.login_url`` only when neither is configured.
+    """
+    base = ctx.settings.console_url
+    if base is not None:
+        return f"{base}/login"
+    return ctx.file.onboarding_message.login_url or ""
+
+
 async def message_facts(ctx: OnboardingContext) -> MessageFacts:
     """The facts of the customer's onboarding message (the wording is the template's)."""
     apartments = 0
@@ -240,7 +252,7 @@ async def message_facts(ctx: OnboardingContext) -> MessageFacts:
         language=ctx.file.language,
         customer_name=ctx.file.name,
         workspace_name=config.workspace_name if config else ctx.file.name,
-        login_url=message.login_url,
+        login_url=login_url(ctx),
         login_email=ctx.file.email,
         demo_call_url=message.demo_call_url,
         live=_live_items(ctx),
@@ -335,6 +347,15 @@ async def check_onboarding_message(ctx: OnboardingContext) -> StepResult:
     evidence: dict[str, Any] = {"message": sent or "not sent", "language": ctx.file.language}
     if baseline is not None:
         evidence["baseline"] = _baseline_evidence(baseline)
+    account = None
+    if ctx.accounts is not None:
+        account = await ctx.accounts.state(ctx.student_id, ctx.file.email)
+        evidence["console_account"] = {
+            "email": account.email,
+            "exists": account.exists,
+            "invited_at": account.invited_at.isoformat() if account.invited_at else None,
+            "password_set": account.password_set,
+        }
     if sent is None:
         blocking = steps_not_holding(ctx)
         if blocking:
@@ -347,9 +368,14 @@ async def check_onboarding_message(ctx: OnboardingContext) -> StepResult:
                 waiting_for=f"steps {named} to be done; the message goes out on the run in "
                 "which every automatable step holds",
             )
+    account_ready = True if account is None else (account.ready or None)
     missing = [
         what
-        for what, ok in (("onboarding message", sent), ("baseline usage", baseline))
+        for what, ok in (
+            ("onboarding message", sent),
+            ("baseline usage", baseline),
+            ("the console account's invitation", account_ready),
+        )
         if ok is None
     ]
     if missing:
@@ -419,8 +445,11 @@ async def record_baseline(ctx: OnboardingContext) -> UsageSnapshotView:
 
 
 async def apply_onboarding_message(ctx: OnboardingContext) -> None:
-    """Record the baseline usage snapshot, then send the message (each only if missing)."""
+    """Record the baseline usage snapshot, create and invite the customer's console
+    account, then send the message (each only if missing: a second run sends nothing)."""
     await record_baseline(ctx)
+    if ctx.accounts is not None:
+        await ctx.accounts.ensure_invited(ctx.student_id, ctx.file.email)
     if _read_sent(outbox_path(ctx)) is None:
         await _send(ctx)
 
@@ -430,6 +459,7 @@ async def describe_onboarding_message(ctx: OnboardingContext) -> str:
     smtp = ctx.settings.smtp_url
     how = "send it by SMTP" if smtp is not None else f"write it to {outbox_path(ctx)}"
     return (
+        f"create the console account {ctx.file.email} and send its invitation (once); "
         f"render the onboarding message to {ctx.file.recipient} and {how}; "
         "record the baseline usage snapshot"
     )

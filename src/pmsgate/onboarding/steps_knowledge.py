@@ -805,8 +805,9 @@ async def check_knowledge_commit(ctx: OnboardingContext) -> StepResult:
 
 
 async def apply_knowledge_commit(ctx: OnboardingContext) -> None:
-    """Commit the knowledge sync; its counters go into the step's evidence."""
-    report = await ctx.knowledge.commit(ctx.student_id)
+    """Commit the knowledge sync (recorded in the customer's sync history, which the
+    console's knowledge card reads); its counters go into the step's evidence."""
+    report = await ctx.knowledge.commit_as_job(ctx.student_id, runner_id="onboarding")
     ctx.run.knowledge_commit = CommitSummary(
         counters=report.counters(),
         nodes=report.nodes,

@@ -80,6 +80,7 @@ def profile_of(ctx: OnboardingContext) -> CustomerProfile:
         handles_late_check_in=file.autonomy.handles_late_check_in,
         # Kept on the record: incident notices, sent long after onboarding, are in it.
         language=getattr(file, "language", None),
+        timezone=getattr(file, "timezone", None),
     )
 
 

@@ -39,6 +39,8 @@ class CustomerProfile:
     handles_late_check_in: bool = False
     # The language the customer reads (``it``, ``en``); None keeps the stored one.
     language: str | None = None
+    # The IANA time zone the customer reads times in; None keeps the stored one.
+    timezone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -59,6 +61,7 @@ class CustomerView:
     created_at: datetime
     updated_at: datetime
     language: str | None = None  # the language the customer reads; None: not known
+    timezone: str | None = None  # the IANA time zone it reads times in; None: Europe/Rome
 
     @property
     def subscription_active_on_contract_price(self) -> bool:
@@ -89,6 +92,7 @@ def _view(row: Customer) -> CustomerView:
         handles_upsell=row.handles_upsell,
         handles_late_check_in=row.handles_late_check_in,
         language=row.language,
+        timezone=row.timezone,
         created_at=row.created_at,
         updated_at=row.updated_at,
     )

@@ -198,6 +198,8 @@ class Customer(Base):
     handles_late_check_in: Mapped[bool] = mapped_column(Boolean, default=False)
     # The language the customer reads (the customer file's): incident notices are in it.
     language: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    # The IANA time zone the customer reads times in (e.g. Europe/Rome); None: Europe/Rome.
+    timezone: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
@@ -537,6 +539,8 @@ class User(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
     last_login_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # When the account's invitation (a one-time set-password link) was last sent.
+    invited_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
 
 
 class WebSession(Base):

@@ -20,6 +20,9 @@ from pmsgate.clock import Clock
 from pmsgate.storage.models import Customer, User, UserRole, WebSession
 
 MAX_EMAIL = 254  # the column's length (RFC 5321 path limit)
+# The password hash of an account whose password is not set yet (created by onboarding,
+# waiting for its invitation to be used): no password verifies against it.
+NO_PASSWORD = "!"
 
 
 @dataclass(frozen=True)
@@ -34,6 +37,15 @@ class UserRecord:
     updated_at: datetime
     last_login_at: datetime | None
     password_hash: str = field(repr=False)
+    invited_at: datetime | None = None
+    # A customer account's customer reads in this language and time zone (None: not known).
+    language: str | None = None
+    timezone: str | None = None
+
+    @property
+    def password_set(self) -> bool:
+        """Whether the account has a password (an invited one may not have chosen it yet)."""
+        return self.password_hash != NO_PASSWORD
 
 
 @dataclass(frozen=True)
@@ -48,7 +60,7 @@ class SessionRecord:
     last_seen_at: datetime
 
 
-def _record(row: User) -> UserRecord:
+def _record(row: User, customer: Customer | None = None) -> UserRecord:
     return UserRecord(
         id=row.id,
         email=row.email,
@@ -58,6 +70,9 @@ def _record(row: User) -> UserRecord:
         updated_at=row.updated_at,
         last_login_at=row.last_login_at,
         password_hash=row.password_hash,
+        invited_at=row.invited_at,
+        language=customer.language if customer is not None else None,
+        timezone=customer.timezone if customer is not None else None,
     )
 
 
@@ -150,6 +165,19 @@ class UserRepository:
             .values(password_hash=new_hash)
         )
 
+    async def mark_invited(self, user_id: int, at: datetime) -> None:
+        """Remember that the account's invitation was sent now."""
+        await self._session.execute(update(User).where(User.id == user_id).values(invited_at=at))
+
+    async def set_hash_of(self, user_id: int, password_hash: str) -> None:
+        """Give the account with this id a new hash and end every session of it."""
+        await self._session.execute(
+            update(User)
+            .where(User.id == user_id)
+            .values(password_hash=password_hash, updated_at=self._clock.now())
+        )
+        await self._session.execute(delete(WebSession).where(WebSession.user_id == user_id))
+
     async def record_login(self, user_id: int, at: datetime) -> None:
         """Remember when the user last signed in."""
         await self._session.execute(update(User).where(User.id == user_id).values(last_login_at=at))
@@ -194,14 +222,15 @@ class WebSessionRepository:
         """The unexpired session with this hash and its user, if any."""
         found = (
             await self._session.execute(
-                select(WebSession, User)
+                select(WebSession, User, Customer)
                 .join(User, User.id == WebSession.user_id)
+                .outerjoin(Customer, Customer.student_id == User.student_id)
                 .where(WebSession.id_hash == id_hash, WebSession.expires_at > now)
             )
         ).one_or_none()
         if found is None:
             return None
-        return _session_record(found[0]), _record(found[1])
+        return _session_record(found[0]), _record(found[1], found[2])
 
     async def touch(self, id_hash: str, at: datetime) -> None:
         """Record that the session was just used."""

@@ -17,11 +17,12 @@ of queries whatever the number of customers.
 from __future__ import annotations
 
 from typing import Annotated, Any
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
+from pmsgate.customers.checks import customer_not_found
 from pmsgate.customers.registry_check import latest_problems
 from pmsgate.errors import Forbidden, PmsgateError
 from pmsgate.storage.audit import AuditFilter
@@ -39,7 +40,7 @@ from pmsgate.web.admin_views import (
     step_choices,
 )
 from pmsgate.web.app import login_redirect
-from pmsgate.web.auth import optional_principal
+from pmsgate.web.auth import AdminWrite, actor_of, optional_principal
 from pmsgate.web.context import WebDep, WebServices
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
@@ -146,6 +147,30 @@ async def attention(request: Request, web: WebDep, principal: MaybePrincipal) ->
     )
 
 
+@router.post("/console/customers/{student_id}/invite", response_class=RedirectResponse)
+async def send_invitation(request: Request, student_id: str, principal: AdminWrite) -> Response:
+    """Send the customer's console account a new invitation (created first when absent).
+
+    303 back to the customer's page, which says it was sent (or why not); audited
+    ``account.invited`` with the admin as actor.
+    """
+    from pmsgate.web.context import web_services
+
+    web = web_services(request)
+    back = f"/console/customers/{quote(student_id, safe='')}"
+    try:
+        customer = await web.customers.customers.find(student_id)
+        if customer is None:
+            raise customer_not_found(student_id)
+        account, _ = await web.users.ensure_customer_account(student_id, customer.email)
+        await web.invitations.send(account, "invite", actor=actor_of(principal))
+    except PmsgateError as error:
+        return RedirectResponse(
+            f"{back}?{urlencode({'invite_error': error.code})}#account", status_code=303
+        )
+    return RedirectResponse(f"{back}?invited=1#account", status_code=303)
+
+
 async def admin_customer_page(request: Request, principal: Principal, student_id: str) -> Response:
     """One customer in full for an admin (``/console/customers/{student_id}``)."""
     from pmsgate.web.console import _customer_context
@@ -158,6 +183,7 @@ async def admin_customer_page(request: Request, principal: Principal, student_id
         found = context["page"].ctx.student_id
         owner = await web.audit.owner(found)
         events = await web.audit.page(AuditFilter(owner=owner), limit=RECENT_EVENTS)
+        account = await web.invitations.state(found, context["page"].ctx.customer.email)
     except PmsgateError as error:
         return _error(request, principal, error)
     return _page(
@@ -165,6 +191,9 @@ async def admin_customer_page(request: Request, principal: Principal, student_id
         "admin_customer.html",
         {
             **context,
+            "account": account,
+            "invited": request.query_params.get("invited"),
+            "invite_error": request.query_params.get("invite_error"),
             "events": events.events,
             "more_events": events.next_cursor is not None,
             "audit_link": "/console/audit?"

@@ -30,10 +30,12 @@ def install_web(app: FastAPI) -> None:
 
     Their dependencies read ``app.state.container``, set by the app's owner.
     """
-    from pmsgate.web import admin_console, api, audit, auth, console, registry_console
+    from pmsgate.web import admin_console, api, audit, auth, console, locale, registry_console
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
-    guard = [Depends(require_web)]
+    # Every web route knows its reader (language, time zone) before it renders a word.
+    guard = [Depends(require_web), Depends(locale.use_request_reader)]
+    app.include_router(locale.router, dependencies=guard)
     app.include_router(auth.router, dependencies=guard)
     app.include_router(api.router, dependencies=guard)
     app.include_router(console.router, dependencies=guard)
@@ -43,7 +45,7 @@ def install_web(app: FastAPI) -> None:
 
 
 # Paths whose errors a person reads in a browser: answered as pages, not JSON.
-PAGE_PATHS = ("/console", "/login", "/logout")
+PAGE_PATHS = ("/console", "/login", "/logout", "/language")
 
 
 def is_page(request: Request) -> bool:
@@ -52,10 +54,13 @@ def is_page(request: Request) -> bool:
     return path == "/" or any(path == p or path.startswith(p + "/") for p in PAGE_PATHS)
 
 
-def login_redirect(request: Request) -> Response:
-    """To the login page, back here afterwards (htmx: the whole page goes, not a fragment)."""
+def login_redirect(request: Request, *, expired: bool = False) -> Response:
+    """To the login page, back here afterwards (htmx: the whole page goes, not a fragment).
+
+    ``expired``: the request came with a session that has ended; the sign-in page says so.
+    """
     target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    location = f"/login?next={quote(target, safe='/')}"
+    location = f"/login?next={quote(target, safe='/')}" + ("&expired=1" if expired else "")
     if request.headers.get("HX-Request") == "true":
         # htmx would swap the login page into a panel; it follows HX-Redirect instead.
         return Response(status_code=200, headers={"HX-Redirect": location})
@@ -67,7 +72,12 @@ def render_console_error(request: Request, error: PmsgateError) -> Response | No
     if not is_page(request):
         return None
     if error.code == "not_authenticated":
-        return login_redirect(request)
+        from pmsgate.web.auth import SESSION_COOKIE
+        from pmsgate.web.kept_input import keep_on
+
+        response = login_redirect(request, expired=bool(request.cookies.get(SESSION_COOKIE)))
+        keep_on(response, request)  # what a refused form had typed, back after signing in
+        return response
     if error.code == "csrf_failed" and request.headers.get("HX-Request") == "true":
         # A page older than its session: reload it, which brings a fresh token.
         return Response(status_code=200, headers={"HX-Refresh": "true"})

@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Annotated, Any
 from urllib.parse import urlsplit
 
+import structlog
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from fastapi import APIRouter, Depends, Form, Query, Request
@@ -31,11 +32,23 @@ from pydantic import BaseModel, Field, SecretStr
 from pmsgate.audit.actions import Actor, AuditAction, Outcome
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
-from pmsgate.errors import ConfigurationError, Forbidden, PmsgateError, Unauthorized
+from pmsgate.errors import (
+    ConfigurationError,
+    Forbidden,
+    InvalidInput,
+    PmsgateError,
+    Unauthorized,
+)
 from pmsgate.gateway.vault import parse_key_spec
 from pmsgate.web.context import web_services
+from pmsgate.web.kept_input import KEPT_COOKIE, remember_form
 from pmsgate.web.templating import templates
-from pmsgate.web.users import LoginLinkRefused, Principal
+from pmsgate.web.users import (
+    MIN_PASSWORD,
+    PASSWORD_LINK_PURPOSES,
+    LoginLinkRefused,
+    Principal,
+)
 
 SESSION_COOKIE = "pmsgate_session"
 CSRF_HEADER = "X-CSRF-Token"
@@ -60,6 +73,7 @@ LOGIN_PAGE_HEADERS = {
 }
 
 router = APIRouter()
+log = structlog.get_logger(__name__)
 
 
 # --- the cookie ---------------------------------------------------------------------------------
@@ -184,9 +198,14 @@ async def optional_principal(request: Request) -> Principal | None:
 
 
 async def current_principal(request: Request) -> Principal:
-    """The signed-in user; 401 not_authenticated without a valid, live session cookie."""
+    """The signed-in user; 401 not_authenticated without a valid, live session cookie.
+
+    A form refused for that keeps what was typed (:mod:`pmsgate.web.kept_input`).
+    """
     found = await _session(request)
     if found is None:
+        if request.cookies.get(SESSION_COOKIE):  # it had a session: it ended
+            await remember_form(request)
         raise not_authenticated()
     return found[0]
 
@@ -328,6 +347,7 @@ def _login_page(
     next_url: str | None,
     email: str = "",
     error: PmsgateError | None = None,
+    expired: bool = False,
 ) -> HTMLResponse:
     headers = dict(LOGIN_PAGE_HEADERS)
     if error is not None:
@@ -335,7 +355,14 @@ def _login_page(
     return templates.TemplateResponse(
         request,
         "login.html",
-        {"principal": None, "next": next_url, "email": email, "error": error},
+        {
+            "principal": None,
+            "next": next_url,
+            "email": email,
+            "error": error,
+            "expired": expired,
+            "kept_input": request.cookies.get(KEPT_COOKIE) is not None,
+        },
         status_code=error.status if error is not None else 200,
         headers=headers,
     )
@@ -363,13 +390,15 @@ async def _end_current_session(request: Request) -> None:
 
 @router.get("/login", response_class=HTMLResponse, include_in_schema=False)
 async def login_page(
-    request: Request, next_url: Annotated[str | None, Query(alias="next")] = None
+    request: Request,
+    next_url: Annotated[str | None, Query(alias="next")] = None,
+    expired: Annotated[bool, Query()] = False,
 ) -> Response:
-    """The sign-in form (a signed-in user goes straight on)."""
+    """The sign-in form (a signed-in user goes straight on); ``expired``: says why."""
     target = safe_next(next_url)
     if await optional_principal(request) is not None:
         return RedirectResponse(target or _DEFAULT_LANDING, status_code=303)
-    return _login_page(request, next_url=target)
+    return _login_page(request, next_url=target, expired=expired)
 
 
 @router.post("/login", response_class=HTMLResponse, include_in_schema=False)
@@ -420,24 +449,108 @@ async def _record_link_refused(request: Request, error: LoginLinkRefused) -> Non
     )
 
 
+def _password_page(
+    request: Request,
+    token: str,
+    purpose: str,
+    *,
+    email: str,
+    error: PmsgateError | None = None,
+) -> HTMLResponse:
+    return templates.TemplateResponse(
+        request,
+        "set_password.html",
+        {
+            "principal": None,
+            "token": token,
+            "purpose": purpose,
+            "email": email,
+            "error": error,
+            "min_password": MIN_PASSWORD,
+        },
+        status_code=error.status if error is not None else 200,
+        headers=LINK_PAGE_HEADERS,
+    )
+
+
 @router.get("/login/link/{token}", response_class=HTMLResponse, include_in_schema=False)
 async def login_link_page(request: Request, token: str) -> Response:
-    """A one-time sign-in link: a page whose button uses it (the GET never spends it).
+    """A one-time link: a page whose button uses it (the GET never spends it).
 
     Mail scanners open the links of a message; if the GET signed in, a scanner would
-    spend the link before its reader clicks it. An unknown, used or expired link gets a
-    page saying so, with the way to sign in normally (410, never a 500).
+    spend the link before its reader clicks it. An invitation's or a password reset's
+    link shows the form to choose a password; any other link a "Continue" button. An
+    unknown, used or expired link gets a page saying so, with the way to sign in
+    normally (410, never a 500).
     """
-    check = await web_services(request).users.login_link(token)
-    if check.state != "usable":
+    web = web_services(request)
+    check = await web.users.login_link(token)
+    if check.state != "usable" or check.record is None:
         return _link_page(request, None, LoginLinkRefused(check.state))
+    if check.record.purpose in PASSWORD_LINK_PURPOSES:
+        account = await web.users.account_by_id(check.record.user_id)
+        email = account.email if account is not None else ""
+        return _password_page(request, token, check.record.purpose, email=email)
     return _link_page(request, token)
+
+
+class PasswordsDiffer(InvalidInput):
+    """The two password fields of the set-password form differ."""
+
+    code = "passwords_differ"
+    hint = "Type the same password in both fields."
+
+
+async def _set_password_with_link(
+    request: Request, token: str, purpose: str, user_id: int
+) -> Response:
+    """The set-password form's POST: the password chosen, the link spent, signed in."""
+    web = web_services(request)
+    form = await request.form()
+    password = SecretStr(str(form.get("password") or ""))
+    confirm = str(form.get("password_confirm") or "")
+    account = await web.users.account_by_id(user_id)
+    email = account.email if account is not None else ""
+    try:
+        if password.get_secret_value() != confirm:
+            raise PasswordsDiffer("The two passwords are not the same.")
+        principal, raw, link = await web.users.set_password_with_link(token, password)
+    except LoginLinkRefused as error:
+        await _record_link_refused(request, error)
+        return _link_page(request, None, error)
+    except PmsgateError as error:
+        # Nothing was spent: the same form again, with why (never the password typed).
+        return _password_page(request, token, purpose, email=email, error=error)
+    await web.audit.record(
+        AuditAction.PASSWORD_SET,
+        actor=actor_of(principal),
+        subject=f"user:{principal.email}",
+        details={"purpose": link.purpose},
+        student_id=principal.student_id,
+        client_address=_client(request),
+    )
+    await _end_current_session(request)
+    response = RedirectResponse(
+        (safe_next(link.target) or _DEFAULT_LANDING) + "?welcome=" + link.purpose,
+        status_code=303,
+    )
+    response.headers.update(NO_STORE)
+    set_session_cookie(response, request, raw)
+    return response
 
 
 @router.post("/login/link/{token}", include_in_schema=False)
 async def login_link_use(request: Request, token: str) -> Response:
-    """Spend the link: signed in as its account (audited), 303 to where it leads."""
+    """Spend the link: signed in as its account (audited), 303 to where it leads.
+
+    An invitation's or reset's link first takes the new password (its form's fields).
+    """
     web = web_services(request)
+    check = await web.users.login_link(token)
+    if check.record is not None and check.record.purpose in PASSWORD_LINK_PURPOSES:
+        return await _set_password_with_link(
+            request, token, check.record.purpose, check.record.user_id
+        )
     try:
         principal, raw, link = await web.users.sign_in_with_link(token)
     except LoginLinkRefused as error:
@@ -456,6 +569,76 @@ async def login_link_use(request: Request, token: str) -> Response:
     response.headers.update(NO_STORE)
     set_session_cookie(response, request, raw)
     return response
+
+
+# --- "Forgot password?" --------------------------------------------------------------------------
+
+
+def _forgot_page(
+    request: Request, *, email: str = "", sent: bool = False, status_code: int = 200
+) -> HTMLResponse:
+    return templates.TemplateResponse(
+        request,
+        "forgot_password.html",
+        {"principal": None, "email": email, "sent": sent},
+        status_code=status_code,
+        headers=LOGIN_PAGE_HEADERS,
+    )
+
+
+@router.get("/login/forgot", response_class=HTMLResponse, include_in_schema=False)
+async def forgot_password_page(request: Request) -> Response:
+    """The form to ask for a link that sets a new password."""
+    return _forgot_page(request)
+
+
+@router.post("/login/forgot", response_class=HTMLResponse, include_in_schema=False)
+async def forgot_password(
+    request: Request, email: Annotated[str, Form(max_length=1024)] = ""
+) -> Response:
+    """E-mail a one-time set-password link to the address's account, if it has one.
+
+    The page says the same whether or not the address has an account ("if an account
+    exists, a link is on its way"), so it tells nobody who has one. Requests are
+    limited per address and per client (``PMSGATE_PASSWORD_RESET_MAX_PER_HOUR``); past
+    the limit the page is the same and no e-mail goes out. Audited either way.
+    """
+    web = web_services(request)
+    client = _client(request)
+    typed = email.strip()[:254]
+    if not typed:
+        return _forgot_page(request, status_code=400)
+    attempted = attempted_user_name(typed)
+    try:
+        await web.users.count_reset_request(typed, client=client)
+    except PmsgateError as error:
+        await web.audit.record(
+            AuditAction.PASSWORD_RESET_REQUESTED,
+            actor=Actor.system("unauthenticated"),
+            subject=f"user:{attempted}",
+            outcome=Outcome.REFUSED,
+            details={"reason": error.code},
+            client_address=client,
+        )
+        return _forgot_page(request, email=typed, sent=True)
+    await web.audit.record(
+        AuditAction.PASSWORD_RESET_REQUESTED,
+        actor=Actor.system("unauthenticated"),
+        subject=f"user:{attempted}",
+        client_address=client,
+    )
+    account = await web.users.account(typed)
+    if account is not None:
+        try:
+            await web.invitations.send(
+                account,
+                "invite" if not account.password_set else "reset",
+                actor=Actor.system("unauthenticated"),
+            )
+        except PmsgateError as error:
+            # The page must not tell that the address has an account: the team sees it.
+            log.warning("web_password_reset_not_sent", code=error.code)
+    return _forgot_page(request, email=typed, sent=True)
 
 
 @router.post("/logout", include_in_schema=False)

@@ -12,6 +12,7 @@ console can never do what the API would refuse.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Annotated, Any
 from urllib.parse import quote
@@ -45,6 +46,7 @@ from pmsgate.web.customer_view import (
     explain_job,
     reconnect_words,
 )
+from pmsgate.web.kept_input import forget_kept, read_kept
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
 from pmsgate.web.views import (
@@ -252,6 +254,8 @@ async def _customer_context(
         "customer_path": customer_path(page.ctx.student_id),
         # The latest stored registry check (the check-registry job's or a console check).
         "registry": await latest_registry_check(web.customers, page.ctx.student_id),
+        # A stored check cannot vouch for the apartments while the booking system refuses us.
+        "registry_paused": booking == "error",
         **_charts(page),
         **extra,
     }
@@ -267,12 +271,32 @@ async def _customer_view(
 ) -> Response:
     if principal is None:
         return login_redirect(request)
+    extra: dict[str, Any] = {}
+    kept = read_kept(request, customer_path(student_id))
+    if kept is not None:
+        # Back after signing in again: the form's typed fields (never a password) and why.
+        extra.update(session_expired=True, kept=kept["fields"])
+        if "username" in kept["fields"]:
+            extra["username"] = kept["fields"]["username"]
     try:
         ensure_can_act_on(principal, student_id)
-        context = await _customer_context(request, principal, student_id)
+        context = await _customer_context(request, principal, student_id, **extra)
+        if template is None and request.query_params.get("reconnected"):
+            context["reconnected"] = ReconnectShown(context["booking"])
     except PmsgateError as error:
         return error_page(request, principal, error)
-    return _render(request, template or page_template(principal), context)
+    response = _render(request, template or page_template(principal), context)
+    if kept is not None:
+        forget_kept(response)
+    return response
+
+
+@dataclass(frozen=True)
+class ReconnectShown:
+    """A reconnect's success as the page after its redirect shows it (no JavaScript)."""
+
+    status: str
+    listings_sync: str | None = None
 
 
 @router.get("/console/customers/{student_id}", response_class=HTMLResponse)
@@ -374,7 +398,10 @@ async def reconnect(
         )
         return _render(request, template, context, status_code=status)
     if not _is_htmx(request):
-        return RedirectResponse(customer_path(student_id) + "#pms", status_code=303)
+        # The success where the eye is: the page opens at the result, not at the form.
+        return RedirectResponse(
+            customer_path(student_id) + "?reconnected=1#reconnect-result", status_code=303
+        )
     context = await _customer_context(request, principal, student_id, reconnected=result)
     return _render(request, "_pms_panel.html", context)
 

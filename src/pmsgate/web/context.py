@@ -21,6 +21,7 @@ from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerServices
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.knowledge.sync_jobs import SyncJobs
+from pmsgate.web.invitations import Invitations
 from pmsgate.web.users import UserService
 
 
@@ -33,6 +34,7 @@ class WebServices:
     sync_jobs: SyncJobs
     users: UserService
     audit: AuditTrail
+    invitations: Invitations
 
     @property
     def settings(self) -> Settings:

@@ -55,6 +55,7 @@ from pmsgate.storage.models import User, UserRole
 from pmsgate.storage.notices import LoginLinkRecord, LoginLinkRepository
 from pmsgate.storage.users import (
     MAX_EMAIL,
+    NO_PASSWORD,
     UserRecord,
     UserRepository,
     WebSessionRepository,
@@ -70,6 +71,16 @@ TOUCH_EVERY = timedelta(seconds=60)
 HASHING_CONCURRENCY = 4
 # A Redis failure bucket outlives its window by this much, then disappears.
 _EXPIRY_MARGIN_S = 60
+
+
+class AccountTaken(Conflict):
+    """The address already signs in to an account that is not this customer's."""
+
+    code = "account_taken"
+    hint = (
+        "Give the customer another e-mail address in the customer file, or move the "
+        "account with `pmsgate users remove` and run onboarding again."
+    )
 
 
 class UserExists(Conflict):
@@ -117,6 +128,8 @@ class UserView:
     student_id: str | None
     created_at: datetime
     last_login_at: datetime | None
+    invited_at: datetime | None = None  # when its invitation was last sent
+    password_set: bool = True  # False until an invited account chooses its password
 
 
 @dataclass(frozen=True)
@@ -129,6 +142,9 @@ class Principal:
     student_id: str | None
     # A per-session secret: kept out of reprs (and so out of logs).
     csrf_token: str = field(repr=False)
+    # What a customer account's customer reads in (None: not known; admins have none).
+    language: str | None = None
+    timezone: str | None = None
 
     @property
     def is_admin(self) -> bool:
@@ -141,6 +157,8 @@ MAX_LINK_TOKEN = 128
 # Spent and expired links are deleted this long after their expiry.
 LOGIN_LINK_KEEP = timedelta(days=7)
 LinkState = Literal["usable", "used", "expired", "unknown"]
+# Links whose page sets the account's password (an invitation, a password reset).
+PASSWORD_LINK_PURPOSES = ("invite", "reset")
 
 
 def login_link_hash(token: str) -> str:
@@ -237,6 +255,8 @@ def _view(record: UserRecord) -> UserView:
         student_id=record.student_id,
         created_at=record.created_at,
         last_login_at=record.last_login_at,
+        invited_at=record.invited_at,
+        password_set=record.password_set,
     )
 
 
@@ -293,6 +313,7 @@ class LoginThrottle:
         redis: aioredis.Redis | None = None,
         namespace: str = "pmsgate",
         health: RedisHealth | None = None,
+        name: str = "login-failures",
     ) -> None:
         # Fail closed: without Redis the failures of other replicas cannot be counted, so a
         # sign-in is refused (503 shared_state_unavailable) rather than left unthrottled.
@@ -302,7 +323,7 @@ class LoginThrottle:
             clock=clock,
             retention_ms=self._rates[0].interval,
             redis=redis,
-            key_prefix=f"{namespace}:login-failures",
+            key_prefix=f"{namespace}:{name}",
             expiry_margin_s=_EXPIRY_MARGIN_S,
             trim_every_ms=0,
         )
@@ -395,6 +416,16 @@ class UserService:
             namespace=settings.redis_namespace,
             health=health,
         )
+        # "Forgot password?" requests: every request counts, per address and per client.
+        self._resets = LoginThrottle(
+            clock=clock,
+            max_failures=settings.password_reset_max_per_hour,
+            window_s=3600,
+            redis=redis,
+            namespace=settings.redis_namespace,
+            health=health,
+            name="password-resets",
+        )
         self._dummy_hash: str | None = None
         self._hashing: anyio.CapacityLimiter | None = None
         # Sign-ins per e-mail key and per client key run one at a time (see sign_in).
@@ -453,6 +484,108 @@ class UserService:
             raise _user_refused(error, address, student) from None
         log.info("web_user_added", user_id=record.id, role=record.role)
         return _view(record)
+
+    async def ensure_customer_account(self, student_id: str, email: str) -> tuple[UserView, bool]:
+        """The customer's console account with this address, created when absent.
+
+        A new account has no password (no password verifies against it) until its
+        invitation is used. ``(account, created)``; :class:`AccountTaken` when the address
+        already signs in to an admin or another customer.
+        """
+        address = normalise_email(email)
+        try:
+            async with self._database.begin() as session:
+                users = UserRepository(session, self._clock)
+                found = await users.by_email(address)
+                if found is not None:
+                    if found.role != "customer" or found.student_id != student_id:
+                        raise AccountTaken(
+                            f"{address} already signs in to another console account."
+                        )
+                    return _view(found), False
+                if not await users.customer_exists(student_id):
+                    raise customer_not_found(student_id)
+                record = await users.add(
+                    address, password_hash=NO_PASSWORD, role="customer", student_id=student_id
+                )
+        except IntegrityError as error:
+            raise _user_refused(error, address, student_id) from None
+        log.info("web_user_added", user_id=record.id, role=record.role, by="onboarding")
+        return _view(record), True
+
+    async def account(self, email: str) -> UserView | None:
+        """The account of this address, if any (an invalid address has none)."""
+        try:
+            address = normalise_email(email)
+        except PmsgateError:
+            return None
+        record = await self._user_by_email(address)
+        return None if record is None else _view(record)
+
+    async def account_by_id(self, user_id: int) -> UserView | None:
+        """The account with this id, if any."""
+        async with self._database() as session:
+            record = await UserRepository(session, self._clock).by_id(user_id)
+        return None if record is None else _view(record)
+
+    async def issue_link(
+        self, user_id: int, *, purpose: str, target: str, ttl: timedelta
+    ) -> LoginLinkIssued:
+        """A new one-time link of the account (only its token's SHA-256 is stored)."""
+        now = self._clock.now()
+        token = secrets.token_urlsafe(LOGIN_LINK_BYTES)
+        async with self._database.begin() as session:
+            links = LoginLinkRepository(session)
+            await links.delete_older_than(now - LOGIN_LINK_KEEP)
+            await links.create(
+                token_hash=login_link_hash(token),
+                user_id=user_id,
+                target=target,
+                purpose=purpose,
+                created_at=now,
+                expires_at=now + ttl,
+            )
+            if purpose == "invite":
+                await UserRepository(session, self._clock).mark_invited(user_id, now)
+        log.info("web_login_link_created", user_id=user_id, purpose=purpose)
+        return LoginLinkIssued(token=token, expires_at=now + ttl, user_id=user_id)
+
+    async def set_password_with_link(
+        self, token: str, password: SecretStr
+    ) -> tuple[Principal, str, LoginLinkRecord]:
+        """Use an invitation or reset link: the account's new password and a new session.
+
+        The password is checked first: a refused one leaves the link unspent. Setting it
+        ends every other session of the account.
+        """
+        value = check_password_policy(password)
+        password_hash = await self._hash(value)
+        now = self._clock.now()
+        if not token or len(token) > MAX_LINK_TOKEN:
+            raise LoginLinkRefused("unknown")
+        token_hash = login_link_hash(token)
+        async with self._database.begin() as session:
+            links = LoginLinkRepository(session)
+            found = await links.by_hash(token_hash)
+            check = _link_check(found, now)
+            if found is None or found.purpose not in PASSWORD_LINK_PURPOSES:
+                raise LoginLinkRefused("unknown")
+            if check.state != "usable" or not await links.use(token_hash, now):
+                raise LoginLinkRefused(check.state if check.state != "usable" else "used")
+            users = UserRepository(session, self._clock)
+            await users.set_hash_of(found.user_id, password_hash)
+            user = await users.by_id(found.user_id)
+            if user is None:
+                raise LoginLinkRefused("unknown")
+            principal, raw_session_id = await self._open_session(session, user, now)
+        log.info("web_password_set_with_link", user_id=user.id, purpose=found.purpose)
+        return principal, raw_session_id, found
+
+    async def count_reset_request(self, email: str, *, client: str) -> None:
+        """Count one "Forgot password?" request; TooManyLoginAttempts past the hourly limit."""
+        keys = (f"email:{email.strip().lower()}", f"client:{client}")
+        await self._resets.check(*keys)
+        await self._resets.record_failure(*keys)
 
     async def list(self) -> list[UserView]:
         """Every account, ordered by e-mail address."""
@@ -637,6 +770,8 @@ class UserService:
             role=user.role,
             student_id=user.student_id,
             csrf_token=stored.csrf_token,
+            language=user.language,
+            timezone=user.timezone,
         )
 
     async def sign_out(self, raw_session_id: str) -> None:
