@@ -9,7 +9,7 @@ SANDBOX_PORT ?= 8090
 # Two workers fit this machine kind (2 cores); TEST_WORKERS=0 runs the tests in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: env demo test lint package-check format serve sandbox bench clean
+.PHONY: env demo test lint package-check format serve sandbox bench clean messages
 
 env: .venv/.synced
 
@@ -35,6 +35,13 @@ lint: env
 # The built wheel, installed without uv.lock (newest and lowest allowed versions), imports.
 package-check: env
 	UV="$(UV)" .ci/check-packaging
+
+# The translation catalogue (docs/i18n.md): extract every message into messages.pot, then
+# add the new ones to each language's messages.po (untranslated until someone writes them).
+I18N := src/pmsgate/i18n
+messages: env
+	$(UV) run pybabel extract --no-location --sort-output -F babel.cfg -k N_ -o $(I18N)/messages.pot src/pmsgate
+	$(UV) run pybabel update --no-fuzzy-matching --omit-header -i $(I18N)/messages.pot -d $(I18N)/locales -D messages -l it
 
 format: env
 	$(UV) run ruff check --fix src tests bench

@@ -54,6 +54,7 @@ def settings(tmp_path: Path) -> Settings:
         partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
         secret_keys=SecretStr(generate_key_spec("doc")),
         limiter_wait_s=0.0,
+        public_url="https://console.example.test",
     )
 
 
@@ -133,6 +134,7 @@ async def test_offline_doctor_finds_a_ready_deployment_on_the_sandbox(
     assert not report.failed, [f for f in report.findings if f.status is Status.FAIL]
     assert status_of(report, "local", "database") is Status.OK
     assert status_of(report, "local", "redis") is Status.WARN  # one process only
+    assert status_of(report, "local", "console address") is Status.OK
     assert status_of(report, "booking system", "reachable") is Status.OK
     assert status_of(report, "assistant platform", "account") is Status.OK
     assert status_of(report, "assistant platform", "runtimes") is Status.OK
@@ -303,3 +305,18 @@ async def test_the_login_finding_names_where_the_token_came(
     login = report.of("booking system", "login")
     assert login is not None and login.status is Status.OK
     assert login.details["token_location"] == place
+
+
+async def test_the_doctor_fails_without_the_consoles_address_and_warns_on_the_gateways(
+    probe: Probe,
+) -> None:
+    """Invitations, password resets and notices carry links to the console's address."""
+    without = probe.settings.model_copy(update={"public_url": None})
+    report = await run_doctor(without, http_factory=probe.http_factory, clock=probe.clock)
+    finding = report.of("local", "console address")
+    assert finding is not None and finding.status is Status.FAIL
+    assert "PMSGATE_PUBLIC_URL" in (finding.advice or "")
+
+    gateway_only = without.model_copy(update={"gateway_public_url": "https://gw.example.test"})
+    report = await run_doctor(gateway_only, http_factory=probe.http_factory, clock=probe.clock)
+    assert status_of(report, "local", "console address") is Status.WARN

@@ -146,7 +146,9 @@ async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> 
         runner = OnboardingRunner(served.onboarding)
         reports = await onboard_demo_customers(runner, sandbox, console)
         before = sandbox.platform.stats.requests_by_route.copy()
+        invitations = len(list((data_dir / "outbox").glob("invite.*.eml")))
         again = await runner.run(customer_file_of(sandbox, partner))
+        invitations_again = len(list((data_dir / "outbox").glob("invite.*.eml"))) - invitations
         writes = sum(
             n - before.get(route, 0)
             for route, n in sandbox.platform.stats.requests_by_route.items()
@@ -161,7 +163,9 @@ async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> 
             f"waiting for a person: {', '.join(waiting) or 'nothing'}."
         )
     console.print(
-        f"Route A knowledge base: {nodes} nodes. A second onboarding run of the Route A "
-        f"customer: {again.status}, {writes} platform writes."
+        f"Route A knowledge base: {nodes} nodes. Console accounts created and invited: "
+        f"{invitations} (one per customer, a one-time link to choose a password). A second "
+        f"onboarding run of the Route A customer: {again.status}, {writes} platform writes, "
+        f"{invitations_again} invitations."
     )
     return Onboarded(sandbox=sandbox, settings=base, clock=clock)

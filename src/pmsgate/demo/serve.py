@@ -10,10 +10,13 @@ emulator with curl and the console shows the integration go to ``error``.
 from __future__ import annotations
 
 import asyncio
+import email.policy
+import re
 import secrets
 import socket
 import tempfile
 from dataclasses import dataclass
+from email.parser import BytesParser
 from pathlib import Path
 from typing import Any
 
@@ -85,13 +88,26 @@ async def _create_logins(web: WebServices, sandbox: Sandbox) -> list[DemoLogin]:
             )
         )
     for login in logins:
-        await web.users.add(
-            login.email,
-            SecretStr(login.password),
-            role=login.role,
-            student_id=login.student_id,
-        )
+        if login.role == "admin":
+            await web.users.add(login.email, SecretStr(login.password), role="admin")
+        else:
+            # Onboarding created the customer's account and invited it; the demo also gives
+            # it a password to print (its invitation link keeps working until it is used).
+            await web.users.set_password(login.email, SecretStr(login.password))
     return logins
+
+
+def invitation_links(data_dir: Path) -> list[tuple[str, str]]:
+    """(address, link) of the invitations onboarding recorded in the outbox."""
+    links = []
+    for path in sorted((data_dir / "outbox").glob("invite.*.eml")):
+        message = BytesParser(policy=email.policy.default).parsebytes(path.read_bytes())
+        body = message.get_body(preferencelist=("plain",))
+        text = str(body.get_content()) if body is not None else ""
+        found = re.search(r"https?://\S+/login/link/[A-Za-z0-9_-]+", text)
+        if found:
+            links.append((str(message["To"]), found.group(0)))
+    return links
 
 
 def _server(app: Any, port: int) -> uvicorn.Server:
@@ -112,6 +128,7 @@ def _print_welcome(
     app_url: str,
     logins: list[DemoLogin],
     gateway_key: str,
+    invitations: list[tuple[str, str]],
 ) -> None:
     partner, own = demo_facilities(sandbox)
     console.rule("[bold]pmsgate demo --serve (Ctrl-C to stop)")
@@ -147,6 +164,13 @@ def _print_welcome(
         "new password."
     )
     console.print(f"Route B customer: {own['name']} ({own['hotel_id']}).")
+    for address, link in invitations:
+        console.print(
+            f"Invitation of {address} (onboarding sent it; open it in a private window to "
+            f"choose a password as the customer would): {link}",
+            soft_wrap=True,
+            markup=False,
+        )
 
 
 def in_the_emulator(sandbox: Sandbox) -> Upstream:
@@ -210,6 +234,7 @@ async def serve_demo(
                 app_url=app_url,
                 logins=logins,
                 gateway_key=gateway_key,
+                invitations=invitation_links(Path(data_dir)),
             )
             async with build_scheduler(web):
                 await asyncio.gather(*serving)

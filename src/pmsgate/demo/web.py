@@ -62,9 +62,7 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
         app = create_app(settings, container=container)
         scheduler = build_scheduler(web)
         admin = await _signed_in(web, app, "admin@platform-team.example", role="admin")
-        owner = await _signed_in(
-            web, app, customer.recipient, role="customer", student_id=customer.student_id
-        )
+        owner = await _accept_invitation(console, app, settings.data_dir, customer.email)
         try:
             home = await admin.get("/console")
             statuses = re.findall(r'data-testid="pms-status">([^<]+)<', home.text)
@@ -134,6 +132,55 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
         finally:
             await admin.aclose()
             await owner.aclose()
+
+
+async def _accept_invitation(
+    console: Console, app: Any, data_dir: Path, address: str
+) -> httpx.AsyncClient:
+    """The invitation onboarding sent: its link followed, a password chosen, signed in.
+
+    As the customer would: the e-mail from the outbox, the link's page (which only shows
+    the form), the password typed twice, then their own page in their language.
+    """
+    invitations = sorted((data_dir / "outbox").glob("invite.*.eml"))
+    table = Table(title="Onboarding's invitations in the outbox (one per customer, once)")
+    for column in ("to", "language", "subject", "one-time link"):
+        table.add_column(column)
+    token = ""
+    for path in invitations:
+        with path.open("rb") as handle:
+            message = BytesParser(policy=email.policy.default).parse(handle)
+        text = str(message.get_body(preferencelist=("plain",)).get_content())  # type: ignore[union-attr]
+        found = re.search(r"/login/link/([A-Za-z0-9_-]+)", text)
+        if str(message["To"]) == address and found:
+            token = found.group(1)
+        link = f"/login/link/{found.group(1)[:6]}…" if found else "-"
+        table.add_row(
+            str(message["To"]),
+            str(message["Content-Language"]),
+            escape(str(message["Subject"])),
+            link,
+        )
+    console.print(table)
+    client = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=APP_URL)
+    page = await client.get(f"/login/link/{token}")
+    password = secrets.token_urlsafe(12)
+    form = {"password": password, "password_confirm": password}
+    chosen = await client.post(f"/login/link/{token}", data=form, follow_redirects=True)
+    title = re.search(r"<title>([^<]*)</title>", chosen.text)
+    lang = re.search(r'<html lang="([a-z]+)"', chosen.text)
+    headlines = re.findall(r'<p class="headline">(?:<span[^>]*></span>)?([^<]+)<', chosen.text)
+    console.print(
+        f"The Route A customer opens the invitation's link (HTTP {page.status_code}: a form, "
+        f"the link not spent yet), chooses a password and lands on its own page: HTTP "
+        f'{chosen.status_code}, <html lang="{lang.group(1) if lang else "?"}">, '
+        f"'{escape(title.group(1) if title else '?')}'."
+    )
+    for headline in headlines[:3]:
+        console.print(f"  · {escape(headline.strip())}")
+    me = await client.get("/api/auth/me")
+    client.headers["X-CSRF-Token"] = me.json()["csrfToken"]
+    return client
 
 
 async def _allowlist_holds(

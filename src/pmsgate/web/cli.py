@@ -69,6 +69,8 @@ def _plain(view: UserView) -> dict[str, Any]:
         "student_id": view.student_id,
         "created_at": when(view.created_at),
         "last_login_at": when(view.last_login_at),
+        "invited_at": when(view.invited_at),
+        "password_set": view.password_set,
     }
 
 
@@ -106,15 +108,22 @@ def list_users(
         typer.echo(json.dumps({"users": [_plain(view) for view in views]}))
         return
     table = Table(title="Console users")
-    for column in ("id", "email", "role", "student_id", "created", "last sign-in"):
+    for column in ("id", "email", "role", "student_id", "created", "password", "last sign-in"):
         table.add_column(column)
     for view in views:
+        if view.password_set:
+            password = "set"
+        elif view.invited_at is not None:
+            password = f"invited {view.invited_at.isoformat(timespec='seconds')}"
+        else:
+            password = "not set"
         table.add_row(
             str(view.id),
             escape(view.email),
             view.role,
             escape(view.student_id or ""),
             view.created_at.isoformat(timespec="seconds"),
+            password,
             view.last_login_at.isoformat(timespec="seconds") if view.last_login_at else "never",
         )
     console.print(table)
@@ -133,3 +142,40 @@ def set_password(email: Email, password_stdin: PasswordStdin = False) -> None:
     password = _read_password(password_stdin)
     _with_users(lambda users: users.set_password(email, password))
     console.print(f"password of {escape(email.strip().lower())} changed; its sessions are ended")
+
+
+@users_app.command("invite")
+def invite(
+    student_id: Annotated[str, typer.Argument(help="The customer's student_id.")],
+    email: Annotated[
+        str | None,
+        typer.Option(help="The account's address (default: the customer record's e-mail)."),
+    ] = None,
+) -> None:
+    """Send a customer's console account a new invitation (creating the account if absent).
+
+    The invitation is a one-time link to choose a password, e-mailed in the customer's
+    language (recorded in the outbox); an earlier unused one keeps working until it
+    expires. Needs PMSGATE_PUBLIC_URL (the console's address) for the link.
+    """
+
+    async def _go() -> tuple[str, datetime]:
+        from pmsgate.audit.actions import Actor
+        from pmsgate.customers.checks import customer_not_found
+
+        async with open_cli_container() as container:
+            web = container.web
+            customer = await web.customers.customers.find(student_id)
+            if customer is None:
+                raise customer_not_found(student_id)
+            account, _ = await web.users.ensure_customer_account(
+                student_id, email or customer.email
+            )
+            expires = await web.invitations.send(account, "invite", actor=Actor.cli("pmsgate users invite"))
+            return account.email, expires
+
+    address, expires = run(_go())
+    console.print(
+        f"invitation sent to {escape(address)}; its link works once, until "
+        f"{expires.isoformat(timespec='minutes')}"
+    )
