@@ -27,7 +27,9 @@ def test_the_browsers_languages_are_read_in_its_order_of_preference() -> None:
     ("setting", "language"),
     [("it", "it"), ("it-IT", "it"), ("Italian", "it"), ("en_GB", "en"), ("de", "it"), (None, "it")],
 )
-def test_a_language_setting_maps_to_a_supported_language(setting: str | None, language: str) -> None:
+def test_a_language_setting_maps_to_a_supported_language(
+    setting: str | None, language: str
+) -> None:
     assert i18n.language_of(setting) == language
 
 
@@ -54,4 +56,4 @@ def test_an_unknown_time_zone_reads_as_rome_and_the_reader_is_restored() -> None
 
 def test_italian_has_two_plural_forms_in_every_catalogue_file() -> None:
     for path in i18n.catalogue_files("it"):
-        assert 'Plural-Forms: nplurals=2; plural=(n != 1);' in path.read_text(), path.name
+        assert "Plural-Forms: nplurals=2; plural=(n != 1);" in path.read_text(), path.name
