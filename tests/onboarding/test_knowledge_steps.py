@@ -184,6 +184,9 @@ async def test_incomplete_pages_are_patched_then_committed_and_a_rerun_writes_no
         dry_run = await check_knowledge_dry_run(ctx)
         templates = await run_step(ctx, check_templates, apply_templates)
         commit = await run_step(ctx, check_knowledge_commit, apply_knowledge_commit)
+        # The commit is in the customer's sync history: the console's knowledge card and
+        # the admin's last sync read that one fact (never "not loaded yet" after onboarding).
+        history = await ctx.knowledge.repo.jobs_of(ctx.student_id)
 
         platform_before = platform_routes(enrolled)
         notes_before = notes_writes(enrolled)
@@ -213,6 +216,9 @@ async def test_incomplete_pages_are_patched_then_committed_and_a_rerun_writes_no
     assert counters["directoriesCreated"] == 4
     assert 4 * 25 <= counters["created"] <= 4 * 45
     assert commit[1].evidence["wifi_nodes"] == {rt: True for rt in enrolled.room_type_ids}
+    [recorded] = history
+    assert (recorded.kind, recorded.status) == ("commit", "succeeded")
+    assert recorded.counters is not None and recorded.counters["created"] == counters["created"]
     # The re-run: incompleteTemplates 0, every step done, nothing written anywhere.
     assert dry_run_again.done and dry_run_again.evidence["incompleteTemplates"] == 0
     assert templates_again.done is True

@@ -9,6 +9,8 @@ sandbox's ManualClock and a sleep that moves it. The customer file's secrets are
 
 from __future__ import annotations
 
+import email
+import email.policy
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -97,6 +99,28 @@ async def test_onboard_then_status_then_confirm_then_a_rerun_that_writes_nothing
         for s in steps.values()
         if s["kind"] != "manual" and s["step"] != "route-b-quick-setup"
     )
+    # An account from day one: created, no password yet, invited once in Italian.
+    [account] = (await cli.json("users", "list"))["users"]
+    address = box.file().email.lower()
+    assert (account["email"], account["role"], account["student_id"]) == (
+        address,
+        "customer",
+        box.student_id,
+    )
+    assert account["invited_at"] is not None and account["password_set"] is False
+    assert steps["onboarding-message"]["evidence"]["console_account"]["email"] == address
+    outbox = box.settings.data_dir / "outbox"
+    [invitation] = [
+        email.message_from_bytes(p.read_bytes(), policy=email.policy.default)
+        for p in outbox.glob("invite.*.eml")
+    ]
+    assert invitation["To"] == address and invitation["Content-Language"] == "it"
+    # The onboarding message links the console's own sign-in page.
+    sent = email.message_from_bytes(
+        (outbox / f"{box.student_id}-onboarding.eml").read_bytes(), policy=email.policy.default
+    )
+    text = sent.get_body(preferencelist=("plain",)).get_content()  # type: ignore[attr-defined]
+    assert f"{str(box.settings.gateway_public_url).rstrip('/')}/login" in text
 
     for item in channels["evidence"]["required_items"]:
         confirmed = await cli.json(
@@ -118,6 +142,7 @@ async def test_onboard_then_status_then_confirm_then_a_rerun_that_writes_nothing
     assert rerun["status"] == "succeeded" and rerun["complete"] is True
     assert not any(step["applied"] for step in rerun["steps"])
     assert box.upstream_writes() == writes
+    assert len(list(outbox.glob("invite.*.eml"))) == 1  # a second run sends nothing
 
     table = await cli.run("onboard", "status", box.student_id)
     assert table.exit_code == 0 and "checked with the owner" in table.stdout
