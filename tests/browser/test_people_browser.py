@@ -55,6 +55,7 @@ def _settings(tmp: Path, port: int) -> dict[str, Any]:
         "brand_name": BRAND,
         "support_email": SUPPORT,
         "support_phone": "+39 02 1234 5678",
+        "data_dir": tmp,  # the module's own outbox
     }
 
 

@@ -17,6 +17,7 @@ the link itself is never logged or audited.
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.utils import parseaddr
@@ -135,7 +136,8 @@ class Invitations:
         )
         now = self._clock.now()
         domain = parseaddr(self._settings.mail_from)[1].rpartition("@")[2] or "localhost"
-        tag = f"{purpose}.{account.id}.{now:%Y%m%dT%H%M%S%f}"
+        # Unique even for two sendings in one instant: each is its own message and record.
+        tag = f"{purpose}.{account.id}.{now:%Y%m%dT%H%M%S}.{secrets.token_hex(4)}"
         message = invitation_message(
             purpose=purpose,
             to=account.email,
