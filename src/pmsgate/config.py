@@ -317,7 +317,7 @@ class Settings(BaseSettings):
         "message is written to <data_dir>/outbox/ instead.",
     )
     mail_from: str = Field(
-        default="Guest assistant onboarding <onboarding@localhost>",
+        default="onboarding@localhost",
         description="From address of the onboarding message.",
     )
     brand_name: str = Field(

@@ -158,6 +158,10 @@ async def replicas(database_url: str, tmp_path: Path, hook: Hook) -> AsyncIterat
         enrolled_sandbox(database_url, settings_overrides=overrides) as enrolled,
         AsyncExitStack() as stack,
     ):
+        # These tests read the English notices (a customer without a language reads Italian).
+        await enrolled.container.customers.customers.upsert(
+            replace(profile_of(enrolled.facility), language="en")
+        )
         containers = [
             await stack.enter_async_context(
                 open_container(

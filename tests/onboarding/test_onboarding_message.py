@@ -2,8 +2,9 @@
 
 - The message goes out only when every automatable step holds: on Route B after step
   17's test conversation passed — a failing test conversation sends nothing.
-- It is written for the customer, in the customer's language (Italian, English), from
-  the branded templates: no runbook wording, no backticks.
+- It is written for the customer, in the customer's language (Italian with "tu",
+  English), from the branded templates and the catalogue: no runbook wording, no
+  backticks; it says where to sign in and that the password link is a separate e-mail.
 - The baseline is the platform's usage when it can be read, "unknown" with the reason
   when the platform has no usage API — never invented zeros.
 
@@ -25,7 +26,15 @@ from pathlib import Path
 import pytest
 
 from pmsgate.config import Settings
-from pmsgate.onboarding.message import Language, MessageFacts, render
+from pmsgate.onboarding.message import (
+    TEMPLATES_DIR,
+    Language,
+    MessageFacts,
+    lines,
+    mail_environment,
+    render,
+    subject,
+)
 from pmsgate.onboarding.steps import OnboardingContext
 from pmsgate.onboarding.steps_channels import (
     ONBOARDING_MESSAGE,
@@ -38,6 +47,7 @@ from pmsgate.onboarding.steps_setup import (
     apply_workspace,
     apply_workspace_configuration,
 )
+from tests.i18n.test_translations import bare_text
 
 from .sandbox_customer import onboarding_sandbox
 from .step_support import live_gateway
@@ -94,15 +104,22 @@ async def test_route_b_with_a_failing_test_conversation_sends_no_live_message(
     evidence = outcome(passed, ONBOARDING_MESSAGE.id).evidence
     assert evidence["language"] == "it"
     assert evidence["baseline"]["messages"] == 2  # the platform's: two test conversations
-    [path] = sorted((tmp_path / "outbox").iterdir())
+    [path] = sorted((tmp_path / "outbox").glob("*-onboarding.eml"))
     message, text, html = read_message(path)
     assert message["Message-ID"] == evidence["message"]["message_id"]
     assert message["Content-Language"] == "it"
     assert "attivo" in message["Subject"]
     for body in (text, words(html)):
         assert "L'abbiamo provato" in body  # the passed availability test, in words
+        assert "ti abbiamo inviato un'e-mail a parte" in body  # the invitation, below
         for word in RUNBOOK_WORDS:
             assert word not in body.lower(), word
+    # The invitation to choose a password: a separate e-mail, in the customer's language too.
+    [invitation] = sorted((tmp_path / "outbox").glob("invite*.eml"))
+    invite, invite_text, _ = read_message(invitation)
+    assert invite["Content-Language"] == "it"
+    assert invite["Subject"].startswith("Il tuo account per la console di ")
+    assert "/login/link/" in invite_text and "pmsgate" not in invite_text.lower()
 
 
 async def test_the_message_waits_naming_the_steps_that_do_not_hold(
@@ -144,27 +161,34 @@ def facts(language: Language) -> MessageFacts:
         (
             "en",
             [
-                "your guest assistant is now live",
+                "Hello Lakeside Apartments,",
+                'Your guest assistant is now live for "Lakeside Apartments".',
                 "What is live today",
                 "house manual of your 4 apartments",
-                "expected by 30 November 2026",
+                "expected by Monday, 30 November 2026",
                 "answering calls in Italian",
                 "+39 031 555 0199",
-                "Sign in with owner@lakeside.example",
+                "Sign in at https://app.assistant.example/login with owner@lakeside.example; "
+                "we sent you a separate e-mail with a link to choose your password.",
                 "A 15-minute demo call",
+                "See you soon,",
             ],
         ),
         (
             "it",
             [
-                "il vostro assistente per gli ospiti è attivo",
+                "Ciao Lakeside Apartments,",
+                'il tuo assistente per gli ospiti ora è attivo per "Lakeside Apartments".',
                 "Cosa è attivo da oggi",
-                "manuale della casa dei vostri 4 appartamenti",
-                "previsto entro il 30 novembre 2026",
+                "lascia a te l'ultima parola",
+                "manuale della casa dei tuoi 4 appartamenti",
+                "previsto entro lunedì 30 novembre 2026",
                 "risponderà alle chiamate in italiano",
-                "+39 031 555 0199",
-                "Accedete con owner@lakeside.example",
+                "le chiamate al tuo numero +39 031 555 0199",
+                "Accedi su https://app.assistant.example/login con owner@lakeside.example; "
+                "ti abbiamo inviato un'e-mail a parte con un link per scegliere la tua password.",
                 "Una chiamata dimostrativa di 15 minuti",
+                "A presto,",
             ],
         ),
     ],
@@ -187,6 +211,49 @@ def test_the_message_is_written_for_the_customer_in_its_language(
             assert word not in body.lower(), word
     assert f'<html lang="{language}">' in html
     assert "#12a150" in html
+    assert 'href="https://app.assistant.example/login"' in html
+
+
+# The Italian of the old per-language copies ("voi") and English words that must not show.
+NOT_ITALIAN_TU = ("vostr", "voi ", "accedete", "prenotate", "benvenuti", "gentile", "buongiorno")
+
+
+def test_the_italian_message_says_tu_and_is_signed_by_the_brand_in_italian() -> None:
+    settings = Settings(brand_name="Lakeview Host", mail_from="onboarding@brand.example")
+    text, html = render(facts("it"), settings)
+    assert subject(facts("it")) == "Il tuo assistente per gli ospiti è attivo: Lakeside Apartments"
+    for body in (text, words(html)):
+        assert "A presto," in body and "Il team di Lakeview Host" in body
+        for word in (*NOT_ITALIAN_TU, "hello", "sign in", "the lakeview host team", "welcome"):
+            assert word not in body.lower(), word
+    assert text.rstrip().endswith("A presto,\nIl team di Lakeview Host")
+    english, _ = render(facts("en"), settings)
+    assert english.rstrip().endswith("See you soon,\nThe Lakeview Host team")
+    assert subject(facts("en")) == "Your guest assistant is live: Lakeside Apartments"
+
+
+def test_the_lines_count_the_apartments_and_name_the_voice_language_in_the_readers_words() -> None:
+    one = MessageFacts(**{**facts("it").__dict__, "apartments": 1, "voice_forwarding_from": None})
+    live, pending = lines(one)
+    assert "Conosce il manuale della casa di 1 appartamento:" in live[2]
+    assert "L'assistente telefonico, che risponderà alle chiamate in italiano." in pending
+    unknown = MessageFacts(**{**facts("en").__dict__, "apartments": 0, "voice_language": None})
+    live, pending = lines(unknown)
+    assert live[2].startswith("It knows the house manual of your apartments:")
+    assert "The phone assistant, answering your guests' calls." in pending
+    assert all("{" not in line for line in live + pending)
+    german = MessageFacts(**{**facts("en").__dict__, "voice_language": "de"})
+    assert "answering calls in German" in lines(german)[1][1]
+
+
+def test_without_a_sign_in_address_the_message_still_says_how_to_sign_in() -> None:
+    text, html = render(MessageFacts(**{**facts("en").__dict__, "login_url": ""}), Settings())
+    sentence = (
+        "Sign in with owner@lakeside.example; we sent you a separate e-mail with a link to "
+        "choose your password."
+    )
+    assert sentence in text and sentence in words(html)
+    assert 'href=""' not in html
 
 
 def test_what_the_customer_file_says_is_escaped_in_the_html() -> None:
@@ -196,6 +263,12 @@ def test_what_the_customer_file_says_is_escaped_in_the_html() -> None:
     )
     assert "&lt;b&gt;Casa&lt;/b&gt; &amp; Co" in html
     assert "<b>Casa</b> & Co" in text
+
+
+@pytest.mark.parametrize("name", ["onboarding_message.txt.j2", "onboarding_message.html.j2"])
+def test_the_templates_have_no_untranslated_text(name: str) -> None:
+    source = (TEMPLATES_DIR / name).read_text()
+    assert bare_text(mail_environment(), source) == []
 
 
 # --- the baseline --------------------------------------------------------------------------------

@@ -327,7 +327,7 @@ async def test_onboarding_message_goes_to_the_outbox_once_with_the_baseline(
         text = message.get_body(preferencelist=("plain",)).get_content()  # type: ignore[union-attr]
         html = message.get_body(preferencelist=("html",)).get_content()  # type: ignore[union-attr]
         for body in (text, html):
-            assert "https://app.assistant.example/login" in body
+            assert f"{box.settings.console_url}/login" in body  # the console's own sign-in
             assert "https://cal.example/platform-team/15min" in body
             assert "15-minute demo call" in body
         for secret in box.secrets():

@@ -1,11 +1,14 @@
-"""The words of incident notices: the customer's (English or Italian) and the team's.
+"""The words of incident notices: the customer's (in their language) and the team's.
 
 A customer's notice is written for the person who runs the property: plain words, their
 own language when the customer record has one (``it`` → Italian, anything else →
-English), no internal ids, no error codes, never a secret — the one-time sign-in link is
-the only thing in it a stranger could use, and it works once. The team's notice (e-mail
-and the chat webhook's ``{"text": …}``) is English and names the facility and customer
-ids an operator searches by.
+English), in the Italian register of docs/i18n.md (``tu``), no internal ids, no error
+codes, never a secret — the one-time sign-in link is the only thing in it a stranger
+could use, and it works once. Its sentences are translated through the Babel catalogue
+(``i18n/locales/it/LC_MESSAGES/mail.po``), its dates and times are Babel's in the
+customer's locale and time zone, and it is signed with the sender's name or the brand's
+team. The team's notice (e-mail and the chat webhook's ``{"text": …}``) is English, in
+UTC, and names the facility and customer ids an operator searches by.
 """
 
 from __future__ import annotations
@@ -14,58 +17,34 @@ import email.policy
 from dataclasses import dataclass, field
 from datetime import datetime
 from email.message import EmailMessage
-from email.utils import format_datetime, parseaddr
+from email.utils import format_datetime
 from typing import Any, Literal
 
 import jinja2
 
-Language = Literal["en", "it"]
+from pmsgate import i18n
+from pmsgate.config import Settings
+from pmsgate.i18n import Language, gettext, use_locale
+from pmsgate.onboarding.message import signature
+
 NoticeKind = Literal["error", "recovered"]
 
-_MONTHS: dict[Language, tuple[str, ...]] = {
-    "en": (
-        "January",
-        "February",
-        "March",
-        "April",
-        "May",
-        "June",
-        "July",
-        "August",
-        "September",
-        "October",
-        "November",
-        "December",
-    ),
-    "it": (
-        "gennaio",
-        "febbraio",
-        "marzo",
-        "aprile",
-        "maggio",
-        "giugno",
-        "luglio",
-        "agosto",
-        "settembre",
-        "ottobre",
-        "novembre",
-        "dicembre",
-    ),
-}
 _ERROR_COLOUR = "#b42318"
 _RECOVERED_COLOUR = "#067647"
+# The brand a notice is signed with when the caller names none (PMSGATE_BRAND_NAME's default).
+DEFAULT_BRAND: str = Settings.model_fields["brand_name"].default
 
 
 def language_of(value: str | None) -> Language:
-    """The notice language for a customer's language setting (``it``, ``it-IT``, ``Italian``)."""
-    text = (value or "").strip().lower()
-    return "it" if text.startswith(("it", "ital")) else "en"
+    """The notice language for a customer's language setting (``it``, ``it-IT``, ``Italian``);
+    Italian when it is not known, like everything else a customer reads (docs/i18n.md)."""
+    return i18n.language_of(value)
 
 
-def when_text(moment: datetime, language: Language) -> str:
-    """A moment in words: ``24 November 2026, 21:40 UTC`` / ``24 novembre 2026, 21:40 UTC``."""
-    month = _MONTHS[language][moment.month - 1]
-    return f"{moment.day} {month} {moment.year}, {moment:%H:%M} UTC"
+def when_text(moment: datetime, language: Language = "en") -> str:
+    """A moment in UTC, for the team: ``24 November 2026, 21:40 UTC`` (Babel's words)."""
+    with use_locale(language, "UTC"):
+        return f"{i18n.format_date(moment)}, {i18n.format_time(moment)} UTC"
 
 
 @dataclass(frozen=True)
@@ -81,67 +60,7 @@ class CustomerNotice:
     link_expires_at: datetime | None = None
     console_url: str | None = None  # where to sign in normally
     has_login: bool = True
-
-
-_CUSTOMER_TEXT: dict[Language, dict[str, str]] = {
-    "en": {
-        "error_subject": "Action needed: reconnect your booking system",
-        "error_headline": "Your guest assistant cannot reach your booking system",
-        "greeting": "Hello {name},",
-        "error_what": "Since {when}, your guest assistant can no longer reach your booking "
-        "system{facility}. This usually happens after the booking-system password was changed.",
-        "error_impact": "Until it is reconnected, the assistant cannot answer guests' "
-        "questions about availability, reservations or check-in.",
-        "error_link": "Open the link below and enter your current booking-system password. "
-        "It signs you in straight to the reconnect form.",
-        "error_link_note": "The link works once, until {expires}. After that, sign in "
-        "as usual{console}.",
-        "error_no_link": "Sign in to your console{console} and enter your current "
-        "booking-system password in the reconnect form.",
-        "error_no_login": "You do not have a console login yet: reply to this message and we "
-        "will reconnect it with you.",
-        "error_next": "We will write again as soon as the connection works.",
-        "action": "Reconnect now",
-        "recovered_subject": "Your booking system is connected again",
-        "recovered_headline": "Your booking system is connected again",
-        "recovered_what": "Since {when}, your guest assistant is connected to your booking "
-        "system{facility} again.",
-        "recovered_impact": "It answers guests' questions about availability, reservations "
-        "and check-in as before. There is nothing else to do.",
-        "facility": " ({name})",
-        "console": " at {url}",
-        "sign_off": "Thank you,\n{sender}",
-    },
-    "it": {
-        "error_subject": "Azione richiesta: ricollega il tuo gestionale",
-        "error_headline": "Il tuo assistente non raggiunge il gestionale delle prenotazioni",
-        "greeting": "Gentile {name},",
-        "error_what": "dal {when} il tuo assistente per gli ospiti non riesce più a collegarsi "
-        "al tuo gestionale delle prenotazioni{facility}. Di solito succede dopo un cambio "
-        "della password del gestionale.",
-        "error_impact": "Finché non viene ricollegato, l'assistente non può rispondere alle "
-        "domande degli ospiti su disponibilità, prenotazioni o check-in.",
-        "error_link": "Apri il link qui sotto e inserisci la password attuale del gestionale: "
-        "ti porta direttamente al modulo per ricollegarlo.",
-        "error_link_note": "Il link funziona una sola volta, fino al {expires}. Dopo, accedi "
-        "come sempre{console}.",
-        "error_no_link": "Accedi alla tua console{console} e inserisci la password attuale "
-        "del gestionale nel modulo per ricollegarlo.",
-        "error_no_login": "Non hai ancora un accesso alla console: rispondi a questo messaggio "
-        "e lo ricolleghiamo insieme.",
-        "error_next": "Ti scriveremo appena il collegamento funzionerà di nuovo.",
-        "action": "Ricollega ora",
-        "recovered_subject": "Il tuo gestionale è di nuovo collegato",
-        "recovered_headline": "Il tuo gestionale è di nuovo collegato",
-        "recovered_what": "dal {when} il tuo assistente per gli ospiti è di nuovo collegato al "
-        "tuo gestionale delle prenotazioni{facility}.",
-        "recovered_impact": "Risponde come prima alle domande degli ospiti su disponibilità, "
-        "prenotazioni e check-in. Non devi fare altro.",
-        "facility": " ({name})",
-        "console": " su {url}",
-        "sign_off": "Grazie,\n{sender}",
-    },
-}
+    timezone: str = i18n.DEFAULT_TIMEZONE  # the customer's: every time it reads is in it
 
 
 def _templates() -> jinja2.Environment:
@@ -154,49 +73,121 @@ def _templates() -> jinja2.Environment:
     )
 
 
+def _error_what(notice: CustomerNotice, day: str, time: str) -> str:
+    if notice.facility_name:
+        return gettext(
+            "Since {date} at {time}, your guest assistant can no longer reach your booking "
+            "system ({facility}). This usually happens after the booking-system password was "
+            "changed."
+        ).format(date=day, time=time, facility=notice.facility_name)
+    return gettext(
+        "Since {date} at {time}, your guest assistant can no longer reach your booking "
+        "system. This usually happens after the booking-system password was changed."
+    ).format(date=day, time=time)
+
+
+def _recovered_what(notice: CustomerNotice, day: str, time: str) -> str:
+    if notice.facility_name:
+        return gettext(
+            "Since {date} at {time}, your guest assistant is connected to your booking system "
+            "({facility}) again."
+        ).format(date=day, time=time, facility=notice.facility_name)
+    return gettext(
+        "Since {date} at {time}, your guest assistant is connected to your booking system again."
+    ).format(date=day, time=time)
+
+
+def _link_note(notice: CustomerNotice, expires: datetime) -> str:
+    day, time = i18n.format_date(expires, "full"), i18n.format_time(expires)
+    if notice.console_url:
+        return gettext(
+            "The link works once, until {date} at {time}. After that, sign in as usual at {url}."
+        ).format(date=day, time=time, url=notice.console_url)
+    return gettext(
+        "The link works once, until {date} at {time}. After that, sign in as usual."
+    ).format(date=day, time=time)
+
+
+def _no_link(notice: CustomerNotice) -> str:
+    if notice.console_url:
+        return gettext(
+            "Sign in to your console at {url} and enter your current booking-system password "
+            "in the reconnect form."
+        ).format(url=notice.console_url)
+    return gettext(
+        "Sign in to your console and enter your current booking-system password in the "
+        "reconnect form."
+    )
+
+
 def customer_content(notice: CustomerNotice, sender: str) -> dict[str, Any]:
-    """The parts of a customer's notice (subject, paragraphs, the action), in its language."""
-    words = _CUSTOMER_TEXT[notice.language]
-    facility = words["facility"].format(name=notice.facility_name) if notice.facility_name else ""
-    console = words["console"].format(url=notice.console_url) if notice.console_url else ""
-    when = when_text(notice.since, notice.language)
+    """The parts of a customer's notice (subject, paragraphs, the action), in its language.
+
+    Times are the customer's local ones (``notice.timezone``); ``sender`` signs it.
+    """
+    with use_locale(notice.language, notice.timezone):
+        return _customer_content(notice, sender)
+
+
+def _customer_content(notice: CustomerNotice, sender: str) -> dict[str, Any]:
+    day, time = i18n.format_date(notice.since, "full"), i18n.format_time(notice.since)
+    farewell = gettext("Thank you,")
     content: dict[str, Any] = {
         "language": notice.language,
-        "greeting": words["greeting"].format(name=notice.customer_name),
-        "sign_off": words["sign_off"].format(sender=sender),
+        "greeting": gettext("Hello {name},").format(name=notice.customer_name),
+        "farewell": farewell,
+        "sender": sender,
+        "sign_off": f"{farewell}\n{sender}",
         "action_url": None,
-        "action_label": words["action"],
+        "action_label": gettext("Reconnect now"),
         "action_note": "",
         "closing": [],
     }
     if notice.kind == "recovered":
         content.update(
-            subject=words["recovered_subject"],
-            headline=words["recovered_headline"],
+            subject=gettext("Your booking system is connected again"),
+            headline=gettext("Your booking system is connected again"),
             colour=_RECOVERED_COLOUR,
             paragraphs=[
-                words["recovered_what"].format(when=when, facility=facility),
-                words["recovered_impact"],
+                _recovered_what(notice, day, time),
+                gettext(
+                    "It answers guests' questions about availability, reservations and "
+                    "check-in as before. There is nothing else to do."
+                ),
             ],
         )
         return content
-    paragraphs = [words["error_what"].format(when=when, facility=facility), words["error_impact"]]
+    paragraphs = [
+        _error_what(notice, day, time),
+        gettext(
+            "Until it is reconnected, the assistant cannot answer guests' questions about "
+            "availability, reservations or check-in."
+        ),
+    ]
     if notice.sign_in_url is not None and notice.link_expires_at is not None:
-        paragraphs.append(words["error_link"])
-        content["action_url"] = notice.sign_in_url
-        content["action_note"] = words["error_link_note"].format(
-            expires=when_text(notice.link_expires_at, notice.language), console=console
+        paragraphs.append(
+            gettext(
+                "Open the link below and enter your current booking-system password. It signs "
+                "you in straight to the reconnect form."
+            )
         )
+        content["action_url"] = notice.sign_in_url
+        content["action_note"] = _link_note(notice, notice.link_expires_at)
     elif notice.has_login:
-        paragraphs.append(words["error_no_link"].format(console=console))
+        paragraphs.append(_no_link(notice))
     else:
-        paragraphs.append(words["error_no_login"])
+        paragraphs.append(
+            gettext(
+                "You do not have a console login yet: reply to this message and we will "
+                "reconnect it with you."
+            )
+        )
     content.update(
-        subject=words["error_subject"],
-        headline=words["error_headline"],
+        subject=gettext("Action needed: reconnect your booking system"),
+        headline=gettext("Your guest assistant cannot reach your booking system"),
         colour=_ERROR_COLOUR,
         paragraphs=paragraphs,
-        closing=[words["error_next"]],
+        closing=[gettext("We will write again as soon as the connection works.")],
     )
     return content
 
@@ -217,10 +208,14 @@ def customer_message(
     to: str,
     sent_at: datetime,
     message_id: str,
+    brand_name: str = DEFAULT_BRAND,
 ) -> EmailMessage:
-    """The customer's notice as an e-mail (plain text and HTML)."""
-    sender = parseaddr(mail_from)[0] or "The guest assistant team"
-    content = customer_content(notice, sender)
+    """The customer's notice as an e-mail (plain text and HTML), in the customer's language.
+
+    Signed with the display name of ``mail_from``, else "The ``brand_name`` team".
+    """
+    with use_locale(notice.language, notice.timezone):
+        content = customer_content(notice, signature(mail_from, brand_name))
     message = EmailMessage(policy=email.policy.SMTP)
     message["Subject"] = content["subject"]
     message["From"] = mail_from

@@ -49,6 +49,7 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.facilities import subject_of
+from pmsgate.i18n import DEFAULT_TIMEZONE
 from pmsgate.jobs.notice_messages import (
     CustomerNotice,
     TeamNotice,
@@ -360,9 +361,11 @@ class IncidentNotifier:
             link_expires_at=expires,
             console_url=f"{base}/login" if base else None,
             has_login=has_login,
+            timezone=state.customer_timezone or DEFAULT_TIMEZONE,
         )
         message = customer_message(
             content,
+            brand_name=self._settings.brand_name,
             mail_from=self._settings.mail_from,
             to=notice.recipient,
             sent_at=self._clock.now(),

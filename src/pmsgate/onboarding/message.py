@@ -109,9 +109,9 @@ def _knowledge_line(apartments: int) -> str:
 
 def _pending_line(facts: MessageFacts, item: PendingItem) -> str:
     if item == "whatsapp-number" and facts.whatsapp_due is not None:
-        return gettext(
-            "Your own local WhatsApp number for guests (expected by {due})."
-        ).format(due=i18n.format_date(facts.whatsapp_due))
+        return gettext("Your own local WhatsApp number for guests (expected by {due}).").format(
+            due=i18n.format_date(facts.whatsapp_due, "full")
+        )
     if item == "voice-agent" and facts.voice_language:
         name = _language_name(facts.voice_language)
         if facts.voice_forwarding_from:
@@ -119,9 +119,7 @@ def _pending_line(facts: MessageFacts, item: PendingItem) -> str:
                 "The phone assistant, answering calls in {language}: calls to your number "
                 "{number} will be forwarded to it."
             ).format(language=name, number=facts.voice_forwarding_from)
-        return gettext("The phone assistant, answering calls in {language}.").format(
-            language=name
-        )
+        return gettext("The phone assistant, answering calls in {language}.").format(language=name)
     return gettext(PHRASES[item])
 
 
@@ -162,9 +160,7 @@ def signature(mail_from: str, brand_name: str) -> str:
 
     The team's name is in the reader's language: call it inside :func:`use_locale`.
     """
-    return parseaddr(mail_from)[0].strip() or gettext("The {brand} team").format(
-        brand=brand_name
-    )
+    return parseaddr(mail_from)[0].strip() or gettext("The {brand} team").format(brand=brand_name)
 
 
 def sender_name(settings: Settings) -> str:

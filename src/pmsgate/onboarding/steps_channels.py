@@ -250,6 +250,7 @@ async def message_facts(ctx: OnboardingContext) -> MessageFacts:
     message = ctx.file.onboarding_message
     return MessageFacts(
         language=ctx.file.language,
+        timezone=ctx.file.timezone,
         customer_name=ctx.file.name,
         workspace_name=config.workspace_name if config else ctx.file.name,
         login_url=login_url(ctx),

@@ -45,6 +45,7 @@ class FacilityState:
     customer_name: str | None
     customer_email: str | None
     customer_language: str | None
+    customer_timezone: str | None = None
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,7 @@ class IncidentNoticeRepository:
             Customer.name,
             Customer.email,
             Customer.language,
+            Customer.timezone,
         ]
         rows = (
             await self._session.execute(
@@ -144,6 +146,7 @@ class IncidentNoticeRepository:
                 customer_name=row[8],
                 customer_email=row[9],
                 customer_language=row[10],
+                customer_timezone=row[11],
             )
         return list(states.values())
 
