@@ -59,7 +59,8 @@ class Reader:
         return zone_of(self.timezone)
 
 
-_reader: ContextVar[Reader] = ContextVar("pmsgate_reader", default=Reader())
+_DEFAULT_READER = Reader()
+_reader: ContextVar[Reader | None] = ContextVar("pmsgate_reader", default=None)
 
 
 def language_of(value: str | None, default: Language = DEFAULT_LANGUAGE) -> Language:
@@ -92,12 +93,12 @@ def is_timezone(name: str) -> bool:
 
 def reader() -> Reader:
     """The reader of what is rendered now."""
-    return _reader.get()
+    return _reader.get() or _DEFAULT_READER
 
 
 def current_language() -> Language:
     """The language of what is rendered now."""
-    return _reader.get().language
+    return reader().language
 
 
 def set_reader(value: Reader) -> None:
@@ -158,7 +159,7 @@ def ngettext(singular: str, plural: str, count: int) -> str:
     return translations(current_language()).ngettext(singular, plural, count)
 
 
-def N_(message: str) -> str:  # noqa: N802 - gettext's conventional name for a marker
+def N_(message: str) -> str:
     """Mark ``message`` for translation without translating it now (translate at use)."""
     return message
 

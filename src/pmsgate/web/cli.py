@@ -171,7 +171,9 @@ def invite(
             account, _ = await web.users.ensure_customer_account(
                 student_id, email or customer.email
             )
-            expires = await web.invitations.send(account, "invite", actor=Actor.cli("pmsgate users invite"))
+            expires = await web.invitations.send(
+                account, "invite", actor=Actor.cli("pmsgate users invite")
+            )
             return account.email, expires
 
     address, expires = run(_go())
