@@ -53,11 +53,14 @@ async def test_a_customer_sees_the_wrong_mapping_and_fixes_it_from_the_panel(
         assert {rt for rt, problem in shown.items() if problem == "ok"} == set(
             web.enrolled.room_type_ids
         ) - {first, second}
-        assert "Listing unavailable" in panel and "Fix:" in panel
+        assert "Listing unavailable" in panel
+        # In the customer's words, by apartment name: the fix button's change, not a command.
+        assert "button below connects it to the listing" in panel
         assert 'data-testid="registry-fix"' in panel
         names = {str(a["id_room_type"]): a["name"] for a in web.enrolled.facility["apartments"]}
-        # Which listing each apartment maps to: the name and the room type.
-        assert f'{names[first]} <span class="muted">(room type {first})' in panel
+        # Which listing each apartment maps to, by apartment names (no room-type numbers).
+        assert f"(set up for {names[first]})" in panel
+        assert f"(room type {first})" not in panel
         # A customer never sees the platform's listing ids.
         listing = (
             await web.web.customers.apartments.get(web.student_id, second)
@@ -121,7 +124,7 @@ async def test_a_broken_connection_is_explained_and_nothing_is_detached(
         base = f"/console/customers/{web.student_id}/registry"
         checked = await client.post(f"{base}/check", data={"csrf_token": token}, headers=HTMX)
         assert 'data-status="unchecked"' in checked.text
-        assert "Reconnect the booking system" in checked.text
+        assert "the booking system needs reconnecting" in checked.text
         assert 'data-testid="registry-fix"' not in checked.text
         fixed = await client.post(f"{base}/fix", data={"csrf_token": token}, headers=HTMX)
         assert 'data-code="registry_unchecked"' in fixed.text

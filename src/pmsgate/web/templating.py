@@ -16,6 +16,7 @@ from fastapi import Request
 from fastapi.templating import Jinja2Templates
 
 from pmsgate import i18n
+from pmsgate.web import registry_words
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -47,4 +48,9 @@ templates.env.filters.update(
     ago=i18n.format_ago,
     number=i18n.format_number,
 )
-templates.env.globals.update(timezone_label=i18n.timezone_label)
+templates.env.globals.update(
+    timezone_label=i18n.timezone_label,
+    problem_words=registry_words.problem_words,
+    change_words=registry_words.change_words,
+    report_words=registry_words.report_words,
+)
