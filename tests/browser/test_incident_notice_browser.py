@@ -12,6 +12,7 @@ from __future__ import annotations
 import email.policy
 import re
 from collections.abc import Iterator
+from dataclasses import replace
 from email.message import EmailMessage
 from email.parser import BytesParser
 from pathlib import Path
@@ -41,6 +42,10 @@ async def _owner_only(sandbox: WebSandbox) -> Accounts:
     """The enrolled customer's owner (the address its notices go to), in every role."""
     owner = profile_of(sandbox.enrolled.facility).email
     customer = await sandbox.add_user("customer", email=owner)
+    # This customer reads English (the notices' and pages' words asserted below).
+    await sandbox.web.customers.customers.upsert(
+        replace(profile_of(sandbox.enrolled.facility), language="en")
+    )
     return customer, customer, customer
 
 
