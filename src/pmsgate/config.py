@@ -318,7 +318,8 @@ class Settings(BaseSettings):
     )
     mail_from: str = Field(
         default="onboarding@localhost",
-        description="From address of the onboarding message.",
+        description="From address of every e-mail to customers; its display name, when given, "
+        'signs them (else "Il team di {brand}" / "The {brand} team").',
     )
     brand_name: str = Field(
         default="Guest Assistant",

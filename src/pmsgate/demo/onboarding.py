@@ -70,6 +70,10 @@ class Served:
         return replace(self.container.onboarding, settings=settings)
 
 
+# The console's address in the demo's messages (the web chapter serves the app under it).
+CONSOLE_URL = "http://pmsgate.local"
+
+
 def sandbox_settings(data_dir: Path, **overrides: Any) -> Settings:
     """Settings of a fresh SQLite database and vault, every upstream the in-process sandbox."""
     values: dict[str, Any] = {
@@ -140,7 +144,7 @@ async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> 
     sandbox = Sandbox(seed=seed, clock=clock)
     app = sandbox.asgi_app()
     partner, _ = demo_facilities(sandbox)
-    base = sandbox_settings(data_dir, limiter_wait_s=0.0)
+    base = sandbox_settings(data_dir, limiter_wait_s=0.0, public_url=CONSOLE_URL)
     workspace_id = prepare_route_a(sandbox)
     async with live_gateway(base, app, clock) as served:
         runner = OnboardingRunner(served.onboarding)

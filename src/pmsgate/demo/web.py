@@ -18,14 +18,14 @@ from rich.table import Table
 from pmsgate.app import create_app
 from pmsgate.container import open_container
 from pmsgate.customers.registry_check import registry_checks
-from pmsgate.demo.onboarding import Onboarded, customer_file_of, demo_facilities
+from pmsgate.demo.onboarding import CONSOLE_URL, Onboarded, customer_file_of, demo_facilities
 from pmsgate.jobs.notify import NOTIFY_INCIDENTS
 from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, REFRESH_USAGE, build_scheduler
 from pmsgate.sandbox.customers import ClockSleep, sandbox_http_factory
 from pmsgate.storage.allowlist import AllowlistComment
 from pmsgate.web.context import WebServices
 
-APP_URL = "http://pmsgate.local"
+APP_URL = CONSOLE_URL
 
 
 async def _signed_in(web: WebServices, app: Any, email: str, **account: Any) -> httpx.AsyncClient:
