@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from pmsgate.i18n import use_locale
 from pmsgate.web.charts import (
     Series,
     chart_figure,
@@ -22,6 +24,13 @@ from pmsgate.web.charts import (
 )
 
 T0 = datetime(2026, 11, 24, 21, 7, 12, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def english_in_utc() -> Iterator[None]:
+    """These tests read the charts' English words and UTC times (the Italian ones: elsewhere)."""
+    with use_locale("en", "UTC"):
+        yield
 
 
 def _svg_texts(svg: str) -> list[str]:
@@ -116,7 +125,7 @@ def test_a_time_chart_draws_axes_with_units_and_summarises_the_data() -> None:
     assert {"0", "10", "20", "30"} <= set(texts)  # y ticks
     x_labels = [t for t in texts if re.fullmatch(r"\d\d \w{3} \d\d:\d\d", t)]
     assert len(x_labels) >= 3 and len(set(x_labels)) == len(x_labels)
-    assert chart.summary.startswith("3 readings from 24 Nov 21:07 to 25 Nov 09:07 UTC")
+    assert chart.summary.startswith("3 readings from 24 Nov 21:07 to 25 Nov 09:07;")
     assert "latest guest messages: 30; tool calls: 9." in chart.summary
 
 

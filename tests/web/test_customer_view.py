@@ -1,20 +1,40 @@
-"""Each counter and problem of a sync job, and each event, told in words (customer_view)."""
+"""Each counter and problem of a sync job, and each event, told in words (customer_view).
+
+These read the English words (the source language); the Italian ones are checked in
+``test_customer_words_it.py``.
+"""
 
 from __future__ import annotations
 
 import re
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from pmsgate.i18n import use_locale
 from pmsgate.storage.audit import AuditEventView
 from pmsgate.storage.knowledge import SyncJobView
 from pmsgate.storage.models import SyncJobKind, SyncJobStatus
-from pmsgate.web.customer_view import error_words, event_text, explain_job, reconnect_words
+from pmsgate.web.customer_view import (
+    error_words,
+    event_text,
+    explain_job,
+    group_events,
+    reconnect_words,
+)
 
 WHEN = datetime(2026, 11, 24, 9, 30, tzinfo=UTC)
 _CAMEL = re.compile(r"\b[a-z]+[A-Z][A-Za-z]*\b")
+
+
+@pytest.fixture(autouse=True)
+def english_reader() -> Iterator[None]:
+    """Every test here reads English (the default reader is Italian, in Rome)."""
+    with use_locale("en", "Europe/Rome"):
+        yield
 
 
 def job(
@@ -86,7 +106,7 @@ def test_every_commit_counter_is_a_sentence() -> None:
     )
     assert "2 apartments got their own section for the first time." in text
     assert "1 apartment skipped because its notes page is incomplete" in text
-    assert "Red: add the missing sections “WiFi”, “Regole della casa / House rules”" in text
+    assert "Red: add the missing sections “WiFi” and “House rules” to its notes page" in text
     assert "Green was skipped: its listing is not active in your booking system." in text
     assert "White could not be read or saved this time" in text
 
@@ -176,7 +196,7 @@ def _event(action: str, outcome: str = "success", **details: Any) -> AuditEventV
         (_event("console.action", operation="knowledge.sync", commit=False), "You started a check"),
         (_event("credentials.changed", "refused"), "tried and refused; nothing changed."),
         (_event("key.minted"), "An access key for your assistant was created."),
-        (_event("notification.sent"), "Notification sent."),
+        (_event("notification.sent"), "Something else was recorded on your account."),
         (
             _event("notice.sent", kind="error", channel="customer"),
             "We told you by e-mail that the booking-system connection was lost.",
@@ -197,3 +217,44 @@ def test_events_are_sentences(event: AuditEventView, sentence: str) -> None:
     line = event_text(event, viewer="me@example.com")
     assert sentence in line.text
     assert "stu-1" not in line.text and "_" not in line.text and "." in line.text
+
+
+def test_someone_else_and_our_team_are_named_in_the_sentence() -> None:
+    other = _event("signin.succeeded")
+    assert event_text(other, viewer="you@example.com").text == (
+        "me@example.com signed in to this console."
+    )
+    team = replace(other, actor_kind="admin", action="admin.action")
+    assert event_text(team).text == "Our team made a change to your account."
+    refused = _event("console.action", "refused", operation="kross.reconnect")
+    line = event_text(refused, viewer="me@example.com")
+    assert (line.text, line.tone) == ("You tried new booking-system credentials — refused.", "warn")
+
+
+def _at(action: str, when: datetime, **details: Any) -> AuditEventView:
+    return replace(_event(action, **details), occurred_at=when)
+
+
+def test_events_are_grouped_by_local_day_and_repeats_are_told_once() -> None:
+    evening = datetime(2026, 11, 12, 22, 30, tzinfo=UTC)  # 23:30 in Rome
+    events = [
+        _at("signin.succeeded", evening + timedelta(hours=1)),  # 00:30 on 13 November in Rome
+        *[_at("onboarding.side_effect", evening - timedelta(minutes=i)) for i in range(10)],
+        _at("key.minted", evening - timedelta(hours=2)),
+        _at("key.minted", evening - timedelta(hours=3)),
+        _at("signin.succeeded", evening - timedelta(hours=4)),
+    ]
+    days = group_events([event_text(e, viewer="me@example.com") for e in events])
+    assert [d.day_label for d in days] == ["13 November 2026", "12 November 2026"]
+    assert [d.day.isoformat() for d in days] == ["2026-11-13", "2026-11-12"]
+    assert [(i.text, i.count) for i in days[0].items] == [("You signed in to this console.", 1)]
+    items = days[1].items
+    assert [(i.text, i.count) for i in items] == [
+        ("Set-up made 10 changes to your account.", 10),
+        ("An access key for your assistant was created (\N{MULTIPLICATION SIGN}2).", 2),
+        ("You signed in to this console.", 1),
+    ]
+    setup = items[0]
+    assert setup.when == evening and setup.earliest == evening - timedelta(minutes=9)
+    assert setup.time_label == "23:30" and setup.tone == "info"
+    assert group_events([]) == []

@@ -3,13 +3,17 @@
 Each chart says what it measures, in which unit, over which period:
 
 - the time axis is computed here (:func:`time_ticks`, :func:`time_format`): a handful of
-  round instants spanning the data, labelled so that no two labels read the same (minutes
-  for a span of hours, days for a span of weeks); a single point, or points taken within
-  the same minute, get a window around them instead of a zero-width axis;
+  round instants of the reader's time zone spanning the data, labelled in the reader's
+  language so that no two labels read the same (minutes for a span of hours, days for a
+  span of weeks); a single point, or points taken within the same minute, get a window
+  around them instead of a zero-width axis;
 - the value axis starts at zero and has round ticks (:func:`nice_ticks`) with the unit in
   its title; money has its own chart and axis (never scaled into a count);
 - a chart with nothing to draw is not drawn: :class:`Chart` carries the sentence the page
   shows instead (its empty state).
+
+Every word a chart carries (axis titles, the summary) is translated through
+:mod:`pmsgate.i18n` when the chart is drawn, and every time is the reader's local time.
 
 pygal writes an inline ``<script>`` with its tooltip configuration even when no script
 file is loaded (``js=[]``); the console never loads pygal's tooltip script, so that
@@ -22,11 +26,14 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 import pygal
+from babel import dates, numbers
 from markupsafe import Markup
 from pygal.style import Style
+
+from pmsgate.i18n import gettext, local, locale, ngettext, reader, timezone_label
 
 _SCRIPT = re.compile(r"<script\b.*?</script>", re.DOTALL)
 
@@ -71,6 +78,7 @@ class Chart:
     svg: Markup | None
     empty: str
     summary: str = ""  # one sentence a screen reader gets (and the page shows under it)
+    key: str = ""  # the figure's test id, the same in every language (else from the title)
 
     @property
     def drawn(self) -> bool:
@@ -107,51 +115,69 @@ def time_span(points: Sequence[datetime]) -> tuple[datetime, datetime]:
 
 
 def time_ticks(first: datetime, last: datetime, *, count: int = 6) -> list[datetime]:
-    """Round instants within [first, last], at most ``count`` + 1 of them, evenly spaced."""
+    """Round instants within [first, last], at most ``count`` + 1 of them, evenly spaced.
+
+    Round on the reader's clock (a day step falls on local midnights), so the ticks are in
+    the reader's time zone.
+    """
     span = last - first
     step = next((s for s in _TIME_STEPS if span / s <= count), None)
     if step is None:
         step = timedelta(days=math.ceil(span / timedelta(days=1) / count))
-    epoch = datetime(2000, 1, 3, tzinfo=UTC)  # a Monday: week steps start on Mondays
-    start = first.astimezone(UTC)
+    zone = reader().zone
+    # A Monday: week steps start on Mondays. Arithmetic between datetimes of one zone is on
+    # the wall clock, so the steps stay round across a daylight-saving change.
+    epoch = datetime(2000, 1, 3, tzinfo=zone)
+    start = first.astimezone(zone)
     offset = (start - epoch) % step
     tick = start if offset == timedelta(0) else start - offset + step
     ticks = []
-    while tick <= last.astimezone(UTC):
+    while tick <= last:
         ticks.append(tick)
         tick += step
     return ticks
 
 
+# CLDR patterns of a time axis' labels, shortest first (``20:40``, ``24 nov``, …).
+_TIME_PATTERNS = ("HH:mm", "dd MMM", "dd MMM HH:mm", "dd MMM y HH:mm")
+
+
+def _pattern_label(when: datetime, pattern: str) -> str:
+    return dates.format_datetime(local(when), pattern, locale=locale())
+
+
 def time_format(ticks: Sequence[datetime]) -> str:
-    """The shortest strftime format under which the ticks' labels all differ."""
-    for fmt in ("%H:%M", "%d %b", "%d %b %H:%M", "%Y-%m-%d %H:%M"):
-        labels = [t.astimezone(UTC).strftime(fmt) for t in ticks]
-        if len(set(labels)) == len(labels) and (fmt != "%d %b" or _whole_days(ticks)):
-            if fmt == "%H:%M" and len({t.date() for t in ticks}) > 1:
+    """The shortest CLDR pattern under which the ticks' labels (local times) all differ."""
+    days = {local(t).date() for t in ticks}
+    for pattern in _TIME_PATTERNS:
+        labels = [_pattern_label(t, pattern) for t in ticks]
+        if len(set(labels)) == len(labels) and (pattern != "dd MMM" or _whole_days(ticks)):
+            if pattern == "HH:mm" and len(days) > 1:
                 continue  # hours of two days: the day must show
-            return fmt
-    return "%Y-%m-%d %H:%M"
+            return pattern
+    return _TIME_PATTERNS[-1]
 
 
 def _whole_days(ticks: Sequence[datetime]) -> bool:
-    return all(t.astimezone(UTC).time() == datetime.min.time() for t in ticks)
+    return all(local(t).time() == datetime.min.time() for t in ticks)
 
 
 def time_labels(ticks: Sequence[datetime]) -> list[str]:
-    """The ticks' labels (UTC), all distinct."""
-    fmt = time_format(ticks)
-    return [t.astimezone(UTC).strftime(fmt) for t in ticks]
+    """The ticks' labels (the reader's local time and language), all distinct."""
+    pattern = time_format(ticks)
+    return [_pattern_label(t, pattern) for t in ticks]
 
 
 def count_label(value: float) -> str:
-    """A count on an axis: 1,200 (never 1200.0)."""
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    """A count on an axis in the reader's locale: 1,200 / 1.200 (never 1200.0)."""
+    pattern = "#,##0" if float(value).is_integer() else "#,##0.0"
+    return numbers.format_decimal(value, format=pattern, locale=locale())
 
 
 def usd_label(value: float) -> str:
-    """An amount of US dollars on an axis: $12.50."""
-    return f"${value:,.2f}"
+    """An amount of US dollars on an axis: $12.50 / 12,50 $."""
+    amount = numbers.format_decimal(value, format="#,##0.00", locale=locale())
+    return gettext("${amount}").format(amount=amount)
 
 
 # --- drawing ------------------------------------------------------------------------------------
@@ -199,10 +225,11 @@ def time_chart(
     unit: str,
     empty: str,
     y_format: Callable[[float], str] = count_label,
+    key: str = "",
 ) -> Chart:
     """Lines over real time (one per series); the empty state when there is no point."""
     if not times:
-        return Chart(title=title, svg=None, empty=empty)
+        return Chart(title=title, svg=None, empty=empty, key=key)
     first, last = time_span(times)
     ticks = time_ticks(first, last)
     fmt = time_format(ticks)
@@ -210,20 +237,25 @@ def time_chart(
     chart = pygal.DateTimeLine(
         **_options(title, unit, y_ticks, y_format),
         x_labels=ticks,
-        x_value_formatter=lambda when: when.astimezone(UTC).strftime(fmt),
+        x_value_formatter=lambda when: _pattern_label(when, fmt),
         xrange=(first, last),
         dots_size=4,
-        x_title="time (UTC)",
+        x_title=gettext("time ({zone})").format(zone=timezone_label()),
     )
     for one in series:
         chart.add(one.name, [(when, value) for when, value in zip(times, one.values, strict=True)])
     latest = "; ".join(f"{one.name}: {y_format(one.values[-1] or 0)}" for one in series)
-    summary = (
-        f"{len(times)} reading{'s' if len(times) != 1 else ''} from "
-        f"{min(times).astimezone(UTC).strftime('%d %b %H:%M')} to "
-        f"{max(times).astimezone(UTC).strftime('%d %b %H:%M')} UTC; latest {latest}."
+    summary = ngettext(
+        "{count} reading from {first} to {last}; latest {latest}.",
+        "{count} readings from {first} to {last}; latest {latest}.",
+        len(times),
+    ).format(
+        count=len(times),
+        first=time_label(min(times)),
+        last=time_label(max(times)),
+        latest=latest,
     )
-    return Chart(title=title, svg=_render(chart), empty=empty, summary=summary)
+    return Chart(title=title, svg=_render(chart), empty=empty, summary=summary, key=key)
 
 
 def hourly_chart(
@@ -234,36 +266,37 @@ def hourly_chart(
     unit: str,
     empty: str,
     label_every: int = 6,
+    key: str = "",
 ) -> Chart:
     """Grouped bars per hour; the empty state when every value is zero or there is no hour."""
     if not hours or _highest(series) <= 0:
-        return Chart(title=title, svg=None, empty=empty)
-    labels = [h.astimezone(UTC).strftime("%d %b %H:00") for h in hours]
-    majors = [label for i, label in enumerate(labels) if hours[i].hour % label_every == 0]
+        return Chart(title=title, svg=None, empty=empty, key=key)
+    labels = [_pattern_label(h, "dd MMM HH:mm") for h in hours]
+    majors = [label for i, label in enumerate(labels) if local(hours[i]).hour % label_every == 0]
     chart = pygal.Bar(
         **_options(title, unit, nice_ticks(_highest(series)), count_label),
         x_labels=labels,
         x_labels_major=majors,
         show_minor_x_labels=False,
-        x_title="hour starting (UTC)",
+        x_title=gettext("hour starting ({zone})").format(zone=timezone_label()),
     )
     for one in series:
         chart.add(one.name, list(one.values))
     totals = "; ".join(
         f"{one.name}: {count_label(sum(v or 0 for v in one.values))}" for one in series
     )
-    summary = f"Totals over the hours shown: {totals}."
-    return Chart(title=title, svg=_render(chart), empty=empty, summary=summary)
+    summary = gettext("Totals over the hours shown: {totals}.").format(totals=totals)
+    return Chart(title=title, svg=_render(chart), empty=empty, summary=summary, key=key)
 
 
 def time_label(when: datetime, *, with_date: bool = True) -> str:
-    """A short UTC label for a point in time."""
-    return when.astimezone(UTC).strftime("%d %b %H:%M" if with_date else "%H:%M")
+    """A short label for a point in time, in the reader's zone and language (24 nov 20:40)."""
+    return _pattern_label(when, "dd MMM HH:mm" if with_date else "HH:mm")
 
 
 def chart_figure(chart: Chart) -> Markup:
     """The chart as a ``<figure>``: its SVG and a summary, or its empty state, under its title."""
-    slug = re.sub(r"[^a-z0-9]+", "-", chart.title.lower()).strip("-")[:40]
+    slug = chart.key or re.sub(r"[^a-z0-9]+", "-", chart.title.lower()).strip("-")[:40]
     if chart.svg is None:
         return Markup(
             '<figure class="chart empty" data-testid="chart-{slug}" data-empty="true">'

@@ -24,6 +24,7 @@ from pydantic import SecretStr
 from pmsgate.customers.reconnect import connect_kross
 from pmsgate.customers.registry_check import latest_registry_check
 from pmsgate.errors import Forbidden, InvalidInput, NotFound, PmsgateError
+from pmsgate.i18n import N_, gettext
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.web.admin_console import admin_customer_page, overview_page
 from pmsgate.web.api import ready_for_sync
@@ -129,10 +130,11 @@ async def home(request: Request, web: WebDep, principal: MaybePrincipal) -> Resp
     return await overview_page(request, web, principal)
 
 
-USAGE_EMPTY = (
+# The charts' empty states (translated where they are used: gettext(USAGE_EMPTY)).
+USAGE_EMPTY = N_(
     "No usage yet — the first snapshot is taken when set-up finishes, then one every 6 hours."
 )
-HOURLY_EMPTY = "No assistant lookups in the last 48 hours."
+HOURLY_EMPTY = N_("No assistant lookups in the last 48 hours.")
 
 
 def _since_onboarding(page: CustomerPage) -> tuple[list[datetime], dict[str, list[float]]]:
@@ -160,34 +162,38 @@ def _since_onboarding(page: CustomerPage) -> tuple[list[datetime], dict[str, lis
 def console_charts(page: CustomerPage) -> list[Chart]:
     """The customer's charts: usage since onboarding, its cost, and the last 48 hours."""
     times, values = _since_onboarding(page)
+    lookups = gettext("assistant lookups (tool calls)")
     usage = time_chart(
-        "Usage since onboarding",
+        gettext("Usage since onboarding"),
         times,
         [
-            Series("guest messages", values.get("messages", [])),
-            Series("assistant lookups (tool calls)", values.get("tool calls", [])),
+            Series(gettext("guest messages"), values.get("messages", [])),
+            Series(lookups, values.get("tool calls", [])),
         ],
-        unit="count since onboarding",
-        empty=USAGE_EMPTY,
+        unit=gettext("count since onboarding"),
+        empty=gettext(USAGE_EMPTY),
+        key="usage-since-onboarding",
     )
     cost = time_chart(
-        "Spend since onboarding",
+        gettext("Spend since onboarding"),
         times,
-        [Series("spend (US dollars)", values.get("usd", []))],
-        unit="US dollars",
-        empty=USAGE_EMPTY,
+        [Series(gettext("spend (US dollars)"), values.get("usd", []))],
+        unit=gettext("US dollars"),
+        empty=gettext(USAGE_EMPTY),
         y_format=usd_label,
+        key="spend-since-onboarding",
     )
     hours = page.hours
     hourly = hourly_chart(
-        "Assistant lookups vs booking-system requests, per hour (last 48 hours)",
+        gettext("Assistant lookups vs booking-system requests, per hour (last 48 hours)"),
         [h.hour for h in hours],
         [
-            Series("assistant lookups (tool calls)", [h.tool_calls for h in hours]),
-            Series("booking-system requests", [h.upstream_calls for h in hours]),
+            Series(lookups, [h.tool_calls for h in hours]),
+            Series(gettext("booking-system requests"), [h.upstream_calls for h in hours]),
         ],
-        unit="calls per hour",
-        empty=HOURLY_EMPTY,
+        unit=gettext("calls per hour"),
+        empty=gettext(HOURLY_EMPTY),
+        key="assistant-lookups-vs-booking-system-requ",
     )
     return [usage, cost, hourly]
 
@@ -205,7 +211,7 @@ def _charts(page: CustomerPage) -> dict[str, Any]:
 
 
 # How many of the customer's own audit events its page lists (the rest: /console/audit).
-RECENT_EVENTS = 8
+RECENT_EVENTS = 30  # grouped by day on the page: the same thing ten times is one line
 # How many recent sync jobs the customer's page reads (the newest commit among them).
 RECENT_JOBS = 10
 

@@ -13,18 +13,38 @@ camelCase counter name or command line.
   booking system was disconnected reads "nothing can sync until you reconnect" (a
   warning, never a green "succeeded");
 - :func:`event_text` — an audit event as a sentence;
+- :func:`group_events` — the events by the reader's local day, identical ones in a row
+  told once ("Set-up made 10 changes to your account.");
 - :func:`customer_home` — the whole page: the three answers, the ordered to-do list,
   the sync (Route A only), the recent events.
+
+Every sentence is English in the code and translated through the catalogue
+(:mod:`pmsgate.i18n`, Italian in ``locales/it/LC_MESSAGES/words.po``) at the moment it is
+made, in the reader's language; times are the reader's local times, never UTC.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
+from babel.lists import format_list
+
 from pmsgate.catalogue import load_catalogue
+from pmsgate.i18n import (
+    N_,
+    current_language,
+    format_date,
+    format_datetime,
+    format_time,
+    gettext,
+    local,
+    locale,
+    ngettext,
+)
 from pmsgate.storage.audit import AuditEventView
 from pmsgate.storage.knowledge import SyncJobView
 from pmsgate.web.views import CustomerPage
@@ -34,45 +54,52 @@ BookingState = Literal["connected", "unverified", "error", "not_linked"]
 
 # The step whose success means the customer was told the assistant is live (spec §4.3 16).
 LIVE_STEP = "onboarding-message"
-# How the steps a person on our side finishes read to the customer.
+# How the steps a person on our side finishes read to the customer (a clause after
+# "Wait for us:"; several are joined with "; ").
 _WAITING_STEP_WORDS = {
-    "prerequisites": "checking your subscription and accounts",
-    "allowlist": "opening knowledge updates for your account",
-    "platform-admin": "giving you access to the assistant platform",
-    "channels": "connecting WhatsApp and the voice agent",
-    "templates": "preparing your apartment notes",
-    "route-b-quick-setup": "the final set-up of your assistant",
+    "prerequisites": N_("we are checking your subscription and accounts"),
+    "allowlist": N_("we are opening knowledge updates for your account"),
+    "platform-admin": N_("we are giving you access to the assistant platform"),
+    "channels": N_("we are connecting WhatsApp and the voice agent"),
+    "templates": N_("we are preparing your apartment notes"),
+    "route-b-quick-setup": N_("we are doing the final set-up of your assistant"),
 }
+_WAITING_STEP_FALLBACK = N_("we are finishing a set-up step")
 
+# Why an apartment was skipped, by the job's reason: one whole sentence each ({name}: the
+# apartment's name).
 _UNRESOLVED_WORDS = {
-    "pms_not_linked": "your booking system is not connected yet",
-    "pms_integration_error": "your booking system is disconnected",
-    "no_listing": "it is not matched to a listing of your assistant yet",
-    "listing_not_active": "its listing is not active in your booking system",
+    "pms_not_linked": N_("{name} was skipped: your booking system is not connected yet."),
+    "pms_integration_error": N_("{name} was skipped: your booking system is disconnected."),
+    "no_listing": N_("{name} was skipped: it is not matched to a listing of your assistant yet."),
+    "listing_not_active": N_(
+        "{name} was skipped: its listing is not active in your booking system."
+    ),
 }
+_UNRESOLVED_FALLBACK = N_("{name} was skipped: it is not matched to your booking system.")
 
 # A failed job or a refused start, by its code, as the customer reads it.
 _ERROR_WORDS = {
-    "not_on_allowlist": (
+    "not_on_allowlist": N_(
         "Knowledge updates are not open to your account yet. We open them account by "
         "account and will tell you when yours is ready."
     ),
-    "notes_not_connected": (
+    "notes_not_connected": N_(
         "Your apartment notes are not connected yet. We connect them during set-up; "
         "nothing to do on your side."
     ),
-    "workspace_not_created": (
+    "workspace_not_created": N_(
         "Your assistant is still being set up, so there is no knowledge to update yet."
     ),
-    "sync_already_running": "An update is already running: its progress is shown below.",
-    "sync_interrupted": (
+    "sync_already_running": N_("An update is already running: its progress is shown below."),
+    "sync_interrupted": N_(
         "The last update was interrupted (our service restarted). Start it again: it "
         "continues where it stopped, without duplicates."
     ),
-    "sync_cancelled": "The last update was stopped before it finished. Start it again.",
-    "csrf_failed": "The page was out of date. Reload it and try again.",
+    "sync_cancelled": N_("The last update was stopped before it finished. Start it again."),
+    "csrf_failed": N_("The page was out of date. Reload it and try again."),
 }
-_ERROR_FALLBACK = (
+_ERROR_FALLBACK = N_(
     "The update could not finish. Try again in a few minutes; if it keeps failing, we "
     "will look into it."
 )
@@ -80,34 +107,34 @@ _ERROR_FALLBACK = (
 
 # A refused reconnect, by its code, as the customer reads it.
 _RECONNECT_WORDS = {
-    "pms_credentials_rejected": (
+    "pms_credentials_rejected": N_(
         "Your booking system refused these credentials. Check the API user (“api” followed by "
         "digits — not your login to the booking system's website) and its password under "
         "Settings → API in your booking system, then try again."
     ),
-    "pms_auth_failed": (
+    "pms_auth_failed": N_(
         "Your booking system refused these credentials. Check the API username and password: "
         "they are the API credentials, not your login to the booking system's website."
     ),
-    "pms_access_denied": (
+    "pms_access_denied": N_(
         "Your booking system accepted the sign-in but refused access: check that the API "
         "user may read the property."
     ),
-    "invalid_input": "Fill in the API username and password.",
+    "invalid_input": N_("Fill in the API username and password."),
 }
-_RECONNECT_FALLBACK = (
+_RECONNECT_FALLBACK = N_(
     "Your booking system could not be reached to try the credentials. Try again in a few minutes."
 )
 
 
 def reconnect_words(code: str | None) -> str:
     """A refused reconnect as one plain sentence (never its code or an id)."""
-    return _RECONNECT_WORDS.get(code or "", _RECONNECT_FALLBACK)
+    return gettext(_RECONNECT_WORDS.get(code or "", _RECONNECT_FALLBACK))
 
 
 def error_words(code: str | None) -> str:
     """A refused or failed sync as one plain sentence (never its code)."""
-    return _ERROR_WORDS.get(code or "", _ERROR_FALLBACK)
+    return gettext(_ERROR_WORDS.get(code or "", _ERROR_FALLBACK))
 
 
 @dataclass(frozen=True)
@@ -148,6 +175,33 @@ class EventLine:
     when: datetime
     text: str
     tone: Tone
+    # The event's action (``signin.succeeded``): how several in a row are told together.
+    action: str = ""
+
+
+@dataclass(frozen=True)
+class EventItem:
+    """One line of a day's activity: an event, or several identical ones in a row."""
+
+    when: datetime  # the newest of them
+    text: str  # the sentence (several: a plural sentence, or "... (times 3)")
+    tone: Tone
+    count: int = 1
+    earliest: datetime | None = None  # the oldest of them (= when for one event)
+
+    @property
+    def time_label(self) -> str:
+        """The local time of day of the newest (``20:40``)."""
+        return format_time(self.when)
+
+
+@dataclass(frozen=True)
+class EventDay:
+    """The activity of one local day, newest first."""
+
+    day: date
+    day_label: str  # "26 novembre 2026" / "26 November 2026"
+    items: list[EventItem]
 
 
 @dataclass(frozen=True)
@@ -164,11 +218,13 @@ class CustomerHome:
     sync: SyncExplanation | None
     last_update: datetime | None
     events: list[EventLine]
+    # The same events by local day, identical ones in a row told once (see group_events).
+    event_days: list[EventDay] = field(default_factory=list)
 
     @property
     def route_b_sentence(self) -> str:
         """What applies instead of the sync on Route B (one sentence)."""
-        return (
+        return gettext(
             "Your assistant reads availability, prices and bookings straight from your "
             "booking system, so there are no apartment notes to update here; general "
             "information is loaded by our team — write to us to change it."
@@ -188,38 +244,42 @@ def booking_state(page: CustomerPage) -> BookingState:
 
 
 def _booking_answer(state: BookingState) -> Answer:
-    question = "Is my booking system connected?"
+    question = gettext("Is my booking system connected?")
     if state == "connected":
         return Answer(
             "booking",
             question,
             "ok",
-            "Yes, connected",
-            "Your assistant can read availability, prices and bookings.",
+            gettext("Yes, connected"),
+            gettext("Your assistant can read availability, prices and bookings."),
         )
     if state == "unverified":
         return Answer(
             "booking",
             question,
             "warn",
-            "Saved, not confirmed yet",
-            "Your credentials are saved; the booking system's first answer will confirm them.",
+            gettext("Saved, not confirmed yet"),
+            gettext(
+                "Your credentials are saved; the booking system's first answer will confirm them."
+            ),
         )
     if state == "error":
         return Answer(
             "booking",
             question,
             "bad",
-            "No — the connection is down",
-            "The booking system refused our sign-in, usually because the API password was "
-            "changed. Enter the new credentials in the form below to reconnect.",
+            gettext("No — the connection is down"),
+            gettext(
+                "The booking system refused our sign-in, usually because the API password was "
+                "changed. Enter the new credentials in the form below to reconnect."
+            ),
         )
     return Answer(
         "booking",
         question,
         "info",
-        "Not yet",
-        "We connect your booking system during set-up.",
+        gettext("Not yet"),
+        gettext("We connect your booking system during set-up."),
     )
 
 
@@ -227,27 +287,37 @@ def _booking_answer(state: BookingState) -> Answer:
 
 
 def _assistant_answer(page: CustomerPage, booking: BookingState) -> Answer:
-    question = "Is my assistant live?"
+    question = gettext("Is my assistant live?")
     checklist = page.row.onboarding.checklist
     live = checklist is not None and any(
         o.id == LIVE_STEP and o.status == "done" for o in checklist.outcomes
     )
     if live and booking in ("error", "not_linked"):
-        until = (
-            "you reconnect your booking system"
+        detail = (
+            gettext(
+                "Guests can talk to it, but until you reconnect your booking system it cannot "
+                "check availability or bookings."
+            )
             if booking == "error"
-            else "your booking system is connected"
+            else gettext(
+                "Guests can talk to it, but until your booking system is connected it cannot "
+                "check availability or bookings."
+            )
         )
         return Answer(
             "assistant",
             question,
             "warn",
-            "Live, but it cannot see your bookings",
-            f"Guests can talk to it, but until {until} it cannot check availability or bookings.",
+            gettext("Live, but it cannot see your bookings"),
+            detail,
         )
     if live:
         return Answer(
-            "assistant", question, "ok", "Yes, it is live", "Your guests can talk to it now."
+            "assistant",
+            question,
+            "ok",
+            gettext("Yes, it is live"),
+            gettext("Your guests can talk to it now."),
         )
     onboarding = page.row.onboarding
     if checklist is None or onboarding.applicable == 0:
@@ -255,16 +325,19 @@ def _assistant_answer(page: CustomerPage, booking: BookingState) -> Answer:
             "assistant",
             question,
             "info",
-            "Not yet — set-up has not started",
-            "We will tell you as soon as it is live.",
+            gettext("Not yet — set-up has not started"),
+            gettext("We will tell you as soon as it is live."),
         )
     return Answer(
         "assistant",
         question,
         "info",
-        "Not yet — being set up",
-        f"{onboarding.done} of {onboarding.applicable} set-up steps are done. "
-        "We will tell you as soon as it is live.",
+        gettext("Not yet — being set up"),
+        ngettext(
+            "{done} of {total} set-up step is done. We will tell you as soon as it is live.",
+            "{done} of {total} set-up steps are done. We will tell you as soon as it is live.",
+            onboarding.applicable,
+        ).format(done=onboarding.done, total=onboarding.applicable),
     )
 
 
@@ -282,21 +355,23 @@ def _details(job: SyncJobView) -> list[Mapping[str, Any]]:
 
 
 def _name(detail: Mapping[str, Any]) -> str:
-    return str(detail.get("name") or "An apartment")
-
-
-def _plural(count: int, one: str, many: str | None = None) -> str:
-    return f"{count} {one if count == 1 else (many or one + 's')}"
+    return str(detail.get("name") or gettext("An apartment"))
 
 
 def section_title(section_id: str) -> str:
-    """A template section as the customer's notes page titles it (Italian / English)."""
+    """A template section as the customer's notes page titles it, in the reader's language.
+
+    The notes pages accept either title (the template's Italian or English heading).
+    """
     for section in load_catalogue().knowledge.sections:
         if section.id == section_id:
-            if section.title_it == section.title_en:
-                return section.title_en
-            return f"{section.title_it} / {section.title_en}"
+            return section.title_it if current_language() == "it" else section.title_en
     return section_id.replace("_", " ")
+
+
+def _quoted_list(items: list[str]) -> str:
+    """“A”, “B” and “C” in the reader's language."""
+    return format_list([f"“{item}”" for item in items], locale=locale())
 
 
 def _template_fixes(job: SyncJobView) -> list[str]:
@@ -308,22 +383,31 @@ def _template_fixes(job: SyncJobView) -> list[str]:
         )
         if not blocked:
             continue
+        name = _name(detail)
         missing = [section_title(str(s)) for s in detail.get("missingSections") or []]
         if not detail.get("notesPageId"):
             fixes.append(
-                f"{_name(detail)} has no notes page yet: add a page for it to your apartments "
-                "notes, with the five sections of the template."
+                gettext(
+                    "{name} has no notes page yet: add a page for it to your apartments "
+                    "notes, with the five sections of the template."
+                ).format(name=name)
             )
         elif missing:
-            sections = ", ".join(f"“{s}”" for s in missing)
             fixes.append(
-                f"{_name(detail)}: add the missing section{'s' if len(missing) > 1 else ''} "
-                f"{sections} to its notes page (use the headings of the template)."
+                ngettext(
+                    "{name}: add the missing section {sections} to its notes page (use the "
+                    "headings of the template).",
+                    "{name}: add the missing sections {sections} to its notes page (use the "
+                    "headings of the template).",
+                    len(missing),
+                ).format(name=name, sections=_quoted_list(missing))
             )
         else:
             fixes.append(
-                f"{_name(detail)}: its notes page does not follow the template; compare its "
-                "headings with the template's five sections."
+                gettext(
+                    "{name}: its notes page does not follow the template; compare its "
+                    "headings with the template's five sections."
+                ).format(name=name)
             )
     return fixes
 
@@ -333,15 +417,17 @@ def _unresolved_lines(job: SyncJobView) -> list[str]:
     for detail in _details(job):
         reason = detail.get("unresolvedReason")
         if reason and reason != "pms_integration_error":
-            why = _UNRESOLVED_WORDS.get(str(reason), "it is not matched to your booking system")
-            lines.append(f"{_name(detail)} was skipped: {why}.")
+            sentence = _UNRESOLVED_WORDS.get(str(reason), _UNRESOLVED_FALLBACK)
+            lines.append(gettext(sentence).format(name=_name(detail)))
     return lines
 
 
 def _failed_lines(job: SyncJobView) -> list[str]:
     return [
-        f"{_name(d)} could not be read or saved this time (we retried); start the update "
-        "again later."
+        gettext(
+            "{name} could not be read or saved this time (we retried); start the update "
+            "again later."
+        ).format(name=_name(d))
         for d in _details(job)
         if d.get("status") == "failed" or d.get("error")
     ]
@@ -355,101 +441,183 @@ def _blocked_by_connection(job: SyncJobView, booking: BookingState) -> bool:
     return bool(reasons) and all(r == "pms_integration_error" for r in reasons)
 
 
+def _running(job: SyncJobView, when: datetime | None) -> SyncExplanation:
+    total = job.progress_total or 0
+    progress = (
+        ngettext(
+            "{done} of {total} apartment done so far.",
+            "{done} of {total} apartments done so far.",
+            total,
+        ).format(done=job.progress_done, total=total)
+        if total
+        else gettext("Starting…")
+    )
+    headline = (
+        gettext("Updating your assistant's knowledge…")
+        if job.kind == "commit"
+        else gettext("Checking your notes…")
+    )
+    return SyncExplanation("busy", headline, [progress], when=when)
+
+
+def _disconnected(
+    job: SyncJobView, booking: BookingState, when: datetime | None
+) -> SyncExplanation:
+    """A job that could not match apartments because the booking system was (or is) down."""
+    is_commit = job.kind == "commit"
+    if booking != "error":
+        return SyncExplanation(
+            "warn",
+            gettext("The last update ran while your booking system was disconnected")
+            if is_commit
+            else gettext("The last check ran while your booking system was disconnected"),
+            [
+                gettext(
+                    "Your booking system is connected again: start it again to see where your "
+                    "apartments stand."
+                )
+            ],
+            fixes=_template_fixes(job),
+            when=when,
+        )
+    apartments = _counter(job, "apartments")
+    found = (
+        ngettext(
+            "The update found {count} apartment, but it cannot be matched to your booking "
+            "system while the connection is down, so nothing was changed.",
+            "The update found {count} apartments, but none can be matched to your booking "
+            "system while the connection is down, so nothing was changed.",
+            apartments,
+        )
+        if is_commit
+        else ngettext(
+            "The check found {count} apartment, but it cannot be matched to your booking "
+            "system while the connection is down.",
+            "The check found {count} apartments, but none can be matched to your booking "
+            "system while the connection is down.",
+            apartments,
+        )
+    )
+    return SyncExplanation(
+        "warn",
+        gettext("Nothing can sync until you reconnect your booking system"),
+        [
+            found.format(count=apartments),
+            gettext("Reconnect with the form above, then start the update again."),
+        ],
+        fixes=_template_fixes(job),
+        when=when,
+    )
+
+
+def _commit_lines(job: SyncJobView) -> list[str]:
+    apartments = _counter(job, "apartments")
+    created, updated = _counter(job, "created"), _counter(job, "updated")
+    unchanged, deleted = _counter(job, "unchanged"), _counter(job, "deleted")
+    lines = [
+        ngettext(
+            "{count} apartment went through the update.",
+            "{count} apartments went through the update.",
+            apartments,
+        ).format(count=apartments)
+    ]
+    pieces = (
+        ngettext(
+            "{created} new piece of knowledge added, {updated} updated, {unchanged} already "
+            "up to date, {deleted} removed because they left your notes.",
+            "{created} new pieces of knowledge added, {updated} updated, {unchanged} already "
+            "up to date, {deleted} removed because they left your notes.",
+            created,
+        )
+        if deleted
+        else ngettext(
+            "{created} new piece of knowledge added, {updated} updated, {unchanged} already "
+            "up to date.",
+            "{created} new pieces of knowledge added, {updated} updated, {unchanged} already "
+            "up to date.",
+            created,
+        )
+    )
+    lines.append(
+        pieces.format(created=created, updated=updated, unchanged=unchanged, deleted=deleted)
+    )
+    folders = _counter(job, "directoriesCreated")
+    if folders:
+        lines.append(
+            ngettext(
+                "{count} apartment got its own section for the first time.",
+                "{count} apartments got their own section for the first time.",
+                folders,
+            ).format(count=folders)
+        )
+    blocked = _counter(job, "blockedByTemplate")
+    if blocked:
+        lines.append(
+            ngettext(
+                "{count} apartment skipped because its notes page is incomplete — see what "
+                "to fix below. Its earlier knowledge is kept.",
+                "{count} apartments skipped because their notes pages are incomplete — see "
+                "what to fix below. Their earlier knowledge is kept.",
+                blocked,
+            ).format(count=blocked)
+        )
+    return lines
+
+
+def _check_lines(job: SyncJobView) -> list[str]:
+    apartments = _counter(job, "apartments")
+    incomplete = _counter(job, "incompleteTemplates")
+    return [
+        ngettext(
+            "{count} apartment checked; nothing was changed.",
+            "{count} apartments checked; nothing was changed.",
+            apartments,
+        ).format(count=apartments),
+        gettext("Every notes page follows the template.")
+        if not incomplete
+        else ngettext(
+            "{count} notes page is incomplete and would be skipped — see what to fix below.",
+            "{count} notes pages are incomplete and would be skipped — see what to fix below.",
+            incomplete,
+        ).format(count=incomplete),
+    ]
+
+
 def explain_job(job: SyncJobView, booking: BookingState) -> SyncExplanation:
     """The job in words: what it did, what is blocked and why, what to fix."""
     when = job.finished_at or job.started_at or job.created_at
     is_commit = job.kind == "commit"
     if job.status in ("queued", "running"):
-        total = job.progress_total or 0
-        progress = (
-            f"{job.progress_done} of {_plural(total, 'apartment')} done so far."
-            if total
-            else "Starting…"
-        )
-        verb = "Updating your assistant's knowledge" if is_commit else "Checking your notes"
-        return SyncExplanation("busy", f"{verb}…", [progress], when=when)
+        return _running(job, when)
     if job.status != "succeeded":
         return SyncExplanation(
             "bad",
-            "The last update did not finish" if is_commit else "The last check did not finish",
+            gettext("The last update did not finish")
+            if is_commit
+            else gettext("The last check did not finish"),
             [error_words(job.error_code)],
             when=when,
         )
-    apartments = _counter(job, "apartments")
-    if _blocked_by_connection(job, booking) and booking != "error":
-        return SyncExplanation(
-            "warn",
-            f"The last {'update' if is_commit else 'check'} ran while your booking system "
-            "was disconnected",
-            [
-                "Your booking system is connected again: start it again to see where your "
-                "apartments stand."
-            ],
-            fixes=_template_fixes(job),
-            when=when,
-        )
     if _blocked_by_connection(job, booking):
-        return SyncExplanation(
-            "warn",
-            "Nothing can sync until you reconnect your booking system",
-            [
-                f"The {'update' if is_commit else 'check'} found "
-                f"{_plural(apartments, 'apartment')}, but none can be matched to your "
-                "booking system while the connection is down"
-                + (", so nothing was changed." if is_commit else "."),
-                "Reconnect with the form above, then start the update again.",
-            ],
-            fixes=_template_fixes(job),
-            when=when,
-        )
+        return _disconnected(job, booking, when)
     fixes = _template_fixes(job)
     unresolved = _unresolved_lines(job)
     failed = _failed_lines(job)
-    lines: list[str] = []
-    if is_commit:
-        created, updated = _counter(job, "created"), _counter(job, "updated")
-        unchanged, deleted = _counter(job, "unchanged"), _counter(job, "deleted")
-        folders = _counter(job, "directoriesCreated")
-        lines.append(f"{_plural(apartments, 'apartment')} went through the update.")
-        lines.append(
-            f"{_plural(created, 'new piece')} of knowledge added, {updated} updated, "
-            f"{unchanged} already up to date"
-            + (f", {deleted} removed because they left your notes" if deleted else "")
-            + "."
-        )
-        if folders:
-            their = "its" if folders == 1 else "their"
-            lines.append(
-                f"{_plural(folders, 'apartment')} got {their} own section for the first time."
-            )
-        blocked = _counter(job, "blockedByTemplate")
-        if blocked:
-            lines.append(
-                f"{_plural(blocked, 'apartment')} skipped because "
-                f"{'its notes page is' if blocked == 1 else 'their notes pages are'} incomplete "
-                "— see what to fix below. Their earlier knowledge is kept."
-            )
-    else:
-        incomplete = _counter(job, "incompleteTemplates")
-        lines.append(f"{_plural(apartments, 'apartment')} checked; nothing was changed.")
-        lines.append(
-            "Every notes page follows the template."
-            if not incomplete
-            else f"{_plural(incomplete, 'notes page')} {'is' if incomplete == 1 else 'are'} "
-            "incomplete and would be skipped — see what to fix below."
-        )
+    lines = _commit_lines(job) if is_commit else _check_lines(job)
     lines.extend(unresolved)
     lines.extend(failed)
     problems = bool(fixes or unresolved or failed) or _counter(job, "failed") > 0
     if is_commit:
         headline = (
-            "Update finished with problems to fix" if problems else "Update finished: all done"
+            gettext("Update finished with problems to fix")
+            if problems
+            else gettext("Update finished: all done")
         )
     else:
         headline = (
-            "Check finished: some things to fix before updating"
+            gettext("Check finished: some things to fix before updating")
             if problems
-            else "Check finished: ready to update"
+            else gettext("Check finished: ready to update")
         )
     return SyncExplanation("warn" if problems else "ok", headline, lines, fixes, when)
 
@@ -462,60 +630,100 @@ def _knowledge_answer(
     latest: SyncJobView | None,
     last_commit: SyncJobView | None,
 ) -> Answer:
-    question = "Is my knowledge up to date?"
+    question = gettext("Is my knowledge up to date?")
     if route == "B":
         return Answer(
             "knowledge",
             question,
             "ok",
-            "Nothing to update",
-            "Your assistant answers from your booking system directly.",
+            gettext("Nothing to update"),
+            gettext("Your assistant answers from your booking system directly."),
         )
     if not sync_open:
         return Answer(
-            "knowledge", question, "info", "Not open yet", error_words("not_on_allowlist")
+            "knowledge",
+            question,
+            "info",
+            gettext("Not open yet"),
+            error_words("not_on_allowlist"),
         )
     if not notes_connected:
-        return Answer("knowledge", question, "info", "Not yet", error_words("notes_not_connected"))
+        return Answer(
+            "knowledge", question, "info", gettext("Not yet"), error_words("notes_not_connected")
+        )
     if latest is not None and latest.active:
-        return Answer("knowledge", question, "busy", "Updating now", "The progress is shown below.")
+        return Answer(
+            "knowledge",
+            question,
+            "busy",
+            gettext("Updating now"),
+            gettext("The progress is shown below."),
+        )
     if booking == "error":
         return Answer(
             "knowledge",
             question,
             "warn",
-            "On hold",
-            "Nothing can sync until you reconnect your booking system; what your assistant "
-            "knew before stays in place.",
+            gettext("On hold"),
+            gettext(
+                "Nothing can sync until you reconnect your booking system; what your assistant "
+                "knew before stays in place."
+            ),
         )
     if last_commit is None:
         return Answer(
             "knowledge",
             question,
             "warn",
-            "Not loaded yet",
-            "Your apartment notes have not been loaded into your assistant yet.",
+            gettext("Not loaded yet"),
+            gettext("Your apartment notes have not been loaded into your assistant yet."),
         )
-    when = (last_commit.finished_at or last_commit.created_at).astimezone(UTC)
+    when = last_commit.finished_at or last_commit.created_at
     explained = explain_job(last_commit, booking)
     if explained.tone == "ok":
         return Answer(
             "knowledge",
             question,
             "ok",
-            "Yes",
-            f"Last updated {when:%d %b %Y at %H:%M} UTC. After you edit your notes, update again.",
+            gettext("Yes"),
+            gettext("Last updated {when}. After you edit your notes, update again.").format(
+                when=format_datetime(when)
+            ),
         )
     return Answer(
         "knowledge",
         question,
         "warn",
-        "Partly",
-        f"The last update ({when:%d %b %Y}) skipped some apartments — see what to fix below.",
+        gettext("Partly"),
+        gettext("The last update ({day}) skipped some apartments — see what to fix below.").format(
+            day=format_date(when)
+        ),
     )
 
 
 # --- what to do now -----------------------------------------------------------------------------
+
+
+def _waiting_todo(page: CustomerPage) -> Todo | None:
+    """What we, on our side, are doing now (the checklist's waiting steps), if anything."""
+    checklist = page.row.onboarding.checklist
+    if checklist is None:
+        return None
+    waiting = [o for o in checklist.outcomes if o.status == "waiting"]
+    if not waiting:
+        return None
+    what = "; ".join(
+        dict.fromkeys(
+            gettext(_WAITING_STEP_WORDS.get(o.id, _WAITING_STEP_FALLBACK)) for o in waiting
+        )
+    )
+    due = min((o.due for o in waiting if o.due), default=None)
+    if due is None:
+        return Todo(gettext("Wait for us: {what}.").format(what=what), "us")
+    return Todo(
+        gettext("Wait for us: {what} (planned by {day}).").format(what=what, day=format_date(due)),
+        "us",
+    )
 
 
 def _todos(
@@ -531,18 +739,22 @@ def _todos(
     if booking == "error":
         todos.append(
             Todo(
-                "Reconnect your booking system: enter its current API password in the form "
-                "on this page.",
+                gettext(
+                    "Reconnect your booking system: enter its current API password in the form "
+                    "on this page."
+                ),
                 "you",
                 "reconnect",
             )
         )
     if booking == "not_linked":
-        todos.append(Todo("Wait for us: we are connecting your booking system.", "us"))
+        todos.append(Todo(gettext("Wait for us: we are connecting your booking system."), "us"))
     knowledge_applies = route != "B" and sync_open and page.ctx.notes_connected
     if knowledge_applies and latest is not None and not latest.active:
         for fix in _template_fixes(latest):
-            todos.append(Todo(f"Fix a notes page — {fix}", "you", "knowledge"))
+            todos.append(
+                Todo(gettext("Fix a notes page — {fix}").format(fix=fix), "you", "knowledge")
+            )
         if (
             latest.status == "succeeded"
             and booking != "error"
@@ -550,8 +762,10 @@ def _todos(
         ):
             todos.append(
                 Todo(
-                    "Check your notes again: the last check ran while your booking system "
-                    "was disconnected.",
+                    gettext(
+                        "Check your notes again: the last check ran while your booking system "
+                        "was disconnected."
+                    ),
                     "you",
                     "knowledge",
                 )
@@ -560,7 +774,7 @@ def _todos(
             if latest.kind == "dry_run" and not _template_fixes(latest) and last_commit is None:
                 todos.append(
                     Todo(
-                        "Load your notes into your assistant: press “Update knowledge”.",
+                        gettext("Load your notes into your assistant: press “Update knowledge”."),
                         "you",
                         "knowledge",
                     )
@@ -568,97 +782,141 @@ def _todos(
             if _unresolved_lines(latest):
                 todos.append(
                     Todo(
-                        "Wait for us: some apartments are not matched to your booking system "
-                        "yet; we are told and will fix the match.",
+                        gettext(
+                            "Wait for us: some apartments are not matched to your booking "
+                            "system yet; we are told and will fix the match."
+                        ),
                         "us",
                     )
                 )
         elif latest.status != "succeeded":
-            todos.append(Todo("Start the knowledge update again.", "you", "knowledge"))
+            todos.append(Todo(gettext("Start the knowledge update again."), "you", "knowledge"))
     elif knowledge_applies and latest is None and booking != "error":
         todos.append(
             Todo(
-                "Check your apartment notes, then load them into your assistant "
-                "(“Check my notes”, then “Update knowledge”).",
+                gettext(
+                    "Check your apartment notes, then load them into your assistant "
+                    "(“Check my notes”, then “Update knowledge”)."
+                ),
                 "you",
                 "knowledge",
             )
         )
-    checklist = page.row.onboarding.checklist
-    if checklist is not None:
-        waiting = [o for o in checklist.outcomes if o.status == "waiting"]
-        if waiting:
-            what = "; ".join(
-                dict.fromkeys(_WAITING_STEP_WORDS.get(o.id, "a set-up step") for o in waiting)
-            )
-            due = min((o.due for o in waiting if o.due), default=None)
-            todos.append(
-                Todo(
-                    f"Wait for us: we are {what}"
-                    + (f" (planned by {due:%d %b %Y})" if due else "")
-                    + ".",
-                    "us",
-                )
-            )
+    waiting = _waiting_todo(page)
+    if waiting is not None:
+        todos.append(waiting)
     if not sync_open and route != "B":
-        todos.append(Todo("Wait for us: " + error_words("not_on_allowlist"), "us"))
+        todos.append(
+            Todo(
+                gettext("Wait for us: {what}").format(what=error_words("not_on_allowlist")),
+                "us",
+            )
+        )
     if not todos:
-        todos.append(Todo("Nothing to do — everything is in order.", "nobody"))
+        todos.append(Todo(gettext("Nothing to do — everything is in order."), "nobody"))
     return todos
 
 
 # --- the audit trail ----------------------------------------------------------------------------
 
-_ACTION_WORDS = {
-    "signin.succeeded": "{who} signed in to this console",
-    "signin.failed": "A sign-in to this console failed",
-    "credentials.stored": "Booking-system credentials were saved",
-    "credentials.changed": "Booking-system credentials were changed",
-    "credentials.reconnected": "The booking system was reconnected with new credentials",
-    "key.minted": "An access key for your assistant was created",
-    "key.revoked": "An access key for your assistant was withdrawn",
-    "key.expired": "An access key for your assistant expired",
-    "key.rotated": "An access key for your assistant was replaced",
-    "key.scopes_changed": "What an access key of your assistant may do was changed",
-    "key.used_for_write": "Your assistant made a change in your booking system",
-    "admin.action": "Our team made a change to your account",
-    "onboarding.side_effect": "A set-up step made a change to your account",
-    "signin.link_used": "{who} signed in with the link from our message",
-    "registry.fixed": "{who} repaired which listing each apartment belongs to",
+# What someone did, as a sentence for each kind of doer: (the reader did it, someone else —
+# {who}: another person of the account, our team, your assistant, our service — did it).
+# Two whole sentences, because the verb takes a different form ("Hai…" / "{who} ha…").
+_DONE_BY = tuple[str, str]
+_ACTION_BY_WHO: dict[str, _DONE_BY] = {
+    "signin.succeeded": (
+        N_("You signed in to this console"),
+        N_("{who} signed in to this console"),
+    ),
+    "signin.link_used": (
+        N_("You signed in with the link from our message"),
+        N_("{who} signed in with the link from our message"),
+    ),
+    "registry.fixed": (
+        N_("You repaired which listing each apartment belongs to"),
+        N_("{who} repaired which listing each apartment belongs to"),
+    ),
+    "account.password_set": (
+        N_("You set a new password"),
+        N_("{who} set a new password"),
+    ),
 }
+# What happened, whoever did it.
+_ACTION_WORDS = {
+    "signin.failed": N_("A sign-in to this console failed"),
+    "credentials.stored": N_("Booking-system credentials were saved"),
+    "credentials.changed": N_("Booking-system credentials were changed"),
+    "credentials.reconnected": N_("The booking system was reconnected with new credentials"),
+    "key.minted": N_("An access key for your assistant was created"),
+    "key.revoked": N_("An access key for your assistant was withdrawn"),
+    "key.expired": N_("An access key for your assistant expired"),
+    "key.rotated": N_("An access key for your assistant was replaced"),
+    "key.scopes_changed": N_("What an access key of your assistant may do was changed"),
+    "key.used_for_write": N_("Your assistant made a change in your booking system"),
+    "admin.action": N_("Our team made a change to your account"),
+    "onboarding.side_effect": N_("A set-up step made a change to your account"),
+    "account.invited": N_("An invitation to this console was sent by e-mail"),
+    "account.reset_sent": N_("A link to choose a new password was sent by e-mail"),
+    "account.reset_requested": N_("Someone asked for a new password"),
+    "audit.purged": N_("Older activity was removed from this list"),
+}
+_TIMES = "\N{MULTIPLICATION SIGN}"
+_ACTION_FALLBACK = N_("Something else was recorded on your account")
 # Incident notices (jobs/notify.py): who was told what, by the notice's kind and channel.
 _NOTICE_WORDS = {
-    ("error", "customer"): "We told you by e-mail that the booking-system connection was lost",
-    (
-        "recovered",
-        "customer",
-    ): "We told you by e-mail that the booking-system connection works again",
-    ("error", "team"): "Our team was told that the booking-system connection was lost",
-    ("recovered", "team"): "Our team was told that the booking-system connection works again",
+    ("error", "customer"): N_("We told you by e-mail that the booking-system connection was lost"),
+    ("recovered", "customer"): N_(
+        "We told you by e-mail that the booking-system connection works again"
+    ),
+    ("error", "team"): N_("Our team was told that the booking-system connection was lost"),
+    ("recovered", "team"): N_("Our team was told that the booking-system connection works again"),
 }
-_OPERATION_WORDS = {
-    "kross.reconnect": "{who} tried new booking-system credentials",
-    "gateway.mint_key": "{who} created an access key",
-    "gateway.revoke_key": "{who} withdrew an access key",
-    "gateway.set_key_scopes": "{who} changed an access key",
+_NOTICE_FALLBACK = N_("A notice about your booking-system connection was sent")
+# What was done on this console, by its operation.
+_OPERATION_WORDS: dict[str, _DONE_BY] = {
+    "kross.reconnect": (
+        N_("You tried new booking-system credentials"),
+        N_("{who} tried new booking-system credentials"),
+    ),
+    "gateway.mint_key": (N_("You created an access key"), N_("{who} created an access key")),
+    "gateway.revoke_key": (N_("You withdrew an access key"), N_("{who} withdrew an access key")),
+    "gateway.set_key_scopes": (N_("You changed an access key"), N_("{who} changed an access key")),
+}
+_OPERATION_FALLBACK: _DONE_BY = (N_("You used this console"), N_("{who} used this console"))
+_SYNC_STARTED: dict[bool, _DONE_BY] = {
+    True: (
+        N_("You started an update of the knowledge"),
+        N_("{who} started an update of the knowledge"),
+    ),
+    False: (N_("You started a check of the notes"), N_("{who} started a check of the notes")),
 }
 _OUTCOME_WORDS = {
-    "failure": "it did not work",
-    "refused": "refused",
-    "unknown": "the outcome is not known",
+    "failure": N_("it did not work"),
+    "refused": N_("refused"),
+    "unknown": N_("the outcome is not known"),
 }
-# Credentials events that did not succeed: what was tried, and that nothing changed.
-_CREDENTIALS_REFUSED = "New booking-system credentials were tried and refused; nothing changed"
+_WHO_WORDS = {
+    "team": N_("Our team"),
+    "assistant": N_("Your assistant"),
+    "service": N_("Our service"),
+}
 
 
-def _who(event: AuditEventView, viewer: str | None) -> str:
+def _who(event: AuditEventView, viewer: str | None) -> str | None:
+    """Who acted, as the sentence names them; None when it is the reader."""
     if event.actor_kind == "customer_user":
-        return "You" if viewer and event.actor == viewer else event.actor
-    if event.actor_kind == "admin" or event.actor_kind == "cli":
-        return "Our team"
+        return None if viewer and event.actor == viewer else event.actor
+    if event.actor_kind in ("admin", "cli"):
+        return gettext(_WHO_WORDS["team"])
     if event.actor_kind == "gateway_key":
-        return "Your assistant"
-    return "Our service"
+        return gettext(_WHO_WORDS["assistant"])
+    return gettext(_WHO_WORDS["service"])
+
+
+def _by(said: _DONE_BY, who: str | None) -> str:
+    """The sentence for the reader (``who`` None) or for someone else."""
+    you, other = said
+    return gettext(you) if who is None else gettext(other).format(who=who)
 
 
 def event_text(event: AuditEventView, *, viewer: str | None = None) -> EventLine:
@@ -666,46 +924,106 @@ def event_text(event: AuditEventView, *, viewer: str | None = None) -> EventLine
     who = _who(event, viewer)
     details = event.details or {}
     action = event.action
+    when = event.occurred_at
     if action == "facility.status_changed":
         to = details.get("to")
         if to == "error":
-            lost = "The booking system stopped accepting our sign-in (connection lost)."
-            return EventLine(event.occurred_at, lost, "bad")
+            lost = gettext("The booking system stopped accepting our sign-in (connection lost).")
+            return EventLine(when, lost, "bad", action)
         if to == "connected":
-            return EventLine(event.occurred_at, "The booking-system connection works.", "ok")
-        return EventLine(event.occurred_at, "The booking-system connection changed.", "info")
+            return EventLine(when, gettext("The booking-system connection works."), "ok", action)
+        return EventLine(when, gettext("The booking-system connection changed."), "info", action)
     if action == "console.action":
         operation = str(details.get("operation", ""))
         if operation == "knowledge.sync":
-            kind = "update of the knowledge" if details.get("commit") else "check of the notes"
-            text = f"{who} started a{'n' if kind[0] == 'u' else ''} {kind}"
+            text = _by(_SYNC_STARTED[bool(details.get("commit"))], who)
         else:
-            text = _OPERATION_WORDS.get(operation, "{who} used this console").format(who=who)
+            text = _by(_OPERATION_WORDS.get(operation, _OPERATION_FALLBACK), who)
     elif action == "notice.sent":
         key = (
             str(details.get("kind")),
             "customer" if details.get("channel") == "customer" else "team",
         )
-        text = _NOTICE_WORDS.get(key, "A notice about your booking-system connection was sent")
+        text = gettext(_NOTICE_WORDS.get(key, _NOTICE_FALLBACK))
     elif action == "notice.failed":
-        again = " (we will try again)" if details.get("retried") else ""
-        return EventLine(
-            event.occurred_at,
-            f"A notice about your connection could not be delivered{again}.",
-            "warn",
+        sentence = (
+            gettext("A notice about your connection could not be delivered (we will try again).")
+            if details.get("retried")
+            else gettext("A notice about your connection could not be delivered.")
         )
+        return EventLine(when, sentence, "warn", action)
     elif action.startswith("credentials.") and event.outcome != "success":
-        return EventLine(event.occurred_at, _CREDENTIALS_REFUSED + ".", "warn")
-    elif action in _ACTION_WORDS:
-        text = _ACTION_WORDS[action].format(who=who)
+        refused = gettext("New booking-system credentials were tried and refused; nothing changed.")
+        return EventLine(when, refused, "warn", action)
+    elif action in _ACTION_BY_WHO:
+        text = _by(_ACTION_BY_WHO[action], who)
     else:
-        words = action.replace("_", " ").replace(".", " ").strip()
-        text = words[:1].upper() + words[1:] if words else "An event was recorded"
+        text = gettext(_ACTION_WORDS.get(action, _ACTION_FALLBACK))
     tone: Tone = "info"
     if event.outcome in _OUTCOME_WORDS:
-        text += f" — {_OUTCOME_WORDS[event.outcome]}"
+        text += f" — {gettext(_OUTCOME_WORDS[event.outcome])}"
         tone = "warn" if event.outcome != "failure" else "bad"
-    return EventLine(event.occurred_at, text + ".", tone)
+    return EventLine(when, text + ".", tone, action)
+
+
+def _told_together(first: EventLine, count: int) -> str:
+    """Several identical events in a row as one sentence (else the sentence "(times n)")."""
+    if first.tone == "info":
+        if first.action == "onboarding.side_effect":
+            many = ngettext(
+                "Set-up made {count} change to your account.",
+                "Set-up made {count} changes to your account.",
+                count,
+            )
+            return many.format(count=count)
+        if first.action == "admin.action":
+            many = ngettext(
+                "Our team made {count} change to your account.",
+                "Our team made {count} changes to your account.",
+                count,
+            )
+            return many.format(count=count)
+        if first.action == "key.used_for_write":
+            many = ngettext(
+                "Your assistant made {count} change in your booking system.",
+                "Your assistant made {count} changes in your booking system.",
+                count,
+            )
+            return many.format(count=count)
+        if first.action == "signin.failed":
+            many = ngettext(
+                "{count} sign-in to this console failed.",
+                "{count} sign-ins to this console failed.",
+                count,
+            )
+            return many.format(count=count)
+    return f"{first.text.removesuffix('.')} ({_TIMES}{count})."
+
+
+def group_events(lines: Iterable[EventLine]) -> list[EventDay]:
+    """The events (newest first) by local day, identical ones in a row told once.
+
+    Ten "A set-up step made a change to your account." on one day read "Set-up made 10
+    changes to your account."; other repeats read "... (times 3)", written with the
+    multiplication sign. The day is the reader's.
+    """
+    days: list[EventDay] = []
+    for day, of_day in itertools.groupby(lines, key=lambda line: local(line.when).date()):
+        items: list[EventItem] = []
+        for _key, run in itertools.groupby(of_day, key=lambda line: (line.text, line.tone)):
+            same = list(run)
+            first = same[0]
+            items.append(
+                EventItem(
+                    when=first.when,
+                    text=first.text if len(same) == 1 else _told_together(first, len(same)),
+                    tone=first.tone,
+                    count=len(same),
+                    earliest=same[-1].when,
+                )
+            )
+        days.append(EventDay(day=day, day_label=format_date(day), items=items))
+    return days
 
 
 # --- the page -----------------------------------------------------------------------------------
@@ -742,8 +1060,9 @@ def customer_home(
         _booking_answer(booking),
         _knowledge_answer(route, sync_open, page.ctx.notes_connected, booking, latest, last_commit),
     ]
+    lines = [event_text(e, viewer=viewer) for e in events]
     return CustomerHome(
-        name=page.ctx.customer.name or "Your account",
+        name=page.ctx.customer.name or gettext("Your account"),
         route=route,
         sync_applies=route != "B",
         sync_open=sync_open,
@@ -759,5 +1078,6 @@ def customer_home(
         ),
         sync=explain_job(latest, booking) if latest is not None else None,
         last_update=(last_commit.finished_at if last_commit is not None else None),
-        events=[event_text(e, viewer=viewer) for e in events],
+        events=lines,
+        event_days=group_events(lines),
     )

@@ -67,8 +67,7 @@ def problem_words(problem: RegistryProblem) -> ProblemWords:
         )
     elif kind is ProblemKind.AMBIGUOUS_LISTING:
         reason = gettext(
-            "More than one listing could belong to {apartment}: which one is right needs a "
-            "person."
+            "More than one listing could belong to {apartment}: which one is right needs a person."
         )
     else:  # a listing without an apartment
         reason = gettext(

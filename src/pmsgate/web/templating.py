@@ -17,6 +17,7 @@ from fastapi.templating import Jinja2Templates
 
 from pmsgate import i18n
 from pmsgate.web import registry_words
+from pmsgate.web.page_errors import page_error_words
 
 TEMPLATES_DIR = Path(__file__).parent / "templates"
 
@@ -53,4 +54,5 @@ templates.env.globals.update(
     problem_words=registry_words.problem_words,
     change_words=registry_words.change_words,
     report_words=registry_words.report_words,
+    page_error_words=page_error_words,
 )
