@@ -227,7 +227,10 @@ def test_a_reconnect_shows_its_result_where_the_eye_is_and_the_page_agrees(
         timeout=5_000,
     )
     assert _in_view(page, "reconnect-result")
+    # The rest of the page agrees at once (no reload): the answer, and no "on hold" left.
     assert page.get_by_test_id("answer-booking").get_attribute("data-tone") == "ok"
+    if registry.count():
+        assert registry.get_attribute("data-status") != "paused"
     looked_at(page, f"people-it-{screen}-reconnected", language="it", phone=phone)
     page.context.close()
 
