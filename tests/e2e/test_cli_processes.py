@@ -54,7 +54,11 @@ def test_demo_runs_every_chapter_and_shows_what_it_promises(env, monkeypatch):
         "parameters[].description required",
         "route A, run succeeded",
         "route B, run succeeded",
-        "second onboarding run of the Route A customer: succeeded, 0 platform writes",
+        "second onboarding run of the Route A customer: succeeded, 0 platform writes, "
+        "0 invitations",
+        "Console accounts created and invited: 2",
+        'lands on its own page: HTTP 200, <html lang="it">',
+        "· Sì, è collegato",
         "First contact: `pmsgate doctor --live`",
         "path form: get-check-in-instructions answers at /v5/reservations/",
         "The server ignores offset",
