@@ -31,6 +31,8 @@ import pytest
 import uvicorn
 
 from pmsgate.customers.service import register_customer
+from pmsgate.onboarding.records import OnboardingRecords
+from pmsgate.storage.onboarding import NewStepResult
 from tests.conftest import IN_CI
 from tests.customers.support import profile_of, student_id_of
 from tests.e2e.processes import free_port
@@ -213,3 +215,22 @@ def screenshot(page: Any, name: str) -> Path:
     path = ARTIFACTS / f"{name}.png"
     page.screenshot(path=str(path), full_page=True)
     return path
+
+
+async def onboarded_on_route_b(sandbox: WebSandbox, student_id: str) -> None:
+    """Record a finished onboarding of ``student_id`` on Route B, its message sent."""
+    records = OnboardingRecords(sandbox.web.customers.sessions, sandbox.enrolled.clock)
+    run = await records.start_run(student_id, dry_run=False)
+    await records.record(
+        NewStepResult(
+            student_id=student_id,
+            step_id="onboarding-message",
+            number=16,
+            kind="auto",
+            status="done",
+            done=True,
+            evidence={},
+            run_id=run.id,
+        )
+    )
+    await records.finish_run(run.id, "succeeded", route="B")

@@ -18,11 +18,9 @@ from typing import Any
 
 from pmsgate.gateway.usage import UsageHistory
 from pmsgate.jobs.connections import check_facility
-from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.storage.gateway_usage import HourCounts, hour_start
-from pmsgate.storage.onboarding import NewStepResult
 from tests.browser.accessibility import assert_accessible, assert_focus_visible
-from tests.browser.conftest import LiveConsole, screenshot
+from tests.browser.conftest import LiveConsole, onboarded_on_route_b, screenshot
 from tests.browser.test_console_browser import sign_in
 from tests.customers.support import student_id_of
 from tests.web.support import WebSandbox
@@ -208,24 +206,7 @@ def test_a_route_b_customer_sees_no_sync_and_what_applies_instead(
     live = live_console
     other = student_id_of(live.sandbox.enrolled.sandbox.kross.facility_summaries()[1])
 
-    async def onboarded_on_route_b(sandbox: WebSandbox) -> None:
-        records = OnboardingRecords(sandbox.web.customers.sessions, sandbox.enrolled.clock)
-        run = await records.start_run(other, dry_run=False)
-        await records.record(
-            NewStepResult(
-                student_id=other,
-                step_id="onboarding-message",
-                number=16,
-                kind="auto",
-                status="done",
-                done=True,
-                evidence={},
-                run_id=run.id,
-            )
-        )
-        await records.finish_run(run.id, "succeeded", route="B")
-
-    live.run(onboarded_on_route_b)
+    live.run(lambda sandbox: onboarded_on_route_b(sandbox, other))
     sign_in(page, live, live.other_customer)
     page.wait_for_url(re.compile(r"/console/customers/"))
     assert page.get_by_test_id("sync-dry-run").count() == 0

@@ -21,10 +21,8 @@ import pytest
 
 from pmsgate.audit.actions import Actor
 from pmsgate.jobs.connections import check_facility
-from pmsgate.onboarding.records import OnboardingRecords
-from pmsgate.storage.onboarding import NewStepResult
 from tests.browser.accessibility import assert_accessible
-from tests.browser.conftest import LiveConsole, screenshot, serve_console
+from tests.browser.conftest import LiveConsole, onboarded_on_route_b, screenshot, serve_console
 from tests.customers.support import student_id_of
 from tests.web.support import WebSandbox
 
@@ -273,24 +271,7 @@ def test_a_route_b_customer_reads_what_its_assistant_knows_in_italian_on_a_phone
 ) -> None:
     other = student_id_of(live.sandbox.enrolled.sandbox.kross.facility_summaries()[1])
 
-    async def onboarded_on_route_b(sandbox: WebSandbox) -> None:
-        records = OnboardingRecords(sandbox.web.customers.sessions, sandbox.enrolled.clock)
-        run = await records.start_run(other, dry_run=False)
-        await records.record(
-            NewStepResult(
-                student_id=other,
-                step_id="onboarding-message",
-                number=16,
-                kind="auto",
-                status="done",
-                done=True,
-                evidence={},
-                run_id=run.id,
-            )
-        )
-        await records.finish_run(run.id, "succeeded", route="B")
-
-    live.run(onboarded_on_route_b)
+    live.run(lambda sandbox: onboarded_on_route_b(sandbox, other))
     address, password = live.other_customer
     page = browser_page(browser, "it", PHONE)
     _sign_in(page, live, address, password)

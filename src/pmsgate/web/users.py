@@ -536,6 +536,7 @@ class UserService:
         token = secrets.token_urlsafe(LOGIN_LINK_BYTES)
         async with self._database.begin() as session:
             links = LoginLinkRepository(session)
+            # Links that expired a while ago are of no use to anyone: keep the table small.
             await links.delete_older_than(now - LOGIN_LINK_KEEP)
             await links.create(
                 token_hash=login_link_hash(token),
@@ -699,25 +700,11 @@ class UserService:
         The account is the customer's with ``preferred_email`` (the customer record's
         address), else its oldest. Only the token's SHA-256 is stored.
         """
-        now = self._clock.now()
-        token = secrets.token_urlsafe(LOGIN_LINK_BYTES)
-        async with self._database.begin() as session:
-            links = LoginLinkRepository(session)
-            user_id = await links.customer_login(student_id, preferred_email)
-            if user_id is None:
-                return None
-            # Links that expired a while ago are of no use to anyone: keep the table small.
-            await links.delete_older_than(now - LOGIN_LINK_KEEP)
-            await links.create(
-                token_hash=login_link_hash(token),
-                user_id=user_id,
-                target=target,
-                purpose=purpose,
-                created_at=now,
-                expires_at=now + ttl,
-            )
-        log.info("web_login_link_created", user_id=user_id, purpose=purpose)
-        return LoginLinkIssued(token=token, expires_at=now + ttl, user_id=user_id)
+        async with self._database() as session:
+            user_id = await LoginLinkRepository(session).customer_login(student_id, preferred_email)
+        if user_id is None:
+            return None
+        return await self.issue_link(user_id, purpose=purpose, target=target, ttl=ttl)
 
     async def login_link(self, token: str) -> LoginLinkCheck:
         """What a link is now (without using it): usable, used, expired or unknown."""
