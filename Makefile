@@ -40,8 +40,8 @@ package-check: env
 # add the new ones to each language's messages.po (untranslated until someone writes them).
 I18N := src/pmsgate/i18n
 messages: env
-	$(UV) run pybabel extract --no-location --sort-output -F babel.cfg -k N_ -o $(I18N)/messages.pot src/pmsgate
-	$(UV) run pybabel update --no-fuzzy-matching --omit-header -i $(I18N)/messages.pot -d $(I18N)/locales -D messages -l it
+	$(UV) run pybabel extract --no-location --sort-output -F babel.cfg -k N_ -o $(I18N)/messages.pot .
+	$(UV) run pybabel update --no-fuzzy-matching --ignore-obsolete --width 100 -i $(I18N)/messages.pot -d $(I18N)/locales -D messages -l it
 
 format: env
 	$(UV) run ruff check --fix src tests bench
