@@ -276,6 +276,8 @@ def test_a_route_b_customer_reads_what_its_assistant_knows_in_italian_on_a_phone
     page = browser_page(browser, "it", PHONE)
     _sign_in(page, live, address, password)
     assert page.get_by_test_id("sync-dry-run").count() == 0
-    assert page.get_by_test_id("knowledge-route-b").is_visible()
+    route_b = page.get_by_test_id("knowledge-route-b")
+    assert route_b.is_visible()
+    assert SUPPORT in route_b.inner_text()  # "write to us" says where
     looked_at(page, "people-it-phone-route-b", language="it", phone=True)
     page.context.close()
