@@ -1,6 +1,6 @@
 """The property operator's side in Chromium, in Italian and English, on a desk and a phone.
 
-Tried as a new user would (issue 22): the invitation's link → a password chosen → the
+Tried as a new user would: the invitation's link → a password chosen → the
 first sign-in on their own page, in their language, with the brand and Rome times;
 "forgot password"; a reconnect whose result is where the eye is; a form sent after the
 session ended keeps what was typed; a Route B customer's page. Every page is looked at

@@ -1,6 +1,6 @@
 """The customer's console in its reader's language: Italian and English words, the brand,
 the language switch, times in the reader's zone, the reconnect's result first, the
-registry in apartment names, the activity as a CSV download (issue 22).
+registry in apartment names, the activity as a CSV download.
 """
 
 from __future__ import annotations

@@ -587,9 +587,15 @@ def _forgot_page(
 
 
 @router.get("/login/forgot", response_class=HTMLResponse, include_in_schema=False)
-async def forgot_password_page(request: Request) -> Response:
-    """The form to ask for a link that sets a new password."""
-    return _forgot_page(request)
+async def forgot_password_page(
+    request: Request, sent: Annotated[bool, Query()] = False
+) -> Response:
+    """The form to ask for a link that sets a new password (``sent``: what happened)."""
+    return _forgot_page(request, sent=sent)
+
+
+# After a request: back to the page by GET, so a reload never sends another e-mail.
+_FORGOT_SENT = "/login/forgot?sent=1"
 
 
 @router.post("/login/forgot", response_class=HTMLResponse, include_in_schema=False)
@@ -598,10 +604,11 @@ async def forgot_password(
 ) -> Response:
     """E-mail a one-time set-password link to the address's account, if it has one.
 
-    The page says the same whether or not the address has an account ("if an account
-    exists, a link is on its way"), so it tells nobody who has one. Requests are
-    limited per address and per client (``PMSGATE_PASSWORD_RESET_MAX_PER_HOUR``); past
-    the limit the page is the same and no e-mail goes out. Audited either way.
+    The answer is the same whether or not the address has an account (303 to the page
+    saying "if an account exists, a link is on its way"), so it tells nobody who has
+    one. Requests are limited per address and per client
+    (``PMSGATE_PASSWORD_RESET_MAX_PER_HOUR``); past the limit the answer is the same and
+    no e-mail goes out. Audited either way.
     """
     web = web_services(request)
     client = _client(request)
@@ -620,7 +627,7 @@ async def forgot_password(
             details={"reason": error.code},
             client_address=client,
         )
-        return _forgot_page(request, email=typed, sent=True)
+        return RedirectResponse(_FORGOT_SENT, status_code=303)
     await web.audit.record(
         AuditAction.PASSWORD_RESET_REQUESTED,
         actor=Actor.system("unauthenticated"),
@@ -638,7 +645,7 @@ async def forgot_password(
         except PmsgateError as error:
             # The page must not tell that the address has an account: the team sees it.
             log.warning("web_password_reset_not_sent", code=error.code)
-    return _forgot_page(request, email=typed, sent=True)
+    return RedirectResponse(_FORGOT_SENT, status_code=303)
 
 
 @router.post("/logout", include_in_schema=False)

@@ -1,4 +1,4 @@
-"""customers.timezone and users.invited_at: accounts from day one (issue 22)
+"""customers.timezone and users.invited_at: accounts from day one
 
 - ``customers.timezone``: the time zone the customer reads times in (the customer
   file's ``timezone``, an IANA name); NULL reads as Europe/Rome.
