@@ -193,6 +193,29 @@ def _link_check(found: LoginLinkRecord | None, now: datetime) -> LoginLinkCheck:
     return LoginLinkCheck("usable", found)
 
 
+async def _spend_link(
+    links: LoginLinkRepository,
+    token: str,
+    now: datetime,
+    purposes: tuple[str, ...] | None = None,
+) -> LoginLinkRecord:
+    """Mark a usable link used, in the caller's transaction; LoginLinkRefused otherwise.
+
+    ``purposes``: the link must be one of these (another is "unknown" here). Two requests
+    racing on one link: one wins, the other is refused as used.
+    """
+    if not token or len(token) > MAX_LINK_TOKEN:
+        raise LoginLinkRefused("unknown")
+    token_hash = login_link_hash(token)
+    found = await links.by_hash(token_hash)
+    if found is None or (purposes is not None and found.purpose not in purposes):
+        raise LoginLinkRefused("unknown")
+    check = _link_check(found, now)
+    if check.state != "usable" or not await links.use(token_hash, now):
+        raise LoginLinkRefused(check.state if check.state != "usable" else "used")
+    return found
+
+
 _LINK_REFUSALS: dict[str, str] = {
     "used": "This sign-in link has already been used.",
     "expired": "This sign-in link has expired.",
@@ -562,17 +585,10 @@ class UserService:
         value = check_password_policy(password)
         password_hash = await self._hash(value)
         now = self._clock.now()
-        if not token or len(token) > MAX_LINK_TOKEN:
-            raise LoginLinkRefused("unknown")
-        token_hash = login_link_hash(token)
         async with self._database.begin() as session:
-            links = LoginLinkRepository(session)
-            found = await links.by_hash(token_hash)
-            check = _link_check(found, now)
-            if found is None or found.purpose not in PASSWORD_LINK_PURPOSES:
-                raise LoginLinkRefused("unknown")
-            if check.state != "usable" or not await links.use(token_hash, now):
-                raise LoginLinkRefused(check.state if check.state != "usable" else "used")
+            found = await _spend_link(
+                LoginLinkRepository(session), token, now, PASSWORD_LINK_PURPOSES
+            )
             users = UserRepository(session, self._clock)
             await users.set_hash_of(found.user_id, password_hash)
             user = await users.by_id(found.user_id)
@@ -721,15 +737,8 @@ class UserService:
         two requests racing on one link: one wins, the other is refused.
         """
         now = self._clock.now()
-        if not token or len(token) > MAX_LINK_TOKEN:
-            raise LoginLinkRefused("unknown")
-        token_hash = login_link_hash(token)
         async with self._database.begin() as session:
-            links = LoginLinkRepository(session)
-            found = await links.by_hash(token_hash)
-            check = _link_check(found, now)
-            if found is None or check.state != "usable" or not await links.use(token_hash, now):
-                raise LoginLinkRefused(check.state if check.state != "usable" else "used")
+            found = await _spend_link(LoginLinkRepository(session), token, now)
             user = await UserRepository(session, self._clock).by_id(found.user_id)
             if user is None:
                 raise LoginLinkRefused("unknown")
