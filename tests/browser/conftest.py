@@ -31,12 +31,10 @@ import pytest
 import uvicorn
 
 from pmsgate.customers.service import register_customer
-from pmsgate.onboarding.records import OnboardingRecords
-from pmsgate.storage.onboarding import NewStepResult
 from tests.conftest import IN_CI
 from tests.customers.support import profile_of, student_id_of
 from tests.e2e.processes import free_port
-from tests.web.support import WebSandbox, web_sandbox
+from tests.web.support import WebSandbox, record_route, web_sandbox
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
@@ -219,18 +217,4 @@ def screenshot(page: Any, name: str) -> Path:
 
 async def onboarded_on_route_b(sandbox: WebSandbox, student_id: str) -> None:
     """Record a finished onboarding of ``student_id`` on Route B, its message sent."""
-    records = OnboardingRecords(sandbox.web.customers.sessions, sandbox.enrolled.clock)
-    run = await records.start_run(student_id, dry_run=False)
-    await records.record(
-        NewStepResult(
-            student_id=student_id,
-            step_id="onboarding-message",
-            number=16,
-            kind="auto",
-            status="done",
-            done=True,
-            evidence={},
-            run_id=run.id,
-        )
-    )
-    await records.finish_run(run.id, "succeeded", route="B")
+    await record_route(sandbox, "B", live=True, student_id=student_id)

@@ -41,6 +41,8 @@ from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
 from pmsgate.container import open_container
 from pmsgate.gateway.context import GatewayServices
+from pmsgate.onboarding.records import OnboardingRecords
+from pmsgate.storage.onboarding import NewStepResult
 from pmsgate.web.context import WebServices
 from tests.customers.support import (
     ClockSleep,
@@ -200,3 +202,27 @@ async def web_sandbox(
         finally:
             # A test that left the gate shut must not hang the background jobs' shutdown.
             sleep.open()
+
+
+async def record_route(
+    web: WebSandbox, route: str, *, live: bool, student_id: str | None = None
+) -> None:
+    """Record an onboarding run on ``route`` (and step 16 done when ``live``) for the
+    enrolled customer, or ``student_id``."""
+    student = student_id or web.student_id
+    records = OnboardingRecords(web.web.customers.sessions, web.enrolled.clock)
+    run = await records.start_run(student, dry_run=False)
+    if live:
+        await records.record(
+            NewStepResult(
+                student_id=student,
+                step_id="onboarding-message",
+                number=16,
+                kind="auto",
+                status="done",
+                done=True,
+                evidence={},
+                run_id=run.id,
+            )
+        )
+    await records.finish_run(run.id, "succeeded", route=route)

@@ -21,9 +21,7 @@ from pydantic import SecretStr
 
 from pmsgate.customers.service import link_pms
 from pmsgate.gateway.facilities import NewFacility
-from pmsgate.onboarding.records import OnboardingRecords
-from pmsgate.storage.onboarding import NewStepResult
-from tests.web.support import WebSandbox, csrf, web_sandbox
+from tests.web.support import WebSandbox, csrf, record_route, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -125,26 +123,6 @@ async def run_sync(web: WebSandbox, client: httpx.AsyncClient, token: str, *, co
     job = await web.web.sync_jobs.latest(web.student_id)
     assert job is not None
     await web.web.sync_jobs.wait(job.id)
-
-
-async def record_route(web: WebSandbox, route: str, *, live: bool) -> None:
-    """Record an onboarding run on ``route`` (and step 16 done when ``live``)."""
-    records = OnboardingRecords(web.web.customers.sessions, web.enrolled.clock)
-    run = await records.start_run(web.student_id, dry_run=False)
-    if live:
-        await records.record(
-            NewStepResult(
-                student_id=web.student_id,
-                step_id="onboarding-message",
-                number=16,
-                kind="auto",
-                status="done",
-                done=True,
-                evidence={},
-                run_id=run.id,
-            )
-        )
-    await records.finish_run(run.id, "succeeded", route=route)
 
 
 async def test_connected_and_never_synced_says_so_and_what_to_do(database_url: str) -> None:
