@@ -220,3 +220,45 @@ async def test_no_event_holds_a_secret_after_a_scenario(database_url: str) -> No
         text = "\n".join(json.dumps(e.as_json()) for e in found)
         for secret in secrets:
             assert secret and secret not in text
+
+
+async def test_the_admin_filters_by_actor_kind_and_last_day_and_an_unknown_customer_is_named(
+    database_url: str,
+) -> None:
+    async with web_sandbox(database_url) as web:
+        client, _ = await web.signed_in("admin")
+        teammate = Actor.admin("teammate@platform.example")
+        await web.web.audit.record(
+            AuditAction.CONSOLE_ACTION,
+            actor=teammate,
+            subject=f"customer:{web.student_id}",
+            details={"operation": "check-now"},
+            student_id=web.student_id,
+        )
+        page = await client.get("/console/audit", params={"actor": teammate.name})
+        assert page.status_code == 200
+        assert page.text.count('data-testid="audit-event"') == 1
+        # The actor picker offers who acted lately; the customer picker every customer.
+        assert f'<option value="{teammate.name}">admin</option>' in page.text
+        assert f'<option value="{web.student_id}">' in page.text
+
+        by_cli = [e for e in await events(web) if e.actor_kind == "cli"]  # the enrolment's
+        assert by_cli
+        by_kind = await client.get("/console/audit", params={"actor_kind": "cli"})
+        assert by_kind.text.count('data-testid="audit-event"') == min(50, len(by_cli))
+        bad_kind = await client.get("/console/audit", params={"actor_kind": "robot"})
+        assert bad_kind.status_code == 422 and "invalid_actor_kind_filter" in bad_kind.text
+
+        # "to" is the last day included: yesterday's selection holds nothing recorded today.
+        today = web.web.clock.now().date()
+        until_today = await client.get("/console/audit", params={"until": today.isoformat()})
+        assert until_today.text.count('data-testid="audit-event"') >= 1
+        yesterday = today.fromordinal(today.toordinal() - 1).isoformat()
+        empty = await client.get("/console/audit", params={"until": yesterday})
+        assert 'data-testid="audit-empty"' in empty.text
+
+        unknown = await client.get("/console/audit", params={"customer": "nobody"})
+        assert unknown.status_code == 422 and "unknown_customer_filter" in unknown.text
+
+        export = await client.get("/console/audit/export.jsonl", params={"actor": teammate.name})
+        assert [json.loads(line)["actor"] for line in export.text.splitlines()] == [teammate.name]

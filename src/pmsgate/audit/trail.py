@@ -44,6 +44,7 @@ from pmsgate.clock import Clock
 from pmsgate.logs import REDACTED
 from pmsgate.request_context import current_client_address, current_request_id
 from pmsgate.storage.audit import (
+    ActorSeen,
     AuditEventView,
     AuditFilter,
     AuditPage,
@@ -365,6 +366,11 @@ class AuditTrail:
             if page.next_cursor is None:
                 return
             after = page.next_cursor
+
+    async def actors_since(self, since: datetime, *, limit: int = 200) -> list[ActorSeen]:
+        """Who acted since ``since``, most recently active first (the audit page's picker)."""
+        async with self._sessions() as session:
+            return await AuditRepository(session).actors_since(since, limit=limit)
 
     async def owner(self, student_id: str) -> Owner:
         """What belongs to the customer ``student_id``: itself and its facilities."""

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, false, or_, select
+from sqlalchemy import ColumnElement, and_, delete, false, func, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import AuditEvent, Customer, Facility, PmsIntegration
@@ -86,7 +86,17 @@ class AuditFilter:
     facility_ids: tuple[int, ...] | None = None
     action_prefix: str | None = None
     actor: str | None = None
+    actor_kind: str | None = None
     outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class ActorSeen:
+    """An actor of recent events, for the audit page's actor picker."""
+
+    kind: str
+    name: str
+    last_seen: datetime
 
 
 @dataclass(frozen=True)
@@ -153,6 +163,8 @@ def _conditions(where: AuditFilter) -> list[ColumnElement[bool]]:
         conditions.append(AuditEvent.action.like(_like_prefix(where.action_prefix), escape="\\"))
     if where.actor:
         conditions.append(AuditEvent.actor == where.actor)
+    if where.actor_kind:
+        conditions.append(AuditEvent.actor_kind == where.actor_kind)
     if where.outcome:
         conditions.append(AuditEvent.outcome == where.outcome)
     return conditions
@@ -225,6 +237,21 @@ class AuditRepository:
         events = [_view(row) for row in rows[:limit]]
         more = len(rows) > limit
         return AuditPage(events=events, next_cursor=events[-1].cursor if more else None)
+
+    async def actors_since(self, since: datetime, *, limit: int = 200) -> list[ActorSeen]:
+        """The actors of events since ``since``, most recently active first (at most ``limit``).
+
+        Read through the ``occurred_at`` index, so its cost follows the recent events only.
+        """
+        last_seen = func.max(AuditEvent.occurred_at)
+        rows = await self._session.execute(
+            select(AuditEvent.actor_kind, AuditEvent.actor, last_seen)
+            .where(AuditEvent.occurred_at >= since)
+            .group_by(AuditEvent.actor_kind, AuditEvent.actor)
+            .order_by(last_seen.desc())
+            .limit(max(1, limit))
+        )
+        return [ActorSeen(kind=kind, name=name, last_seen=seen) for kind, name, seen in rows]
 
     async def purge_before(self, cutoff: datetime) -> int:
         """Remove every event that occurred before ``cutoff`` (retention); how many went."""

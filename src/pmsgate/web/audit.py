@@ -1,8 +1,9 @@
 """The web application's side of the audit trail: who the signed-in user is as an actor,
 the event every console action leaves, and the trail's pages.
 
-``/console/audit`` shows events newest first, filterable by action (a prefix such as
-``key.``), outcome, date and (admins only) customer, fifty to a page (keyset: "older"
+``/console/audit`` shows events newest first, filterable by action (a family such as
+``key.`` or one action), outcome, actor (and its kind), first and last day and (admins
+only) customer — the admin's form offers pickers for each —, fifty to a page (keyset: "older"
 follows the last event's cursor); ``/console/audit/export.jsonl`` downloads the same
 selection as JSON lines, and ``/console/audit/export.csv`` (or ``export.jsonl?format=csv``)
 as a spreadsheet: a customer's user gets when and what happened in words, in its language
@@ -20,7 +21,8 @@ import json
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from datetime import UTC, date, datetime, time
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
@@ -28,7 +30,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from pmsgate import i18n
-from pmsgate.audit.actions import AuditAction, Outcome
+from pmsgate.audit.actions import ACTOR_KINDS, AuditAction, Outcome
 from pmsgate.errors import Forbidden, InvalidInput, PmsgateError
 from pmsgate.storage.audit import AuditEventView, AuditFilter, Owner
 from pmsgate.web.app import login_redirect
@@ -44,6 +46,9 @@ PAGE_SIZE = 50
 _ACTION_PREFIX = re.compile(r"[a-z_.]{0,64}")
 _OUTCOMES = tuple(outcome.value for outcome in Outcome)
 MaybePrincipal = Annotated[Principal | None, Depends(optional_principal)]
+# The actor picker offers who acted in the last 30 days, the most recently active first.
+ACTORS_SEEN_FOR = timedelta(days=30)
+ACTORS_SHOWN = 200
 
 
 @asynccontextmanager
@@ -86,18 +91,28 @@ async def console_action(
 # --- the trail's pages ------------------------------------------------------------------------
 
 
-def _since(value: str | None) -> datetime | None:
+def _day(value: str | None, *, name: str, code: str) -> date | None:
     if not value or not value.strip():
         return None
     try:
-        day = date.fromisoformat(value.strip())
+        return date.fromisoformat(value.strip())
     except ValueError:
         raise InvalidInput(
             f"{value[:40]!r} is not a date.",
-            code="invalid_since",
-            hint="Give the first day as YYYY-MM-DD.",
+            code=code,
+            hint=f"Give the {name} day as YYYY-MM-DD.",
         ) from None
-    return datetime.combine(day, time.min, tzinfo=UTC)
+
+
+def _since(value: str | None) -> datetime | None:
+    day = _day(value, name="first", code="invalid_since")
+    return None if day is None else datetime.combine(day, time.min, tzinfo=UTC)
+
+
+def _until(value: str | None) -> datetime | None:
+    """The end of the last day asked for (the day is included)."""
+    day = _day(value, name="last", code="invalid_until")
+    return None if day is None else datetime.combine(day + timedelta(days=1), time.min, tzinfo=UTC)
 
 
 def _action_prefix(value: str | None) -> str | None:
@@ -122,42 +137,128 @@ def _outcome(value: str | None) -> str | None:
     return outcome or None
 
 
+def _actor_kind(value: str | None) -> str | None:
+    kind = (value or "").strip().lower()
+    if kind and kind not in ACTOR_KINDS:
+        raise InvalidInput(
+            f"The kind of actor is one of {', '.join(ACTOR_KINDS)}.",
+            code="invalid_actor_kind_filter",
+            hint="Pick a kind of actor from the list, or any.",
+        )
+    return kind or None
+
+
 async def _owner(web: WebServices, principal: Principal, customer: str | None) -> Owner | None:
     """Whose events the user may see: an admin's choice (or all), a customer's own, always."""
     if principal.is_admin:
         chosen = (customer or "").strip()
-        return await web.audit.owner(chosen) if chosen else None
+        if not chosen:
+            return None
+        owner = await web.audit.owner(chosen)
+        if owner.customer_id is None and not owner.facility_ids:
+            raise InvalidInput(
+                f"There is no customer {chosen[:60]!r}.",
+                code="unknown_customer_filter",
+                hint="Pick a customer from the list (its student id), or leave it empty.",
+            )
+        return owner
     if principal.student_id is None:  # a customer login always has one (CHECK constraint)
         raise Forbidden("This login has no customer.")
     return await web.audit.owner(principal.student_id)
 
 
+@dataclass(frozen=True)
+class AuditQuery:
+    """What the audit page's form asks for, as typed (each value at most 200 characters)."""
+
+    action: str | None = None
+    customer: str | None = None
+    actor: str | None = None
+    actor_kind: str | None = None
+    outcome: str | None = None
+    since: str | None = None
+    until: str | None = None
+
+
 async def _selection(
-    web: WebServices,
-    principal: Principal,
-    *,
-    action: str | None,
-    customer: str | None,
-    outcome: str | None,
-    since: str | None,
+    web: WebServices, principal: Principal, query: AuditQuery
 ) -> tuple[AuditFilter, dict[str, str]]:
-    """The filter of a request and the query parameters that repeat it (for links)."""
+    """The filter of a request and the query parameters that repeat it (for links).
+
+    Every filter narrows within what the user may see: a customer's user's selection is
+    always its own customer's, whatever ``customer`` says.
+    """
+    admin = principal.is_admin
+    actor = (query.actor or "").strip()
     where = AuditFilter(
-        since=_since(since),
-        owner=await _owner(web, principal, customer),
-        action_prefix=_action_prefix(action),
-        outcome=_outcome(outcome),
+        since=_since(query.since),
+        until=_until(query.until),
+        owner=await _owner(web, principal, query.customer),
+        action_prefix=_action_prefix(query.action),
+        actor=actor or None,
+        actor_kind=_actor_kind(query.actor_kind),
+        outcome=_outcome(query.outcome),
     )
     shown = {
         "action": where.action_prefix or "",
         "outcome": where.outcome or "",
-        "since": (since or "").strip() if where.since else "",
-        "customer": (customer or "").strip() if principal.is_admin else "",
+        "since": (query.since or "").strip() if where.since else "",
+        "until": (query.until or "").strip() if where.until else "",
+        "customer": (query.customer or "").strip() if admin else "",
+        "actor": actor,
+        "actor_kind": where.actor_kind or "",
     }
     return where, {name: value for name, value in shown.items() if value}
 
 
-Text = Annotated[str | None, Query(max_length=100)]
+def _action_groups() -> list[tuple[str, list[str]]]:
+    """Every action under its family (``key.`` …), for the action picker."""
+    groups: dict[str, list[str]] = {}
+    for action in AuditAction:
+        groups.setdefault(action.value.split(".", 1)[0] + ".", []).append(action.value)
+    return sorted((family, sorted(actions)) for family, actions in groups.items())
+
+
+async def _pickers(web: WebServices) -> dict[str, Any]:
+    """The choices of the admin's filters: customers, recent actors, actions, kinds."""
+    customers = sorted(await web.customers.customers.all(), key=lambda c: c.name.lower())
+    actors = await web.audit.actors_since(web.clock.now() - ACTORS_SEEN_FOR, limit=ACTORS_SHOWN)
+    groups = _action_groups()
+    return {
+        # A typed family or action the lists do not name stays selected as typed.
+        "known_actions": {name for family, actions in groups for name in (family, *actions)},
+        "customer_choices": [(c.student_id, c.name) for c in customers],
+        "actor_choices": actors,
+        "action_groups": groups,
+        "actor_kinds": ACTOR_KINDS,
+    }
+
+
+Text = Annotated[str | None, Query(max_length=200)]
+
+
+def audit_query(
+    action: Text = None,
+    customer: Text = None,
+    actor: Text = None,
+    actor_kind: Text = None,
+    outcome: Text = None,
+    since: Text = None,
+    until: Text = None,
+) -> AuditQuery:
+    """The filters of the page and of its exports (one dependency, one set of names)."""
+    return AuditQuery(
+        action=action,
+        customer=customer,
+        actor=actor,
+        actor_kind=actor_kind,
+        outcome=outcome,
+        since=since,
+        until=until,
+    )
+
+
+QueryDep = Annotated[AuditQuery, Depends(audit_query)]
 
 
 @router.get("/console/audit", response_class=HTMLResponse)
@@ -165,10 +266,7 @@ async def audit_page(
     request: Request,
     web: WebDep,
     principal: MaybePrincipal,
-    action: Text = None,
-    customer: Text = None,
-    outcome: Text = None,
-    since: Text = None,
+    query: QueryDep,
     after: Text = None,
 ) -> Response:
     """The audit trail: admins every event, a customer's user its own customer's."""
@@ -177,9 +275,7 @@ async def audit_page(
     if principal is None:
         return login_redirect(request)
     try:
-        where, params = await _selection(
-            web, principal, action=action, customer=customer, outcome=outcome, since=since
-        )
+        where, params = await _selection(web, principal, query)
     except PmsgateError as error:
         return error_page(request, principal, error)
     page = await web.audit.page(where, limit=PAGE_SIZE, after=after)
@@ -188,6 +284,7 @@ async def audit_page(
         if page.next_cursor
         else None
     )
+    suffix = "?" + urlencode(params) if params else ""
     return templates.TemplateResponse(
         request,
         "audit.html",
@@ -202,8 +299,9 @@ async def audit_page(
             "outcomes": _OUTCOMES,
             "older": older,
             "first_page": not after,
-            "export": "/console/audit/export.jsonl" + ("?" + urlencode(params) if params else ""),
-            "export_csv": "/console/audit/export.csv" + ("?" + urlencode(params) if params else ""),
+            "export": "/console/audit/export.jsonl" + suffix,
+            "export_csv": "/console/audit/export.csv" + suffix,
+            **(await _pickers(web) if principal.is_admin else {}),
         },
         headers=PAGE_HEADERS,
     )
@@ -290,10 +388,7 @@ async def audit_export(
     request: Request,
     web: WebDep,
     principal: MaybePrincipal,
-    action: Text = None,
-    customer: Text = None,
-    outcome: Text = None,
-    since: Text = None,
+    query: QueryDep,
     export_format: Annotated[ExportFormat | None, Query(alias="format")] = None,
 ) -> Response:
     """The page's selection, streamed newest first: JSON lines (one event per line) or CSV.
@@ -302,9 +397,7 @@ async def audit_export(
     """
     if principal is None:
         return login_redirect(request)
-    where, _ = await _selection(
-        web, principal, action=action, customer=customer, outcome=outcome, since=since
-    )
+    where, _ = await _selection(web, principal, query)
     as_csv = export_format == "csv" or request.url.path.endswith(".csv")
     if as_csv and export_format != "jsonl":
         name = "audit-events.csv" if principal.is_admin else "activity.csv"
