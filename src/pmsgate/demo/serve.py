@@ -27,6 +27,7 @@ from rich.table import Table
 
 from pmsgate.app import create_app
 from pmsgate.clock import FastForwardClock
+from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.demo.fleet import FleetMember, Upstream, generate_customers
 from pmsgate.demo.onboarding import (
@@ -37,12 +38,16 @@ from pmsgate.demo.onboarding import (
 )
 from pmsgate.errors import PmsgateError
 from pmsgate.jobs.scheduler import build_scheduler
+from pmsgate.mail import outbox_dir
 from pmsgate.onboarding.runner import OnboardingRunner
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.customers import ClockSleep, customer_document, sandbox_http_factory
 from pmsgate.web.context import WebServices
 
 ADMIN_EMAIL = "admin@platform-team.example"
+# The team's notice address: with no SMTP server its e-mails land in the outbox, next to the
+# customer's, so an incident shows both sides (production: PMSGATE_NOTIFY_TEAM_EMAIL).
+TEAM_EMAIL = "team@platform-team.example"
 # The demo notices a changed booking-system password this soon (production: 15 minutes).
 DEMO_PMS_CHECK_INTERVAL_S = 15.0
 
@@ -110,6 +115,20 @@ def invitation_links(data_dir: Path) -> list[tuple[str, str]]:
     return links
 
 
+def serve_settings(data_dir: Path, app_url: str) -> Settings:
+    """The served demo's settings: the sandbox's, public at ``app_url``, the team notified.
+
+    Notices (the customer's and the team's) go to ``<data_dir>/outbox`` (no SMTP server).
+    """
+    return sandbox_settings(
+        data_dir,
+        gateway_public_url=app_url,
+        pms_check_interval_s=DEMO_PMS_CHECK_INTERVAL_S,
+        cookie_secure="never",
+        notify_team_email=TEAM_EMAIL,
+    )
+
+
 def _server(app: Any, port: int) -> uvicorn.Server:
     return uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_config=None))
 
@@ -129,6 +148,7 @@ def _print_welcome(
     logins: list[DemoLogin],
     gateway_key: str,
     invitations: list[tuple[str, str]],
+    outbox: Path,
 ) -> None:
     partner, own = demo_facilities(sandbox)
     console.rule("[bold]pmsgate demo --serve (Ctrl-C to stop)")
@@ -164,6 +184,13 @@ def _print_welcome(
         "new password."
     )
     console.print(f"Route B customer: {own['name']} ({own['hotel_id']}).")
+    console.print(
+        f"Notices: the customer's and the team's ({TEAM_EMAIL}) e-mails are written to "
+        f"{outbox}; the team's are incident-<facility>.<time>.<error|recovered>.team.eml. "
+        "Incidents: /console/attention.",
+        soft_wrap=True,
+        markup=False,
+    )
     for address, link in invitations:
         console.print(
             f"Invitation of {address} (onboarding sent it; open it in a private window to "
@@ -199,12 +226,7 @@ async def serve_demo(
     app_url = f"http://127.0.0.1:{gateway_port}"
     factory = sandbox_http_factory(sandbox_app)
     with tempfile.TemporaryDirectory(prefix="pmsgate-demo-serve-") as data_dir:
-        settings = sandbox_settings(
-            Path(data_dir),
-            gateway_public_url=app_url,
-            pms_check_interval_s=DEMO_PMS_CHECK_INTERVAL_S,
-            cookie_secure="never",
-        )
+        settings = serve_settings(Path(data_dir), app_url)
         async with open_container(
             settings, http_factory=factory, clock=clock, sleep=ClockSleep(clock)
         ) as container:
@@ -235,6 +257,7 @@ async def serve_demo(
                 logins=logins,
                 gateway_key=gateway_key,
                 invitations=invitation_links(Path(data_dir)),
+                outbox=outbox_dir(settings),
             )
             async with build_scheduler(web):
                 await asyncio.gather(*serving)

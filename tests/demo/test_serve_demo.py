@@ -1,0 +1,51 @@
+"""`pmsgate demo --serve` tells the team too: its settings name a team address whose notices
+land in the outbox next to the customer's, and the welcome says where to read them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from pmsgate.demo.serve import TEAM_EMAIL, _print_welcome, serve_settings
+from pmsgate.jobs.notify import NOTIFY_INCIDENTS
+from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, build_scheduler
+from pmsgate.mail import outbox_dir
+from pmsgate.sandbox.app import Sandbox
+from tests.customers.support import enrolled_sandbox
+
+pytestmark = pytest.mark.anyio
+
+
+def test_the_welcome_names_the_team_inbox(tmp_path: Path) -> None:
+    settings = serve_settings(tmp_path, "http://127.0.0.1:8080")
+    assert settings.notify_team_email == TEAM_EMAIL
+    console = Console(record=True, width=100)
+    _print_welcome(
+        console,
+        sandbox=Sandbox(seed=1),
+        sandbox_url="http://127.0.0.1:8090",
+        app_url="http://127.0.0.1:8080",
+        logins=[],
+        gateway_key="pgw_demo",
+        invitations=[],
+        outbox=outbox_dir(settings),
+    )
+    text = console.export_text()
+    assert str(tmp_path / "outbox") in text and TEAM_EMAIL in text
+
+
+async def test_a_broken_password_in_the_served_demo_reaches_customer_and_team(
+    database_url: str, tmp_path: Path
+) -> None:
+    served = serve_settings(tmp_path, "http://127.0.0.1:8080")
+    overrides = {"data_dir": tmp_path, "notify_team_email": served.notify_team_email}
+    async with enrolled_sandbox(database_url, settings_overrides=overrides) as enrolled:
+        scheduler = build_scheduler(enrolled.container.web, sleep=enrolled.sleep)
+        await scheduler.run_once(CHECK_CONNECTIONS)
+        enrolled.sandbox.kross.change_password(enrolled.hotel_id, "changed-upstream-42")
+        await scheduler.run_once(CHECK_CONNECTIONS)
+        await scheduler.run_once(NOTIFY_INCIDENTS)
+        notices = sorted(p.name for p in outbox_dir(served).glob("incident-*.eml"))
+        assert [name.rsplit(".", 2)[-2] for name in notices] == ["customer", "team"], notices
