@@ -9,7 +9,7 @@ SANDBOX_PORT ?= 8090
 # Two workers fit this machine kind (2 cores); TEST_WORKERS=0 runs the tests in one process.
 TEST_WORKERS ?= 2
 
-.PHONY: env demo test lint package-check format serve sandbox bench clean messages
+.PHONY: env demo test lint package-check format serve sandbox bench clean messages image
 
 env: .venv/.synced
 
@@ -35,6 +35,15 @@ lint: env
 # The built wheel, installed without uv.lock (newest and lowest allowed versions), imports.
 package-check: env
 	UV="$(UV)" .ci/check-packaging
+
+# The image, labelled with its version, commit and build time (docs/deploy.md, "The image").
+ENGINE ?= podman
+IMAGE ?= pmsgate:$(shell $(UV) version --short 2>/dev/null || echo dev)
+image:
+	$(ENGINE) build -f Containerfile -t $(IMAGE) \
+		--build-arg VERSION="$$($(UV) version --short)" \
+		--build-arg REVISION="$$(git rev-parse HEAD 2>/dev/null || echo unknown)" \
+		--build-arg CREATED="$$(date -u +%Y-%m-%dT%H:%M:%SZ)" .
 
 # The translation catalogue (docs/i18n.md): extract every message into messages.pot, then
 # add the new ones to each language's messages.po (untranslated until someone writes them).

@@ -47,6 +47,7 @@ from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.metrics_scrape import scrape
 from pmsgate.gateway.tracing import Tracing
 from pmsgate.openapi import install_openapi
+from pmsgate.version import build_info
 
 log = structlog.get_logger(__name__)
 
@@ -180,7 +181,8 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+        running = build_info()
+        return {"status": "ok", "version": running.version, "revision": running.revision}
 
     @app.get("/readyz", include_in_schema=False)
     async def readyz(current: GatewayServicesDep) -> Response:

@@ -26,6 +26,7 @@ from pmsgate.config import get_settings
 from pmsgate.doctor.command import doctor as doctor_command
 from pmsgate.errors import PmsgateError
 from pmsgate.logs import configure_logging
+from pmsgate.version import build_info
 
 
 @dataclass(frozen=True)
@@ -143,8 +144,24 @@ app.add_typer(db_app, name="db")
 console = Console()
 
 
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        typer.echo(str(build_info()))
+        raise typer.Exit()
+
+
 @app.callback()
-def _setup() -> None:
+def _setup(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version and source revision, then exit.",
+        ),
+    ] = False,
+) -> None:
     # Every command reads the settings here first: ones that cannot be read end it with
     # one line per problem (the variable and the fix), exit 2 (docs/operations.md).
     try:

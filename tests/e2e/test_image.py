@@ -41,12 +41,16 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.version import build_info
 from tests.conftest import IN_CI
 from tests.e2e.processes import free_port, scratch_database, serving
 
 pytestmark = [pytest.mark.image, pytest.mark.postgres, pytest.mark.redis]
 
 ROOT = Path(__file__).resolve().parents[2]
+VERSION = build_info().version  # the image is built from this tree: the same version
+REVISION = "0123456789abcdef0123456789abcdef01234567"
+BUILD_ARGS = {"VERSION": VERSION, "REVISION": REVISION, "CREATED": "2026-11-26T00:00:00Z"}
 CACHE = Path("/var/cache/pmsgate-tests")
 # Bump when the recipe of the base image below changes (the cached tarball is then remade).
 BASE_VERSION = "bookworm-1"
@@ -232,6 +236,7 @@ def built_image(engine: list[str], base: str) -> Iterator[str]:
         engine,
         "build", layers, "--format", "docker", "--network", "host", *ULIMITS,
         "--build-arg", f"BASE_IMAGE={base}",
+        *(f"--build-arg={name}={value}" for name, value in BUILD_ARGS.items()),
         "-f", str(ROOT / "Containerfile"), "-t", tag, str(ROOT),
         timeout=900,
     )  # fmt: skip
@@ -371,4 +376,13 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
         stats = httpx.get(f"{kross}/_sandbox/stats").json()
         assert stats["tokens_issued"]["by_hotel"] == {facility["hotel_id"]: 1}
         phase("checks and tool call")
+
+        # One version everywhere: the labels, the CLI, /healthz and the build-info metric.
+        labels = inspected["Config"]["Labels"]
+        assert labels["org.opencontainers.image.version"] == VERSION
+        assert labels["org.opencontainers.image.revision"] == REVISION
+        printed = podman(engine, "exec", name, "pmsgate", "--version").stdout.strip()
+        assert printed == f"pmsgate {VERSION} ({REVISION[:12]})", printed
+        health = httpx.get(f"{gateway}/healthz", timeout=5).json()
+        assert (health["version"], health["revision"]) == (VERSION, REVISION)
         print(f"image test phases (s): {phases}")

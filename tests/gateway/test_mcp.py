@@ -51,6 +51,7 @@ from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.db import open_database, session_factory
+from pmsgate.version import build_info
 
 pytestmark = pytest.mark.anyio
 
@@ -369,6 +370,7 @@ async def test_answers_are_plain_json_without_a_session(stack: Stack) -> None:
     assert response.headers["content-type"].startswith("application/json")
     assert "mcp-session-id" not in response.headers
     assert response.json()["result"]["serverInfo"]["name"] == "pmsgate"
+    assert response.json()["result"]["serverInfo"]["version"] == build_info().version != ""
     assert listed.status_code == 200
     assert len(listed.json()["result"]["tools"]) == 6
 

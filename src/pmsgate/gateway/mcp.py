@@ -71,6 +71,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from pmsgate.errors import NotFound, PmsgateError, Unauthorized
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.http import bearer_key
+from pmsgate.version import build_info
 
 if TYPE_CHECKING:
     # Typing only: the tools pull in the whole gateway stack, which the app wires, not this module.
@@ -166,6 +167,7 @@ def build_server(
 
     return Server(
         SERVER_NAME,
+        version=build_info().version,
         title="pmsgate booking-system tools",
         instructions=INSTRUCTIONS,
         get_tool_input_schema=input_schema,

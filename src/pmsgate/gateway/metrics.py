@@ -38,6 +38,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pmsgate.version import build_info
+
 log = structlog.get_logger(__name__)
 
 # Seconds: fast cached answers (a few ms) to slow upstream calls and writes (seconds).
@@ -215,6 +217,14 @@ class GatewayMetrics:
             ["hotel_id"],
             registry=self.registry,
         )
+        self.build_info = Gauge(
+            "pmsgate_build_info",
+            "Always 1: the running code's version and source revision as labels.",
+            ["version", "revision"],
+            registry=self.registry,
+        )
+        running = build_info()
+        self.build_info.labels(version=running.version, revision=running.revision).set(1)
         self.redis_up = Gauge(
             "pmsgate_redis_up",
             "1 while Redis (shared limits, cache, locks) answers, 0 during an outage.",

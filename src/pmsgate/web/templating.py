@@ -16,6 +16,7 @@ from fastapi import Request
 from fastapi.templating import Jinja2Templates
 
 from pmsgate import i18n
+from pmsgate.version import build_info
 from pmsgate.web import registry_words
 from pmsgate.web.page_errors import page_error_words
 
@@ -50,6 +51,7 @@ templates.env.filters.update(
     number=i18n.format_number,
 )
 templates.env.globals.update(
+    build=build_info(),
     timezone_label=i18n.timezone_label,
     problem_words=registry_words.problem_words,
     change_words=registry_words.change_words,
