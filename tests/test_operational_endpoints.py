@@ -182,8 +182,22 @@ def test_a_short_metrics_token_or_a_malformed_address_is_refused_at_start_up():
         with pytest.raises(ValidationError, match="expected host:port"):
             Settings(metrics_address=address)
     assert Settings(metrics_address="[::1]:9464").metrics_listen == ("::1", 9464)
-    assert Settings(metrics_address="0.0.0.0:9464").metrics_listen == ("0.0.0.0", 9464)
+    token = SecretStr(METRICS_TOKEN)
+    assert Settings(metrics_address="0.0.0.0:9464", metrics_token=token).metrics_listen == (
+        "0.0.0.0",
+        9464,
+    )
     assert Settings().metrics_listen is None
+
+
+def test_a_metrics_address_beyond_this_machine_requires_the_token():
+    # Any pod of a cluster reaches a pod's 0.0.0.0: the listener there is never anonymous.
+    for address in ("0.0.0.0:9464", "[::]:9464", "10.0.0.5:9464", "gateway-1:9464"):
+        with pytest.raises(ValidationError, match="set PMSGATE_METRICS_TOKEN too"):
+            Settings(metrics_address=address)
+        Settings(metrics_address=address, metrics_token=SecretStr(METRICS_TOKEN))
+    for address in ("127.0.0.1:9464", "[::1]:9464", "localhost:9464", "127.0.0.2:0"):
+        assert Settings(metrics_address=address).metrics_token is None
 
 
 # --- /docs, /redoc, /openapi.json ---

@@ -6,11 +6,12 @@ Nothing here builds a settings object at import time: call :func:`get_settings`
 
 from __future__ import annotations
 
+import ipaddress
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_USER_AGENT = (
@@ -107,7 +108,9 @@ class Settings(BaseSettings):
     metrics_address: str | None = Field(
         default=None,
         description="host:port of a separate listener `pmsgate serve` starts for /metrics "
-        "(e.g. 127.0.0.1:9464); the main address then has no /metrics at all.",
+        "(e.g. 127.0.0.1:9464); the main address then has no /metrics at all. An address "
+        "beyond this machine (0.0.0.0:9464, a pod's or a host's interface) requires "
+        "metrics_token as well.",
     )
     otel_endpoint: str | None = Field(
         default=None,
@@ -496,9 +499,22 @@ class Settings(BaseSettings):
 
     @field_validator("metrics_address")
     @classmethod
-    def _host_and_port(cls, value: str | None) -> str | None:
-        if value is not None:
-            split_host_port(value)  # refused at start-up, not when the listener binds
+    def _host_and_port(cls, value: str | None, info: ValidationInfo) -> str | None:
+        if value is None:
+            return value
+        host, _ = split_host_port(value)  # refused at start-up, not when the listener binds
+        # metrics_token is declared first, so it is in info.data (None: unset) unless it was
+        # refused itself, which is then the one problem reported. Beyond loopback the
+        # address alone protects nothing that a NetworkPolicy or a firewall may not lose:
+        # the token is required (docs/operations.md, /metrics).
+        token_unset = "metrics_token" in info.data and info.data["metrics_token"] is None
+        if token_unset and not is_loopback_host(host):
+            raise ValueError(
+                f"{value} is reachable from other machines (every pod of a cluster, for "
+                "0.0.0.0), and the metrics name every facility: set PMSGATE_METRICS_TOKEN "
+                "too (Prometheus sends it as a bearer token), or bind a loopback address "
+                "such as 127.0.0.1:9464"
+            )
         return value
 
     @field_validator("metrics_token")
@@ -545,3 +561,13 @@ def split_host_port(address: str) -> tuple[str, int]:
 def get_settings() -> Settings:
     """The process-wide settings, read from the environment on first use."""
     return Settings()
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # another host name: it may resolve to any interface
+        return False

@@ -1,5 +1,7 @@
-"""The alert rules and the dashboard use only metrics the app exports, and each alert has
-its summary and its runbook in docs/operations.md ("What to watch").
+"""The alert rules and the dashboard use only metrics the app exports, and each alert is
+one a person can act on: a `for:`, a summary, a description naming the replica or the
+facility, an absolute runbook link to a section of docs/runbook.md that exists, and a
+promtool unit test that fires it and one that does not.
 
 A running gateway is scraped after some traffic (a tool call, a scheduled job's run) and
 the sample names it can export are compared with every name in the rules' expressions and
@@ -34,6 +36,16 @@ RULES = ROOT / "deploy" / "prometheus" / "alerts.yaml"
 RULE_TESTS = ROOT / "deploy" / "prometheus" / "alerts_test.yaml"
 DASHBOARD = ROOT / "deploy" / "grafana" / "pmsgate.json"
 OPERATIONS = ROOT / "docs" / "operations.md"
+RUNBOOK = ROOT / "docs" / "runbook.md"
+# The absolute base of every runbook_url (docs/operations.md, "The alerts": replace it with
+# where your copy of the repository is published).
+RUNBOOK_BASE = "https://github.com/example-org/pmsgate/blob/main/docs/runbook.md"
+# Whom a description names: the replica, the facility or the scheduled job (a label of the
+# alert), or the facilities a query of its own finds.
+NAMES = re.compile(r"\$labels\.(instance|hotel_id|scheduled_job)\b|\.Labels\.hotel_id\b")
+# An alert about every replica at once has no instance left to name.
+ABOUT_ALL_REPLICAS = {"PmsgateTargetsMissing"}
+TEMPLATE_QUERY = re.compile(r'query "((?:[^"\\]|\\.)*)"')
 
 METRIC_NAME = re.compile(r"\b(pmsgate_[a-z0-9_]+)\b")
 # Series Prometheus makes itself, per scrape target.
@@ -108,19 +120,50 @@ async def noop() -> dict[str, Any]:
     return {}
 
 
-def test_every_alert_has_a_summary_and_a_runbook_in_the_operations_guide() -> None:
+def annotation_queries(rule: dict[str, Any]) -> list[str]:
+    """The PromQL of the ``query "…"`` calls in an alert's annotation templates."""
+    texts = rule["annotations"].values()
+    return [m.replace('\\"', '"') for text in texts for m in TEMPLATE_QUERY.findall(text)]
+
+
+def test_every_alert_is_one_a_person_can_act_on() -> None:
     rules = alert_rules()
-    documented = anchors(OPERATIONS.read_text())
+    documented = anchors(RUNBOOK.read_text())
     names = [rule["alert"] for rule in rules]
     assert len(set(names)) == len(names)
     for rule in rules:
-        annotations = rule["annotations"]
-        assert annotations["summary"].strip(), rule["alert"]
-        path, _, anchor = annotations["runbook_url"].partition("#")
-        assert path == "docs/operations.md", rule["alert"]
-        assert anchor == rule["alert"].lower(), rule["alert"]
-        assert anchor in documented, f"no heading '{rule['alert']}' in docs/operations.md"
+        name, annotations = rule["alert"], rule["annotations"]
+        assert rule.get("for"), f"{name} has no for: (one bad scrape would page)"
         assert rule["labels"]["severity"] in {"info", "warning", "critical"}
+        assert annotations["summary"].strip() and "\n" not in annotations["summary"], name
+        description = annotations["description"]
+        assert len(description) > len(annotations["summary"]), name
+        assert NAMES.search(description) or name in ABOUT_ALL_REPLICAS, (
+            f"{name}: the description names no replica, facility or job"
+        )
+        path, _, anchor = annotations["runbook_url"].partition("#")
+        assert path == RUNBOOK_BASE, name
+        assert anchor == name.lower(), name
+        assert anchor in documented, f"no heading '{name}' in docs/runbook.md"
+
+
+def test_every_alert_has_a_unit_test_that_fires_it_and_one_that_does_not() -> None:
+    cases = [
+        case
+        for test in yaml.safe_load(RULE_TESTS.read_text())["tests"]
+        for case in test.get("alert_rule_test", [])
+    ]
+    fired = {case["alertname"] for case in cases if case["exp_alerts"]}
+    quiet = {case["alertname"] for case in cases if not case["exp_alerts"]}
+    names = {rule["alert"] for rule in alert_rules()}
+    assert not names - fired, f"alerts_test.yaml never fires {sorted(names - fired)}"
+    assert not names - quiet, f"alerts_test.yaml never checks {sorted(names - quiet)} stays quiet"
+    assert (fired | quiet) <= names, "alerts_test.yaml tests an alert that does not exist"
+
+
+def test_the_runbook_anchor_check_would_see_a_missing_section() -> None:
+    assert "pmsgatereplicadown" in anchors("## PmsgateReplicaDown\n")
+    assert "pmsgatereplicadown" not in anchors("## PmsgateReplicaGone\n")
 
 
 @pytest.mark.anyio
@@ -130,6 +173,11 @@ async def test_rules_and_dashboard_use_only_exported_metrics(
     samples, _ = exported
     available = samples | PROMETHEUS_OWN
     expressions = {f"alert {rule['alert']}": rule["expr"] for rule in alert_rules()}
+    expressions |= {
+        f"alert {rule['alert']}'s annotation query {i}": query
+        for rule in alert_rules()
+        for i, query in enumerate(annotation_queries(rule))
+    }
     expressions |= {f"dashboard query {i}": expr for i, expr in enumerate(dashboard_queries())}
     used = set()
     for where, expression in expressions.items():
