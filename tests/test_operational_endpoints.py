@@ -21,10 +21,19 @@ import pytest
 from pydantic import SecretStr, ValidationError
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
-from pmsgate.app import metrics_listener
+from pmsgate.app import create_app, metrics_listener
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
-from tests.e2e.conftest import ADMIN_TOKEN, Gateway, gateway_settings, running_gateway
+from pmsgate.container import open_container
+from pmsgate.gateway.vault import generate_key_spec
+from tests.e2e.conftest import (
+    ADMIN_TOKEN,
+    SECRET_KEYS,
+    Gateway,
+    add_seeded_facility,
+    gateway_settings,
+    running_gateway,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -277,3 +286,63 @@ async def test_forwarded_headers_from_an_untrusted_address_are_ignored(start):
     assert code(admin) == "admin_https_required"
     assert metrics.status_code == 403
     assert code(metrics) == "metrics_not_public"
+
+
+# --- /readyz: not ready only when this replica cannot serve (docs/operations.md) ---
+
+
+async def test_readyz_is_ready_when_the_vault_keys_read_the_stored_secrets(start, kross_store):
+    async with start() as gateway:
+        await add_seeded_facility(gateway.services, kross_store)
+        ready = await gateway.http.get("/readyz")
+    assert ready.status_code == 200, ready.text
+    assert ready.json() == {"status": "ready", "checks": {"database": "ok", "vault": "ok"}}
+
+
+async def test_a_replica_without_the_key_of_the_stored_secrets_is_not_ready_and_says_which(
+    start, kross_store
+):
+    async with start() as gateway:  # key "t1" encrypts the facility's credentials
+        await add_seeded_facility(gateway.services, kross_store)
+    new_key = generate_key_spec("t2")
+    async with start(secret_keys=SecretStr(new_key)) as gateway:  # "t1" left out
+        refused = await gateway.http.get("/readyz")
+        a_call = await gateway.http.get("/healthz")
+    assert refused.status_code == 503
+    assert code(refused) == "not_ready"
+    assert "'t1'" in refused.json()["checks"]["vault"]
+    assert "'t1'" in refused.json()["error"]["message"]
+    assert refused.headers["Retry-After"] == "5"
+    assert a_call.status_code == 200  # alive: a restart would not help, a fixed setting does
+    async with start(secret_keys=SecretStr(f"{new_key},{SECRET_KEYS}")) as gateway:
+        assert (await gateway.http.get("/readyz")).status_code == 200  # "t1" back, after "t2"
+
+
+async def test_the_vault_check_is_cached_and_not_repeated_on_every_probe(
+    start, kross_store, clock: ManualClock
+):
+    async with start() as gateway:
+        assert (await gateway.http.get("/readyz")).status_code == 200  # nothing stored yet
+        # Meanwhile another replica, configured with a key this one lacks, stores a secret.
+        async with start(secret_keys=SecretStr(generate_key_spec("t9"))) as other:
+            await add_seeded_facility(other.services, kross_store)
+        assert (await gateway.http.get("/readyz")).status_code == 200  # the cached answer
+        clock.advance(300)
+        late = await gateway.http.get("/readyz")
+    assert late.status_code == 503
+    assert "'t9'" in late.json()["checks"]["vault"]
+
+
+async def test_a_replica_that_is_shutting_down_is_not_ready(
+    sqlite_url: str, kross_http: httpx.AsyncClient, clock: ManualClock
+):
+    settings = gateway_settings(sqlite_url)
+    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
+        app = create_app(settings, container=container)
+        async with app.router.lifespan_context(app):
+            pass  # started, then the shutdown began
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
+            answer = await http.get("/readyz")
+    assert answer.status_code == 503
+    assert answer.json()["checks"]["lifecycle"] == "shutting down"

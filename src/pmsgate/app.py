@@ -92,7 +92,9 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
                 # Last: everything start-up built is in the heap by now (freeze_startup_heap).
                 stack.callback(gc.unfreeze)
                 freeze_startup_heap()
+            app.state.shutting_down = False
             yield
+            app.state.shutting_down = True  # /readyz: 503 from here on
 
     app = FastAPI(
         title="pmsgate",
@@ -175,6 +177,7 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         tools_provider=lambda: app.state.container.gateway.tools,
         authenticate=authenticate,
         record_call=record_call,
+        call_log_provider=lambda: app.state.container.gateway.gateway.call_log,
     )
     # A route, not a mount: a mount answers POST /mcp with a redirect to /mcp/.
     app.add_route("/mcp", mcp_app, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app
@@ -186,28 +189,42 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
 
     @app.get("/readyz", include_in_schema=False)
     async def readyz(current: GatewayServicesDep) -> Response:
-        """Ready when the database and (if configured) Redis answer; 503 names what is missing.
+        """200 while this replica can serve; 503 only when it cannot (docs/operations.md).
 
-        A replica without Redis still answers what it safely can (docs/gateway.md, When Redis
-        is away), but it is not fully ready: this is what an orchestrator should see.
+        Not ready: the database does not answer, the vault keys do not read the stored
+        secrets (a key id missing: every call of those facilities would fail), or the
+        replica is shutting down. Redis away is *degraded* — still 200: the gateway serves
+        on its fallbacks (docs/gateway.md, When Redis is away), and a probe that failed on
+        it would pull every replica out of the load balancer at once. The degradation is in
+        the body, in ``pmsgate_redis_up`` and in the ``redis_unavailable`` log line.
         """
         checks: dict[str, str] = {}
+        blocking: list[str] = []
+        if getattr(app.state, "shutting_down", False):
+            checks["lifecycle"] = "shutting down"
+            blocking.append("the replica is shutting down")
         try:
             async with current.engine.connect() as connection:
                 await connection.execute(text("SELECT 1"))
             checks["database"] = "ok"
+            keys = await app.state.container.vault_keys.cached()
+            checks["vault"] = "ok" if keys.ok else keys.problem()
+            if not keys.ok:
+                blocking.append(keys.problem())
         except Exception as error:  # any failure means not ready; say which kind
             checks["database"] = f"unavailable ({type(error).__name__})"
+            blocking.append("the database is unavailable")
+        degraded = False
         if current.redis is not None:
             up = await current.redis_health.check(current.redis)
             checks["redis"] = "ok" if up else "unavailable"
-        missing = [name for name, value in checks.items() if value != "ok"]
-        if missing:
+            degraded = not up
+        if blocking:
             refusal = PmsgateError(
-                "Not ready: " + ", ".join(f"{name} is unavailable" for name in missing) + ".",
+                "Not ready: " + "; ".join(blocking) + ".",
                 code="not_ready",
                 status=503,
-                hint="Check the connection to: " + ", ".join(missing) + ".",
+                hint="See `checks`; `pmsgate doctor` says what to fix.",
                 headers={"Retry-After": "5"},
             )
             return JSONResponse(
@@ -215,7 +232,7 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
                 status_code=503,
                 headers=refusal.headers,
             )
-        return JSONResponse({"status": "ready", "checks": checks})
+        return JSONResponse({"status": "degraded" if degraded else "ready", "checks": checks})
 
     async def metrics(current: GatewayServicesDep) -> Response:
         return await scrape_metrics(current)

@@ -5,8 +5,9 @@ from __future__ import annotations
 import asyncio
 import importlib
 import socket
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import typer
 import uvicorn
@@ -19,6 +20,7 @@ from pmsgate.cli_support import (
     dependency_problems,
     err_console,
     fail,
+    schema_problem,
     settings_problems,
     startup_problems,
 )
@@ -27,6 +29,8 @@ from pmsgate.doctor.command import doctor as doctor_command
 from pmsgate.errors import PmsgateError
 from pmsgate.logs import configure_logging
 from pmsgate.version import build_info
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -233,8 +237,10 @@ def serve(
     """Serve the gateway (tools, operations, MCP, admin API), the web app and console, the jobs.
 
     Before anything starts, the settings are checked and the database and Redis tried: a
-    problem ends it with one line naming the variable and the fix, exit status 2. Once
-    it listens, it prints the address (docs/operations.md, Start-up checks).
+    problem ends it with one line naming the variable and the fix, exit status 2. Then the
+    schema: migrated under a lock with PMSGATE_MIGRATE_ON_START (the default for the
+    embedded SQLite), else checked — an older one is refused ("run `pmsgate db upgrade`").
+    Once it listens, it prints the address (docs/operations.md, Start-up checks).
     """
     from pmsgate.app import create_app
 
@@ -244,6 +250,10 @@ def serve(
         problems = asyncio.run(dependency_problems(settings))
     if problems:
         raise fail(InvalidSettings(problems))
+    if not settings.migrates_on_start:  # else the app's start-up migrates, under the lock
+        refusal = asyncio.run(schema_problem(settings))
+        if refusal is not None:
+            raise fail(refusal)
     server = AnnouncingServer(
         _uvicorn_config(
             ExplainedStartup(create_app(settings)),
@@ -399,23 +409,56 @@ app.command("doctor")(doctor_command)
 
 @db_app.command("upgrade")
 def db_upgrade() -> None:
-    """Apply every pending migration to the configured database."""
+    """Apply every pending migration to the configured database (under the migration lock).
+
+    The one command that changes the schema (with `serve`/`demo` when
+    PMSGATE_MIGRATE_ON_START is on). Replicas starting meanwhile wait for the lock, then find
+    the schema at this release's revision. A database newer than this release is left as it
+    is (refused if a newer migration is not backward compatible).
+    """
+    from pmsgate.storage.db import schema_status
+
+    status = _run_on_database(schema_status, migrate=True)
+    console.print(status.line())
+
+
+@db_app.command("check")
+def db_check() -> None:
+    """Say whether this release can run on the database, without changing it (exit 2 if not).
+
+    It can when the database is at this release's revision, or newer with every newer
+    migration marked backward compatible (a rollback by image: docs/deploy.md).
+    """
+    from pmsgate.container import prepare_database
+
+    status = _run_on_database(lambda engine: prepare_database(engine, migrate=False), migrate=False)
+    console.print(f"{status.line()}: this release (revision {status.head}) can run on it")
+
+
+def _run_on_database(work: Callable[[Any], Awaitable[T]], *, migrate: bool) -> T:
+    """``work`` on an engine of the configured database (migrated first with ``migrate``);
+    a database that cannot be used or a schema refused ends the command (exit 2)."""
+    from sqlalchemy.exc import SQLAlchemyError
+
     from pmsgate.cli_support import database_unavailable, run
-    from pmsgate.storage.db import current_revision, open_database
+    from pmsgate.container import schema_error
+    from pmsgate.storage.db import SchemaMismatch, open_database
 
     settings = get_settings()
     problems = startup_problems(settings, vault=False)
     if problems:
         raise fail(InvalidSettings(problems))
 
-    async def _run() -> str | None:
+    async def _run() -> T:
         try:
-            async with open_database(settings.effective_database_url) as engine:
-                return await current_revision(engine)
-        except OSError as error:
+            async with open_database(settings.effective_database_url, migrate=migrate) as engine:
+                return await work(engine)
+        except SchemaMismatch as mismatch:
+            raise schema_error(mismatch) from None
+        except (OSError, SQLAlchemyError) as error:
             raise database_unavailable(error) from None
 
-    console.print(f"database at revision {run(_run())}")
+    return run(_run())
 
 
 def main() -> None:

@@ -3,7 +3,8 @@
 :func:`open_cli_container` is how every command group opens the process's container
 (:func:`pmsgate.container.open_container`), on the settings of the environment and the
 group's :class:`Upstreams` seam; a database that cannot be used ends the command with
-``database_unavailable``.
+``database_unavailable``, one whose schema this release cannot run on with
+``schema_outdated`` (or ``schema_incompatible``): commands never migrate.
 
 Start-up explains itself (docs/operations.md, Start-up checks): settings that cannot be
 read, or that a command cannot run without, end it before anything starts with one line
@@ -68,8 +69,14 @@ async def open_cli_container(upstreams: Upstreams | None = None) -> AsyncIterato
     if problems:
         raise InvalidSettings(problems)
     try:
+        # A command never migrates (only `db upgrade` does): a schema older than this
+        # release ends it with `schema_outdated` (docs/operations.md, Start-up checks).
         async with open_container(
-            get_settings(), http_factory=seams.http_factory, clock=seams.clock, sleep=seams.sleep
+            get_settings(),
+            http_factory=seams.http_factory,
+            clock=seams.clock,
+            sleep=seams.sleep,
+            migrate=False,
         ) as container:
             yield container
     except (SQLAlchemyError, OSError) as error:
@@ -364,6 +371,28 @@ async def dependency_problems(
         finally:
             await redis.aclose()
     return problems
+
+
+async def schema_problem(settings: Settings, *, timeout_s: float = 10.0) -> PmsgateError | None:
+    """Why this release cannot run on the database's schema as it is, or None.
+
+    Checked by `serve` before it starts when it does not migrate (PMSGATE_MIGRATE_ON_START
+    off): a schema older than this release (``schema_outdated``: run `pmsgate db upgrade`),
+    or newer with a migration not marked backward compatible (``schema_incompatible``).
+    Never changes the database.
+    """
+    from pmsgate.container import SchemaError, prepare_database
+    from pmsgate.storage.db import open_database
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            async with open_database(settings.effective_database_url, migrate=False) as engine:
+                await prepare_database(engine, migrate=False)
+    except SchemaError as error:
+        return error
+    except Exception as error:  # reachable a moment ago (dependency_problems): say which kind
+        return database_unavailable(error)
+    return None
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:

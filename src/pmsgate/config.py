@@ -36,6 +36,14 @@ class Settings(BaseSettings):
         description="SQLAlchemy async URL; default is SQLite at <data_dir>/pmsgate.db. "
         "Use postgresql+asyncpg://… in production.",
     )
+    migrate_on_start: bool | None = Field(
+        default=None,
+        description="Whether `serve` and `demo` apply pending migrations at start (under a "
+        "database lock) instead of refusing a database older than this release. Unset: true "
+        "for the embedded SQLite (PMSGATE_DATABASE_URL unset or sqlite), false for a database "
+        "server (run `pmsgate db upgrade`, the migration Job, first). Other commands never "
+        "migrate.",
+    )
     redis_url: str | None = Field(
         default=None,
         description="Redis URL shared by replicas (limiter, cache, locks); unset = in memory.",
@@ -408,13 +416,42 @@ class Settings(BaseSettings):
     login_max_failures: int = Field(
         default=5,
         ge=1,
-        description="Failed sign-ins allowed per e-mail address (and per client address) within "
-        "login_failure_window_s; further attempts answer 429 until the window passes.",
+        description="Failed sign-ins allowed for one e-mail address from one client address "
+        "within login_failure_window_s; further attempts of that pair answer 429 until the "
+        "window passes (other accounts from the same address still sign in).",
+    )
+    login_address_max_failures: int = Field(
+        default=50,
+        ge=1,
+        description="Failed sign-ins allowed from one client address, whatever the accounts, "
+        "within login_failure_window_s: the ceiling against guessing many accounts from one "
+        "address, high enough that a shared office address is not shut by its people's typos.",
+    )
+    login_account_max_failures: int = Field(
+        default=20,
+        ge=1,
+        description="Failed sign-ins allowed for one e-mail address from every client address "
+        "together within login_failure_window_s: the ceiling against guessing one account from "
+        "many addresses (an admin unlocks it with `pmsgate users unlock`).",
     )
     login_failure_window_s: float = Field(
         default=900.0,
         gt=0,
         description="The window, in seconds, over which failed sign-ins are counted.",
+    )
+    form_token_ttl_s: float = Field(
+        default=43200.0,
+        gt=0,
+        description="How long a console form that creates something (a key, a sync, an "
+        "invitation) can be sent after its page was shown, in seconds; it is spent by its "
+        "first use either way.",
+    )
+    key_handoff_ttl_s: float = Field(
+        default=300.0,
+        gt=0,
+        le=3600,
+        description="How long a freshly minted gateway key waits, encrypted, for the page that "
+        "shows it once, in seconds (at most an hour); then it is gone.",
     )
     sync_max_duration_s: float = Field(
         default=800.0,
@@ -457,6 +494,19 @@ class Settings(BaseSettings):
         description="Interval of any scheduled job by name, in seconds, e.g. "
         '{"check-connections": 600}; a job not listed uses its own setting above (the four '
         "jobs that have one) or its default in pmsgate.jobs.registry (docs/jobs.md).",
+    )
+    # --- the tool-call log (docs/gateway.md, "The tool-call log") ---
+    tool_call_log_retention_days: int = Field(
+        default=30,
+        ge=7,
+        le=400,
+        description="Logged tool and operation calls are kept this many days, then purged "
+        "(at least 7: the health panel counts a week).",
+    )
+    tool_call_log_max_per_facility: int = Field(
+        default=100_000,
+        ge=1000,
+        description="At most this many logged calls are kept per facility (the oldest go first).",
     )
     # --- the audit trail (docs/audit.md) ---
     audit_retention_days: int = Field(
@@ -547,6 +597,25 @@ class Settings(BaseSettings):
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'pmsgate.db').resolve()}"
 
+    @property
+    def migrates_on_start(self) -> bool:
+        """Whether `serve` and `demo` migrate at start: the setting, else whether the database
+        is SQLite — one machine's file, no replicas on other machines, no migration Job: the
+        embedded mode stays one command (`make demo`, a plain `pmsgate serve`)."""
+        if self.migrate_on_start is not None:
+            return self.migrate_on_start
+        return self.effective_database_url.startswith("sqlite")
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:  # another host name: it may resolve to any interface
+        return False
+
 
 def split_host_port(address: str) -> tuple[str, int]:
     """``host:port`` (``[::1]:9464`` for IPv6, port 0 for any free one) as (host, port)."""
@@ -561,13 +630,3 @@ def split_host_port(address: str) -> tuple[str, int]:
 def get_settings() -> Settings:
     """The process-wide settings, read from the environment on first use."""
     return Settings()
-
-
-def is_loopback_host(host: str) -> bool:
-    """Whether ``host`` (an address or ``localhost``) is reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:  # another host name: it may resolve to any interface
-        return False

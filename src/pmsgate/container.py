@@ -1,12 +1,12 @@
 """The composition root: the one container of a process and the one function that builds it.
 
 :func:`open_container` builds everything one process runs on, once — one database
-engine (migrated), Redis, the vault, the upstream clients and the services of every
-bounded context — and closes it all on exit. Every entry point uses it the same way:
-``pmsgate serve`` (through :func:`pmsgate.app.create_app`), each CLI command group, the
-demo, the benchmarks and the tests' fixtures. The overrides (``kross_http``,
-``http_factory``, ``clock``, ``sleep``) are the seams tests and the demo use to reach
-the emulators and drive time; production passes none of them.
+engine (its schema checked, or migrated), Redis, the vault, the upstream clients and the
+services of every bounded context — and closes it all on exit. Every entry point uses it
+the same way: ``pmsgate serve`` (through :func:`pmsgate.app.create_app`), each CLI command
+group, the demo, the benchmarks and the tests' fixtures. The overrides (``kross_http``,
+``http_factory``, ``clock``, ``sleep``) are the seams tests and the demo use to reach the
+emulators and drive time; production passes none of them.
 
 Only entry points import this module. Code below takes the attribute it needs
 (``container.gateway``, ``container.customers``, ``container.web``,
@@ -21,9 +21,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import anyio
 import httpx
+import structlog
 from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import ExponentialBackoff
@@ -38,7 +40,9 @@ from pmsgate.customers.context import (
     Sleep,
     default_http_factory,
 )
+from pmsgate.errors import PmsgateError
 from pmsgate.gateway.cache import ReadCache
+from pmsgate.gateway.call_log import CallLog
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityService, vault_from_settings
 from pmsgate.gateway.limiter import FacilityLimiter
@@ -51,20 +55,89 @@ from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.tracing import Tracing, tracing_from_settings
 from pmsgate.gateway.usage import UsageCounter, UsageHistory
-from pmsgate.gateway.vault import Vault
+from pmsgate.gateway.vault import Vault, VaultKeyCheck
 from pmsgate.gateway.window import WindowPolicy
 from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.integrations.assistant.client import AssistantClient
 from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.jobs.notify import ReconnectLinkMailer
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.sync_jobs import SyncJobs
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.records import OnboardingRecords
-from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.db import (
+    SchemaMismatch,
+    SchemaStatus,
+    open_database,
+    prepare_schema,
+    session_factory,
+)
 from pmsgate.web.context import WebServices
+from pmsgate.web.form_tokens import FormTokens
+from pmsgate.web.incidents import IncidentService
 from pmsgate.web.invitations import Invitations
 from pmsgate.web.users import UserService
+
+log = structlog.get_logger(__name__)
+
+
+class SchemaError(PmsgateError):
+    """This release cannot run on the database's schema; the message is the whole story.
+
+    One line (a start-up prints it as is, without a separate hint): the database's revision,
+    this release's, and what to do — migrate (``schema_outdated``), or deploy the newer
+    release / restore the backup (``schema_incompatible``, ``schema_unknown``).
+    """
+
+    code = "schema_outdated"
+    status = 503
+    hint = ""
+
+
+def schema_error(mismatch: SchemaMismatch) -> SchemaError:
+    """The service's words for a schema this release cannot run on (docs/deploy.md)."""
+    if mismatch.kind == "outdated":
+        at = mismatch.current or "none (an empty database)"
+        return SchemaError(
+            f"The database is at revision {at}, this release needs {mismatch.head}: run "
+            "`pmsgate db upgrade` (or set PMSGATE_MIGRATE_ON_START=true to migrate at start).",
+            code="schema_outdated",
+        )
+    if mismatch.kind == "incompatible":
+        breaking = ", ".join(mismatch.breaking)
+        return SchemaError(
+            f"The database is at revision {mismatch.current}; migration {breaking} is not "
+            f"backward compatible, so this release (revision {mismatch.head}) cannot run on "
+            f"it: deploy a release with migration {mismatch.breaking[-1]} or newer, or restore "
+            "the backup taken before the upgrade (docs/deploy.md, Rolling back).",
+            code="schema_incompatible",
+        )
+    return SchemaError(
+        f"The database is at revision {mismatch.current}, which this release (revision "
+        f"{mismatch.head}) does not know, and it records nothing of its compatibility: "
+        "deploy the release that migrated it, or restore the backup taken before the upgrade "
+        "(docs/deploy.md, Rolling back).",
+        code="schema_unknown",
+    )
+
+
+async def prepare_database(
+    engine: AsyncEngine, *, migrate: bool, script_location: Path | None = None
+) -> SchemaStatus:
+    """:func:`pmsgate.storage.db.prepare_schema`, a refusal as a :class:`SchemaError`."""
+    try:
+        status = await prepare_schema(engine, migrate=migrate, script_location=script_location)
+    except SchemaMismatch as mismatch:
+        raise schema_error(mismatch) from None
+    if status.newer:  # a rollback by image, most likely: worth one line in the log
+        log.warning(
+            "schema_newer_than_release",
+            revision=status.current,
+            release_revision=status.head,
+            newer=list(status.newer),
+        )
+    return status
 
 
 @dataclass(frozen=True)
@@ -82,6 +155,8 @@ class Container:
     web: WebServices
     onboarding: OnboardingServices
     audit: AuditTrail
+    # Do the configured vault keys read the stored secrets? (`/readyz`, cached a while)
+    vault_keys: VaultKeyCheck
 
 
 def open_redis(settings: Settings) -> Redis | None:
@@ -135,8 +210,15 @@ async def open_container(
     clock: Clock | None = None,
     sleep: Sleep = anyio.sleep,
     tracing: Tracing | None = None,
+    migrate: bool | None = None,
 ) -> AsyncIterator[Container]:
     """Build the process's container from the settings; close everything on exit.
+
+    The database's schema is checked first (:func:`prepare_database`): a schema older than
+    this release, or newer and not compatible, ends it with a :class:`SchemaError`.
+    ``migrate`` applies pending migrations instead (under the migration lock); unset,
+    PMSGATE_MIGRATE_ON_START decides (``serve``, the demo, tests). Commands that must never
+    migrate (every CLI command but `db upgrade`) pass ``False``.
 
     ``kross_http`` is the booking-system client's httpx client (default: one from
     ``http_factory`` when given, else a real one); ``http_factory`` makes the other
@@ -146,7 +228,12 @@ async def open_container(
     clock = clock or SystemClock()
     factory = http_factory or default_http_factory
     async with AsyncExitStack() as stack:
-        engine = await stack.enter_async_context(open_database(settings.effective_database_url))
+        engine = await stack.enter_async_context(
+            open_database(settings.effective_database_url, migrate=False)
+        )
+        await prepare_database(
+            engine, migrate=settings.migrates_on_start if migrate is None else migrate
+        )
         sessions = session_factory(engine)
         redis = open_redis(settings)
         if redis is not None:
@@ -213,6 +300,20 @@ async def open_container(
         invitations = Invitations(
             users=users, customers=customers, audit=audit, settings=settings, clock=clock
         )
+        # The console's incidents; "resend" goes through the notifier's own message.
+        incidents = IncidentService(
+            sessions,
+            clock=clock,
+            settings=settings,
+            gateway=gateway,
+            customers=customers,
+            users=users,
+            invitations=invitations,
+            audit=audit,
+            link_mailer=ReconnectLinkMailer(
+                sessions, clock=clock, settings=settings, audit=audit, users=users
+            ),
+        )
         yield Container(
             settings=settings,
             clock=clock,
@@ -229,6 +330,9 @@ async def open_container(
                 users=users,
                 audit=audit,
                 invitations=invitations,
+                incidents=incidents,
+                # One-time tokens of the console's creating forms (docs/web.md).
+                form_tokens=FormTokens(sessions, clock=clock, settings=settings, vault=vault),
             ),
             onboarding=OnboardingServices(
                 settings=settings,
@@ -242,6 +346,7 @@ async def open_container(
                 accounts=invitations,
             ),
             audit=audit,
+            vault_keys=VaultKeyCheck(sessions, vault, clock),
         )
 
 
@@ -314,6 +419,13 @@ async def _open_gateway(
         refresh_ahead_s=settings.token_refresh_ahead_s,
         health=health,
     )
+    # Buffered in memory, written on the usage-flush tick (pmsgate.gateway.call_log).
+    call_log = CallLog(
+        clock,
+        sessions,
+        retention_days=settings.tool_call_log_retention_days,
+        max_rows_per_facility=settings.tool_call_log_max_per_facility,
+    )
     gateway = Gateway(
         facilities=facilities,
         pms_client=pms_client,
@@ -323,6 +435,7 @@ async def _open_gateway(
         clock=clock,
         metrics=metrics,
         usage=usage,
+        call_log=call_log,
         policy=GatewayPolicy(
             limiter_wait_s=settings.limiter_wait_s,
             reauth_interval_s=settings.reauth_interval_s,

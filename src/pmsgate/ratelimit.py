@@ -51,6 +51,7 @@ import math
 import uuid
 from bisect import bisect_left
 from collections.abc import Awaitable, Mapping, Sequence
+from fnmatch import fnmatchcase
 from inspect import isawaitable
 from typing import Any, TypeVar
 
@@ -285,6 +286,23 @@ class RateWindows:
                 pipe.zcount(name, now - rate.interval, "+inf")
             answers: list[Any] = await pipe.execute()
         return [int(count) for count in answers]
+
+    async def forget(self, pattern: str) -> int:
+        """Drop every key matching the glob ``pattern`` with all its permits; how many.
+
+        What an operator's "unlock" is: the window starts empty again, on every replica.
+        """
+        if self.redis is None:
+            names = [key for key in self._items if fnmatchcase(key, pattern)]
+            for key in names:
+                del self._items[key]
+                self._trimmed.pop(key, None)
+                self._held_until.pop(key, None)
+            return len(names)
+        dropped = 0
+        async for name in self.redis.scan_iter(match=self.redis_key(pattern), count=500):
+            dropped += int(await self.redis.delete(name))
+        return dropped
 
     def hold(self, key: str, seconds: float) -> None:
         """Give no permit of ``key`` for ``seconds`` from now (this process; the later end wins)."""

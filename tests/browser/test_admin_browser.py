@@ -32,6 +32,12 @@ def fleet(live_console: LiveConsole) -> Fleet:
             )
 
         generated.members.extend(live_console.run(generate).members)
+
+    async def reconcile(sandbox: WebSandbox) -> None:
+        # What the notify-incidents tick does first: the facilities in error become incidents.
+        await sandbox.web.incidents.reconcile()
+
+    live_console.run(reconcile)
     return generated
 
 
@@ -70,7 +76,7 @@ def test_an_admin_finds_the_customers_in_error_in_one_click(
     errors = {m.student_id for m in fleet.with_status("error")}
     page.get_by_test_id("attention-link").click()  # the one click
     page.wait_for_url(f"{live_console.url}/console/attention")
-    listed = page.locator('[data-testid="attention-row"][data-kind="pms_error"]')
+    listed = page.locator('[data-testid="incident-row"][data-kind="pms_error"]')
     assert {listed.nth(i).get_attribute("data-student-id") for i in range(listed.count())} == (
         errors
     )

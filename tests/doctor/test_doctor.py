@@ -24,6 +24,7 @@ from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
+from pmsgate.storage.db import current_revision, open_database
 
 pytestmark = pytest.mark.anyio
 
@@ -67,7 +68,9 @@ async def facility(
 ) -> AsyncIterator[dict[str, Any]]:
     """A partner facility of the sandbox, registered (migrates the database too)."""
     record = next(f for f in sandbox.kross.facility_summaries() if f["kind"] == "partner")
-    async with open_container(settings, http_factory=http_factory, clock=clock) as container:
+    async with open_container(
+        settings, http_factory=http_factory, clock=clock, migrate=True
+    ) as container:
         await container.gateway.facilities.add(
             NewFacility(
                 hotel_id=record["hotel_id"],
@@ -151,6 +154,55 @@ async def test_an_unmigrated_database_fails_and_the_live_probe_is_skipped(
     assert status_of(report, "local", "database") is Status.FAIL
     assert status_of(report, "live probe", "prerequisites") is Status.SKIP
     assert report.failed
+
+
+async def test_an_unmigrated_database_is_named_with_the_revision_needed_and_left_unmigrated(
+    settings: Settings, http_factory: Callable[[], httpx.AsyncClient], clock: ManualClock
+) -> None:
+    report = await run_doctor(settings, http_factory=http_factory, clock=clock)
+
+    finding = report.of("local", "database")
+    assert finding is not None and finding.status is Status.FAIL
+    assert finding.details["code"] == "schema_outdated"
+    assert report.of("local", "vault keys") is None  # nothing to read yet
+    async with open_database(settings.effective_database_url, migrate=False) as engine:
+        assert await current_revision(engine) is None  # the doctor never migrates
+
+
+async def test_the_vault_keys_that_read_the_stored_secrets_are_reported(probe: Probe) -> None:
+    report = await probe.run(live=False)
+
+    finding = report.of("local", "vault keys")
+    assert finding is not None and finding.status is Status.OK
+    assert "doc" in finding.found  # the key id its sample decrypted with
+
+
+async def test_a_replica_without_the_key_of_the_stored_secrets_is_told_which_key_id_is_missing(
+    probe: Probe,
+) -> None:
+    only_a_new_key = probe.settings.model_copy(
+        update={"secret_keys": SecretStr(generate_key_spec("new"))}
+    )
+    report = await run_doctor(only_a_new_key, http_factory=probe.http_factory, clock=probe.clock)
+
+    finding = report.of("local", "vault keys")
+    assert finding is not None and finding.status is Status.FAIL
+    assert finding.details["missing"] == ["doc"]
+    assert "'doc'" in finding.found
+    assert report.failed
+
+
+async def test_a_different_key_under_the_stored_key_id_is_reported_as_not_decrypting(
+    probe: Probe,
+) -> None:
+    same_id_other_key = probe.settings.model_copy(
+        update={"secret_keys": SecretStr(generate_key_spec("doc"))}
+    )
+    report = await run_doctor(same_id_other_key, http_factory=probe.http_factory, clock=probe.clock)
+
+    finding = report.of("local", "vault keys")
+    assert finding is not None and finding.status is Status.FAIL
+    assert finding.details == {"missing": [], "wrong": ["doc"]}
 
 
 async def test_the_live_probe_reports_the_documented_shapes_within_its_request_budget(

@@ -70,6 +70,9 @@ def running(tmp_path_factory) -> Iterator[dict[str, Any]]:
             "PMSGATE_REDIS_URL": "",
         }
         facility = next(f for f in facilities if f["kind"] == "partner")
+        # Commands never migrate: the schema first, as an operator does (README).
+        upgraded = pmsgate("db", "upgrade", env=env)
+        assert upgraded.returncode == 0, upgraded.stderr
         added = pmsgate(
             "facilities", "add",
             "--hotel-id", facility["hotel_id"],

@@ -36,6 +36,7 @@ async def replicas(postgres_url, redis_url, redis_namespace, kross_http, clock):
         from sqlalchemy import text
 
         await connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
+        await connection.execute(text("DROP TABLE IF EXISTS schema_revisions"))
     await upgrade(engine)
     await engine.dispose()
     settings = gateway_settings(postgres_url, redis_url, redis_namespace=redis_namespace)

@@ -123,6 +123,7 @@ async def test_run_runs_any_job_and_list_shows_its_last_run(cli: Cli) -> None:
         "check-registry",
         "notify-incidents",
         "purge-audit-events",
+        "purge-tool-calls",
         "record-key-expiry",
     ]
     assert jobs["refresh-usage"]["interval_s"] == 21600

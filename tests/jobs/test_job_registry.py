@@ -32,6 +32,7 @@ def test_the_four_jobs_keep_their_settings_and_defaults() -> None:
         "check-registry": 3600.0,
         "notify-incidents": 60.0,
         "purge-audit-events": 86400.0,
+        "purge-tool-calls": 3600.0,
         "record-key-expiry": 300.0,
     }
     # Each default is the one its old setting has: one value, written twice only for them.
@@ -40,6 +41,7 @@ def test_the_four_jobs_keep_their_settings_and_defaults() -> None:
             "check-registry",
             "notify-incidents",
             "purge-audit-events",
+            "purge-tool-calls",
             "record-key-expiry",
         ):
             assert spec.setting is None

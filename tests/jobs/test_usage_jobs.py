@@ -224,6 +224,8 @@ async def test_tool_calls_and_upstream_requests_reach_the_hourly_table_on_flush(
         "tool_calls": 2,
         "upstream_calls": counts.upstream_calls,
         "keys_used": 0,  # tools called without a key here: no key use to write
+        "calls_logged": 0,  # nor a logged call (the HTTP and MCP routes log them)
+        "upstream_health": 1,  # the facility's latest successful booking-system request
     }
     assert stack.gateway.usage.pending() == {}
     hours = UsageHistory(session_factory(stack.gateway.engine))

@@ -144,6 +144,14 @@ async def test_onboard_then_status_then_confirm_then_a_rerun_that_writes_nothing
     assert box.upstream_writes() == writes
     assert len(list(outbox.glob("invite.*.eml"))) == 1  # a second run sends nothing
 
+    # A confirmation taken back: the item waits for a person again (audited, like confirm).
+    reopened = await cli.json(
+        "onboard", "reopen", box.student_id, "channels", "--item", item, "--note", "changed"
+    )
+    assert reopened["status"] == "waiting" and "changed" in reopened["message"]
+    again = await cli.run("onboard", "reopen", box.student_id, "channels", "--item", item)
+    assert again.exit_code == 2 and "step_not_confirmed" in again.stderr
+
     table = await cli.run("onboard", "status", box.student_id)
     assert table.exit_code == 0 and "checked with the owner" in table.stdout
     cli.assert_no_secret_printed()

@@ -26,6 +26,8 @@ Example::
 
 from __future__ import annotations
 
+import html
+import re
 import uuid
 from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -44,6 +46,7 @@ from pmsgate.gateway.context import GatewayServices
 from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.storage.onboarding import NewStepResult
 from pmsgate.web.context import WebServices
+from pmsgate.web.users import session_id_hash
 from tests.customers.support import (
     ClockSleep,
     EnrolledSandbox,
@@ -156,6 +159,34 @@ async def login(client: httpx.AsyncClient, email: str, password: str) -> str:
 def csrf(token: str) -> dict[str, str]:
     """The header a cookie-authenticated write carries."""
     return {CSRF_HEADER: token}
+
+
+def form_token_in(page: str, form_testid: str) -> str:
+    """The one-time form token of the form ``data-testid=form_testid`` on ``page``."""
+    start = page.index(f'data-testid="{form_testid}"')
+    found = re.search(r'name="form_token" value="([^"]+)"', page[start:])
+    assert found is not None, f"no form token in {form_testid}"
+    return html.unescape(found.group(1))
+
+
+def issued_form_token(web: WebSandbox, client: httpx.AsyncClient, purpose: str) -> str:
+    """A one-time form token for ``purpose`` issued to ``client``'s session (as a page would)."""
+    cookie = client.cookies.get("pmsgate_session")
+    assert cookie, "the client is not signed in"
+    raw_session_id = cookie.split(".", 1)[0]  # itsdangerous: value.timestamp.signature
+    return web.web.form_tokens.issue(purpose, session_id_hash(raw_session_id))
+
+
+def sync_form(web: WebSandbox, client: httpx.AsyncClient, **fields: str) -> dict[str, str]:
+    """The knowledge-sync form's fields with its one-time token (``commit``, ``csrf_token``)."""
+    return {**fields, "form_token": issued_form_token(web, client, "start_sync")}
+
+
+async def form_token_of(client: httpx.AsyncClient, path: str, form_testid: str) -> str:
+    """A fresh one-time token of a form on the page ``path`` (as the browser shows it)."""
+    page = await client.get(path)
+    assert page.status_code == 200, page.text
+    return form_token_in(page.text, form_testid)
 
 
 @asynccontextmanager

@@ -13,7 +13,7 @@ import pytest
 
 from pmsgate.errors import PmsgateError
 from tests.customers.support import profile_of
-from tests.web.support import csrf, login, web_sandbox
+from tests.web.support import csrf, login, sync_form, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -65,7 +65,7 @@ async def test_an_admin_acting_on_a_customer_off_the_list_is_refused_too(
         # The admin's console form too, with the address to put on the list.
         page = await admin.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "false"},
+            data=sync_form(web, admin, commit="false"),
             headers=csrf(token),
         )
         assert page.status_code == 403, page.text
@@ -80,7 +80,7 @@ async def test_the_console_shows_the_refusal_as_a_clear_message(database_url: st
 
         page = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "false"},
+            data=sync_form(web, client, commit="false"),
             headers=csrf(token),
         )
 
@@ -94,7 +94,7 @@ async def test_the_console_shows_the_refusal_as_a_clear_message(database_url: st
         await web.web.customers.allowlist.put(email)
         started = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "false"},
+            data=sync_form(web, client, commit="false"),
             headers=csrf(token),
             follow_redirects=False,
         )

@@ -9,7 +9,7 @@ import pytest
 
 from pmsgate.audit import Actor, AuditAction
 from pmsgate.storage.audit import AuditEventView, AuditFilter
-from tests.web.support import DEFAULT_PASSWORD, WebSandbox, csrf, login, web_sandbox
+from tests.web.support import DEFAULT_PASSWORD, WebSandbox, csrf, login, sync_form, web_sandbox
 from tests.web.test_console import second_customer
 
 pytestmark = pytest.mark.anyio
@@ -79,7 +79,7 @@ async def test_console_actions_are_recorded_with_the_customer_user_as_actor(
         assert answer.headers["x-request-id"] == "req-reconnect-1"
         started = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "false", "csrf_token": token},
+            data=sync_form(web, client, commit="false", csrf_token=token),
         )
         assert started.status_code == 303
 

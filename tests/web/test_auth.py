@@ -25,11 +25,13 @@ from pydantic import SecretStr
 from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from pmsgate.audit.actions import AuditAction
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.customers.registry import Customers
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.storage.audit import AuditFilter
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.users import UserRepository
@@ -58,7 +60,9 @@ from .support import DEFAULT_PASSWORD, WEB_URL, WebSandbox, login, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
-MAX_FAILURES = 3
+MAX_FAILURES = 3  # one account from one address
+ADDRESS_MAX_FAILURES = 8  # one address, whatever the accounts
+ACCOUNT_MAX_FAILURES = 6  # one account, from every address
 WINDOW_S = 600.0
 WRONG_PASSWORD = "not the right password at all"
 STUDENT = "stu-3001"
@@ -104,6 +108,8 @@ async def site(database_url: str) -> AsyncIterator[WebSandbox]:
         database_url,
         settings_overrides={
             "login_max_failures": MAX_FAILURES,
+            "login_address_max_failures": ADDRESS_MAX_FAILURES,
+            "login_account_max_failures": ACCOUNT_MAX_FAILURES,
             "login_failure_window_s": WINDOW_S,
         },
         with_notes=False,
@@ -132,7 +138,12 @@ def users(
     sessions: async_sessionmaker[AsyncSession], database_url: str, clock: ManualClock
 ) -> UserService:
     """The account service alone (no app, no emulators), in-memory throttling."""
-    settings = Settings(database_url=database_url, login_max_failures=MAX_FAILURES)
+    settings = Settings(
+        database_url=database_url,
+        login_max_failures=MAX_FAILURES,
+        login_address_max_failures=ADDRESS_MAX_FAILURES,
+        login_account_max_failures=ACCOUNT_MAX_FAILURES,
+    )
     return UserService(sessions, clock=clock, settings=settings, redis=None)
 
 
@@ -241,7 +252,7 @@ async def test_the_email_is_matched_whatever_its_case_and_surrounding_spaces(
 # --- throttling --------------------------------------------------------------------------------
 
 
-async def test_failed_sign_ins_are_throttled_per_email_until_the_window_passes(
+async def test_failed_sign_ins_pause_that_account_from_that_address_until_the_window_passes(
     site: WebSandbox,
 ) -> None:
     email, password = await site.add_user("admin")
@@ -250,29 +261,41 @@ async def test_failed_sign_ins_are_throttled_per_email_until_the_window_passes(
             "invalid_credentials"
         )
 
-    # Even the right password is refused now, from another client address too.
-    other = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=site.app, client=("203.0.113.9", 4000)),
-        base_url=WEB_URL,
-    )
-    async with other:
-        for client in (site.client, other):
-            refused = await sign_in_api(client, email, password)
-            assert refused.status_code == 429
-            assert error_code(refused) == "too_many_login_attempts"
-            retry_after = int(refused.headers["Retry-After"])
-            assert 0 < retry_after <= WINDOW_S + 1  # the window, rounded up to whole seconds
-            assert "set-cookie" not in refused.headers
+    # Even the right password is refused now, from this address.
+    refused = await sign_in_api(site.client, email, password)
+    assert refused.status_code == 429
+    assert error_code(refused) == "too_many_login_attempts"
+    retry_after = int(refused.headers["Retry-After"])
+    assert 0 < retry_after <= WINDOW_S + 1  # the window, rounded up to whole seconds
+    assert "set-cookie" not in refused.headers
+
+    # The same account from another address is not paused: the pair's ceiling is small.
+    async with client_at(site, "203.0.113.9") as other:
+        assert (await sign_in_api(other, email, password)).status_code == 200
 
     site.enrolled.clock.advance(retry_after)
     assert (await sign_in_api(site.client, email, password)).status_code == 200
 
 
-async def test_failed_sign_ins_from_one_client_address_are_throttled_across_emails(
+async def test_a_customers_typos_from_the_teams_address_do_not_stop_an_admin(
+    site: WebSandbox,
+) -> None:
+    customer, _ = await site.add_user("customer")
+    admin, admin_password = await site.add_user("admin")
+    for _ in range(MAX_FAILURES + 2):
+        await sign_in_api(site.client, customer, WRONG_PASSWORD)
+    assert error_code(await sign_in_api(site.client, customer, WRONG_PASSWORD)) == (
+        "too_many_login_attempts"
+    )
+
+    assert (await sign_in_api(site.client, admin, admin_password)).status_code == 200
+
+
+async def test_failed_sign_ins_from_one_client_address_are_throttled_at_the_address_ceiling(
     site: WebSandbox,
 ) -> None:
     email, password = await site.add_user("admin")
-    for attempt in range(MAX_FAILURES):
+    for attempt in range(ADDRESS_MAX_FAILURES):
         await sign_in_api(site.client, f"guess-{attempt}@example.com", WRONG_PASSWORD)
 
     refused = await sign_in_api(site.client, email, password)
@@ -280,12 +303,65 @@ async def test_failed_sign_ins_from_one_client_address_are_throttled_across_emai
     assert error_code(refused) == "too_many_login_attempts"
 
     # Another address is not concerned: failures, not users, are what is counted.
-    other = httpx.AsyncClient(
-        transport=httpx.ASGITransport(app=site.app, client=("198.51.100.7", 4000)),
-        base_url=WEB_URL,
-    )
-    async with other:
+    async with client_at(site, "198.51.100.7") as other:
         assert (await sign_in_api(other, email, password)).status_code == 200
+
+
+async def test_an_account_guessed_from_many_addresses_is_paused_at_its_own_ceiling(
+    site: WebSandbox,
+) -> None:
+    email, password = await site.add_user("admin")
+    for n in range(ACCOUNT_MAX_FAILURES):
+        async with client_at(site, f"203.0.113.{n + 1}") as guesser:
+            await sign_in_api(guesser, email, WRONG_PASSWORD)
+
+    async with client_at(site, "198.51.100.7") as fresh:
+        refused = await sign_in_api(fresh, email, password)
+    assert error_code(refused) == "too_many_login_attempts"
+
+
+async def test_a_lockout_and_its_scope_are_in_the_audit_trail(site: WebSandbox) -> None:
+    email, _ = await site.add_user("customer")
+    for _ in range(MAX_FAILURES + 1):
+        await sign_in_api(site.client, email, WRONG_PASSWORD)
+
+    events = [e async for e in site.web.audit.export(AuditFilter())]
+    locked = [e for e in events if e.action == AuditAction.SIGNIN_LOCKED.value]
+    assert len(locked) == 1
+    assert locked[0].subject == f"user:{email}" and locked[0].details["scopes"] == ["pair"]
+    assert locked[0].client_address == "127.0.0.1"
+    refused = [e for e in events if e.details.get("reason") == "too_many_login_attempts"]
+    assert refused and refused[-1].details["scope"] == "pair"
+
+
+async def test_unlocking_an_account_or_an_address_lifts_its_pause(
+    users: UserService, clock: ManualClock
+) -> None:
+    await users.add("ops@example.com", SecretStr(DEFAULT_PASSWORD), role="admin")
+
+    async def fail(client: str, email: str = "ops@example.com") -> str:
+        with pytest.raises(PmsgateError) as failed:
+            await users.sign_in(email, SecretStr(WRONG_PASSWORD), client=client)
+        return failed.value.code
+
+    for _ in range(MAX_FAILURES):
+        await fail("192.0.2.1")
+    assert await fail("192.0.2.1") == "too_many_login_attempts"
+    assert await users.unlock(email="OPS@example.com") > 0
+    principal, _ = await users.sign_in(
+        "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="192.0.2.1"
+    )
+    assert principal.email == "ops@example.com"
+
+    for n in range(ADDRESS_MAX_FAILURES):
+        await fail("192.0.2.9", f"guess-{n}@example.com")
+    assert await fail("192.0.2.9") == "too_many_login_attempts"
+    assert await users.unlock(client="192.0.2.9") > 0
+    principal, _ = await users.sign_in(
+        "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="192.0.2.9"
+    )
+    assert principal.email == "ops@example.com"
+    assert await users.unlock(email="nobody@example.com") == 0
 
 
 async def test_a_successful_sign_in_neither_counts_nor_resets_the_failures(
@@ -340,7 +416,7 @@ async def test_parallel_wrong_passwords_for_one_account_are_throttled_after_the_
     site: WebSandbox,
 ) -> None:
     email, password = await site.add_user("admin")
-    # Each guess from its own address: only the e-mail's count can stop them.
+    # Each guess from its own address: only the account's count can stop them.
     clients = [client_at(site, f"203.0.113.{n + 1}") for n in range(PARALLEL_GUESSES)]
     try:
         codes = await parallel_codes([(client, email) for client in clients])
@@ -349,7 +425,7 @@ async def test_parallel_wrong_passwords_for_one_account_are_throttled_after_the_
             await client.aclose()
 
     assert len(codes) == PARALLEL_GUESSES
-    assert codes.count("invalid_credentials") <= MAX_FAILURES
+    assert codes.count("invalid_credentials") <= ACCOUNT_MAX_FAILURES
     assert codes.count("too_many_login_attempts") == PARALLEL_GUESSES - codes.count(
         "invalid_credentials"
     )
@@ -365,7 +441,7 @@ async def test_parallel_guesses_from_one_client_address_are_throttled_after_the_
     codes = await parallel_codes(guesses)
 
     assert len(codes) == PARALLEL_GUESSES
-    assert codes.count("invalid_credentials") <= MAX_FAILURES
+    assert codes.count("invalid_credentials") <= ADDRESS_MAX_FAILURES
     assert codes.count("too_many_login_attempts") == PARALLEL_GUESSES - codes.count(
         "invalid_credentials"
     )
@@ -495,14 +571,26 @@ async def test_replicas_sharing_redis_share_the_failure_count(
             for replica in (second, first):
                 with pytest.raises(PmsgateError) as refused:
                     await replica.sign_in(
-                        "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="192.0.2.2"
+                        "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="192.0.2.1"
                     )
                 assert refused.value.code == "too_many_login_attempts"
                 assert 0 < int(refused.value.headers["Retry-After"]) <= WINDOW_S + 1
 
+            # One replica's unlock lifts the pause for every replica.
+            assert await first.unlock(email="ops@example.com") > 0
+            principal, _ = await second.sign_in(
+                "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="192.0.2.1"
+            )
+            assert principal.email == "ops@example.com"
+            for replica in (first, second, first):
+                with pytest.raises(PmsgateError):
+                    await replica.sign_in(
+                        "ops@example.com", SecretStr(WRONG_PASSWORD), client="192.0.2.1"
+                    )
+
             clock.advance(WINDOW_S + 1)
             principal, _ = await second.sign_in(
-                "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="192.0.2.2"
+                "ops@example.com", SecretStr(DEFAULT_PASSWORD), client="192.0.2.1"
             )
             assert principal.email == "ops@example.com"
             keys = [key async for key in clients[0].scan_iter(match=f"{redis_namespace}:*")]

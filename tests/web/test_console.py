@@ -8,7 +8,7 @@ import pytest
 
 from pmsgate.customers.service import register_customer
 from tests.customers.support import profile_of, student_id_of
-from tests.web.support import WebSandbox, csrf, web_sandbox
+from tests.web.support import WebSandbox, csrf, sync_form, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -90,7 +90,7 @@ async def test_a_console_form_without_the_csrf_token_is_refused(database_url: st
         # htmx (a page older than its session's token): the page is reloaded.
         stale = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "false"},
+            data=sync_form(web, client, commit="false"),
             headers={"HX-Request": "true", "X-CSRF-Token": "an-old-token"},
         )
         assert (stale.status_code, stale.headers.get("hx-refresh")) == (200, "true")
@@ -104,7 +104,7 @@ async def test_a_dry_run_from_the_page_shows_its_counters_once_finished(
         client, token = await web.signed_in("customer")
         started = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "false", "csrf_token": token},
+            data=sync_form(web, client, commit="false", csrf_token=token),
         )
         assert started.status_code == 303
         job = await web.web.sync_jobs.latest(web.student_id)
@@ -129,7 +129,7 @@ async def test_an_htmx_sync_answers_the_live_panel_that_polls_while_running(
         web.sleep.close()  # hold the sync at its first throttle wait
         answer = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "true"},
+            data=sync_form(web, client, commit="true"),
             headers={**csrf(token), "HX-Request": "true"},
         )
         assert answer.status_code == 200
@@ -196,7 +196,7 @@ async def test_a_sync_that_cannot_run_is_refused_on_the_page_without_a_job(
         client, token = await web.signed_in("customer")
         answer = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "true", "csrf_token": token},
+            data=sync_form(web, client, commit="true", csrf_token=token),
         )
         assert answer.status_code == 409
         assert 'data-code="notes_not_connected"' in answer.text
@@ -212,7 +212,7 @@ async def test_a_customer_posting_to_another_customers_page_sees_nothing_of_it(
         owner, owner_token = await web.signed_in("customer")
         await owner.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "false", "csrf_token": owner_token},
+            data=sync_form(web, owner, commit="false", csrf_token=owner_token),
         )
         job = await web.web.sync_jobs.latest(web.student_id)
         assert job is not None
@@ -223,7 +223,7 @@ async def test_a_customer_posting_to_another_customers_page_sees_nothing_of_it(
         for target in (web.student_id, "no-such-customer"):
             answer = await intruder.post(
                 f"/console/customers/{target}/sync",
-                data={"commit": "false", "csrf_token": token},
+                data=sync_form(web, intruder, commit="false", csrf_token=token),
                 headers=headers,
             )
             assert answer.status_code == 403

@@ -13,7 +13,7 @@ from pmsgate.gateway.facilities import KeyView
 from pmsgate.gateway.scopes import OPERATIONS_READ, TOOLS_READ, all_scopes
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.storage.models import GatewayKey
-from tests.web.support import WebSandbox, csrf, web_sandbox
+from tests.web.support import WebSandbox, csrf, form_token_of, web_sandbox
 from tests.web.test_console import second_customer
 
 pytestmark = pytest.mark.anyio
@@ -63,9 +63,19 @@ async def call_tool(web: WebSandbox, raw: str) -> httpx.Response:
 async def mint(
     web: WebSandbox, admin: httpx.AsyncClient, token: str, **form: str | list[str]
 ) -> httpx.Response:
-    data: dict[str, str | list[str]] = {"csrf_token": token, "label": "from the console"}
+    """Mint through the page's form, as a browser does: the page after the redirect."""
+    form_token = await form_token_of(admin, f"/console/customers/{web.student_id}", "mint-key-form")
+    data: dict[str, str | list[str]] = {
+        "csrf_token": token,
+        "label": "from the console",
+        "form_token": form_token,
+    }
     data.update(form)
-    return await admin.post(keys_path(web), data=data)
+    answer = await admin.post(keys_path(web), data=data)
+    if answer.status_code != 303:
+        return answer
+    assert "form_token" not in answer.headers["location"]
+    return await admin.get(answer.headers["location"])
 
 
 async def test_the_admin_sees_every_key_of_the_facility_without_hash_or_raw_key(

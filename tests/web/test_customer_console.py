@@ -21,7 +21,7 @@ from pydantic import SecretStr
 
 from pmsgate.customers.service import link_pms
 from pmsgate.gateway.facilities import NewFacility
-from tests.web.support import WebSandbox, csrf, record_route, web_sandbox
+from tests.web.support import WebSandbox, csrf, record_route, sync_form, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -117,7 +117,7 @@ async def run_sync(web: WebSandbox, client: httpx.AsyncClient, token: str, *, co
     """Start a sync from the page (as the form does) and wait until it has finished."""
     answer = await client.post(
         f"/console/customers/{web.student_id}/sync",
-        data={"commit": "true" if commit else "false", "csrf_token": token},
+        data=sync_form(web, client, commit="true" if commit else "false", csrf_token=token),
     )
     assert answer.status_code == 303, answer.text
     job = await web.web.sync_jobs.latest(web.student_id)
@@ -252,7 +252,7 @@ async def test_a_running_sync_shows_its_progress_in_words(database_url: str) -> 
         web.sleep.close()  # hold the sync at its first throttle wait
         started = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "true"},
+            data=sync_form(web, client, commit="true"),
             headers={**csrf(token), "HX-Request": "true"},
         )
         assert started.status_code == 200
@@ -293,7 +293,7 @@ async def test_a_sync_refused_from_the_page_is_said_in_words(database_url: str) 
         client, token = await web.signed_in("customer")
         answer = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "true", "csrf_token": token},
+            data=sync_form(web, client, commit="true", csrf_token=token),
         )
         assert answer.status_code == 409
         text = assert_plain(web, answer.text)
@@ -312,7 +312,7 @@ async def test_a_customer_off_the_allowlist_sees_a_plain_message_and_no_buttons(
         assert "Knowledge updates are not open to your account yet." in text
         refused = await client.post(
             f"/console/customers/{web.student_id}/sync",
-            data={"commit": "true"},
+            data=sync_form(web, client, commit="true"),
             headers={**csrf(token), "HX-Request": "true"},
         )
         assert refused.status_code == 200

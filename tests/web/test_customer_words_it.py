@@ -413,7 +413,7 @@ def test_an_unknown_error_reads_a_generic_sentence_never_its_english(
 
 def test_page_errors_in_english_too() -> None:
     with use_locale("en"):
-        assert page_error_words(TooManyLoginAttempts(61)) == (
+        assert page_error_words(TooManyLoginAttempts(121)) == (
             "Too many wrong sign-ins: signing in is paused for a while.",
             "Try again in 2 minutes, or choose a new password with “Forgot your password?”.",
         )

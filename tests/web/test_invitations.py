@@ -16,7 +16,7 @@ import pytest
 
 from pmsgate.audit.actions import Actor
 from pmsgate.storage.audit import AuditFilter
-from tests.web.support import WebSandbox, csrf, login, web_sandbox
+from tests.web.support import WebSandbox, csrf, form_token_in, login, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -160,13 +160,20 @@ async def test_an_admin_sends_the_invitation_again_from_the_customer_page(
     admin, token = await web.signed_in("admin")
     page = await admin.get(f"/console/customers/{web.student_id}")
     assert 'data-testid="account-panel"' in page.text and 'data-state="none"' in page.text
-    sent = await admin.post(
-        f"/console/customers/{web.student_id}/invite", data={"csrf_token": token}
-    )
+    form = {"csrf_token": token, "form_token": form_token_in(page.text, "invite-form")}
+    sent = await admin.post(f"/console/customers/{web.student_id}/invite", data=form)
     assert sent.status_code == 303 and "invited=1" in sent.headers["location"]
     page = await admin.get(sent.headers["location"])
     assert 'data-testid="invite-sent"' in page.text and 'data-state="invited"' in page.text
-    await admin.post(f"/console/customers/{web.student_id}/invite", data={"csrf_token": token})
+    # The same form again (a reload, a double click): no second e-mail, a plain word instead.
+    repeated = await admin.post(f"/console/customers/{web.student_id}/invite", data=form)
+    assert repeated.status_code == 303 and "repeated=1" in repeated.headers["location"]
+    again = await admin.get(repeated.headers["location"])
+    assert 'data-testid="form-repeated"' in again.text
+    assert len(outbox(web, "invite", await customer_email(web))) == 1
+    # The page's new form sends a new invitation.
+    fresh = {"csrf_token": token, "form_token": form_token_in(again.text, "invite-form")}
+    await admin.post(f"/console/customers/{web.student_id}/invite", data=fresh)
     assert len(outbox(web, "invite", await customer_email(web))) == 2
     [first, *_] = await events(web, "account.invited")
     assert getattr(first, "actor", "").endswith("@example.com")

@@ -256,3 +256,59 @@ async def test_users_list_shows_a_table_without_any_hash(cli_env: str, customer:
         assert text in table.stdout
     assert "argon2" not in table.stdout
     assert [u["email"] for u in await listed()] == ["ops@example.com", "owner@example.com"]
+
+
+async def test_users_unlock_without_redis_says_to_unlock_from_the_console(cli_env: str) -> None:
+    assert_failed_with(
+        await pmsgate("users", "unlock", "ops@example.com"), "unlock_needs_shared_state"
+    )
+
+
+async def test_users_unlock_lifts_a_pause_on_every_replica_and_is_audited(
+    cli_env: str,
+    redis_url: str,
+    redis_namespace: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from redis.asyncio import Redis
+
+    from pmsgate.audit.trail import AuditTrail
+    from pmsgate.storage.audit import AuditFilter
+
+    monkeypatch.setenv("PMSGATE_REDIS_URL", redis_url)
+    monkeypatch.setenv("PMSGATE_REDIS_NAMESPACE", redis_namespace)
+    get_settings.cache_clear()
+    settings = get_settings()
+    clock = ManualClock()
+    redis = Redis.from_url(redis_url)
+    try:
+        async with open_database(cli_env) as engine:
+            users = UserService(
+                session_factory(engine), clock=clock, settings=settings, redis=redis
+            )
+            await users.add("ops@example.com", SecretStr(PASSWORD), role="admin")
+            for _ in range(settings.login_max_failures + 1):
+                with pytest.raises(PmsgateError):
+                    await users.sign_in(
+                        "ops@example.com", SecretStr("wrong password here"), client="192.0.2.5"
+                    )
+            with pytest.raises(PmsgateError) as paused:
+                await users.sign_in("ops@example.com", SecretStr(PASSWORD), client="192.0.2.5")
+            assert paused.value.code == "too_many_login_attempts"
+
+            result = await pmsgate("users", "unlock", "ops@example.com", "--address", "192.0.2.5")
+            assert result.exit_code == 0, (result.stdout, result.stderr)
+            assert "unlocked" in result.stdout
+
+            principal, _ = await users.sign_in(
+                "ops@example.com", SecretStr(PASSWORD), client="192.0.2.5"
+            )
+            assert principal.email == "ops@example.com"
+            trail = AuditTrail(session_factory(engine), clock, retention_days=30)
+            events = [e async for e in trail.export(AuditFilter(action_prefix="signin.unlocked"))]
+            assert [(e.actor_kind, e.subject) for e in events] == [("cli", "user:ops@example.com")]
+            assert events[0].details["address"] == "192.0.2.5"
+            refused = await pmsgate("users", "unlock", "--address", "not-an-ip")
+            assert_failed_with(refused, "invalid_address")
+    finally:
+        await redis.aclose()

@@ -28,6 +28,10 @@ class AuditAction(StrEnum):
     SIGNIN_SUCCEEDED = "signin.succeeded"
     SIGNIN_FAILED = "signin.failed"
     SIGNIN_LINK_USED = "signin.link_used"
+    SIGNIN_LOCKED = "signin.locked"
+    SIGNIN_UNLOCKED = "signin.unlocked"
+    ONBOARDING_STEP_CONFIRMED = "onboarding.step_confirmed"
+    ONBOARDING_STEP_REOPENED = "onboarding.step_reopened"
     ACCOUNT_INVITED = "account.invited"
     PASSWORD_RESET_SENT = "account.reset_sent"
     PASSWORD_RESET_REQUESTED = "account.reset_requested"
@@ -39,6 +43,14 @@ class AuditAction(StrEnum):
     NOTICE_SENT = "notice.sent"
     NOTICE_FAILED = "notice.failed"
     AUDIT_PURGED = "audit.purged"
+    INCIDENT_OPENED = "incident.opened"
+    INCIDENT_RESOLVED = "incident.resolved"
+    INCIDENT_ACKNOWLEDGED = "incident.acknowledged"
+    INCIDENT_ASSIGNED = "incident.assigned"
+    INCIDENT_SNOOZED = "incident.snoozed"
+    INCIDENT_NOTE_ADDED = "incident.note_added"
+    INCIDENT_CHECKED = "incident.checked"
+    INCIDENT_LINK_RESENT = "incident.link_resent"
 
 
 class Outcome(StrEnum):

@@ -16,6 +16,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from pmsgate.app import create_app
+from pmsgate.audit.actions import Actor
 from pmsgate.container import open_container
 from pmsgate.customers.registry_check import registry_checks
 from pmsgate.demo.onboarding import CONSOLE_URL, Onboarded, customer_file_of, demo_facilities
@@ -45,7 +46,7 @@ def _counters(body: dict[str, Any], names: tuple[str, ...]) -> str:
 
 async def web_chapter(console: Console, onboarded: Onboarded) -> None:
     """Sign in as an admin and as the Route A customer; sync, break and reconnect the PMS."""
-    console.rule("[bold]5. The web app and the console (issue 7)")
+    console.rule("[bold]5. The web app, the console and the team's incidents")
     sandbox, settings, clock = onboarded.sandbox, onboarded.settings, onboarded.clock
     # Incident notices (docs/operations.md, Notifications): the team's address, the link's base.
     settings = settings.model_copy(
@@ -101,6 +102,7 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
                 f"{len(sandbox.platform.listings(customer_workspace(sandbox, partner)))}."
             )
             await _notices(console, scheduler, settings.data_dir, "told")
+            await _team_acts(console, web, customer.student_id, str(partner["hotel_id"]))
             body = {"username": partner["username"], "password": "not-the-new-one"}
             wrong = await owner.put(f"{api}/kross/connect", json=body)
             console.print(
@@ -114,6 +116,7 @@ async def web_chapter(console: Console, onboarded: Onboarded) -> None:
                 f"listings sync {right['listingsSync']}, {right['listings']} listings."
             )
             await _notices(console, scheduler, settings.data_dir, "recovered")
+            await _incident_closed(console, web, customer.student_id, str(partner["hotel_id"]))
             await _allowlist_holds(console, web, owner, customer.student_id, customer.recipient)
             await _registry_caught_and_fixed(console, web, owner, customer.student_id)
             run = await scheduler.run_once(REFRESH_USAGE)
@@ -230,6 +233,35 @@ async def _registry_caught_and_fixed(
         f"'Fix the registry' (HTTP {fixed.status_code}): registry now "
         f"[bold]{after.status if after else '?'}[/], each apartment on its own listing "
         "(a registry.fixed audit event names who)."
+    )
+
+
+async def _team_acts(console: Console, web: Any, student_id: str, hotel_id: str) -> None:
+    """The team's side: the incident on "Needs attention", acknowledged, checked once more."""
+    incident = (await web.incidents.of_customer(student_id, [hotel_id]))[0]
+    told = ", ".join(sorted({n.channel for n in incident.sent_notices})) or "nobody yet"
+    console.print(
+        f"Needs attention (/console/attention): incident #{incident.record.id} "
+        f"[bold]{incident.label}[/], {incident.state}, {incident.age_words}, "
+        f"{incident.record.failures} failed attempt(s), told: {told}."
+    )
+    admin = Actor.admin("admin@platform-team.example")
+    await web.incidents.acknowledge(incident.record.id, actor=admin)
+    checked = await web.incidents.check_now(incident.record.id, actor=admin)
+    after = await web.incidents.get(incident.record.id)
+    console.print(
+        "The team acknowledges it and presses 'Check now' (one token request through the "
+        f"facility's limiter): {escape(after.timeline()[-1].text)}. State: "
+        f"{after.state_words}; {len(after.timeline())} lines in its timeline; the "
+        f"customer's link is the way back ({checked})."
+    )
+
+
+async def _incident_closed(console: Console, web: Any, student_id: str, hotel_id: str) -> None:
+    incident = (await web.incidents.of_customer(student_id, [hotel_id]))[0]
+    console.print(
+        f"Incident #{incident.record.id}: [bold]{incident.state}[/] ({incident.age_words}); "
+        f"its timeline: " + "; ".join(escape(line.text) for line in incident.timeline()[-3:])
     )
 
 

@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING
+
 from pmsgate.config import Settings
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.errors import PmsgateError
 from pmsgate.integrations.kross.client import BROWSER_UA_PREFIX
 from pmsgate.integrations.kross.operations import load_operations
+
+if TYPE_CHECKING:
+    from sqlalchemy.ext.asyncio import AsyncEngine
+
+    from pmsgate.storage.db import SchemaStatus
 
 AREA = "local"
 
@@ -87,17 +95,30 @@ def check_console_address(settings: Settings, report: Report) -> None:
         )
 
 
-async def check_database(settings: Settings, report: Report) -> None:
-    """Reachable and migrated to the newest revision (the doctor never migrates)."""
-    from alembic.script import ScriptDirectory
+async def check_database(
+    settings: Settings, report: Report, prepare: Callable[[AsyncEngine], Awaitable[SchemaStatus]]
+) -> None:
+    """Reachable, and at a schema this release runs on (the doctor never migrates).
 
-    from pmsgate.storage.db import alembic_config, current_revision, open_database
+    ``prepare`` checks the schema without migrating (the composition root's
+    ``prepare_database(engine, migrate=False)``: its refusals are ``schema_*`` errors).
+    """
+    from pmsgate.storage.db import open_database
 
     backend = settings.effective_database_url.split(":", 1)[0]
     try:
         async with open_database(settings.effective_database_url, migrate=False) as engine:
-            current = await current_revision(engine)
+            status = await prepare(engine)
     except Exception as error:
+        if isinstance(error, PmsgateError) and error.code.startswith("schema_"):
+            advice = (
+                "Run `pmsgate db upgrade` (or the migration Job) before serving this release."
+                if error.code == "schema_outdated"
+                else "Deploy the release that migrated it, or restore the backup taken before "
+                "the upgrade (docs/deploy.md, Rolling back)."
+            )
+            report.add(AREA, "database", Status.FAIL, error.message, advice, code=error.code)
+            return
         report.add(
             AREA,
             "database",
@@ -106,17 +127,46 @@ async def check_database(settings: Settings, report: Report) -> None:
             "Check PMSGATE_DATABASE_URL and that the server is reachable.",
         )
         return
-    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
-    if current == head:
-        report.add(AREA, "database", Status.OK, f"{backend}, at revision {current}.")
-    else:
+    if status.newer:
         report.add(
             AREA,
             "database",
-            Status.FAIL,
-            f"{backend} is at revision {current or 'none'}; this version needs {head}.",
-            "Run `pmsgate db upgrade` (every `serve` also migrates on start).",
+            Status.WARN,
+            f"{backend}, {status.line()}: this release (revision {status.head}) runs on it.",
+            "A rollback in progress? Roll forward when you can (docs/deploy.md, Rolling back).",
         )
+    else:
+        report.add(AREA, "database", Status.OK, f"{backend}, at revision {status.current}.")
+
+
+async def check_vault_keys(settings: Settings, report: Report) -> None:
+    """The configured vault keys read the stored secrets: one sample per key id in use."""
+    from pmsgate.clock import SystemClock
+    from pmsgate.gateway.vault import Vault, VaultKeyCheck
+    from pmsgate.storage.db import open_database, session_factory
+
+    try:
+        vault = Vault(settings.secret_keys.get_secret_value() if settings.secret_keys else "")
+    except PmsgateError as error:
+        report.add(AREA, "vault keys", Status.FAIL, error.message, error.hint)
+        return
+    async with open_database(settings.effective_database_url, migrate=False) as engine:
+        keys = await VaultKeyCheck(session_factory(engine), vault, SystemClock()).check()
+    if keys.ok:
+        tried = ", ".join(keys.verified) or "none: no stored credential yet"
+        report.add(AREA, "vault keys", Status.OK, f"Stored secrets decrypt; keys tried: {tried}.")
+        return
+    report.add(
+        AREA,
+        "vault keys",
+        Status.FAIL,
+        f"The vault cannot read every stored secret: {keys.problem()}.",
+        "Add the missing key (its `id:base64key` entry) back to PMSGATE_SECRET_KEYS, after "
+        "the primary; once every replica has it, `pmsgate secrets rotate` re-encrypts under "
+        "the primary and the old key can go (docs/deploy.md, Rotating the vault key).",
+        missing=list(keys.missing),
+        wrong=list(keys.wrong),
+    )
 
 
 async def check_redis(settings: Settings, report: Report) -> None:

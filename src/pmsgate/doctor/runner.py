@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
-from pmsgate.container import open_container
+from pmsgate.container import open_container, prepare_database
 from pmsgate.customers.context import HttpFactory, default_http_factory
 from pmsgate.doctor import assistant, kross, local, notes
 from pmsgate.doctor.findings import Report, Status
@@ -44,7 +44,12 @@ async def run_doctor(
     report = Report()
     local.check_configuration(settings, report)
     local.check_console_address(settings, report)
-    await local.check_database(settings, report)
+    await local.check_database(
+        settings, report, lambda engine: prepare_database(engine, migrate=False)
+    )
+    needed = (report.of(local.AREA, "database"), report.of(local.AREA, "secret keys"))
+    if all(f is not None and f.status is not Status.FAIL for f in needed):
+        await local.check_vault_keys(settings, report)
     await local.check_redis(settings, report)
     async with AsyncExitStack() as stack:
         http = await stack.enter_async_context(factory())
@@ -70,7 +75,9 @@ async def run_doctor(
 async def _probe(
     settings: Settings, target: Target, factory: HttpFactory, clock: Clock, report: Report
 ) -> None:
-    async with open_container(settings, clock=clock, http_factory=factory) as container:
+    async with open_container(
+        settings, clock=clock, http_factory=factory, migrate=False
+    ) as container:
         customers = container.customers
         hotel_id, workspace_id = target.hotel_id, target.workspace_id
         notes_token, database_id = None, None

@@ -12,6 +12,10 @@ named by the calling key's display prefix. That prefix is the presented key's fi
 characters (:func:`~pmsgate.gateway.keys.display_prefix`, the same function that made the
 stored one), so naming the caller costs no database read. A write refused for want of
 its scope is recorded here, as ``refused`` (reads, cached or not, are never recorded).
+
+Every tool and operation call that reached a facility (its key authenticated) is logged in
+the facility's tool-call log (:mod:`pmsgate.gateway.call_log`): outcome, error code, cache
+or upstream, answer age, latency, the key's display prefix; an operation's payload never.
 """
 
 from __future__ import annotations
@@ -28,10 +32,10 @@ from pmsgate.audit.actions import Actor
 from pmsgate.boundary import loads_json, refuse_control_characters
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import Forbidden, InvalidInput, Unauthorized
-from pmsgate.gateway.context import GatewayServices, GatewayServicesDep, gateway_services
-from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.call_log import CallLog, CallStart, argument_shape
+from pmsgate.gateway.context import GatewayServicesDep, gateway_services
 from pmsgate.gateway.keys import display_prefix, hash_key
-from pmsgate.gateway.operations import PAYLOAD_MODELS
+from pmsgate.gateway.operations import PAYLOAD_MODELS, OperationAnswer
 from pmsgate.gateway.scopes import TOOLS_READ, operation_scope
 from pmsgate.integrations.kross.client import TOKEN_OPERATION
 from pmsgate.integrations.kross.operations import load_operations
@@ -51,12 +55,6 @@ def bearer_key(authorization: str | None) -> str:
             "`pmsgate facilities mint-key HOTEL_ID`.",
         )
     return key.strip()
-
-
-async def _facility(
-    services: GatewayServices, authorization: str | None, scope: str
-) -> FacilityView:
-    return await services.facilities.authenticate(bearer_key(authorization), scope)
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
@@ -91,14 +89,24 @@ async def call_tool(
     authorization: str | None = Header(default=None),
 ) -> JSONResponse:
     """Call one tool for the key's facility."""
-    services.tools.definition(name)
-    facility = await _facility(services, authorization, TOOLS_READ)
-    arguments = await _json_object(request)
+    tool = services.tools.definition(name)
+    raw_key = bearer_key(authorization)
+    facility = await services.facilities.authenticate(raw_key, TOOLS_READ)
+    # Logged from here on: the call reached a facility (pmsgate.gateway.call_log).
+    call = services.gateway.call_log.start(
+        facility.id, kind="tool", name=name, transport="http", key_prefix=display_prefix(raw_key)
+    )
     outcome = "error"
     try:
+        arguments = await _json_object(request)
+        call.arguments = argument_shape(tool, arguments)
         answer = await services.tools.call(facility, name, arguments)
         outcome = "stale" if answer.meta.get("stale") else "ok"
+        services.gateway.call_log.answered(call, answer.meta)
         return JSONResponse(answer.model_dump())
+    except BaseException as error:
+        services.gateway.call_log.failed(call, error)
+        raise
     finally:
         services.metrics.tool_calls.labels(name, outcome).inc()
 
@@ -135,21 +143,46 @@ async def call_operation(
                 error=refusal,
             )
         raise
-    payload = await _json_object(request)
+    prefix = display_prefix(raw_key)
+    call_log = services.gateway.call_log
+    # An operation's payload is never logged: only its name, outcome and freshness.
+    call = call_log.start(
+        facility.id, kind="operation", name=operation.name, transport="http", key_prefix=prefix
+    )
     outcome = "error"
     try:
+        payload = await _json_object(request)
         answer = await services.operations.call(
             facility,
             path,
             payload,
             idempotency_key,
-            caller=Actor.gateway_key(display_prefix(raw_key)),
+            caller=Actor.gateway_key(prefix),
         )
         outcome = "replayed" if answer.replayed else "ok"
+        _log_operation_answer(call_log, call, operation.is_write, answer)
         headers = {"Idempotent-Replayed": "true"} if answer.replayed else {}
         return JSONResponse(answer.body, status_code=answer.status, headers=headers)
+    except BaseException as error:
+        call_log.failed(call, error)
+        raise
     finally:
         services.metrics.tool_calls.labels(f"op:{path}"[:80], outcome).inc()
+
+
+def _log_operation_answer(
+    call_log: CallLog, call: CallStart, write: bool, answer: OperationAnswer
+) -> None:
+    """An operation's answer in the call log: a read's freshness, a write's status."""
+    error = answer.body.get("error") if answer.status >= 400 else None
+    code = error.get("code") if isinstance(error, dict) else None
+    if answer.replayed:
+        call_log.replayed(call, status=answer.status, error_code=code)
+    elif write:
+        call_log.written(call, status=answer.status, error_code=code)
+    else:
+        meta = answer.body.get("meta")
+        call_log.answered(call, meta if isinstance(meta, dict) else None, status=answer.status)
 
 
 # --- routes answered without FastAPI's dependency resolution -----------------------------------

@@ -31,7 +31,8 @@ parent app must enter. Choices, and why:
   tool handler as ``ctx.request``; a tool call only ever runs for that facility.
   (Not a contextvar: the SDK serves a stateless handshake-era request in a task
   of the session manager's task group, which does not run in the request's
-  context.)
+  context.) The key's display prefix travels the same way, for the tool-call log
+  (:mod:`pmsgate.gateway.call_log`), where every tool call that reached a facility is logged.
 - **Tool results**: the ``ToolAnswer`` as JSON text plus ``structuredContent``
   ``{"data", "meta"}``; a ``PmsgateError`` (unknown tool, bad arguments, an
   upstream failure, ...) becomes a result with ``isError: true`` whose text is
@@ -69,8 +70,10 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from pmsgate.errors import NotFound, PmsgateError, Unauthorized
+from pmsgate.gateway.call_log import CallLog, CallStart, argument_shape
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.http import bearer_key
+from pmsgate.gateway.keys import display_prefix
 from pmsgate.version import build_info
 
 if TYPE_CHECKING:
@@ -90,6 +93,8 @@ INSTRUCTIONS = (
 
 # The ASGI scope key the authenticated facility travels under (one request's scope only).
 FACILITY_SCOPE_KEY = "pmsgate.facility"
+# ... and the key's display prefix, which names the caller in the tool-call log.
+KEY_PREFIX_SCOPE_KEY = "pmsgate.key_prefix"
 
 Authenticate = Callable[[str], Awaitable[FacilityView]]
 RecordCall = Callable[[str, str], None]
@@ -101,10 +106,14 @@ def create_mcp_app(
     tools_provider: Callable[[], Tools],
     authenticate: Authenticate,
     record_call: RecordCall | None = None,
+    call_log_provider: Callable[[], CallLog] | None = None,
     allowed_hosts: Sequence[str] | None = None,
 ) -> tuple[ASGIApp, Lifespan]:
-    """The MCP ASGI app for ``/mcp`` and the lifespan the parent app must enter around it."""
-    server = build_server(tools_provider, record_call)
+    """The MCP ASGI app for ``/mcp`` and the lifespan the parent app must enter around it.
+
+    ``call_log_provider`` gives the process's tool-call log (None: calls are not logged).
+    """
+    server = build_server(tools_provider, record_call, call_log_provider)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=allowed_hosts is not None,
         allowed_hosts=list(allowed_hosts or ()),
@@ -117,7 +126,9 @@ def create_mcp_app(
 
 
 def build_server(
-    tools_provider: Callable[[], Tools], record_call: RecordCall | None = None
+    tools_provider: Callable[[], Tools],
+    record_call: RecordCall | None = None,
+    call_log_provider: Callable[[], CallLog] | None = None,
 ) -> Server[Any]:
     """The MCP server answering ``tools/list`` and ``tools/call`` from the gateway's tools."""
 
@@ -140,19 +151,42 @@ def build_server(
                 )
             )
         outcome = "error"
+        call_log = call_log_provider() if call_log_provider is not None else None
+        call: CallStart | None = None
         try:
             facility = facility_of(ctx.request)
-            answer = await tools.call(facility, params.name, params.arguments or {})
+            arguments = params.arguments or {}
+            if call_log is not None:
+                # Logged from here on, as over HTTP (pmsgate.gateway.call_log).
+                call = call_log.start(
+                    facility.id,
+                    kind="tool",
+                    name=params.name,
+                    transport="mcp",
+                    key_prefix=key_prefix_of(ctx.request),
+                )
+                call.arguments = argument_shape(tools.definitions[params.name], arguments)
+            answer = await tools.call(facility, params.name, arguments)
         except PmsgateError as error:
+            if call_log is not None and call is not None:
+                call_log.failed(call, error)
             return error_result(error)
         except Exception as error:
             # Type only: an exception message may carry secrets or guest data from a payload.
             log.error(
                 "mcp_tool_unexpected_error", tool=params.name, error_type=type(error).__name__
             )
+            if call_log is not None and call is not None:
+                call_log.failed(call, error)
             return error_result(PmsgateError("An unexpected error occurred."))
+        except BaseException as error:
+            if call_log is not None and call is not None:
+                call_log.failed(call, error)  # cancelled: the caller went away
+            raise
         else:
             outcome = "stale" if answer.meta.get("stale") else "ok"
+            if call_log is not None and call is not None:
+                call_log.answered(call, answer.meta)
             body = answer.model_dump(mode="json")
             return types.CallToolResult(content=[_text(body)], structured_content=body)
         finally:
@@ -204,6 +238,12 @@ def facility_of(request: Any) -> FacilityView:
     return facility
 
 
+def key_prefix_of(request: Any) -> str | None:
+    """The display prefix of the gateway key the request was authenticated with."""
+    prefix = request.scope.get(KEY_PREFIX_SCOPE_KEY) if isinstance(request, Request) else None
+    return prefix if isinstance(prefix, str) else None
+
+
 def error_result(error: PmsgateError) -> types.CallToolResult:
     """A tool error as MCP reports it: ``isError`` with the service's error body."""
     body = error.to_body()
@@ -239,7 +279,8 @@ class BearerKeyMiddleware:
             return
         authorization = Headers(scope=scope).get("authorization")
         try:
-            facility = await self.authenticate(bearer_key(authorization))
+            raw_key = bearer_key(authorization)
+            facility = await self.authenticate(raw_key)
         except PmsgateError as error:
             headers = dict(error.headers)
             if error.status == 401:
@@ -248,7 +289,11 @@ class BearerKeyMiddleware:
             await response(scope, receive, send)
             return
         # A copy of the scope: the facility belongs to this request only.
-        await self.app({**scope, FACILITY_SCOPE_KEY: facility}, receive, send)
+        await self.app(
+            {**scope, FACILITY_SCOPE_KEY: facility, KEY_PREFIX_SCOPE_KEY: display_prefix(raw_key)},
+            receive,
+            send,
+        )
 
 
 async def _method_not_allowed(scope: Scope, receive: Receive, send: Send) -> None:

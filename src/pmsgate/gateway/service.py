@@ -45,6 +45,7 @@ import structlog
 from pmsgate.audit.actions import Actor
 from pmsgate.clock import Clock
 from pmsgate.gateway.cache import Cached, ReadCache
+from pmsgate.gateway.call_log import CallLog
 from pmsgate.gateway.facilities import (
     CAUSE_ACCEPTED_AGAIN,
     CAUSE_REFUSED,
@@ -135,6 +136,7 @@ class Gateway:
         policy: GatewayPolicy | None = None,
         usage: UsageCounter | None = None,
         tracing: Tracing | None = None,
+        call_log: CallLog | None = None,
     ) -> None:
         self.facilities = facilities
         self.pms = pms_client
@@ -144,6 +146,8 @@ class Gateway:
         self.clock = clock
         self.metrics = metrics
         self.usage = usage if usage is not None else UsageCounter(clock)
+        # The tool-call log and each facility's latest upstream success and failure.
+        self.call_log = call_log if call_log is not None else CallLog(clock)
         self.policy = policy or GatewayPolicy()
         self.tracing = tracing
         self._reauth_locks: dict[str, anyio.Lock] = {}
@@ -191,8 +195,10 @@ class Gateway:
             task.cancel()
         await asyncio.gather(*self._refreshing.values(), return_exceptions=True)
         self._refreshing.clear()
-        # The gateway closes before the database engine: the last batch of uses still lands.
+        # The gateway closes before the database engine: the last batch of uses still lands,
+        # and so do the last logged calls.
         await self.facilities.aclose()
+        await self.call_log.aclose()
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -308,11 +314,13 @@ class Gateway:
                 result = await self.pms.call(op.name, payload, token, before_attempt=before_attempt)
             except pms.PmsError as error:
                 self.metrics.upstream_calls.labels(facility.hotel_id, op.name, error.code).inc()
+                self.call_log.upstream_failed(facility.id, error.code)
                 if isinstance(error, pms.RateLimited):
                     self.metrics.upstream_429s.labels(facility.hotel_id).inc()
                 mark_failed(span, error.code)
                 raise
         self.metrics.upstream_calls.labels(facility.hotel_id, op.name, "ok").inc()
+        self.call_log.upstream_succeeded(facility.id)
         return result
 
     def limit_key(self, facility: FacilityView) -> str:
@@ -381,6 +389,7 @@ class Gateway:
             token = await self.tokens.token(facility.hotel_id)
         except pms.AuthenticationFailed as error:
             # The failed request was an authentication attempt: the next one waits an interval.
+            self.call_log.upstream_failed(facility.id, error.code)
             await self.facilities.record_auth_attempt(facility.hotel_id)
             await self.facilities.mark_error(facility.hotel_id, error.message, cause=CAUSE_REFUSED)
             log.warning(

@@ -5,6 +5,9 @@ data binds it to one facility and one field, so a ciphertext copied to another
 row or column fails to decrypt instead of leaking the wrong secret.
 Keys come from ``PMSGATE_SECRET_KEYS`` (``id:base64key,…``): the first encrypts,
 all decrypt, and :meth:`Vault.needs_rotation` tells which values to re-encrypt.
+:class:`VaultKeyCheck` tells whether the configured keys read what is stored (`pmsgate
+doctor`, `/readyz`): a key id stored secrets name and the configuration lacks, or a key
+under a known id that does not decrypt its sample.
 """
 
 from __future__ import annotations
@@ -13,14 +16,23 @@ import base64
 import binascii
 import os
 import secrets
+from dataclasses import dataclass
+from datetime import datetime
 
+import anyio
+import structlog
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from pmsgate.clock import Clock
 from pmsgate.errors import ConfigurationError, PmsgateError
 from pmsgate.storage.models import Ciphertext
+from pmsgate.storage.secrets import StoredSecrets
 
 NONCE_BYTES = 12
+
+log = structlog.get_logger(__name__)
 
 
 class VaultError(PmsgateError):
@@ -96,6 +108,11 @@ class Vault:
     def __repr__(self) -> str:
         return f"Vault(primary={self.primary_key_id!r}, keys={len(self._keys)})"
 
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        """The configured key ids, the primary first."""
+        return tuple(self._keys)
+
     def encrypt(self, plaintext: str, *, context: str) -> Ciphertext:
         """Ciphertext of the plaintext under the primary key, bound to the context."""
         nonce = os.urandom(NONCE_BYTES)
@@ -129,3 +146,99 @@ class Vault:
 def facility_context(hotel_id: str, field: str) -> str:
     """Associated data for a facility's secret field (password, api_key, token)."""
     return f"pmsgate/facility/{hotel_id}/{field}"
+
+
+@dataclass(frozen=True)
+class VaultKeyReport:
+    """Whether the configured keys read the stored secrets, and which key ids do not."""
+
+    # Key ids stored secrets name that PMSGATE_SECRET_KEYS does not list.
+    missing: tuple[str, ...] = ()
+    # Configured key ids whose stored sample fails to decrypt (another key under that id).
+    wrong: tuple[str, ...] = ()
+    # Configured key ids whose sample decrypted.
+    verified: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        """True when every stored secret names a configured key and every sample decrypted."""
+        return not self.missing and not self.wrong
+
+    def problem(self) -> str:
+        """What is wrong, in one sentence naming the key ids (empty when nothing is)."""
+        parts = []
+        if self.missing:
+            ids = ", ".join(repr(key_id) for key_id in self.missing)
+            parts.append(
+                f"stored secrets are encrypted with key id {ids}, not in PMSGATE_SECRET_KEYS"
+            )
+        if self.wrong:
+            ids = ", ".join(repr(key_id) for key_id in self.wrong)
+            parts.append(
+                f"PMSGATE_SECRET_KEYS key {ids} does not decrypt the secrets stored under it"
+            )
+        return "; ".join(parts)
+
+
+class VaultKeyCheck:
+    """Checks the configured keys against the stored secrets; caches the answer a while.
+
+    Reads, per configured key id, one stored facility credential and decrypts it (the
+    plaintext is dropped at once), and looks for ciphertexts naming a key id the
+    configuration lacks (pmsgate.storage.secrets: a few ``LIMIT 1`` queries). `/readyz` asks
+    through :meth:`cached`: a probe every few seconds decrypts at most once per
+    ``max_age_s``. The answer changes only with the stored secrets (a rotation) or the
+    configuration (a restart).
+    """
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        vault: Vault,
+        clock: Clock,
+        *,
+        max_age_s: float = 300.0,
+    ) -> None:
+        self._sessions = sessions
+        self._vault = vault
+        self._clock = clock
+        self._max_age_s = max_age_s
+        self._last: tuple[datetime, VaultKeyReport] | None = None
+        self._lock = anyio.Lock()
+
+    def __repr__(self) -> str:
+        return f"VaultKeyCheck({self._vault!r}, max_age_s={self._max_age_s})"
+
+    async def check(self) -> VaultKeyReport:
+        """The keys against the stored secrets, now."""
+        wrong: list[str] = []
+        verified: list[str] = []
+        async with self._sessions() as session:
+            stored = StoredSecrets(session)
+            missing = await stored.key_ids_besides(self._vault.key_ids)
+            for key_id in self._vault.key_ids:
+                sample = await stored.facility_sample(key_id)
+                if sample is None:
+                    continue
+                try:
+                    self._vault.decrypt(
+                        sample.ciphertext, context=facility_context(sample.hotel_id, sample.field)
+                    )
+                except VaultError:
+                    wrong.append(key_id)
+                else:
+                    verified.append(key_id)
+        report = VaultKeyReport(tuple(sorted(missing)), tuple(wrong), tuple(verified))
+        if not report.ok:  # key ids only: never a key, a ciphertext or a facility's secret
+            log.warning(
+                "vault_keys_do_not_read_stored_secrets", missing=report.missing, wrong=report.wrong
+            )
+        return report
+
+    async def cached(self) -> VaultKeyReport:
+        """The last answer if younger than ``max_age_s``, else a new one (one at a time)."""
+        async with self._lock:
+            now = self._clock.now()
+            if self._last is None or (now - self._last[0]).total_seconds() >= self._max_age_s:
+                self._last = (now, await self.check())
+            return self._last[1]

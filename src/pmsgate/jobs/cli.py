@@ -141,7 +141,7 @@ def run_command(
 
 async def _latest_runs() -> dict[str, JobRunView]:
     try:
-        async with open_container(get_settings()) as container:
+        async with open_container(get_settings(), migrate=False) as container:
             return await JobRuns(container.sessions).latest_by_job()
     except (SQLAlchemyError, OSError) as error:
         raise database_unavailable(error) from None

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from email.message import EmailMessage
 from email.utils import parseaddr
+from secrets import token_hex
 from typing import Any
 from urllib.parse import quote
 
@@ -209,6 +210,50 @@ class IncidentNotifier:
                         now=now,
                     )
         return planned, skipped
+
+    # --- a sign-in link sent again (the console's "resend") --------------------------------
+
+    async def resend_link(self, facility_id: int) -> tuple[str, str]:
+        """The customer's error notice again, with a new one-time sign-in link; (transport,
+        recipient). Its own message (Message-ID, outbox file), so a mail client shows both."""
+        state = next((s for s in await self._states() if s.facility_id == facility_id), None)
+        if state is None or not state.student_id or not state.customer_email:
+            raise PmsgateError(
+                "This facility has no customer address to write to.",
+                code="customer_address_missing",
+                status=409,
+                hint="Link the facility to its customer (`pmsgate customers link-pms`).",
+            )
+        now = self._clock.now()
+        notice = NoticeRecord(
+            id=0,
+            facility_id=facility_id,
+            incident_at=state.status_changed_at,
+            kind="error",
+            channel="customer",
+            recipient=state.customer_email,
+            student_id=state.student_id,
+            status="pending",
+            attempts=0,
+            last_error=None,
+            created_at=now,
+            sent_at=None,
+        )
+        message, with_link = await self._customer_message(notice, state)
+        if not with_link:
+            raise PmsgateError(
+                "The customer has no console account to sign in to.",
+                code="customer_login_missing",
+                status=409,
+                hint="Send the invitation from the customer's page instead.",
+            )
+        tag = f"{self._incident_tag(notice, state)}.resent.{now:%Y%m%dT%H%M%S}.{token_hex(4)}"
+        domain = parseaddr(self._settings.mail_from)[1].rpartition("@")[2] or "localhost"
+        message.replace_header("Message-ID", f"<incident.{tag}@{domain}>")
+        path = mail.outbox_dir(self._settings) / f"{mail.safe_filename(f'incident-{tag}')}.eml"
+        transport = await mail.deliver(self._settings, message, path, what="The sign-in link")
+        log.info("incident_link_resent", hotel_id=state.hotel_id, transport=transport)
+        return transport, state.customer_email
 
     # --- delivery --------------------------------------------------------------------------
 
@@ -437,8 +482,36 @@ def _label(notice: NoticeRecord, state: FacilityState) -> dict[str, str]:
     return {"hotel_id": state.hotel_id, "kind": notice.kind, "channel": notice.channel}
 
 
+class ReconnectLinkMailer:
+    """The console's "resend the sign-in link" (:class:`pmsgate.web.incidents.SignInLinkMailer`):
+    the customer's error notice again, through the notifier's own message, never a copy."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        clock: Clock,
+        settings: Settings,
+        audit: AuditTrail,
+        users: UserService,
+    ) -> None:
+        self._notifier = IncidentNotifier(
+            sessions, clock=clock, settings=settings, audit=audit, users=users, webhook_http=None
+        )
+
+    async def send_reconnect_link(self, facility_id: int) -> tuple[str, str]:
+        """E-mail the facility's customer a new one-time link to its reconnect form."""
+        return await self._notifier.resend_link(facility_id)
+
+
 async def notify_incidents(web: WebServices) -> dict[str, Any]:
-    """One tick of ``notify-incidents`` on the process's services."""
+    """One tick of ``notify-incidents`` on the process's services.
+
+    The incidents are reconciled first (:meth:`pmsgate.web.incidents.IncidentService.reconcile`):
+    an incident opens in the same tick as its notices are planned, and its timeline reads
+    them; every replica may run both (docs/operations.md, Incidents).
+    """
+    incidents = await web.incidents.reconcile()
     webhook_http = (
         web.customers.http_factory() if mail_secret(web.settings.notify_webhook_url) else None
     )
@@ -451,7 +524,12 @@ async def notify_incidents(web: WebServices) -> dict[str, Any]:
             users=web.users,
             webhook_http=webhook_http,
         )
-        return await notifier.run()
+        try:
+            summary = await notifier.run()
+        except JobPartlyFailed as failed:
+            failed.summary["incidents"] = incidents.as_dict()
+            raise
+        return {**summary, "incidents": incidents.as_dict()}
     finally:
         if webhook_http is not None:
             await webhook_http.aclose()

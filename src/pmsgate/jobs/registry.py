@@ -27,7 +27,12 @@ from pmsgate.jobs.scheduler import (
     JobSpec,
     check_specs,
 )
-from pmsgate.jobs.usage import flush_gateway_usage, refresh_usage
+from pmsgate.jobs.usage import (
+    PURGE_TOOL_CALLS,
+    flush_gateway_usage,
+    purge_tool_calls,
+    refresh_usage,
+)
 
 JOB_SPECS: tuple[JobSpec, ...] = (
     JobSpec(
@@ -85,6 +90,13 @@ JOB_SPECS: tuple[JobSpec, ...] = (
         run=purge_audit_events,
         description="Remove the audit events older than PMSGATE_AUDIT_RETENTION_DAYS "
         "(the purge is itself an event).",
+    ),
+    JobSpec(
+        PURGE_TOOL_CALLS,
+        default_interval_s=3600.0,
+        run=lambda web: purge_tool_calls(web.gateway),
+        description="Remove the logged tool calls older than PMSGATE_TOOL_CALL_LOG_RETENTION_DAYS "
+        "or beyond PMSGATE_TOOL_CALL_LOG_MAX_PER_FACILITY per facility.",
     ),
     JobSpec(
         RECORD_KEY_EXPIRY,

@@ -120,7 +120,8 @@ async def flush_gateway_usage(services: GatewayServices) -> dict[str, Any]:
     """Add the counts of tool calls and upstream requests to the hourly table.
 
     This process's own (in memory) and, with Redis, every replica's written there; then
-    this process's gateway-key uses (``last_used_at``, FacilityService.flush_key_uses).
+    this process's gateway-key uses (``last_used_at``, FacilityService.flush_key_uses) and
+    its tool-call log (CallLog.flush).
     """
     await services.usage.settle()
     counts = services.usage.drain()
@@ -131,11 +132,33 @@ async def flush_gateway_usage(services: GatewayServices) -> dict[str, Any]:
         # Back into the counter: the next flush adds them with whatever came since.
         services.usage.restore(counts)
         raise
-    # The same tick writes the gateway keys' last use, batched in memory since the last one.
+    # The same tick writes the gateway keys' last use, batched in memory since the last one,
+    # and this process's tool-call log and upstream health (pmsgate.gateway.call_log).
     keys_used = await services.facilities.flush_key_uses()
-    return {
+    logged = await services.gateway.call_log.flush()
+    summary: dict[str, Any] = {
         "hours": hours,
         "tool_calls": sum(c.tool_calls for c in counts.values()),
         "upstream_calls": sum(c.upstream_calls for c in counts.values()),
         "keys_used": keys_used,
+        "calls_logged": logged.calls,
+        "upstream_health": logged.facilities,
+    }
+    if logged.dropped:
+        summary["calls_dropped"] = logged.dropped
+    return summary
+
+
+PURGE_TOOL_CALLS = "purge-tool-calls"
+
+
+async def purge_tool_calls(services: GatewayServices) -> dict[str, Any]:
+    """Remove the logged calls older than PMSGATE_TOOL_CALL_LOG_RETENTION_DAYS and those
+    beyond PMSGATE_TOOL_CALL_LOG_MAX_PER_FACILITY per facility (the oldest first)."""
+    call_log = services.gateway.call_log
+    removed = await call_log.purge(services.clock.now())
+    return {
+        **removed,
+        "retention_days": call_log.retention.days,
+        "max_per_facility": call_log.max_rows_per_facility,
     }

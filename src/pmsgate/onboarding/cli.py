@@ -8,6 +8,9 @@
   waiting for a person, with evidence and due dates).
 - ``pmsgate onboard confirm STUDENT_ID STEP [--item ITEM] --evidence "…" [--by NAME]``:
   a person's evidence for a manual step (``channels`` is confirmed item by item).
+- ``pmsgate onboard reopen STUDENT_ID STEP [--item ITEM] [--note "…"] [--by NAME]``: take a
+  person's confirmation back; the step waits for a person again. The console's customer
+  page does both too (the same service, audited with the admin as actor).
 
 Exit status: 0 when the run went through (steps waiting for a person are fine),
 1 when an automatable step failed or a prerequisite stopped the run, 2 when the
@@ -49,7 +52,7 @@ from pmsgate.onboarding.report import (
     render_checklist,
     render_report,
 )
-from pmsgate.onboarding.runner import OnboardingRunner, StepEvent, confirm_step
+from pmsgate.onboarding.runner import OnboardingRunner, StepEvent, confirm_step, reopen_step
 from pmsgate.onboarding.steps import Step
 
 T = TypeVar("T")
@@ -219,7 +222,11 @@ def confirm_command(
         view = await confirm_step(services, student_id, step, evidence, item=item, person=person)
         return view.as_dict()
 
-    recorded = _run_on_onboarding_services(work)
+    _print_step(_run_on_onboarding_services(work), as_json=as_json)
+
+
+def _print_step(recorded: dict[str, Any], *, as_json: bool) -> None:
+    """A step as confirm/reopen left it: its JSON, or one line and what it waits for."""
     if as_json:
         typer.echo(json.dumps(recorded, ensure_ascii=False))
         return
@@ -230,6 +237,32 @@ def confirm_command(
     )
     if recorded["waiting_for"]:
         console.print(f"[cyan]waiting for:[/] {escape(recorded['waiting_for'])}")
+
+
+@onboard_app.command("reopen")
+def reopen_command(
+    student_id: Annotated[str, typer.Argument(help="The customer's student_id.")],
+    step: Annotated[str, typer.Argument(help="The step's id (e.g. `channels`) or number.")],
+    note: Annotated[
+        str, typer.Option("--note", help="Why the confirmation is taken back (never a secret).")
+    ] = "",
+    item: Annotated[
+        str | None,
+        typer.Option("--item", help="The item of a step confirmed item by item (channels)."),
+    ] = None,
+    by: Annotated[
+        str | None, typer.Option("--by", help="Who reopens (default: the login name).")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Take back a person's confirmation of a step (or one item): it waits for a person again."""
+    person = by or _login_name()
+
+    async def work(services: OnboardingServices) -> dict[str, Any]:
+        view = await reopen_step(services, student_id, step, note, item=item, person=person)
+        return view.as_dict()
+
+    _print_step(_run_on_onboarding_services(work), as_json=as_json)
 
 
 def _login_name() -> str | None:

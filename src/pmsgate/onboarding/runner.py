@@ -387,24 +387,19 @@ async def confirm_step(
     *,
     item: str | None = None,
     person: str | None = None,
+    actor: Actor | None = None,
     steps: Sequence[Step] | None = None,
 ) -> StepResultView:
     """Record a person's evidence for a manual step (or one of its items); kept for later runs.
 
     A step with items (``channels``) needs ``item``; the step is done once every
     required item is confirmed. A non-manual step can be confirmed only while it
-    waits for a person; the next run re-checks it.
+    waits for a person; the next run re-checks it. Audited ``onboarding.step_confirmed``
+    with ``actor`` (the admin, from the console) or the CLI as actor.
     """
     repo = services.repository
     student_id = student_id.strip()
-    catalogue = STEPS if steps is None else steps
-    step = find_step(catalogue, step_ref)
-    if step is None:
-        raise InvalidInput(
-            f"No onboarding step {step_ref}.",
-            code="unknown_step",
-            hint="Steps: " + ", ".join(f"{s.number} {s.id}" for s in catalogue),
-        )
+    step = _person_step(STEPS if steps is None else steps, step_ref)
     text = evidence.strip()
     if not text:
         raise InvalidInput(
@@ -481,7 +476,7 @@ async def confirm_step(
     if step.kind is not StepKind.MANUAL:
         done = False
     status = ("done" if done else "waiting") if step.kind is StepKind.MANUAL else "not_done"
-    return await repo.record(
+    view = await repo.record(
         NewStepResult(
             student_id=student_id,
             step_id=step.id,
@@ -497,3 +492,133 @@ async def confirm_step(
             person=person,
         )
     )
+    await _audit_person_step(
+        services,
+        AuditAction.ONBOARDING_STEP_CONFIRMED,
+        student_id,
+        step,
+        item=item,
+        note=text,
+        actor=actor,
+        person=person,
+    )
+    return view
+
+
+async def _audit_person_step(
+    services: OnboardingServices,
+    action: AuditAction,
+    student_id: str,
+    step: Step,
+    *,
+    item: str | None,
+    note: str,
+    actor: Actor | None,
+    person: str | None,
+) -> None:
+    """The trail's event of a person's confirmation or reopening (console or CLI as actor)."""
+    if services.audit is None:  # a runner built without the trail (some tests)
+        return
+    who = actor if actor is not None else Actor.cli(f"pmsgate onboard ({person or 'unknown'})")
+    await services.audit.record(
+        action,
+        actor=who,
+        subject=f"step:{step.id}" + (f"/{item}" if item else ""),
+        details=fit_details({"step": step.id, "number": step.number, "item": item, "note": note}),
+        student_id=student_id,
+    )
+
+
+def _person_step(catalogue: Sequence[Step], step_ref: str) -> Step:
+    step = find_step(catalogue, step_ref)
+    if step is None:
+        raise InvalidInput(
+            f"No onboarding step {step_ref}.",
+            code="unknown_step",
+            hint="Steps: " + ", ".join(f"{s.number} {s.id}" for s in catalogue),
+        )
+    return step
+
+
+async def reopen_step(
+    services: OnboardingServices,
+    student_id: str,
+    step_ref: str,
+    note: str = "",
+    *,
+    item: str | None = None,
+    person: str | None = None,
+    actor: Actor | None = None,
+    steps: Sequence[Step] | None = None,
+) -> StepResultView:
+    """Take back a person's confirmation of a step (or of one item): it waits for a person again.
+
+    The earlier evidence stays in the step's history; the next run sees the step (or the
+    item) unconfirmed and lists it as a person's task again. 409 ``step_not_confirmed``
+    when there is nothing a person confirmed to take back.
+    """
+    repo = services.repository
+    student_id = student_id.strip()
+    step = _person_step(STEPS if steps is None else steps, step_ref)
+    checklist = await repo.checklist(student_id)
+    if not checklist:
+        raise NotFound(
+            f"Customer {student_id} has no onboarding results.",
+            code="onboarding_not_found",
+            hint="Run `pmsgate onboard CUSTOMER.yaml` first; check the student_id.",
+        )
+    earlier = (await repo.confirmations(student_id)).get(step.id)
+    confirmed = dict(earlier.evidence) if earlier is not None else {}
+    items = dict(confirmed.get("items") or {})
+    if item is not None and item not in items:
+        raise Conflict(
+            f"Item {item} of step {step.id} is not confirmed.",
+            code="step_not_confirmed",
+            hint="Only a confirmed step or item can be reopened; see the checklist.",
+        )
+    if item is None and not (confirmed.get("evidence") or items):
+        raise Conflict(
+            f"Step {step.number} ({step.id}) has no person's confirmation to take back.",
+            code="step_not_confirmed",
+            hint="Only a confirmed step or item can be reopened; see the checklist.",
+        )
+    text = note.strip()
+    recorded: dict[str, Any] = {}
+    if item is not None:
+        items.pop(item)
+        recorded = {"items": items}
+    latest = checklist.get(step.id)
+    who = f" by {person}" if person else ""
+    view = await repo.record(
+        NewStepResult(
+            student_id=student_id,
+            step_id=step.id,
+            number=step.number,
+            kind=str(step.kind),
+            status="waiting",
+            done=False,
+            evidence=_json_ready(recorded),
+            message=(f"{item} reopened" if item else "reopened")
+            + who
+            + (f": {text}" if text else ""),
+            waiting_for=(
+                f"[{item}] to be confirmed again"
+                if item
+                else "a person, to do and confirm it again"
+            ),
+            due=latest.due if latest is not None else None,
+            recorded_by="person",
+            person=person,
+        )
+    )
+    await _audit_person_step(
+        services,
+        AuditAction.ONBOARDING_STEP_REOPENED,
+        student_id,
+        step,
+        item=item,
+        note=text,
+        actor=actor,
+        person=person,
+    )
+    return view

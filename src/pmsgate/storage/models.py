@@ -8,10 +8,12 @@ from typing import Any, Literal, NewType, get_args
 
 from sqlalchemy import (
     JSON,
+    BigInteger,
     Boolean,
     CheckConstraint,
     Date,
     DateTime,
+    Float,
     ForeignKey,
     Index,
     Integer,
@@ -708,3 +710,163 @@ class LoginLink(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
     used_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+# --- incidents: a problem the platform team triages (docs/operations.md, Incidents) -------------
+
+IncidentKind = Literal["pms_error", "job_failing", "registry", "budget"]
+IncidentState = Literal["open", "acknowledged", "snoozed", "resolved"]
+IncidentEventKind = Literal[
+    "opened",
+    "acknowledged",
+    "assigned",
+    "snoozed",
+    "woke",
+    "note",
+    "check",
+    "link_resent",
+    "recovered",
+]
+
+
+class Incident(Base):
+    """One problem of one subject (a facility, a customer or a job), from open to resolved.
+
+    ``open_key`` is the subject while the incident is not resolved and NULL once it is: the
+    unique (kind, open_key) lets every replica's reconciliation try to open the same incident
+    while only one row exists, and a recurrence after the resolution opens a new row (NULLs
+    never collide). ``incident_at`` names a booking-system incident as ``incident_notices``
+    does (the facility's ``status_changed_at``): the notices of this incident are those rows,
+    never copied. ``last_attempt_at`` is the latest failed attempt counted in ``failures``.
+    """
+
+    __tablename__ = "incidents"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", get_args(IncidentKind)), name="kind"),
+        CheckConstraint(_one_of("state", get_args(IncidentState)), name="state"),
+        UniqueConstraint("kind", "open_key"),
+        Index("ix_incidents_state", "state"),
+        Index("ix_incidents_facility_id", "facility_id"),
+        Index("ix_incidents_student_id", "student_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    subject: Mapped[str] = mapped_column(String(200))
+    open_key: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    facility_id: Mapped[int | None] = mapped_column(
+        ForeignKey("facilities.id", ondelete="CASCADE"), nullable=True
+    )
+    student_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    job: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    incident_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    reason: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    state: Mapped[str] = mapped_column(String(16))
+    first_seen: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_seen: Mapped[datetime] = mapped_column(UtcDateTime)
+    failures: Mapped[int] = mapped_column(Integer, default=1)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    acknowledged_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    acknowledged_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    snoozed_until: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    assignee_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), nullable=True
+    )
+    resolved_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class IncidentEvent(Base):
+    """One line of an incident's timeline: who did what when (notices are read from
+    ``incident_notices``, not copied here). ``note`` holds a team member's words only."""
+
+    __tablename__ = "incident_events"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", get_args(IncidentEventKind)), name="kind"),
+        Index("ix_incident_events_incident_id", "incident_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    incident_id: Mapped[int] = mapped_column(ForeignKey("incidents.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
+    kind: Mapped[str] = mapped_column(String(16))
+    actor: Mapped[str] = mapped_column(String(200))
+    note: Mapped[str | None] = mapped_column(Text, nullable=True)
+    details: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+# --- the tool-call log and upstream health (docs/gateway.md, "The tool-call log") -------------
+
+ToolCallKind = Literal["tool", "operation"]
+ToolCallTransport = Literal["http", "mcp"]
+ToolCallOutcome = Literal["ok", "stale", "replayed", "error"]
+ToolCallSource = Literal["cache", "upstream"]
+
+
+class ToolCall(Base):
+    """One tool or operation call a gateway key made for a facility, as the log keeps it.
+
+    Never the answer and never an argument that could carry personal data: ``arguments``
+    holds only the non-personal shape the gateway chose to keep (dates, an apartment id;
+    docs/gateway.md). Each replica appends its own rows in batches; ``key_prefix`` is the
+    key's display prefix (the label is read from ``gateway_keys`` when shown).
+    """
+
+    __tablename__ = "tool_calls"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", get_args(ToolCallKind)), name="kind"),
+        CheckConstraint(_one_of("transport", get_args(ToolCallTransport)), name="transport"),
+        CheckConstraint(_one_of("outcome", get_args(ToolCallOutcome)), name="outcome"),
+        Index("ix_tool_calls_facility_id_at", "facility_id", "at"),
+        Index("ix_tool_calls_at", "at"),
+    )
+
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True)
+    facility_id: Mapped[int] = mapped_column(ForeignKey("facilities.id", ondelete="CASCADE"))
+    at: Mapped[datetime] = mapped_column(UtcDateTime)
+    kind: Mapped[str] = mapped_column(String(16))
+    name: Mapped[str] = mapped_column(String(80))
+    transport: Mapped[str] = mapped_column(String(8))
+    key_prefix: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    outcome: Mapped[str] = mapped_column(String(16))
+    error_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    source: Mapped[str | None] = mapped_column(String(16), nullable=True)
+    age_s: Mapped[float | None] = mapped_column(Float, nullable=True)
+    latency_ms: Mapped[float] = mapped_column(Float)
+    arguments: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+
+
+class UpstreamHealth(Base):
+    """A facility's latest successful and failed booking-system request (every replica's)."""
+
+    __tablename__ = "upstream_health"
+
+    facility_id: Mapped[int] = mapped_column(
+        ForeignKey("facilities.id", ondelete="CASCADE"), primary_key=True
+    )
+    last_success_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    last_failure_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    last_failure_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
+
+
+class FormTokenUse(Base):
+    """A spent one-time form token (its SHA-256) and what its one use left behind.
+
+    The row's insert is the spend: its primary key lets one request win however many
+    replicas race. ``result_path`` is the page the action answered with (a repeat goes
+    there too); ``handoff`` a one-time result encrypted by the vault (a new key's raw value),
+    read once by the same session and then erased.
+    """
+
+    __tablename__ = "form_token_uses"
+    __table_args__ = (Index("ix_form_token_uses_expires_at", "expires_at"),)
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    purpose: Mapped[str] = mapped_column(String(40))
+    session_hash: Mapped[str] = mapped_column(String(64))
+    spent_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    result_path: Mapped[str | None] = mapped_column(String(300), nullable=True)
+    handoff: Mapped[str | None] = mapped_column(Text, nullable=True)
+    handoff_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)

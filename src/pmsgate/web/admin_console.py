@@ -3,9 +3,8 @@
 - ``/console`` (admins; :func:`overview_page`, dispatched from :mod:`pmsgate.web.console`):
   search, filters, sorting and pagination as query parameters (bookmarkable; a bad value is
   a 422 page naming the allowed values), the totals over every customer, and a link to
-- ``/console/attention``: the customers with a problem (booking system in ``error``, a manual
-  step past due, a registry problem, a budget nearly spent) and the scheduled jobs whose
-  latest run failed;
+- ``/console/attention``: the incidents and the failing scheduled jobs
+  (:mod:`pmsgate.web.incident_console`);
 - ``/console/customers/{student_id}`` (admins; :func:`admin_customer_page`): the full
   checklist with step ids, booking-system status and reconnect, keys, sync, charts and the
   customer's recent audit events.
@@ -16,20 +15,25 @@ of queries whatever the number of customers.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Annotated, Any
 from urllib.parse import quote, urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from pmsgate.customers.checks import customer_not_found
 from pmsgate.customers.registry_check import latest_problems
 from pmsgate.errors import Forbidden, PmsgateError
+from pmsgate.onboarding.context import OnboardingServices
+from pmsgate.onboarding.registry import STEPS
+from pmsgate.onboarding.runner import confirm_step, reopen_step
+from pmsgate.onboarding.steps import StepKind
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.web.admin_views import (
     BUDGET_WARNING_PCT,
     PER_PAGE_CHOICES,
-    PROBLEM_LABELS,
     ROUTES,
     SORTS,
     STATUSES,
@@ -39,9 +43,10 @@ from pmsgate.web.admin_views import (
     select_rows,
     step_choices,
 )
-from pmsgate.web.app import login_redirect
 from pmsgate.web.auth import AdminWrite, actor_of, optional_principal
-from pmsgate.web.context import WebDep, WebServices
+from pmsgate.web.context import WebServices
+from pmsgate.web.form_tokens import repeated_path, spend_form_token
+from pmsgate.web.sign_in_locks import recent_locks, unlock_sign_ins
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
 
@@ -118,33 +123,11 @@ async def overview_page(request: Request, web: WebServices, principal: Principal
     )
 
 
-@router.get("/console/attention", response_class=HTMLResponse)
-async def attention(request: Request, web: WebDep, principal: MaybePrincipal) -> Response:
-    """What needs a person now: customers with a problem, and failing scheduled jobs."""
-    if principal is None:
-        return login_redirect(request)
-    try:
-        _admin_only(principal)
-    except PmsgateError as error:
-        return _error(request, principal, error)
-    fleet = await read_fleet(web)
-    rows = fleet.attention
-    groups = {
-        kind: [row for row in rows if any(p.kind == kind for p in row.problems)]
-        for kind in PROBLEM_LABELS
-    }
-    return _page(
-        request,
-        "admin_attention.html",
-        {
-            "principal": principal,
-            "fleet": fleet,
-            "totals": fleet.totals(),
-            "groups": groups,
-            "labels": PROBLEM_LABELS,
-            "budget_warning_pct": BUDGET_WARNING_PCT,
-        },
-    )
+# ``/console/attention`` (the incident list) is served by pmsgate.web.incident_console.
+
+
+# The one-time token purpose of the invitation form (pmsgate.web.form_tokens).
+INVITE_FORM = "invite"
 
 
 @router.post("/console/customers/{student_id}/invite", response_class=RedirectResponse)
@@ -159,22 +142,34 @@ async def send_invitation(request: Request, student_id: str, principal: AdminWri
     web = web_services(request)
     back = f"/console/customers/{quote(student_id, safe='')}"
     try:
+        # One e-mail per form: a reload or a double click sends no second invitation.
+        spend = await spend_form_token(request, INVITE_FORM)
+    except PmsgateError as error:
+        return _error(request, principal, error)
+    if spend.repeated:
+        return RedirectResponse(repeated_path(spend, f"{back}#account"), status_code=303)
+    try:
         customer = await web.customers.customers.find(student_id)
         if customer is None:
             raise customer_not_found(student_id)
         account, _ = await web.users.ensure_customer_account(student_id, customer.email)
         await web.invitations.send(account, "invite", actor=actor_of(principal))
     except PmsgateError as error:
+        await web.form_tokens.release(spend)
         return RedirectResponse(
             f"{back}?{urlencode({'invite_error': error.code})}#account", status_code=303
         )
-    return RedirectResponse(f"{back}?invited=1#account", status_code=303)
+    done = f"{back}?invited=1#account"
+    await web.form_tokens.finish(spend, result_path=done)
+    return RedirectResponse(done, status_code=303)
 
 
 async def admin_customer_page(request: Request, principal: Principal, student_id: str) -> Response:
     """One customer in full for an admin (``/console/customers/{student_id}``)."""
-    from pmsgate.web.console import _customer_context
+    from pmsgate.web.connection_health import health_panel_context
+    from pmsgate.web.console import _customer_context, minted_key_context
     from pmsgate.web.context import web_services
+    from pmsgate.web.incident_console import incident_panel_context
 
     web = web_services(request)
     try:
@@ -198,5 +193,224 @@ async def admin_customer_page(request: Request, principal: Principal, student_id
             "more_events": events.next_cursor is not None,
             "audit_link": "/console/audit?"
             + urlencode({"customer": context["page"].ctx.student_id}),
+            **await incident_panel_context(request, principal, found),
+            **await health_panel_context(web, found),
+            **await minted_key_context(request, context["page"]),
+            "person_steps": await person_steps(request, found),
+            "step_done": request.query_params.get("step_done"),
+            "step_error": request.query_params.get("step_error"),
+            "step_ref": request.query_params.get("step"),
+            "unlocked": request.query_params.get("unlocked"),
+            "unlock_error": request.query_params.get("unlock_error"),
         },
     )
+
+
+# --- manual onboarding steps: confirmed or reopened from the customer page ----------------------
+
+# The one-time token purposes of the step forms (a reload records nothing twice).
+CONFIRM_STEP_FORM = "confirm_step"
+REOPEN_STEP_FORM = "reopen_step"
+
+
+@dataclass(frozen=True)
+class PersonStep:
+    """What the customer page offers for one step a person does: confirm it, or reopen it."""
+
+    step_id: str
+    items: tuple[tuple[str, str], ...]  # (item id, what a person does) of a step by items
+    pending_items: tuple[str, ...]  # items still to confirm
+    confirmed_items: tuple[str, ...]  # items a person confirmed (each can be reopened)
+    confirmable: bool  # the step (or an item) waits for a person's evidence
+    reopenable: bool  # a person's confirmation of the whole step can be taken back
+
+
+def _onboarding(request: Request) -> OnboardingServices:
+    services: OnboardingServices = request.app.state.container.onboarding
+    return services
+
+
+async def person_steps(request: Request, student_id: str) -> dict[str, PersonStep]:
+    """Per step id, the confirm/reopen forms the admin customer page shows for it."""
+    repo = _onboarding(request).repository
+    checklist = await repo.checklist(student_id)
+    confirmations = await repo.confirmations(student_id)
+    found: dict[str, PersonStep] = {}
+    for step in STEPS:
+        latest = checklist.get(step.id)
+        if latest is None:
+            continue
+        confirmed = confirmations.get(step.id)
+        evidence = dict(confirmed.evidence) if confirmed is not None else {}
+        confirmed_items = tuple(i for i in step.item_ids if i in (evidence.get("items") or {}))
+        waiting = latest.status == "waiting"
+        manual = step.kind is StepKind.MANUAL
+        if not (manual or waiting or evidence):
+            continue
+        found[step.id] = PersonStep(
+            step_id=step.id,
+            items=tuple((item.id, item.text) for item in step.items),
+            pending_items=tuple(i for i in step.item_ids if i not in confirmed_items),
+            confirmed_items=confirmed_items,
+            confirmable=waiting or (manual and latest.status != "done"),
+            reopenable=not step.items and bool(evidence.get("evidence")),
+        )
+    return found
+
+
+def _step_path(student_id: str, **params: str) -> str:
+    query = f"?{urlencode(params)}" if params else ""
+    return f"/console/customers/{quote(student_id, safe='')}{query}#onboarding"
+
+
+async def _person_step_action(
+    request: Request,
+    principal: Principal,
+    student_id: str,
+    step_id: str,
+    purpose: str,
+    act: Callable[[OnboardingServices], Awaitable[object]],
+) -> Response:
+    """Spend the form's token, act once, and answer 303 to the checklist (PRG)."""
+    from pmsgate.web.context import web_services
+
+    web = web_services(request)
+    try:
+        spend = await spend_form_token(request, purpose)
+    except PmsgateError as error:
+        return _error(request, principal, error)
+    if spend.repeated:
+        return RedirectResponse(repeated_path(spend, _step_path(student_id)), status_code=303)
+    try:
+        await act(_onboarding(request))
+    except PmsgateError as error:
+        await web.form_tokens.release(spend)
+        return RedirectResponse(
+            _step_path(student_id, step_error=error.code, step=step_id), status_code=303
+        )
+    done = _step_path(student_id, step_done=purpose, step=step_id)
+    await web.form_tokens.finish(spend, result_path=done)
+    return RedirectResponse(done, status_code=303)
+
+
+@router.post(
+    "/console/customers/{student_id}/onboarding/{step_id}/confirm",
+    response_class=RedirectResponse,
+)
+async def confirm_manual_step(
+    request: Request,
+    student_id: str,
+    step_id: str,
+    principal: AdminWrite,
+    evidence: Annotated[str, Form(max_length=2000)] = "",
+    item: Annotated[str, Form(max_length=64)] = "",
+) -> Response:
+    """Record the admin's evidence for a step (or one item) a person does; audited."""
+    return await _person_step_action(
+        request,
+        principal,
+        student_id,
+        step_id,
+        CONFIRM_STEP_FORM,
+        lambda services: confirm_step(
+            services,
+            student_id,
+            step_id,
+            evidence,
+            item=item or None,
+            person=principal.email,
+            actor=actor_of(principal),
+        ),
+    )
+
+
+@router.post(
+    "/console/customers/{student_id}/onboarding/{step_id}/reopen",
+    response_class=RedirectResponse,
+)
+async def reopen_manual_step(
+    request: Request,
+    student_id: str,
+    step_id: str,
+    principal: AdminWrite,
+    note: Annotated[str, Form(max_length=2000)] = "",
+    item: Annotated[str, Form(max_length=64)] = "",
+) -> Response:
+    """Take back a person's confirmation of a step (or one item); audited."""
+    return await _person_step_action(
+        request,
+        principal,
+        student_id,
+        step_id,
+        REOPEN_STEP_FORM,
+        lambda services: reopen_step(
+            services,
+            student_id,
+            step_id,
+            note,
+            item=item or None,
+            person=principal.email,
+            actor=actor_of(principal),
+        ),
+    )
+
+
+# --- sign-in locks: lift a pause of an account or an address ----------------------------------
+
+SIGN_IN_LOCKS_PATH = "/console/sign-in-locks"
+
+
+@router.get(SIGN_IN_LOCKS_PATH, response_class=HTMLResponse)
+async def sign_in_locks_page(request: Request, principal: MaybePrincipal) -> Response:
+    """Recent sign-in pauses, and the form to unlock an account or an address by typing it."""
+    from pmsgate.web.app import login_redirect
+    from pmsgate.web.context import web_services
+
+    if principal is None:
+        return login_redirect(request)
+    try:
+        _admin_only(principal)
+    except PmsgateError as error:
+        return _error(request, principal, error)
+    web = web_services(request)
+    settings = web.settings
+    return _page(
+        request,
+        "admin_sign_in_locks.html",
+        {
+            "principal": principal,
+            "locks": await recent_locks(web),
+            "unlocked": request.query_params.get("unlocked"),
+            "unlock_error": request.query_params.get("unlock_error"),
+            "window_min": round(settings.login_failure_window_s / 60),
+            "ceilings": {
+                "pair": settings.login_max_failures,
+                "address": settings.login_address_max_failures,
+                "account": settings.login_account_max_failures,
+            },
+        },
+    )
+
+
+@router.post(f"{SIGN_IN_LOCKS_PATH}/unlock", response_class=RedirectResponse)
+async def unlock_sign_in(
+    request: Request,
+    principal: AdminWrite,
+    email: Annotated[str, Form(max_length=320)] = "",
+    address: Annotated[str, Form(max_length=64)] = "",
+    next_url: Annotated[str | None, Form(alias="next", max_length=2048)] = None,
+) -> Response:
+    """Lift the pause of an account and/or an address (audited); 303 back with what happened."""
+    from pmsgate.web.auth import safe_next
+    from pmsgate.web.context import web_services
+    from pmsgate.web.form_tokens import with_query
+
+    back = safe_next(next_url) or SIGN_IN_LOCKS_PATH
+    try:
+        done = await unlock_sign_ins(
+            web_services(request), email=email, address=address, actor=actor_of(principal)
+        )
+    except PmsgateError as error:
+        return RedirectResponse(with_query(back, unlock_error=error.code), status_code=303)
+    what = "both" if done.email and done.address else ("account" if done.email else "address")
+    return RedirectResponse(with_query(back, unlocked=what), status_code=303)

@@ -30,7 +30,17 @@ def install_web(app: FastAPI) -> None:
 
     Their dependencies read ``app.state.container``, set by the app's owner.
     """
-    from pmsgate.web import admin_console, api, audit, auth, console, locale, registry_console
+    from pmsgate.web import (
+        admin_console,
+        api,
+        audit,
+        auth,
+        call_log_console,
+        console,
+        incident_console,
+        locale,
+        registry_console,
+    )
 
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     # Every web route knows its reader (language, time zone) before it renders a word.
@@ -42,6 +52,8 @@ def install_web(app: FastAPI) -> None:
     app.include_router(audit.router, dependencies=guard)
     app.include_router(admin_console.router, dependencies=guard)
     app.include_router(registry_console.router, dependencies=guard)
+    app.include_router(incident_console.router, dependencies=guard)
+    app.include_router(call_log_console.router, dependencies=guard)
 
 
 # Paths whose errors a person reads in a browser: answered as pages, not JSON.

@@ -46,8 +46,11 @@ from pmsgate.web.templating import templates
 from pmsgate.web.users import (
     MIN_PASSWORD,
     PASSWORD_LINK_PURPOSES,
+    InvalidCredentials,
     LoginLinkRefused,
     Principal,
+    TooManyLoginAttempts,
+    session_id_hash,
 )
 
 SESSION_COOKIE = "pmsgate_session"
@@ -177,6 +180,15 @@ async def _session(request: Request) -> tuple[Principal, str] | None:
             found = (principal, raw)
     setattr(request.state, _STATE_KEY, found)
     return found
+
+
+def current_session_hash(request: Request) -> str | None:
+    """The SHA-256 of this request's live session id, once its principal was read; else None.
+
+    What binds a one-time form token or hand-off to one session (never the raw id).
+    """
+    found: tuple[Principal, str] | None = getattr(request.state, _STATE_KEY, None)
+    return None if found is None else session_id_hash(found[1])
 
 
 # --- dependencies -----------------------------------------------------------------------------
@@ -322,14 +334,31 @@ async def sign_in(request: Request, email: str, password: SecretStr) -> tuple[Pr
     try:
         principal, raw = await web.users.sign_in(email, password, client=client)
     except PmsgateError as error:
+        attempted = attempted_user_name(email)
+        details: dict[str, Any] = {"reason": error.code}
+        if isinstance(error, TooManyLoginAttempts):
+            details["scope"] = error.scope
         await web.audit.record(
             AuditAction.SIGNIN_FAILED,
             actor=Actor.system("unauthenticated"),
-            subject=f"user:{attempted_user_name(email)}",
+            subject=f"user:{attempted}",
             outcome=Outcome.REFUSED if error.status == 429 else Outcome.FAILURE,
-            details={"reason": error.code},
+            details=details,
             client_address=client,
         )
+        if isinstance(error, InvalidCredentials) and error.now_locked:
+            # This failure paused signing in: who and where, so an admin can lift it.
+            await web.audit.record(
+                AuditAction.SIGNIN_LOCKED,
+                actor=Actor.system("unauthenticated"),
+                subject=f"user:{attempted}",
+                outcome=Outcome.REFUSED,
+                details={
+                    "scopes": list(error.now_locked),
+                    "window_s": web.settings.login_failure_window_s,
+                },
+                client_address=client,
+            )
         raise
     await web.audit.record(
         AuditAction.SIGNIN_SUCCEEDED,

@@ -181,3 +181,53 @@ def invite(
         f"invitation sent to {escape(address)}; its link works once, until "
         f"{expires.isoformat(timespec='minutes')}"
     )
+
+
+@users_app.command("unlock")
+def unlock(
+    email: Annotated[
+        str | None, typer.Argument(help="The account to unlock (from every address).")
+    ] = None,
+    address: Annotated[
+        str | None,
+        typer.Option("--address", help="A client address to unlock (for every account)."),
+    ] = None,
+) -> None:
+    """Lift a sign-in pause after too many wrong passwords (an account, an address or both).
+
+    A pause ends by itself after PMSGATE_LOGIN_FAILURE_WINDOW_S; this ends it now, on every
+    replica. Recorded in the audit trail (``signin.unlocked``).
+    """
+
+    async def _go() -> int:
+        from pmsgate.audit.actions import Actor
+        from pmsgate.errors import ConfigurationError
+        from pmsgate.web.sign_in_locks import unlock_sign_ins
+
+        async with open_cli_container() as container:
+            if container.gateway.redis is None:
+                # Without Redis each process counts in its own memory: this one holds nothing.
+                raise ConfigurationError(
+                    "Without Redis the server counts failed sign-ins in its own memory, which "
+                    "this command cannot reach.",
+                    code="unlock_needs_shared_state",
+                    hint="Unlock from the console (Sign-in locks), or set PMSGATE_REDIS_URL.",
+                )
+            done = await unlock_sign_ins(
+                container.web,
+                email=email or "",
+                address=address or "",
+                actor=Actor.cli("pmsgate users unlock"),
+            )
+            return done.windows
+
+    windows = run(_go())
+    what = " and ".join(
+        part
+        for part in (
+            escape(email.strip().lower()) if email else "",
+            f"address {escape(address.strip())}" if address else "",
+        )
+        if part
+    )
+    console.print(f"signing in unlocked for {what} ({windows} counting window(s) emptied)")

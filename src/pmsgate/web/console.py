@@ -47,6 +47,7 @@ from pmsgate.web.customer_view import (
     explain_job,
     reconnect_words,
 )
+from pmsgate.web.form_tokens import repeated_path, spend_form_token, take_handoff, with_query
 from pmsgate.web.kept_input import forget_kept, read_kept
 from pmsgate.web.templating import templates
 from pmsgate.web.users import Principal
@@ -339,13 +340,25 @@ async def start_sync(
     principal: SignedInWrite,
     commit: Annotated[str, Form()] = "false",
 ) -> Response:
-    """Start a dry run or a commit in the background; show its live progress."""
+    """Start a dry run or a commit in the background, once per form; show its live progress.
+
+    The form's one-time token makes a reload or a double click land on the running sync
+    instead of starting (or being refused) a second time.
+    """
     try:
         # Whose page it is comes first: a refusal must not render the other customer's panel.
         ensure_can_act_on(principal, student_id)
         ctx = await web.customers.context(student_id)
+        spend = await spend_form_token(request, START_SYNC_FORM)
     except PmsgateError as error:
         return error_page(request, principal, error)
+    done_path = customer_path(student_id) + "#knowledge"
+    if spend.repeated:
+        if _is_htmx(request):
+            return _render(
+                request, "_sync_panel.html", await _customer_context(request, principal, student_id)
+            )
+        return RedirectResponse(repeated_path(spend, done_path), status_code=303)
     as_commit = commit.strip().lower() == "true"
     try:
         async with console_action(
@@ -354,14 +367,16 @@ async def start_sync(
             ready_for_sync(ctx)
             await web.sync_jobs.start(student_id, commit=as_commit)
     except PmsgateError as error:
+        await web.form_tokens.release(spend)  # nothing started: the form may be sent again
         if not _is_htmx(request) and principal.is_admin:
             return error_page(request, principal, error)
         context = await _customer_context(request, principal, student_id, sync_error=error)
         if not _is_htmx(request):
             return _render(request, page_template(principal), context, status_code=error.status)
         return _render(request, "_sync_panel.html", context)
+    await web.form_tokens.finish(spend, result_path=done_path)
     if not _is_htmx(request):
-        return RedirectResponse(customer_path(student_id) + "#knowledge", status_code=303)
+        return RedirectResponse(done_path, status_code=303)
     return _render(
         request, "_sync_panel.html", await _customer_context(request, principal, student_id)
     )
@@ -457,6 +472,13 @@ def _keys_done(student_id: str) -> RedirectResponse:
     return RedirectResponse(customer_path(student_id) + "#keys", status_code=303)
 
 
+# The one-time token purposes of the console's creating forms (pmsgate.web.form_tokens).
+MINT_KEY_FORM = "mint_key"
+START_SYNC_FORM = "start_sync"
+# The query parameter naming a mint's one-time hand-off on the page after its redirect.
+MINTED_PARAM = "minted"
+
+
 @router.post("/console/customers/{student_id}/keys", response_class=HTMLResponse)
 async def mint_key(
     request: Request,
@@ -467,15 +489,20 @@ async def mint_key(
     scopes: Annotated[list[str] | None, Form()] = None,
     expires_in_days: Annotated[str, Form()] = "",
 ) -> Response:
-    """Mint a key; the answer is the page showing the raw key, this once (never a redirect).
+    """Mint a key once per form (its one-time token); 303 to the page that shows it once.
 
-    A redirect would need the raw key to travel in the URL or be stored for the next GET;
-    rendering it in this response alone means no later page can show it again.
+    The raw key never travels in the URL: it waits, encrypted, as the form token's
+    one-time hand-off, and the customer page after the redirect takes it (same session,
+    once). A reload or a second click of the same form mints nothing and lands on that
+    page with a plain "already sent".
     """
     try:
         hotel_id = await _hotel_of(web, student_id)
+        spend = await spend_form_token(request, MINT_KEY_FORM)
     except PmsgateError as error:
         return error_page(request, principal, error)
+    if spend.repeated:
+        return RedirectResponse(repeated_path(spend, _keys_path(student_id)), status_code=303)
     try:
         async with console_action(
             web, principal, "gateway.mint_key", student_id=student_id, details={"label": label}
@@ -490,11 +517,29 @@ async def mint_key(
                 actor=actor_of(principal),
             )
     except PmsgateError as error:
+        await web.form_tokens.release(spend)  # nothing was minted: the form may be sent again
         return await _keys_answer(request, principal, student_id, error)
-    context = await _customer_context(
-        request, principal, student_id, minted_key=view, minted_raw=raw
-    )
-    return _render(request, page_template(principal), context)
+    shown = with_query(_keys_path(student_id), **{MINTED_PARAM: spend.ref})
+    await web.form_tokens.finish(spend, result_path=shown, handoff=f"{view.id}:{raw}")
+    return RedirectResponse(shown, status_code=303)
+
+
+async def minted_key_context(request: Request, page: CustomerPage) -> dict[str, Any]:
+    """The page after a mint: the new key's row and its raw value, this once; else why not."""
+    ref = request.query_params.get(MINTED_PARAM)
+    if not ref:
+        return {}
+    handoff = await take_handoff(request, ref)
+    if handoff is None:
+        # Reloaded, opened from history or by another session: the key is not shown again.
+        return {"minted_gone": True}
+    key_id, _, raw = handoff.partition(":")
+    row = next((row for row in page.keys if str(row.key.id) == key_id), None)
+    return {"minted_key": row.key if row is not None else None, "minted_raw": raw}
+
+
+def _keys_path(student_id: str) -> str:
+    return customer_path(student_id) + "#keys"
 
 
 @router.post("/console/customers/{student_id}/keys/{key_id}/revoke", response_class=HTMLResponse)

@@ -859,6 +859,15 @@ _ACTION_WORDS = {
     "account.reset_sent": N_("A link to choose a new password was sent by e-mail"),
     "account.reset_requested": N_("Someone asked for a new password"),
     "audit.purged": N_("Older activity was removed from this list"),
+    # The team's triage of a problem (docs/operations.md, Incidents): never its notes.
+    "incident.opened": N_("Our team was alerted to a problem with your account"),
+    "incident.acknowledged": N_("Our team is looking into a problem with your account"),
+    "incident.assigned": N_("Our team is looking into a problem with your account"),
+    "incident.snoozed": N_("Our team is looking into a problem with your account"),
+    "incident.note_added": N_("Our team is looking into a problem with your account"),
+    "incident.checked": N_("Our team checked the connection to your booking system"),
+    "incident.link_resent": N_("Our team sent you a new sign-in link by e-mail"),
+    "incident.resolved": N_("A problem with your account was solved"),
 }
 _TIMES = "\N{MULTIPLICATION SIGN}"
 _ACTION_FALLBACK = N_("Something else was recorded on your account")

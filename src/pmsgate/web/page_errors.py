@@ -53,6 +53,15 @@ _WORDS: dict[str, Words] = {
         N_("This page was out of date, so nothing was sent."),
         N_("Reload the page and try again."),
     ),
+    # A one-time form token (pmsgate.web.form_tokens) that is not this page's, or too old.
+    "form_token_invalid": (
+        N_("This page was out of date, so nothing was sent."),
+        N_("Reload the page and try again."),
+    ),
+    "form_expired": (
+        N_("This page was open for too long, so nothing was sent."),
+        N_("Reload the page and try again."),
+    ),
     "not_found": (
         N_("This page does not exist."),
         N_("Check the address of the page, or go back to your page."),
@@ -102,11 +111,18 @@ def _translated(words: tuple[str, str | None]) -> Words:
     return gettext(message), gettext(hint) if hint is not None else None
 
 
+_SLACK_S = 2
+
+
 def _minutes(seconds: object) -> int:
-    """Whole minutes to wait, at least one (``retry_after_s`` may be missing or odd)."""
+    """Whole minutes to wait, at least one (``retry_after_s`` may be missing or odd).
+
+    Rounded up, but a window that ends a second or two after a whole minute reads as that
+    minute (a 15-minute pause is "15 minutes", not 16: the wait counts from the failure).
+    """
     if not isinstance(seconds, int | float) or not math.isfinite(seconds):
         return 1
-    return max(1, math.ceil(seconds / 60))
+    return max(1, math.ceil((seconds - _SLACK_S) / 60))
 
 
 def _too_many_sign_ins(error: PmsgateError) -> Words:

@@ -8,9 +8,14 @@ when those parameters change. A session is a random id: the browser keeps it
 (in a signed cookie, see :mod:`pmsgate.web.auth`), the database only its SHA-256, so
 a leaked table cannot be replayed and deleting the row really ends the session.
 
-Failed sign-ins are counted per e-mail address and per client address with
-pyrate-limiter buckets (in memory, or one Redis sorted set per key so replicas share
-the count). Only failures are counted: a success neither spends nor resets anything.
+Failed sign-ins are counted with pyrate-limiter buckets (in memory, or one Redis sorted
+set per key so replicas share the count) three ways: per account *from one client
+address* (``PMSGATE_LOGIN_MAX_FAILURES``, small: one person's typos pause that person
+only, from there), per client address alone (``PMSGATE_LOGIN_ADDRESS_MAX_FAILURES``,
+much higher: the team behind the same office address still signs in) and per account
+from every address (``PMSGATE_LOGIN_ACCOUNT_MAX_FAILURES``, against guessing one account
+from many addresses). Only failures are counted: a success neither spends nor resets
+anything. An admin lifts a pause with :meth:`UserService.unlock` (console or CLI).
 Within a process, sign-ins for one e-mail address, and from one client address, run one
 at a time (check → verify → record under per-key locks): parallel guesses cannot all
 pass the check before the first failure is recorded.
@@ -21,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import math
 import secrets
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -236,28 +241,38 @@ class LoginLinkRefused(PmsgateError):
 
 
 class TooManyLoginAttempts(PmsgateError):
-    """Too many failed sign-ins for this e-mail address or from this client address."""
+    """Too many failed sign-ins for this account from this address, from this address, or
+    for this account (``scope``: ``pair``, ``address``, ``account``)."""
 
     code = "too_many_login_attempts"
     status = 429
 
-    def __init__(self, retry_after_s: float) -> None:
+    def __init__(self, retry_after_s: float, scope: str = "pair") -> None:
         seconds = max(1, math.ceil(retry_after_s))
         self.retry_after_s = seconds
+        self.scope = scope
         super().__init__(
             "Too many failed sign-ins; signing in is paused for a while.",
-            hint=f"Wait {seconds} s, then try again (or ask an admin to reset the password).",
+            hint=f"Wait {seconds} s, then try again (or ask an admin to unlock the sign-in "
+            "with `pmsgate users unlock`).",
             headers={"Retry-After": str(seconds)},
         )
 
 
-def invalid_credentials() -> Unauthorized:
+class InvalidCredentials(Unauthorized):
+    """A wrong e-mail address or password; ``now_locked`` names the ceilings it just reached."""
+
+    code = "invalid_credentials"
+    hint = "Check both and sign in again; repeated failures pause signing in."
+
+    def __init__(self, now_locked: tuple[str, ...] = ()) -> None:
+        self.now_locked = now_locked
+        super().__init__("The e-mail address or the password is wrong.")
+
+
+def invalid_credentials(now_locked: tuple[str, ...] = ()) -> InvalidCredentials:
     """The one answer to a wrong e-mail address or a wrong password."""
-    return Unauthorized(
-        "The e-mail address or the password is wrong.",
-        code="invalid_credentials",
-        hint="Check both and sign in again; repeated failures pause signing in.",
-    )
+    return InvalidCredentials(now_locked)
 
 
 def _password_bytes(password: str) -> bytes:
@@ -319,12 +334,24 @@ def check_password_policy(password: SecretStr) -> str:
     return value
 
 
+# A throttle key: its kind (``pair``, ``address``, ``account``, ``email``, ``client``), then
+# the values it counts for (an e-mail address, a client address), hashed when stored.
+ThrottleKey = tuple[str, ...]
+
+
+def _hashed(value: str) -> str:
+    # surrogatepass: a lone surrogate in an address must not make hashing raise.
+    return hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+
+
 class LoginThrottle:
-    """Failed sign-ins per key over one sliding window, in memory or shared through Redis.
+    """Failed attempts per key over one sliding window, in memory or shared through Redis.
 
     A policy on :class:`~pmsgate.ratelimit.RateWindows`: a key's window holds its failures
-    (a permit per failure), a key is shut while it holds ``max_failures``, and without
-    Redis nothing is decided (fail closed).
+    (a permit per failure), a key is shut while it holds its kind's ceiling
+    (``ceilings``, else ``max_failures``), and without Redis nothing is decided (fail
+    closed). Keys are stored hashed value by value (``pair:<account>:<address>``), so an
+    admin's unlock of an account or an address can find every key that names it.
     """
 
     def __init__(
@@ -337,42 +364,65 @@ class LoginThrottle:
         namespace: str = "pmsgate",
         health: RedisHealth | None = None,
         name: str = "login-failures",
+        ceilings: Mapping[str, int] | None = None,
     ) -> None:
         # Fail closed: without Redis the failures of other replicas cannot be counted, so a
         # sign-in is refused (503 shared_state_unavailable) rather than left unthrottled.
         self._health = health if health is not None else RedisHealth(clock)
-        self._rates = [Rate(max_failures, max(1, int(window_s * 1000)))]
+        self._interval_ms = max(1, int(window_s * 1000))
+        self._max_failures = max_failures
+        self._ceilings = dict(ceilings or {})
         self._windows = RateWindows(
             clock=clock,
-            retention_ms=self._rates[0].interval,
+            retention_ms=self._interval_ms,
             redis=redis,
             key_prefix=f"{namespace}:{name}",
             expiry_margin_s=_EXPIRY_MARGIN_S,
             trim_every_ms=0,
         )
 
-    async def check(self, *keys: str) -> None:
+    def _rates(self, key: ThrottleKey) -> list[Rate]:
+        return [Rate(self._ceilings.get(key[0], self._max_failures), self._interval_ms)]
+
+    async def check(self, *keys: ThrottleKey) -> None:
         """TooManyLoginAttempts when any key has used up its failures in the window."""
         with self._health.use("check sign-in attempts"):
-            wait_ms = 0
+            wait_ms, scope = 0, ""
             for key in keys:
-                # While its max_failures-th newest failure is in the window, the key is shut.
-                wait, _ = await self._windows.wait_ms(self.key_name(key), self._rates)
-                wait_ms = max(wait_ms, wait)
+                # While its ceiling-th newest failure is in the window, the key is shut.
+                wait, _ = await self._windows.wait_ms(self.key_name(key), self._rates(key))
+                if wait > wait_ms:
+                    wait_ms, scope = wait, key[0]
             if wait_ms > 0:
-                raise TooManyLoginAttempts(wait_ms / 1000)
+                raise TooManyLoginAttempts(wait_ms / 1000, scope)
 
-    async def record_failure(self, *keys: str) -> None:
-        """Count one failed sign-in against every key."""
+    async def record_failure(self, *keys: ThrottleKey) -> tuple[str, ...]:
+        """Count one failed attempt against every key; the kinds this failure shut."""
+        shut: list[str] = []
         with self._health.use("count a failed sign-in"):
             for key in keys:
+                name, rates = self.key_name(key), self._rates(key)
                 # A refused put means the key is already shut: nothing more to count.
-                await self._windows.put(self.key_name(key), self._rates)
+                if await self._windows.put(name, rates):
+                    wait, _ = await self._windows.wait_ms(name, rates)
+                    if wait > 0:
+                        shut.append(key[0])
+        return tuple(shut)
 
-    def key_name(self, key: str) -> str:
-        """The key as stored: hashed, so addresses stay out of Redis and process memory."""
-        # surrogatepass: a lone surrogate in an address must not make hashing raise.
-        return hashlib.sha256(key.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+    async def unlock(self, kind: str, value: str) -> int:
+        """Empty the windows of every key naming ``value`` as ``kind`` (``account`` or
+        ``address``), its pairs included; how many windows held failures."""
+        hashed = _hashed(value)
+        patterns = {
+            "account": [f"account:{hashed}", f"pair:{hashed}:*", f"email:{hashed}"],
+            "address": [f"address:{hashed}", f"pair:*:{hashed}", f"client:{hashed}"],
+        }[kind]
+        with self._health.use("unlock sign-ins"):
+            return sum([await self._windows.forget(pattern) for pattern in patterns])
+
+    def key_name(self, key: ThrottleKey) -> str:
+        """The key as stored: its kind, then each value hashed (no address in Redis or memory)."""
+        return ":".join([key[0], *(_hashed(value) for value in key[1:])])
 
 
 @dataclass
@@ -407,6 +457,16 @@ class KeyedLocks:
                 del self._locks[key]
 
 
+def sign_in_keys(address: str, client: str) -> tuple[ThrottleKey, ...]:
+    """What one sign-in counts against: the account from this address, the address, the account.
+
+    The pair has the small ceiling (one person's typos pause that person only, here);
+    the address alone a much higher one (guessing many accounts from one place), the
+    account alone too (guessing one account from many places).
+    """
+    return (("pair", address, client), ("address", client), ("account", address))
+
+
 # OWASP Password Storage Cheat Sheet, argon2id: m=19 MiB, t=2, p=1.
 ARGON2_TIME_COST, ARGON2_MEMORY_KIB, ARGON2_PARALLELISM = 2, 19 * 1024, 1
 
@@ -431,6 +491,8 @@ class UserService:
             memory_cost=ARGON2_MEMORY_KIB,
             parallelism=ARGON2_PARALLELISM,
         )
+        # One account from one address has the small ceiling; an address alone and an
+        # account alone much higher ones (docs/web.md, "Sign-in throttling").
         self._throttle = LoginThrottle(
             clock=clock,
             max_failures=settings.login_max_failures,
@@ -438,6 +500,10 @@ class UserService:
             redis=redis,
             namespace=settings.redis_namespace,
             health=health,
+            ceilings={
+                "address": settings.login_address_max_failures,
+                "account": settings.login_account_max_failures,
+            },
         )
         # "Forgot password?" requests: every request counts, per address and per client.
         self._resets = LoginThrottle(
@@ -600,7 +666,7 @@ class UserService:
 
     async def count_reset_request(self, email: str, *, client: str) -> None:
         """Count one "Forgot password?" request; TooManyLoginAttempts past the hourly limit."""
-        keys = (f"email:{email.strip().lower()}", f"client:{client}")
+        keys = (("email", email.strip().lower()), ("client", client))
         await self._resets.check(*keys)
         await self._resets.record_failure(*keys)
 
@@ -636,7 +702,8 @@ class UserService:
     ) -> tuple[Principal, str]:
         """A new session for valid credentials: the principal and the raw session id."""
         address = email.strip().lower()
-        email_key, client_key = f"email:{address}", f"client:{client}"
+        keys = sign_in_keys(address, client)
+        email_key, client_key = ("account", address), ("address", client)
         value = password.get_secret_value()
         # Check, verify and record under both keys' locks: otherwise parallel guesses all
         # pass the check before the first failure is recorded. Always the e-mail lock
@@ -646,7 +713,7 @@ class UserService:
             self._email_locks.hold(self._throttle.key_name(email_key)),
             self._client_locks.hold(self._throttle.key_name(client_key)),
         ):
-            await self._throttle.check(email_key, client_key)
+            await self._throttle.check(*keys)
             # An address with a control character (NUL included) names no account and must
             # not reach PostgreSQL: it is answered like any unknown address.
             lookup = 0 < len(address) <= MAX_EMAIL and not has_control_characters(address)
@@ -660,10 +727,10 @@ class UserService:
             else:
                 ok = await self._verify(user.password_hash, value)
             if not ok or user is None:
-                await self._throttle.record_failure(email_key, client_key)
+                now_locked = await self._throttle.record_failure(*keys)
                 # Neither the address nor the password: users type passwords into the wrong field.
-                log.info("web_sign_in_failed", client=client)
-                raise invalid_credentials()
+                log.info("web_sign_in_failed", client=client, now_locked=list(now_locked))
+                raise invalid_credentials(now_locked)
         rehashed = (
             await self._hash(value) if self._hasher.check_needs_rehash(user.password_hash) else None
         )
@@ -675,6 +742,17 @@ class UserService:
             principal, raw_session_id = await self._open_session(session, user, now)
         log.info("web_signed_in", user_id=user.id, role=user.role)
         return principal, raw_session_id
+
+    async def unlock(self, *, email: str | None = None, client: str | None = None) -> int:
+        """Lift the sign-in pauses of an account (from every address) and/or of a client
+        address (for every account); how many paused or counting windows were emptied."""
+        emptied = 0
+        if email:
+            emptied += await self._throttle.unlock("account", email.strip().lower())
+        if client:
+            emptied += await self._throttle.unlock("address", client.strip())
+        log.info("web_sign_in_unlocked", account=bool(email), address=bool(client))
+        return emptied
 
     async def _open_session(
         self, session: AsyncSession, user: UserRecord, now: datetime

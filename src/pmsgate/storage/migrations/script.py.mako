@@ -15,6 +15,10 @@ revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}
 branch_labels = ${repr(branch_labels)}
 depends_on = ${repr(depends_on)}
+# Expand/contract (docs/deploy.md, Rolling back): true when the previous release's code still
+# runs on the schema after this migration (new tables, new nullable columns, new indexes);
+# false when it removes or changes what older code reads or writes.
+backward_compatible = True
 
 
 def upgrade() -> None:

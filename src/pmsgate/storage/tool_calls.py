@@ -1,0 +1,414 @@
+"""The tool-call log (``tool_calls``) and each facility's upstream health (``upstream_health``).
+
+Rows are appended in batches (every replica its own; a call's row is never updated) and
+read newest first, ``(at, id)`` descending, paged by keyset like the audit trail: a page's
+cursor is the position of its last row, so a page never shifts while calls are added. The
+only removals are the retention purge (:meth:`ToolCallRepository.purge_before`) and the
+per-facility bound (:meth:`ToolCallRepository.trim_to`). The caller key's label is read
+from ``gateway_keys`` (its display prefix within the facility) when rows are read: the log
+stores the prefix, never the key.
+
+``upstream_health`` holds, per facility, the latest successful and the latest failed
+booking-system request any replica saw; a write keeps whichever is later, so replicas
+flushing in any order converge.
+
+Both repositories work in the caller's session and never commit;
+:class:`pmsgate.gateway.call_log.CallLog` owns the transactions.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, case, delete, func, insert, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from pmsgate.storage.integrity import dialect_insert
+from pmsgate.storage.models import Facility, GatewayKey, ToolCall, UpstreamHealth
+
+MAX_PAGE = 500
+# Rows per INSERT: 14 bound values each stays far below SQLite's limit on variables.
+ROWS_PER_STATEMENT = 200
+_CURSOR = re.compile(r"(-?\d{1,20})\.(\d{1,20})")
+
+
+@dataclass(slots=True)
+class NewToolCall:
+    """One call as the gateway recorded it, before it is stored (slots, not frozen: built
+    on every call's path, where a frozen dataclass's slower ``__init__`` would show)."""
+
+    facility_id: int
+    at: datetime
+    kind: str
+    name: str
+    transport: str
+    key_prefix: str | None
+    outcome: str
+    error_code: str | None
+    status: int | None
+    source: str | None
+    age_s: float | None
+    latency_ms: float
+    arguments: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ToolCallView:
+    """One stored call, with its key's current label (empty when the key has none)."""
+
+    id: int
+    at: datetime
+    kind: str
+    name: str
+    transport: str
+    key_prefix: str | None
+    key_label: str
+    outcome: str
+    error_code: str | None
+    status: int | None
+    source: str | None
+    age_s: float | None
+    latency_ms: float
+    arguments: dict[str, Any]
+
+    @property
+    def cursor(self) -> str:
+        """The keyset position of this row (the next page starts with the next older one)."""
+        micros = int(self.at.timestamp() * 1_000_000)
+        return f"{micros}.{self.id}"
+
+    def as_json(self) -> dict[str, Any]:
+        """The call as an export line carries it."""
+        return {
+            "at": self.at.isoformat(),
+            "kind": self.kind,
+            "name": self.name,
+            "transport": self.transport,
+            "key_prefix": self.key_prefix,
+            "key_label": self.key_label,
+            "outcome": self.outcome,
+            "error_code": self.error_code,
+            "status": self.status,
+            "source": self.source,
+            "age_s": self.age_s,
+            "latency_ms": self.latency_ms,
+            "arguments": self.arguments,
+        }
+
+
+@dataclass(frozen=True)
+class ToolCallFilter:
+    """Which calls of one facility a read returns (every given condition must hold)."""
+
+    facility_id: int
+    since: datetime | None = None
+    until: datetime | None = None  # exclusive
+    name: str | None = None
+    outcome: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolCallPage:
+    """One page of calls, newest first, and the cursor of the next (older) page if any."""
+
+    calls: list[ToolCallView]
+    next_cursor: str | None
+
+
+@dataclass(frozen=True)
+class CallCounts:
+    """A facility's calls since some moment: all, failed, stale answers, served from cache."""
+
+    calls: int = 0
+    errors: int = 0
+    stale: int = 0
+    from_cache: int = 0
+
+
+@dataclass(frozen=True)
+class UpstreamHealthView:
+    """A facility's latest successful and failed booking-system request."""
+
+    last_success_at: datetime | None
+    last_failure_at: datetime | None
+    last_failure_code: str | None
+
+
+def parse_cursor(cursor: str) -> tuple[datetime, int] | None:
+    """The keyset position a cursor names, or None for a malformed one."""
+    found = _CURSOR.fullmatch(cursor)
+    if found is None:
+        return None
+    try:
+        when = datetime.fromtimestamp(int(found.group(1)) / 1_000_000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
+    return when, int(found.group(2))
+
+
+def _label() -> Any:
+    """The label of the row's key: the facility's key with the row's display prefix."""
+    return (
+        select(GatewayKey.label)
+        .where(
+            GatewayKey.facility_id == ToolCall.facility_id,
+            GatewayKey.prefix == ToolCall.key_prefix,
+        )
+        .order_by(GatewayKey.id.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+
+
+def _view(row: ToolCall, label: str | None) -> ToolCallView:
+    return ToolCallView(
+        id=row.id,
+        at=row.at,
+        kind=row.kind,
+        name=row.name,
+        transport=row.transport,
+        key_prefix=row.key_prefix,
+        key_label=label or "",
+        outcome=row.outcome,
+        error_code=row.error_code,
+        status=row.status,
+        source=row.source,
+        age_s=row.age_s,
+        latency_ms=row.latency_ms,
+        arguments=dict(row.arguments or {}),
+    )
+
+
+def _conditions(where: ToolCallFilter) -> list[ColumnElement[bool]]:
+    conditions: list[ColumnElement[bool]] = [ToolCall.facility_id == where.facility_id]
+    if where.since is not None:
+        conditions.append(ToolCall.at >= where.since)
+    if where.until is not None:
+        conditions.append(ToolCall.at < where.until)
+    if where.name:
+        conditions.append(ToolCall.name == where.name)
+    if where.outcome:
+        conditions.append(ToolCall.outcome == where.outcome)
+    return conditions
+
+
+class ToolCallRepository:
+    """Appends, reads and purges logged calls in the caller's session; never commits."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def add(self, calls: Sequence[NewToolCall]) -> int:
+        """Store the calls of facilities that still exist; how many were stored.
+
+        A facility removed between a call and the flush drops its rows (its log went with
+        it) instead of failing the whole batch on the foreign key.
+        """
+        if not calls:
+            return 0
+        wanted = {call.facility_id for call in calls}
+        existing = set(
+            (await self._session.scalars(select(Facility.id).where(Facility.id.in_(wanted)))).all()
+        )
+        rows = [
+            {
+                "facility_id": call.facility_id,
+                "at": call.at,
+                "kind": call.kind,
+                "name": call.name,
+                "transport": call.transport,
+                "key_prefix": call.key_prefix,
+                "outcome": call.outcome,
+                "error_code": call.error_code,
+                "status": call.status,
+                "source": call.source,
+                "age_s": call.age_s,
+                "latency_ms": call.latency_ms,
+                "arguments": dict(call.arguments),
+            }
+            for call in calls
+            if call.facility_id in existing
+        ]
+        for start in range(0, len(rows), ROWS_PER_STATEMENT):
+            await self._session.execute(insert(ToolCall), rows[start : start + ROWS_PER_STATEMENT])
+        return len(rows)
+
+    async def query(
+        self, where: ToolCallFilter, *, limit: int = 50, after: str | None = None
+    ) -> ToolCallPage:
+        """A page of the calls matching ``where``, newest first, after the cursor ``after``.
+
+        A malformed cursor reads from the newest call (it can never widen the filter).
+        """
+        limit = max(1, min(limit, MAX_PAGE))
+        conditions = _conditions(where)
+        position = parse_cursor(after) if after else None
+        if position is not None:
+            when, call_id = position
+            conditions.append(
+                or_(ToolCall.at < when, and_(ToolCall.at == when, ToolCall.id < call_id))
+            )
+        statement = (
+            select(ToolCall, _label())
+            .where(*conditions)
+            .order_by(ToolCall.at.desc(), ToolCall.id.desc())
+            .limit(limit + 1)
+        )
+        rows = (await self._session.execute(statement)).all()
+        calls = [_view(row, label) for row, label in rows[:limit]]
+        more = len(rows) > limit
+        return ToolCallPage(calls=calls, next_cursor=calls[-1].cursor if more else None)
+
+    async def counts(
+        self, facility_id: int, periods: Mapping[str, datetime]
+    ) -> dict[str, CallCounts]:
+        """Per named period (``name → since``), the facility's calls since then, one query."""
+        if not periods:
+            return {}
+        first = min(periods.values())
+        columns: list[Any] = []
+        for since in periods.values():
+            recent = ToolCall.at >= since
+            columns += [
+                func.coalesce(func.sum(case((recent, 1), else_=0)), 0),
+                func.coalesce(
+                    func.sum(case((and_(recent, ToolCall.outcome == "error"), 1), else_=0)), 0
+                ),
+                func.coalesce(
+                    func.sum(case((and_(recent, ToolCall.outcome == "stale"), 1), else_=0)), 0
+                ),
+                func.coalesce(
+                    func.sum(case((and_(recent, ToolCall.source == "cache"), 1), else_=0)), 0
+                ),
+            ]
+        values = (
+            await self._session.execute(
+                select(*columns).where(ToolCall.facility_id == facility_id, ToolCall.at >= first)
+            )
+        ).one()
+        found: dict[str, CallCounts] = {}
+        for index, name in enumerate(periods):
+            calls, errors, stale, from_cache = (int(v) for v in values[index * 4 : index * 4 + 4])
+            found[name] = CallCounts(calls, errors, stale, from_cache)
+        return found
+
+    async def purge_before(self, cutoff: datetime) -> int:
+        """Remove every call made before ``cutoff`` (retention); how many went."""
+        result = await self._session.execute(delete(ToolCall).where(ToolCall.at < cutoff))
+        return int(getattr(result, "rowcount", 0) or 0)
+
+    async def trim_to(self, max_rows: int) -> int:
+        """Keep at most the newest ``max_rows`` calls of each facility; how many went."""
+        over = await self._session.execute(
+            select(ToolCall.facility_id)
+            .group_by(ToolCall.facility_id)
+            .having(func.count() > max_rows)
+        )
+        removed = 0
+        for facility_id in over.scalars().all():
+            # The newest row that goes: it and everything older than it.
+            boundary = (
+                await self._session.execute(
+                    select(ToolCall.at, ToolCall.id)
+                    .where(ToolCall.facility_id == facility_id)
+                    .order_by(ToolCall.at.desc(), ToolCall.id.desc())
+                    .offset(max_rows)
+                    .limit(1)
+                )
+            ).one_or_none()
+            if boundary is None:
+                continue
+            when, call_id = boundary
+            result = await self._session.execute(
+                delete(ToolCall).where(
+                    ToolCall.facility_id == facility_id,
+                    or_(ToolCall.at < when, and_(ToolCall.at == when, ToolCall.id <= call_id)),
+                )
+            )
+            removed += int(getattr(result, "rowcount", 0) or 0)
+        return removed
+
+
+class UpstreamHealthRepository:
+    """Each facility's latest booking-system success and failure; never commits."""
+
+    def __init__(self, session: AsyncSession) -> None:
+        self._session = session
+
+    async def record(
+        self,
+        successes: Mapping[int, datetime],
+        failures: Mapping[int, tuple[datetime, str]],
+    ) -> int:
+        """Keep the later of the stored and the given times per facility; facilities touched."""
+        ids = sorted(set(successes) | set(failures))
+        if not ids:
+            return 0
+        existing = set(
+            (await self._session.scalars(select(Facility.id).where(Facility.id.in_(ids)))).all()
+        )
+        rows = [
+            {
+                "facility_id": facility_id,
+                "last_success_at": successes.get(facility_id),
+                "last_failure_at": failures[facility_id][0] if facility_id in failures else None,
+                "last_failure_code": failures[facility_id][1] if facility_id in failures else None,
+            }
+            for facility_id in ids
+            if facility_id in existing
+        ]
+        if not rows:
+            return 0
+        statement = dialect_insert(self._session, UpstreamHealth).values(rows)
+        excluded = statement.excluded
+        newer_success = or_(
+            UpstreamHealth.last_success_at.is_(None),
+            excluded.last_success_at > UpstreamHealth.last_success_at,
+        )
+        newer_failure = or_(
+            UpstreamHealth.last_failure_at.is_(None),
+            excluded.last_failure_at > UpstreamHealth.last_failure_at,
+        )
+        statement = statement.on_conflict_do_update(
+            index_elements=[UpstreamHealth.facility_id],
+            set_={
+                "last_success_at": case(
+                    (
+                        and_(excluded.last_success_at.is_not(None), newer_success),
+                        excluded.last_success_at,
+                    ),
+                    else_=UpstreamHealth.last_success_at,
+                ),
+                "last_failure_at": case(
+                    (
+                        and_(excluded.last_failure_at.is_not(None), newer_failure),
+                        excluded.last_failure_at,
+                    ),
+                    else_=UpstreamHealth.last_failure_at,
+                ),
+                "last_failure_code": case(
+                    (
+                        and_(excluded.last_failure_at.is_not(None), newer_failure),
+                        excluded.last_failure_code,
+                    ),
+                    else_=UpstreamHealth.last_failure_code,
+                ),
+            },
+        )
+        await self._session.execute(statement)
+        return len(rows)
+
+    async def get(self, facility_id: int) -> UpstreamHealthView | None:
+        """The facility's latest success and failure, if any was recorded."""
+        row = await self._session.get(UpstreamHealth, facility_id)
+        if row is None:
+            return None
+        return UpstreamHealthView(
+            last_success_at=row.last_success_at,
+            last_failure_at=row.last_failure_at,
+            last_failure_code=row.last_failure_code,
+        )

@@ -1,0 +1,287 @@
+"""One-time form tokens: a console form that creates something creates it once.
+
+A reload of the page a POST answered, a double click or the browser's "resend" sends
+the same form again; without a guard each one would mint another key or start another
+sync. Such a form carries a one-time token:
+
+* **Issued** into the page by the Jinja global ``form_token("purpose")``, which renders
+  ``<input type="hidden" name="form_token" value="…">``. The token is a random nonce
+  signed with itsdangerous (the session-cookie key, a salt naming the purpose and the
+  session), timestamped on the injected clock: a page view writes nothing, and a token
+  works only for its form, in its session, for ``PMSGATE_FORM_TOKEN_TTL_S``.
+* **Spent** by the route, first thing, with :func:`spend_form_token` (or
+  :meth:`FormTokens.spend`): one ``INSERT … ON CONFLICT DO NOTHING`` of its SHA-256 in
+  ``form_token_uses``, so exactly one request wins however many replicas race (the
+  database is the state every replica shares whatever the deployment: Redis is
+  optional, an in-process set is not shared). The winner acts and then
+  :meth:`FormTokens.finish`\\ es with the page it answered (303, POST/redirect/GET);
+  a repeat (:attr:`FormTokenSpend.repeated`) does nothing and is sent to that page with
+  ``repeated=1``, which says so in plain words. An action that fails changed nothing:
+  :meth:`FormTokens.release` forgets the spend, so the same form can be sent again.
+* **Hand-off.** A result that may be shown only once (a new gateway key) is not put in
+  the redirect's URL: :meth:`FormTokens.finish` stores it encrypted by the vault (bound
+  to the token and the session) for ``PMSGATE_KEY_HANDOFF_TTL_S``, the page after the
+  redirect gets it with :meth:`FormTokens.take_handoff` — once, in the same session —
+  and it is erased in the same statement. Its reference in the URL is the token's hash.
+
+Errors: :class:`FormTokenRefused` (400 ``form_token_invalid``: missing, altered, another
+form's or another session's token) and :class:`FormTokenExpired` (400 ``form_expired``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import structlog
+from fastapi import Request
+from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
+from jinja2 import pass_context
+from markupsafe import Markup, escape
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+
+from pmsgate.clock import Clock
+from pmsgate.config import Settings
+from pmsgate.errors import PmsgateError
+from pmsgate.gateway.vault import Vault
+from pmsgate.storage.form_tokens import FormTokenRepository
+from pmsgate.web.auth import current_session_hash, session_signing_key
+from pmsgate.web.context import web_services
+from pmsgate.web.templating import templates
+
+log = structlog.get_logger(__name__)
+
+FORM_TOKEN_FIELD = "form_token"
+# The query parameter of the page a repeated form is sent to.
+REPEATED_PARAM = "repeated"
+_SALT = "pmsgate.web.form-token"
+_NONCE_BYTES = 18
+
+
+class FormTokenRefused(PmsgateError):
+    """The form's one-time token is missing, altered, or another form's or session's."""
+
+    code = "form_token_invalid"
+    status = 400
+    hint = "Reload the page and send the form again."
+
+    def __init__(self, message: str = "This form cannot be sent as it is.") -> None:
+        super().__init__(message)
+
+
+class FormTokenExpired(FormTokenRefused):
+    """The form's page was shown longer ago than the token lives."""
+
+    code = "form_expired"
+
+    def __init__(self) -> None:
+        super().__init__("This form was opened too long ago to be sent.")
+
+
+@dataclass(frozen=True)
+class FormTokenSpend:
+    """A token's spend: the first one (``repeated`` False) acts, a repeat does nothing."""
+
+    token_hash: str
+    purpose: str
+    session_hash: str
+    repeated: bool
+    # The page the first use answered with (None while it is still acting, or for a first use).
+    result_path: str | None = None
+
+    @property
+    def ref(self) -> str:
+        """What a redirect's URL may name this use by (a hash: never the token, never a secret)."""
+        return self.token_hash
+
+
+def with_query(path: str, **params: str) -> str:
+    """``path`` with ``params`` added to its query (its ``#fragment`` kept at the end)."""
+    parts = urlsplit(path)
+    query = "&".join(filter(None, [parts.query, urlencode(params)]))
+    return urlunsplit(("", "", parts.path, query, parts.fragment))
+
+
+def repeated_path(spend: FormTokenSpend, fallback: str) -> str:
+    """Where a repeated form goes: the first use's page (else ``fallback``), marked repeated."""
+    return with_query(spend.result_path or fallback, **{REPEATED_PARAM: "1"})
+
+
+def _token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+class _ClockSigner(TimestampSigner):
+    def __init__(self, key: bytes, salt: str, clock: Clock) -> None:
+        super().__init__(key, salt=salt, digest_method=hashlib.sha256)
+        self._clock = clock
+
+    def get_timestamp(self) -> int:
+        """Seconds since the epoch, from the injected clock."""
+        return int(self._clock.now().timestamp())
+
+
+class FormTokens:
+    """Issues and spends one-time form tokens; keeps one-time hand-offs (module docstring)."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        *,
+        clock: Clock,
+        settings: Settings,
+        vault: Vault,
+    ) -> None:
+        self._database = sessions
+        self._clock = clock
+        self._settings = settings
+        self._vault = vault
+        self._ttl = timedelta(seconds=settings.form_token_ttl_s)
+
+    def __repr__(self) -> str:
+        return "FormTokens()"
+
+    def _signer(self, purpose: str, session_hash: str) -> _ClockSigner:
+        # The salt binds the token to its form and its session: nothing else verifies it.
+        salt = f"{_SALT}/{purpose}/{session_hash}"
+        return _ClockSigner(session_signing_key(self._settings), salt, self._clock)
+
+    def issue(self, purpose: str, session_hash: str) -> str:
+        """A new token for one form of ``purpose`` shown to the session ``session_hash``."""
+        nonce = secrets.token_urlsafe(_NONCE_BYTES)
+        return self._signer(purpose, session_hash).sign(nonce).decode()
+
+    def _verify(self, token: str, purpose: str, session_hash: str) -> None:
+        if not token:
+            raise FormTokenRefused("This form came without its one-time token.")
+        try:
+            self._signer(purpose, session_hash).unsign(
+                token, max_age=int(self._ttl.total_seconds())
+            )
+        except SignatureExpired:
+            raise FormTokenExpired() from None
+        except BadSignature:
+            raise FormTokenRefused() from None
+
+    async def spend(self, token: str, *, purpose: str, session_hash: str) -> FormTokenSpend:
+        """Spend ``token``: the first use wins (``repeated`` False), every other is a repeat.
+
+        FormTokenRefused / FormTokenExpired when it is not a live token of this form and
+        session (nothing is spent).
+        """
+        self._verify(token, purpose, session_hash)
+        token_hash = _token_hash(token)
+        now = self._clock.now()
+        async with self._database.begin() as session:
+            repo = FormTokenRepository(session)
+            await repo.delete_expired(now)
+            first = await repo.spend(
+                token_hash,
+                purpose=purpose,
+                session_hash=session_hash,
+                now=now,
+                expires_at=now + self._ttl,
+            )
+            earlier = None if first else await repo.find(token_hash)
+        if not first:
+            log.info("web_form_repeated", purpose=purpose)
+        return FormTokenSpend(
+            token_hash=token_hash,
+            purpose=purpose,
+            session_hash=session_hash,
+            repeated=not first,
+            result_path=earlier.result_path if earlier is not None else None,
+        )
+
+    async def finish(
+        self, spend: FormTokenSpend, *, result_path: str, handoff: str | None = None
+    ) -> None:
+        """Keep the page the first use answered with, and its one-time hand-off (encrypted)."""
+        ciphertext = (
+            self._vault.encrypt(
+                handoff, context=self._context(spend.token_hash, spend.session_hash)
+            )
+            if handoff is not None
+            else None
+        )
+        handoff_ttl = timedelta(seconds=self._settings.key_handoff_ttl_s)
+        async with self._database.begin() as session:
+            await FormTokenRepository(session).set_result(
+                spend.token_hash,
+                result_path=result_path,
+                handoff=ciphertext,
+                handoff_expires_at=self._clock.now() + handoff_ttl if ciphertext else None,
+            )
+
+    async def release(self, spend: FormTokenSpend) -> None:
+        """Forget a first use whose action failed and changed nothing (the form may be resent)."""
+        if spend.repeated:
+            return
+        async with self._database.begin() as session:
+            await FormTokenRepository(session).release(spend.token_hash)
+
+    async def take_handoff(self, ref: str, *, session_hash: str) -> str | None:
+        """The hand-off of the use ``ref`` for this session, once; None ever after."""
+        if len(ref) != 64:
+            return None
+        async with self._database.begin() as session:
+            ciphertext = await FormTokenRepository(session).take_handoff(
+                ref, session_hash=session_hash, now=self._clock.now()
+            )
+        if ciphertext is None:
+            return None
+        return self._vault.decrypt(ciphertext, context=self._context(ref, session_hash))
+
+    @staticmethod
+    def _context(token_hash: str, session_hash: str) -> str:
+        return f"pmsgate/form-handoff/{token_hash}/{session_hash}"
+
+
+# --- the request side ------------------------------------------------------------------------
+
+
+def _session_hash(request: Request) -> str:
+    found = current_session_hash(request)
+    if found is None:  # the routes that spend tokens authenticate first
+        raise FormTokenRefused("This form needs a signed-in session.")
+    return found
+
+
+async def spend_form_token(request: Request, purpose: str) -> FormTokenSpend:
+    """Spend the ``form_token`` field of this request's form for ``purpose`` (see module)."""
+    form = await request.form()
+    value = form.get(FORM_TOKEN_FIELD)
+    token = value if isinstance(value, str) else ""
+    return await web_services(request).form_tokens.spend(
+        token, purpose=purpose, session_hash=_session_hash(request)
+    )
+
+
+async def take_handoff(request: Request, ref: str | None) -> str | None:
+    """The one-time hand-off ``ref`` names for this request's session, if still there."""
+    session_hash = current_session_hash(request)
+    if not ref or session_hash is None:
+        return None
+    return await web_services(request).form_tokens.take_handoff(ref, session_hash=session_hash)
+
+
+@pass_context
+def form_token_input(context: Any, purpose: str) -> Markup:
+    """The hidden input carrying a new one-time token for a form of ``purpose`` (Jinja)."""
+    request: Request = context["request"]
+    session_hash = current_session_hash(request)
+    if session_hash is None:
+        return Markup("")
+    token = web_services(request).form_tokens.issue(purpose, session_hash)
+    return Markup('<input type="hidden" name="{}" value="{}">').format(
+        FORM_TOKEN_FIELD, escape(token)
+    )
+
+
+# Every template may render ``{{ form_token("purpose") }}`` once this module is loaded (the
+# routes that spend tokens import it; it cannot live in templating, which auth imports).
+templates.env.globals["form_token"] = form_token_input
