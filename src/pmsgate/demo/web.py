@@ -247,13 +247,14 @@ async def _team_acts(console: Console, web: Any, student_id: str, hotel_id: str)
     )
     admin = Actor.admin("admin@platform-team.example")
     await web.incidents.acknowledge(incident.record.id, actor=admin)
-    checked = await web.incidents.check_now(incident.record.id, actor=admin)
+    await web.incidents.check_now(incident.record.id, actor=admin)
     after = await web.incidents.get(incident.record.id)
+    check = next(line for line in reversed(after.timeline()) if line.kind == "check")
     console.print(
         "The team acknowledges it and presses 'Check now' (one token request through the "
-        f"facility's limiter): {escape(after.timeline()[-1].text)}. State: "
-        f"{after.state_words}; {len(after.timeline())} lines in its timeline; the "
-        f"customer's link is the way back ({checked})."
+        f"facility's limiter): {escape(check.text.removeprefix('Check now: '))}. "
+        f"State: {after.state_words}; {len(after.timeline())} lines in its timeline. "
+        "The customer's sign-in link is the way back."
     )
 
 

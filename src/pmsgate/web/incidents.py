@@ -259,6 +259,14 @@ class IncidentView:
         return sorted(lines, key=lambda line: line.at)
 
 
+def _moment_words(value: object) -> str:
+    """A stored ISO moment in the reader's zone and words (anything else as it is)."""
+    try:
+        return i18n.format_datetime(datetime.fromisoformat(str(value)))
+    except ValueError:
+        return str(value or "")
+
+
 def _event_line(event: IncidentEventRecord) -> TimelineLine:
     details = event.details
     texts = {
@@ -267,7 +275,7 @@ def _event_line(event: IncidentEventRecord) -> TimelineLine:
         "assigned": (
             f"Assigned to {details['assignee']}" if details.get("assignee") else "Unassigned"
         ),
-        "snoozed": f"Snoozed until {details.get('until', '')}",
+        "snoozed": f"Snoozed until {_moment_words(details.get('until'))}",
         "woke": "Snooze ended: open again",
         "note": "Note",
         "check": _check_text(details),
