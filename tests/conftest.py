@@ -145,7 +145,7 @@ async def database_url(request, tmp_path) -> AsyncIterator[str]:  # type: ignore
 
     from sqlalchemy import text
 
-    from pmsgate.storage.db import Base, create_engine, upgrade
+    from pmsgate.storage.db import create_engine, upgrade
 
     if request.param == "sqlite":
         path = tmp_path / "test.db"
@@ -155,13 +155,54 @@ async def database_url(request, tmp_path) -> AsyncIterator[str]:  # type: ignore
     url = request.getfixturevalue("postgres_url")
     engine = create_engine(url)
     try:
-        await upgrade(engine)  # a no-op at head; repairs a test that left another revision
-        tables = ", ".join(f'"{table.name}"' for table in Base.metadata.sorted_tables)
         async with engine.begin() as connection:
-            await connection.execute(text(f"TRUNCATE {tables} RESTART IDENTITY CASCADE"))
+            at_head = await connection.run_sync(_at_head)
+        if not at_head:  # repairs a test that left another revision (or a fresh database)
+            await upgrade(engine)
+        async with engine.begin() as connection:
+            await connection.execute(text(_EMPTY_EVERY_TABLE))
     finally:
         await engine.dispose()
     yield url
+
+
+def _at_head(connection: Any) -> bool:
+    """Whether the database's revision is this code's newest (one short read)."""
+    from alembic.runtime.migration import MigrationContext
+
+    return MigrationContext.configure(connection).get_current_revision() == _HEAD
+
+
+def _head() -> str | None:
+    from pmsgate.storage.db import migration_scripts
+
+    return migration_scripts().get_current_head()
+
+
+def _empty_every_table() -> str:
+    """One round trip that empties every table and restarts its ids (a DO block).
+
+    Children before parents (foreign keys hold); ten times faster than TRUNCATE of every
+    table, which dominated a PostgreSQL test's set-up.
+    """
+    from pmsgate.storage import models  # noqa: F401  # registers every table on Base
+    from pmsgate.storage.db import Base
+
+    tables = [table.name for table in reversed(Base.metadata.sorted_tables)]
+    assert tables, "no table is registered on Base"
+    deletes = "".join(f'  DELETE FROM "{name}";\n' for name in tables)
+    return (
+        "DO $$\nDECLARE r record;\nBEGIN\n"
+        + deletes
+        + "  FOR r IN SELECT schemaname, sequencename FROM pg_sequences\n"
+        "           WHERE schemaname = current_schema() LOOP\n"
+        "    PERFORM setval(format('%I.%I', r.schemaname, r.sequencename), 1, false);\n"
+        "  END LOOP;\nEND $$;"
+    )
+
+
+_EMPTY_EVERY_TABLE = _empty_every_table()
+_HEAD = _head()
 
 
 # --- Redis: when PMSGATE_TEST_REDIS_URL is set (always under CI=true) ---
