@@ -16,7 +16,7 @@ from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.doctor.findings import Report, Status
-from pmsgate.doctor.kross import PROBE_REQUESTS
+from pmsgate.doctor.kross import PROBE_REQUESTS, offset_verdict, page_cap
 from pmsgate.doctor.notes import probe_notes
 from pmsgate.doctor.runner import Target, run_doctor
 from pmsgate.gateway.facilities import NewFacility
@@ -215,8 +215,9 @@ async def test_the_live_probe_reports_the_documented_shapes_within_its_request_b
 
     spent = probe.sandbox.kross.stats.requests_by_hotel[probe.hotel_id] - before
     assert 0 < spent <= PROBE_REQUESTS
-    for check in ("login", "list envelope", "guest_portal", "offset", "date filters"):
+    for check in ("login", "list envelope", "page size", "guest_portal", "offset", "date filters"):
         assert status_of(report, "booking system", check) is Status.OK, check
+    assert report.of("booking system", "page size").details["cap"] is None  # type: ignore[union-attr]
     assert status_of(report, "booking system", "path form") is Status.OK
     assert not report.failed
 
@@ -224,12 +225,12 @@ async def test_the_live_probe_reports_the_documented_shapes_within_its_request_b
 @pytest.mark.parametrize(
     ("variant", "check", "detail"),
     [
-        ({"guest_portal_shape": "link"}, "guest_portal", {"shapes": {"link": 5}}),
-        ({"guest_portal_shape": "absent"}, "guest_portal", {"shapes": {"absent": 5}}),
+        ({"guest_portal_shape": "link"}, "guest_portal", {}),
+        ({"guest_portal_shape": "absent"}, "guest_portal", {}),
         ({"ignore_offset": True}, "offset", {}),
         ({"omit_total_count": True}, "list envelope", {}),
         ({"ignore_date_filters": True}, "date filters", {}),
-        ({"max_page_size": 3}, "page size", {}),
+        ({"max_page_size": 3}, "page size", {"cap": 3}),
         (
             {"grouped_paths": True},
             "path form",
@@ -253,6 +254,65 @@ async def test_each_booking_system_variant_is_reported_with_what_to_do(
     for key, value in detail.items():
         assert finding.details[key] == value
     assert not report.failed
+
+
+@pytest.mark.parametrize(("cap", "status"), [(3, Status.WARN), (50, Status.WARN), (100, Status.OK)])
+async def test_the_page_cap_is_reported_whatever_its_size(
+    probe: Probe, cap: int, status: Status
+) -> None:
+    probe.sandbox.kross.add_history(probe.hotel_id, 300)
+    probe.sandbox.kross.configure(max_page_size=cap)
+
+    report = await probe.run(hotel_id=probe.hotel_id)
+
+    finding = report.of("booking system", "page size")
+    assert finding is not None and finding.status is status
+    assert finding.details == {"cap": cap, "page_size": 100}
+    assert (finding.advice is not None) is (status is Status.WARN)
+    # the offset is probed under the cap too
+    assert status_of(report, "booking system", "offset") is Status.OK
+    assert not report.failed
+
+
+@pytest.mark.parametrize("cap", [1, 3])
+async def test_an_ignored_offset_is_found_under_a_small_cap(probe: Probe, cap: int) -> None:
+    probe.sandbox.kross.add_history(probe.hotel_id, 300)
+    probe.sandbox.kross.configure(max_page_size=cap, ignore_offset=True)
+
+    report = await probe.run(hotel_id=probe.hotel_id)
+
+    assert status_of(report, "booking system", "offset") is Status.WARN
+
+
+async def test_a_cap_is_found_from_total_count_when_the_answer_does_not_echo_limit() -> None:
+    class Answer:
+        limit = None
+        total_count = 300
+
+    assert page_cap(Answer(), 50, 101) == 50
+    assert page_cap(Answer(), 101, 101) is None
+    Answer.total_count = 40
+    assert page_cap(Answer(), 40, 101) is None
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "applied", "verdict"),
+    [
+        (["1", "2", "3"], ["2", "3", "4"], 1, "honoured"),
+        (["1", "2", "3"], ["2"], None, "honoured"),
+        (["1"], [], 1, "honoured"),  # a single reservation
+        (["1"], ["2"], 1, "honoured"),  # a cap of one row
+        (["1", "2", "3"], ["1", "2", "3"], None, "ignored"),
+        (["1"], ["1"], None, "ignored"),
+        (["1", "2", "3"], ["1", "2", "3"], 0, "ignored"),
+        (["1", "2", "3"], ["4", "5", "6"], 1, "unclear"),  # offset counted in pages?
+        (["1", "2", "3"], [], 1, "unclear"),
+    ],
+)
+def test_the_offset_verdict_compares_the_reads_at_offset_0_and_1(
+    first: list[str], second: list[str], applied: int | None, verdict: str
+) -> None:
+    assert offset_verdict(first, second, applied) == verdict
 
 
 async def test_a_refused_login_fails_the_probe_after_a_single_token_request(

@@ -1,8 +1,9 @@
 """The gateway on the emulator's variants of the booking system (reference/upstreams.md §1):
-a login refused in every public shape, a token rejected as a 200 with an error code, and
-the operations living under ``reservations/`` only. The last tests use
-``httpx.MockTransport`` for upstream answers the emulator does not give (a token rejected
-again right after a refresh, a Retry-After of an hour)."""
+a login refused in every public shape, a token rejected as a 200 with an error code (named,
+or the number 401), and the operations living under ``reservations/`` only (the bare path
+answered "no such operation" by name, as a JSON 404 with ``error_code: 404``, or as text).
+The last tests use ``httpx.MockTransport`` for upstream answers the emulator does not give
+(a token rejected again right after a refresh, a Retry-After of an hour)."""
 
 from __future__ import annotations
 
@@ -62,13 +63,15 @@ async def test_a_refused_login_in_any_shape_puts_the_facility_in_error_with_one_
     assert (await gateway.services.facilities.get(hotel_id)).status == "error"
 
 
-async def test_a_token_rejected_as_a_200_with_a_code_gets_one_new_token_and_one_retry(
-    gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any
+@pytest.mark.parametrize("rejection", ["401", "200", "200-401"])
+async def test_a_token_rejected_in_any_shape_gets_one_new_token_and_one_retry(
+    gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any, rejection: str
 ) -> None:
     record, key = facility
     hotel_id = record["hotel_id"]
     apartments = [a["id_room_type"] for a in record["apartments"]]
-    kross_store.configure(token_rejection="200")
+    # "200-401": HTTP 200 with {"error_code": 401, "error_message", "ruid"}.
+    kross_store.configure(token_rejection=rejection)
     assert (
         await gateway.tool("get-checkin-instructions", key, apartment_id=apartments[0])
     ).is_success
@@ -84,13 +87,18 @@ async def test_a_token_rejected_as_a_200_with_a_code_gets_one_new_token_and_one_
     assert (await gateway.services.facilities.get(hotel_id)).status == "connected"
 
 
+@pytest.mark.parametrize("no_such_operation", ["named", "404", "plain"])
 async def test_operations_found_only_under_their_group_are_found_once_and_remembered(
-    gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any
+    gateway: Gateway,
+    facility: tuple[dict[str, Any], str],
+    kross_store: Any,
+    no_such_operation: str,
 ) -> None:
     record, key = facility
     hotel_id = record["hotel_id"]
     apartments = [a["id_room_type"] for a in record["apartments"]]
-    kross_store.configure(grouped_paths=True)
+    # "404": a JSON 404 with {"error_code": 404}; "plain": a text 404.
+    kross_store.configure(grouped_paths=True, unknown_operation=no_such_operation)
     before = await budget_left(gateway, hotel_id)
 
     with structlog.testing.capture_logs() as logs:
@@ -98,6 +106,8 @@ async def test_operations_found_only_under_their_group_are_found_once_and_rememb
     assert first.status_code == 200, first.text
     # the login, the spec path ("no such operation"), the grouped path: three permits
     assert kross_store.stats.requests_total == 3
+    # one grouped-path try, which answered
+    assert kross_store.stats.requests_by_operation[INSTRUCTIONS] == 1
     assert await budget_left(gateway, hotel_id) == before - 3
     fallbacks = [e for e in logs if e["event"] == "pms_path_fallback"]
     assert [(e["operation"], e["path"]) for e in fallbacks] == [

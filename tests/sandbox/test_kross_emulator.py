@@ -902,6 +902,7 @@ async def test_reset_restores_the_seed_and_forgets_tokens_faults_and_changes(
         "login_refusal": "401",
         "token_rejection": "401",
         "grouped_paths": False,
+        "unknown_operation": "named",
     }
     assert (await kross_http.get("/_sandbox/stats")).json()["requests"]["total"] == 0
     assert kross_store.facilities() == build_facilities(7, kross_store.clock.now())

@@ -31,6 +31,7 @@ DEFAULTS = {
     "login_refusal": "401",
     "token_rejection": "401",
     "grouped_paths": False,
+    "unknown_operation": "named",
 }
 UNGROUPED = (
     "get-check-in-instructions",
@@ -136,6 +137,7 @@ async def test_every_variant_is_set_over_http_shown_by_get_and_reset_restores_de
         "login_refusal": "403",
         "token_rejection": "200",
         "grouped_paths": True,
+        "unknown_operation": "404",
     }
     assert await configure(kross_http, **changed) == changed
     assert (await kross_http.get("/_sandbox/config")).json() == changed
@@ -167,6 +169,7 @@ async def test_statuses_of_refusal_variants_may_be_written_as_numbers(
 ) -> None:
     shown = await configure(kross_http, login_refusal=400, token_rejection=200)
     assert (shown["login_refusal"], shown["token_rejection"]) == ("400", "200")
+    assert (await configure(kross_http, unknown_operation=404))["unknown_operation"] == "404"
 
 
 async def test_unknown_variant_values_are_refused_and_change_nothing(
@@ -176,6 +179,8 @@ async def test_unknown_variant_values_are_refused_and_change_nothing(
         {"guest_portal_shape": "inline"},
         {"login_refusal": "418"},
         {"token_rejection": "403"},
+        {"token_rejection": "200-403"},
+        {"unknown_operation": "405"},
         {"max_page_size": -1},
         {"token_location": "header"},
     ):
@@ -401,6 +406,51 @@ async def test_expired_token_refused_as_http_200_with_an_error_code_when_configu
         body = answer.json()
         assert body["error_code"] == "TOKEN_EXPIRED" and body["error_message"]
         assert "data" not in body and "total_count" not in body
+
+
+async def test_a_dead_token_is_answered_as_a_200_carrying_error_code_401_when_configured(
+    kross_http: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    _, headers = await session(kross_http)
+    await configure(kross_http, token_rejection="200-401")
+    clock.advance(7 * 24 * 3600)
+    for auth in (headers, {**UA, "Authorization": "Bearer nope"}, UA):
+        answer = await call(kross_http, auth, "reservations/get-list", {})
+        assert answer.status_code == 200
+        body = answer.json()
+        # the {error_code, error_message, ruid} family: the status as a number
+        assert body["error_code"] == 401 and body["error_message"] and body["ruid"]
+        assert "data" not in body
+
+
+# --- unknown_operation -----------------------------------------------------------------------
+
+
+async def test_an_unknown_operation_is_answered_in_the_configured_shape(
+    kross_http: httpx.AsyncClient,
+) -> None:
+    _, headers = await session(kross_http)
+    named = await call(kross_http, headers, "calendar/get-calendar", {})
+    assert named.status_code == 404 and named.json()["error_code"] == "OPERATION_NOT_FOUND"
+
+    await configure(kross_http, unknown_operation="404")
+    numbered = await call(kross_http, headers, "calendar/get-calendar", {})
+    assert numbered.status_code == 404
+    assert numbered.json()["error_code"] == 404 and numbered.json()["ruid"]
+
+    await configure(kross_http, unknown_operation="plain")
+    plain = await call(kross_http, headers, "calendar/get-calendar", {})
+    assert plain.status_code == 404 and plain.text == "Not Found"
+    assert not plain.headers["content-type"].startswith("application/json")
+
+
+async def test_an_unknown_operation_shape_leaves_a_missing_object_named(
+    kross_http: httpx.AsyncClient,
+) -> None:
+    _, headers = await session(kross_http)
+    await configure(kross_http, unknown_operation="404")
+    missing = await call(kross_http, headers, "get-house-manual", {"id_room_type": 999_999})
+    assert missing.status_code == 404 and missing.json()["error_code"] == "NOT_FOUND"
 
 
 # --- grouped_paths ---------------------------------------------------------------------------

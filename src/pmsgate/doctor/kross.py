@@ -3,9 +3,17 @@
 The live probe spends at most :data:`PROBE_REQUESTS` requests of the facility's budget
 (10 a minute), each through the facility's limiter and token manager, and reads only.
 It finds out what public integrations disagree on (reference/upstreams.md §1): where
-the token comes, whether the list envelope carries ``total_count``, whether ``offset``
-and the date filters are honoured, the ``guest_portal`` shape, and which path form
-the per-apartment reads live under.
+the token comes, whether the list envelope carries ``total_count``, the server's page
+cap, whether ``offset`` and the date filters are honoured, the ``guest_portal`` shape,
+and which path form the per-apartment reads live under.
+
+The page cap: the first list read asks for one row more than the gateway's own page
+(``page_size`` of ``reservations/get-list``, 100), so any cap that can matter to the
+gateway, a cap of exactly that page included, shows as a smaller ``limit`` (or, when
+the answer does not echo ``limit``, as fewer rows than ``total_count`` says exist).
+The offset: the second read starts at ``offset`` 1, so it tells an honoured offset
+(the rows move by one) from an ignored one (the first row again) whatever the cap,
+even on a facility with a single reservation.
 """
 
 from __future__ import annotations
@@ -22,16 +30,19 @@ from pmsgate.config import Settings
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
+from pmsgate.gateway.window import DEFAULT_PAGE_SIZE
 from pmsgate.integrations.kit.http import NOT_SENT
 from pmsgate.integrations.kross.client import BROWSER_UA_PREFIX
-from pmsgate.integrations.kross.errors import PmsError
+from pmsgate.integrations.kross.errors import InvalidRequest, PmsError
 
 if TYPE_CHECKING:
     from pmsgate.gateway.facilities import FacilityView
 
 AREA = "booking system"
-# One token, two list pages, one filtered list, one per-apartment read.
-PROBE_REQUESTS = 5
+# One token, two list pages, one filtered list, one per-apartment read; one list page more
+# when the server refuses the larger first page.
+PROBE_REQUESTS = 6
+# Rows of the offset and date-filter reads: they only compare the first rows.
 PROBE_PAGE = 5
 LIST = "reservations/get-list"
 _PLACES = {"data": "data.auth_token", "top": "a top-level auth_token", "nested": "data.data"}
@@ -91,11 +102,16 @@ async def probe_facility(services: GatewayServices, hotel_id: str, report: Repor
     report.add(AREA, "facility", Status.OK, f"Facility {hotel_id} is {facility.status}.")
     if not await _token(services, facility, report):
         return
-    page = await _read(services, facility, report, "list envelope", _list_body(services, 0))
-    if page is None:
+    page_size = _page_size(services)
+    asked = page_size + 1
+    first = await _first_page(services, facility, report, asked, page_size)
+    if first is None:
         return
+    page, read_with = first
     rows = _rows(page.data)
     _report_envelope(report, page)
+    if read_with == asked:
+        _report_page_cap(report, page, rows, asked, page_size)
     _report_portal_shape(report, rows)
     await _probe_offset(services, facility, report, rows)
     await _probe_filters(services, facility, report)
@@ -125,10 +141,48 @@ async def _token(services: GatewayServices, facility: FacilityView, report: Repo
     return True
 
 
-def _list_body(services: GatewayServices, offset: int, **extra: Any) -> dict[str, Any]:
+def _list_body(
+    services: GatewayServices, offset: int, limit: int = PROBE_PAGE, **extra: Any
+) -> dict[str, Any]:
     op = services.pms.operations.resolve(LIST)
-    body: dict[str, Any] = {"with_rooms": True, "limit": PROBE_PAGE, "offset": offset, **extra}
+    body: dict[str, Any] = {"with_rooms": True, "limit": limit, "offset": offset, **extra}
     return {op.wire_name(k): v for k, v in body.items()}
+
+
+def _page_size(services: GatewayServices) -> int:
+    """The rows a page of the gateway's own list reads asks for."""
+    return services.pms.operations.resolve(LIST).page_size or DEFAULT_PAGE_SIZE
+
+
+async def _first_page(
+    services: GatewayServices,
+    facility: FacilityView,
+    report: Report,
+    asked: int,
+    page_size: int,
+) -> tuple[Any, int] | None:
+    """The first list page and the limit it was read with (the gateway's page if refused)."""
+    try:
+        result = await services.gateway.read(facility, LIST, _list_body(services, 0, asked))
+        return result, asked
+    except InvalidRequest as error:
+        # Refused rather than lowered: the gateway's own page size is what has to work.
+        report.add(
+            AREA,
+            "page size",
+            Status.WARN,
+            f"The server refuses limit={asked} ({_describe(error)}) instead of capping it.",
+            f"Keep page_size of {LIST} in operations.yaml at {page_size} or less; the probe "
+            f"read the list with limit={page_size}.",
+            refused=asked,
+        )
+    except (PmsError, PmsgateError) as error:
+        report.add(AREA, "list envelope", Status.FAIL, _describe(error), _hint(error))
+        return None
+    result = await _read(
+        services, facility, report, "list envelope", _list_body(services, 0, page_size)
+    )
+    return None if result is None else (result, page_size)
 
 
 async def _read(
@@ -167,13 +221,62 @@ def _report_envelope(report: Report, page: Any) -> None:
     else:
         found = "data with " + ", ".join(f"{k}={v}" for k, v in fields.items() if v is not None)
         report.add(AREA, "list envelope", Status.OK, found + ".", missing=missing)
-    if page.limit is not None and page.limit < PROBE_PAGE:
+
+
+def page_cap(page: Any, rows: int, asked: int) -> int | None:
+    """The server's page cap as one answer to ``limit=asked`` shows it; None when none shows.
+
+    The answer's ``limit`` is what the server applied; without it, fewer rows than asked
+    while ``total_count`` says more exist is the cap too.
+    """
+    if page.limit is not None and 0 < page.limit < asked:
+        return int(page.limit)
+    if page.limit is None and page.total_count is not None and rows < min(asked, page.total_count):
+        return rows
+    return None
+
+
+def _report_page_cap(report: Report, page: Any, rows: Sequence[Any], asked: int, size: int) -> None:
+    cap = page_cap(page, len(rows), asked)
+    if cap is not None and cap < size:
         report.add(
             AREA,
             "page size",
             Status.WARN,
-            f"Asked for {PROBE_PAGE} rows a page, the server caps pages at {page.limit}.",
-            f"Set page_size of {LIST} in operations.yaml to at most {page.limit}.",
+            f"Asked for {asked} rows, the server caps pages at {cap}.",
+            f"Set page_size of {LIST} in operations.yaml to at most {cap}, so that a capped "
+            "page is never taken for the last one when an answer lacks limit and total_count.",
+            cap=cap,
+            page_size=size,
+        )
+    elif cap is not None:
+        report.add(
+            AREA,
+            "page size",
+            Status.OK,
+            f"Asked for {asked} rows, the server caps pages at {cap}; the gateway's pages of "
+            f"{size} fit.",
+            cap=cap,
+            page_size=size,
+        )
+    elif len(rows) >= asked or page.limit == asked:
+        report.add(
+            AREA,
+            "page size",
+            Status.OK,
+            f"No page cap up to {asked} rows (the server applied limit={asked}).",
+            cap=None,
+            page_size=size,
+        )
+    else:
+        report.add(
+            AREA,
+            "page size",
+            Status.SKIP,
+            f"{len(rows)} rows came back for limit={asked} and the answer says neither the "
+            "limit applied nor total_count: cannot tell a cap from the end of the list.",
+            cap=None,
+            page_size=size,
         )
 
 
@@ -224,26 +327,54 @@ async def _probe_offset(
     report: Report,
     first: Sequence[Mapping[str, Any]],
 ) -> None:
-    if len(first) < PROBE_PAGE:
-        report.add(
-            AREA, "offset", Status.SKIP, f"Fewer than {PROBE_PAGE} reservations: cannot tell."
-        )
+    if not first:
+        report.add(AREA, "offset", Status.SKIP, "No reservation: cannot tell.")
         return
-    page = await _read(services, facility, report, "offset", _list_body(services, PROBE_PAGE))
+    page = await _read(services, facility, report, "offset", _list_body(services, 1))
     if page is None:
         return
-    second = _rows(page.data)
-    if second and _ids(second) == _ids(first):
+    verdict = offset_verdict(_ids(first), _ids(_rows(page.data)), page.offset)
+    if verdict == "ignored":
         report.add(
             AREA,
             "offset",
             Status.WARN,
-            "The server ignores offset: the second page repeats the first.",
+            "The server ignores offset: the read at offset 1 starts with the first row again.",
             f"Raise page_size of {LIST} in operations.yaml so one page holds the window "
             "(refreshes stop at a repeated page and say meta.truncated).",
         )
+    elif verdict == "honoured":
+        report.add(
+            AREA, "offset", Status.OK, "offset is honoured (offset 1 starts at the second row)."
+        )
     else:
-        report.add(AREA, "offset", Status.OK, "offset is honoured (the second page is new).")
+        report.add(
+            AREA,
+            "offset",
+            Status.WARN,
+            "The read at offset 1 does not start at the second row of the first read (does "
+            "the server count offset in pages, or sort differently?).",
+            "Compare a few pages by hand; refreshes stop at a repeated page and say "
+            "meta.truncated, but rows may be skipped if offset counts pages.",
+        )
+
+
+def offset_verdict(first: Sequence[str], second: Sequence[str], applied: int | None) -> str:
+    """``honoured``, ``ignored`` or ``unclear``: what a read at offset 1 says of ``offset``.
+
+    ``first`` and ``second`` are the row ids of the reads at offset 0 and 1; ``applied`` the
+    offset the second answer says it used.
+    """
+    if applied is not None and applied != 1:
+        return "ignored"
+    if not second:
+        # Only one reservation: a server ignoring offset would have answered it again.
+        return "honoured" if len(first) == 1 else "unclear"
+    if second[0] == first[0]:
+        return "ignored"
+    if len(first) == 1 or second[0] == first[1]:
+        return "honoured"
+    return "unclear"
 
 
 async def _probe_filters(services: GatewayServices, facility: FacilityView, report: Report) -> None:

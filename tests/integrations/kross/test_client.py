@@ -208,6 +208,18 @@ async def test_a_token_past_its_expiry_on_the_clock_is_rejected_upstream(
     assert caught.value.ruid
 
 
+async def test_a_token_refused_as_a_200_with_error_code_401_is_a_rejected_token(
+    kross_http: httpx.AsyncClient, client: PmsClient, token: Token, clock: ManualClock
+) -> None:
+    await kross_http.put("/_sandbox/config", json={"token_rejection": "200-401"})
+    clock.advance(timedelta(days=7, seconds=1).total_seconds())
+    with pytest.raises(TokenRejected) as caught:
+        await client.call("reservations/get-list", {}, token.value.get_secret_value())
+    assert caught.value.status == 200
+    assert caught.value.upstream_code == "401"
+    assert caught.value.ruid
+
+
 async def test_a_token_known_to_be_expired_is_not_sent_at_all(
     kross_http: httpx.AsyncClient, client: PmsClient, token: Token, clock: ManualClock
 ) -> None:

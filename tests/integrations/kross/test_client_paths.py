@@ -101,6 +101,20 @@ async def test_an_html_404_page_counts_as_no_such_operation(clock: ManualClock) 
     assert upstream.paths == [SPEC, GROUPED]
 
 
+async def test_a_json_404_whose_code_repeats_the_status_tries_the_alternate_once(
+    clock: ManualClock,
+) -> None:
+    no_such = {"error_code": 404, "error_message": "No such operation.", "ruid": "r"}
+    upstream = Upstream({SPEC: answer(404, no_such), GROUPED: answer(200, OK)})
+    client = upstream.client(clock)
+    first = await client.call(SPEC, {}, "tok", before_attempt=upstream.permit)
+    await client.call(SPEC, {}, "tok", before_attempt=upstream.permit)
+    assert first.data == OK["data"]
+    assert upstream.paths == [SPEC, GROUPED, GROUPED]
+    assert upstream.permits == 3
+    assert client.resolved_paths() == {SPEC: GROUPED}
+
+
 async def test_a_missing_object_is_not_a_missing_operation(clock: ManualClock) -> None:
     missing = {"error_code": "NOT_FOUND", "error_message": "no such room type", "ruid": "r"}
     upstream = Upstream({SPEC: answer(404, missing), GROUPED: answer(200, OK)})

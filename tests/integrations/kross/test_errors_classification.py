@@ -39,6 +39,8 @@ TOKEN_SPELLINGS = [
     "MISSING_TOKEN",
     "AUTH_FAILED",
 ]
+# The same, spelled as a number by the {error_code, error_message, ruid} family of clients.
+TOKEN_NUMBERS = [401, 419, 440, 498]
 
 CASES: list[tuple[int, object, str, ErrorKind]] = [
     # the edge's plain-text block, on a login too
@@ -67,6 +69,12 @@ CASES: list[tuple[int, object, str, ErrorKind]] = [
     # a token refused on a call, in every public spelling
     *[(200, code, CALL, K.TOKEN_REJECTED) for code in TOKEN_SPELLINGS],
     *[(401, code.lower(), CALL, K.TOKEN_REJECTED) for code in TOKEN_SPELLINGS],
+    *[(200, number, CALL, K.TOKEN_REJECTED) for number in TOKEN_NUMBERS],
+    (200, "401", CALL, K.TOKEN_REJECTED),
+    (200, 401.0, CALL, K.TOKEN_REJECTED),
+    (401, 401, CALL, K.TOKEN_REJECTED),
+    # ... but on a login the same number is a refused login
+    (200, 401, TOKEN_REQUEST, K.AUTH_FAILED),
     (401, None, CALL, K.TOKEN_REJECTED),
     (401, "SOMETHING_NEW", CALL, K.TOKEN_REJECTED),
     # no such operation, and no such object
@@ -76,6 +84,9 @@ CASES: list[tuple[int, object, str, ErrorKind]] = [
     (404, "RESERVATION_GONE", CALL, K.NOT_FOUND),
     (200, "RESERVATION_NOT_FOUND", CALL, K.NOT_FOUND),
     (404, None, CALL, K.UNKNOWN_OPERATION),
+    # a JSON 404 whose code only repeats the status: no such path either
+    (404, 404, CALL, K.UNKNOWN_OPERATION),
+    (404, "404", CALL, K.UNKNOWN_OPERATION),
     # the request itself refused
     (403, "IP_NOT_ALLOWED", CALL, K.FORBIDDEN),
     (403, None, CALL, K.FORBIDDEN),
@@ -119,7 +130,9 @@ def test_the_token_spellings_the_table_knows_are_all_tested() -> None:
     for rule in CLASSIFICATION.rules:
         if rule.kind is K.TOKEN_REJECTED and rule.codes is not None:
             known |= rule.codes
-    assert known == {code.casefold() for code in TOKEN_SPELLINGS}
+    assert known == {code.casefold() for code in TOKEN_SPELLINGS} | {
+        str(number) for number in TOKEN_NUMBERS
+    }
 
 
 def test_pms_errors_share_the_upstream_root_and_keep_ruid_as_the_request_id() -> None:

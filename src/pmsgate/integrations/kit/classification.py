@@ -109,6 +109,9 @@ class ClassificationTable:
 def _code_text(code: object) -> str | None:
     if code is None or isinstance(code, bool):
         return None
+    if isinstance(code, float) and code.is_integer():
+        # 401 and 401.0 are the same code (JSON numbers may come back as floats).
+        code = int(code)
     if isinstance(code, int | float | str):
         text = str(code).strip()
         return text.casefold() or None

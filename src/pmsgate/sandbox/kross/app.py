@@ -5,8 +5,8 @@ server are assumed to apply them (docs/kross-api.md):
 
 1. User-Agent check (403, plain text ``error code: 1010``), before anything else;
 2. injected latency;
-3. operation lookup (404 ``OPERATION_NOT_FOUND``; with ``grouped_paths`` the spec's ungrouped
-   operations exist only under ``reservations/``);
+3. operation lookup (404 ``OPERATION_NOT_FOUND``, or as the ``unknown_operation`` variant says;
+   with ``grouped_paths`` the spec's ungrouped operations exist only under ``reservations/``);
 4. attribution to a facility (bearer token, or the ``hotel_id`` of ``auth/get-token``)
    and the facility's rate limits (429 ``RATE_LIMITED`` with ``Retry-After``);
 5. injected 503s;
@@ -231,10 +231,13 @@ class ConfigBody(BaseModel):
     login_refusal: Annotated[
         Literal["401", "400", "403", "200"] | None, BeforeValidator(_status_as_text)
     ] = None
-    token_rejection: Annotated[Literal["401", "200"] | None, BeforeValidator(_status_as_text)] = (
-        None
-    )
+    token_rejection: Annotated[
+        Literal["401", "200", "200-401"] | None, BeforeValidator(_status_as_text)
+    ] = None
     grouped_paths: bool | None = None
+    unknown_operation: Annotated[
+        Literal["named", "404", "plain"] | None, BeforeValidator(_status_as_text)
+    ] = None
 
 
 class HistoryBody(BaseModel):
@@ -272,7 +275,7 @@ def _api_router(store: KrossStore) -> APIRouter:
         if request.method != "POST":
             raise KrossError(errors.METHOD_NOT_ALLOWED)
         if operation is None:
-            raise KrossError(errors.OPERATION_NOT_FOUND, f"no operation {path!r}")
+            return _unknown_operation(store, path)
         if operation == GET_TOKEN:
             return _json(await _get_token(store, request))
         hotel_id = store.authenticate(bearer_token(request))
@@ -304,6 +307,15 @@ async def _get_token(store: KrossStore, request: Request) -> dict[str, Any]:
     req = _parse(wire.GetTokenBody, body)
     issued = store.issue_token(req.hotel_id, req.username, req.password, req.api_key)
     return wire.token_answer(issued, store.config.token_location)
+
+
+def _unknown_operation(store: KrossStore, path: str) -> Response:
+    """A path that names no operation, answered as the ``unknown_operation`` variant says."""
+    spec = errors.UNKNOWN_OPERATIONS[store.config.unknown_operation]
+    if spec is None:
+        return PlainTextResponse("Not Found", status_code=404)
+    message = f"no operation {path!r}" if spec is errors.OPERATION_NOT_FOUND else None
+    raise KrossError(spec, message)
 
 
 def _maybe_fail(store: KrossStore) -> None:

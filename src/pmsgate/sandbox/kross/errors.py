@@ -49,10 +49,21 @@ LOGIN_REFUSALS: dict[str, ErrorSpec] = {
     "200": ErrorSpec("LOGIN_FAILED", 200, "Login failed: check hotel, user and password."),
 }
 
-# How an unknown or expired bearer token is answered, by SandboxConfig.token_rejection.
+# How an unknown or expired bearer token is answered, by SandboxConfig.token_rejection. "200-401"
+# is the {error_code, error_message, ruid} family of public clients: HTTP 200, the status as a
+# number in error_code.
 TOKEN_REJECTIONS: dict[str, ErrorSpec] = {
     "401": INVALID_TOKEN,
     "200": ErrorSpec("TOKEN_EXPIRED", 200, "The token is expired or unknown; request a new one."),
+    "200-401": ErrorSpec(401, 200, "Unauthorized: the token is expired or unknown."),
+}
+
+# How a path that names no operation is answered, by SandboxConfig.unknown_operation: our named
+# code, the status repeated as a number in error_code, or a bare "Not Found" page (not JSON).
+UNKNOWN_OPERATIONS: dict[str, ErrorSpec | None] = {
+    "named": OPERATION_NOT_FOUND,
+    "404": ErrorSpec(404, 404, "No such operation."),
+    "plain": None,
 }
 
 

@@ -50,7 +50,8 @@ WRITE_OPERATIONS = frozenset(
 TokenLocation = Literal["data", "top", "nested"]
 GuestPortalShape = Literal["block", "link", "absent"]
 LoginRefusal = Literal["401", "400", "403", "200"]
-TokenRejection = Literal["401", "200"]
+TokenRejection = Literal["401", "200", "200-401"]
+UnknownOperationAnswer = Literal["named", "404", "plain"]
 TimeoutMode = Literal["hang", "disconnect"]
 
 
@@ -137,11 +138,15 @@ class SandboxConfig:
     # upstreams.md §1: a refused login is seen as 401, as 400/403 with an error_code, and as 200
     # with an error_code; the non-401 ones use other codes than AUTH_FAILED (errors.LOGIN_REFUSALS).
     login_refusal: LoginRefusal = "401"
-    # upstreams.md §1: an expired token is seen as 401 and as 200 with an error_code.
+    # upstreams.md §1: an expired token is seen as 401 and as 200 with an error_code; public
+    # client code shows that family as {error_code: 401, error_message, ruid} ("200-401").
     token_rejection: TokenRejection = "401"
     # upstreams.md §1: community clients call the spec's ungrouped operations under
     # reservations/; True answers only that spelling, False answers both.
     grouped_paths: bool = False
+    # How a path that names no operation is answered: 404 OPERATION_NOT_FOUND ("named"), a JSON
+    # 404 whose error_code is the number 404 ("404"), or a plain-text 404 ("plain").
+    unknown_operation: UnknownOperationAnswer = "named"
 
 
 @dataclass
@@ -679,6 +684,7 @@ class KrossStore:
         login_refusal: LoginRefusal | None = None,
         token_rejection: TokenRejection | None = None,
         grouped_paths: bool | None = None,
+        unknown_operation: UnknownOperationAnswer | None = None,
     ) -> SandboxConfig:
         """Flip the variant switches (None = unchanged; max_page_size=0 removes the cap)."""
         if max_page_size is not None and max_page_size < 0:
@@ -693,6 +699,7 @@ class KrossStore:
             "login_refusal": login_refusal,
             "token_rejection": token_rejection,
             "grouped_paths": grouped_paths,
+            "unknown_operation": unknown_operation,
         }
         for name, value in changes.items():
             if value is not None:

@@ -35,7 +35,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from pmsgate.sandbox.core import bearer_token, json_object
 from pmsgate.sandbox.notion import errors
 from pmsgate.sandbox.notion.errors import NotesApiError, validation
-from pmsgate.sandbox.notion.seed import ADDRESS_PROPERTY, ROOM_TYPE_PROPERTY, TITLE_PROPERTY
 from pmsgate.sandbox.notion.store import (
     DATA_SOURCES_VERSION,
     POSITION_VERSION,
@@ -48,14 +47,15 @@ from pmsgate.sandbox.notion.store import (
     Workspace,
 )
 
-# Query-body fields the emulator accepts; filters and sorts are refused, not silently ignored.
+# Query-body fields the emulator accepts (``archived``, ``in_trash`` and ``result_type`` are
+# taken and have no effect: trashed pages are never listed, and every row is a page).
 _QUERY_FIELDS = frozenset(
     {"start_cursor", "page_size", "filter", "sorts", "archived", "in_trash", "result_type"}
 )
 # Endpoints of the official SDK the emulator knows but does not serve (pmsgate never calls
 # them): answered 400 invalid_request naming the endpoint, not as an unknown URL.
 _NOT_EMULATED = re.compile(
-    r"(POST pages|PATCH pages/[^/]+|GET pages/[^/]+/properties/[^/]+|GET pages/[^/]+/markdown"
+    r"(GET pages/[^/]+/properties/[^/]+|GET pages/[^/]+/markdown"
     r"|PATCH pages/[^/]+/markdown|POST pages/[^/]+/move|POST databases|PATCH databases/[^/]+"
     r"|POST data_sources|PATCH data_sources/[^/]+|GET data_sources/[^/]+/templates"
     r"|(GET|POST) comments|(GET|PATCH|DELETE) comments/[^/]+|(GET|POST) file_uploads"
@@ -160,6 +160,19 @@ def _api_router(store: NotesStore) -> APIRouter:
         workspace, version = await _enter(store, request)
         return _json(page_json(store, store.page(workspace, page_id), version))
 
+    @router.post("/v1/pages")
+    async def create_page(request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        raw = await request.body()
+        page = store.create_page(workspace, _parse_json(raw), version, len(raw))
+        return _json(page_json(store, page, version))
+
+    @router.patch("/v1/pages/{page_id}")
+    async def update_page(page_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        page = store.update_page(workspace, page_id, await _json_body(request), version)
+        return _json(page_json(store, page, version))
+
     @router.get("/v1/blocks/{block_id}/children")
     async def list_children(block_id: str, request: Request) -> JSONResponse:
         workspace, version = await _enter(store, request)
@@ -235,9 +248,7 @@ def _query(
     unknown = set(body) - _QUERY_FIELDS
     if unknown:
         raise validation(f"body.{sorted(unknown)[0]} should be not present.")
-    if body.get("filter") or body.get("sorts"):
-        raise validation("The emulator does not support filter or sorts; query without them.")
-    pages, cursor = store.query(database, body.get("start_cursor"), body.get("page_size"))
+    pages, cursor = store.query(database, body)
     results = [page_json(store, p, version) for p in pages]
     return _json(list_json(results, cursor, kind))
 
@@ -395,6 +406,9 @@ def _page_parent(database: Database, version: str) -> dict[str, Any]:
 def page_json(store: NotesStore, page: Page, version: str) -> dict[str, Any]:
     """A page object (a row of the apartments database)."""
     bot = store.workspace_of(page).bot_id
+    database = store.database_of(page)
+    # Callers must never alias the store's values.
+    properties = json.loads(json.dumps(database.schema.render(page.values)))
     return {
         "object": "page",
         "id": page.id,
@@ -402,36 +416,13 @@ def page_json(store: NotesStore, page: Page, version: str) -> dict[str, Any]:
         "last_edited_time": _iso(page.last_edited_time),
         "created_by": _user(bot),
         "last_edited_by": _user(bot),
-        "cover": None,
-        "icon": None,
-        "parent": _page_parent(store.database_of(page), version),
+        "cover": json.loads(json.dumps(page.cover)),
+        "icon": json.loads(json.dumps(page.icon)),
+        "parent": _page_parent(database, version),
         **_trash(page.archived, version),
-        "properties": {
-            TITLE_PROPERTY: {"id": "title", "type": "title", "title": _rich(page.title)},
-            ROOM_TYPE_PROPERTY: {"id": "pmsR", "type": "number", "number": page.room_type_id},
-            ADDRESS_PROPERTY: {"id": "addr", "type": "rich_text", "rich_text": _rich(page.address)},
-        },
+        "properties": properties,
         "url": _url(page.title, page.id),
         "public_url": None,
-    }
-
-
-def _schema() -> dict[str, Any]:
-    """The apartments database's properties (a database's before 2025-09-03, then its source's)."""
-    return {
-        TITLE_PROPERTY: {"id": "title", "name": TITLE_PROPERTY, "type": "title", "title": {}},
-        ROOM_TYPE_PROPERTY: {
-            "id": "pmsR",
-            "name": ROOM_TYPE_PROPERTY,
-            "type": "number",
-            "number": {"format": "number"},
-        },
-        ADDRESS_PROPERTY: {
-            "id": "addr",
-            "name": ADDRESS_PROPERTY,
-            "type": "rich_text",
-            "rich_text": {},
-        },
     }
 
 
@@ -462,7 +453,7 @@ def database_json(database: Database, version: str) -> dict[str, Any]:
     if version >= DATA_SOURCES_VERSION:
         body["data_sources"] = [{"id": database.data_source_id, "name": database.title}]
     else:
-        body["properties"] = _schema()
+        body["properties"] = database.schema.json()
     return body
 
 
@@ -473,7 +464,7 @@ def data_source_json(database: Database, version: str) -> dict[str, Any]:
         **_container(database, database.data_source_id, version),
         "parent": {"type": "database_id", "database_id": database.id},
         "database_parent": {"type": "workspace", "workspace": True},
-        "properties": _schema(),
+        "properties": database.schema.json(),
     }
 
 

@@ -45,6 +45,17 @@ CANONICAL_SECTIONS: tuple[str, ...] = (
 ROOM_TYPE_PROPERTY = "PMS room type id"
 TITLE_PROPERTY = "Name"
 ADDRESS_PROPERTY = "Address"
+# Properties people keep next to pmsgate's: a listing id (pmsgate's client reads it), the page's
+# editorial state, whether it is published to guests, and when it was last reviewed.
+LISTING_PROPERTY = "Listing id"
+STATUS_PROPERTY = "Status"
+PUBLISHED_PROPERTY = "Published"
+REVIEWED_PROPERTY = "Last reviewed"
+STATUS_OPTIONS: tuple[dict[str, str], ...] = (
+    {"id": "opt1", "name": "Ready", "color": "green"},
+    {"id": "opt2", "name": "Draft", "color": "gray"},
+    {"id": "opt3", "name": "Needs review", "color": "yellow"},
+)
 DATABASE_TITLE = "Apartments"
 MIN_TOGGLES, MAX_TOGGLES = 30, 40
 

@@ -16,7 +16,7 @@ import random
 import uuid
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from math import ceil
 from typing import Any, Literal
 
@@ -25,8 +25,28 @@ from pmsgate.sandbox.kross.seed import FACILITY_COUNT, build_facilities
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.sandbox.notion import errors
 from pmsgate.sandbox.notion.errors import NotesApiError, not_found, validation
+from pmsgate.sandbox.notion.properties import (
+    PropertySpec,
+    Schema,
+    compile_filter,
+    compile_sorts,
+    parse_values,
+    plain_text,
+    rich_text_items,
+    sort_rows,
+)
+from pmsgate.sandbox.notion.properties import parse_rich_text as _parse_rich_text
+from pmsgate.sandbox.notion.properties import short as _short
 from pmsgate.sandbox.notion.seed import (
+    ADDRESS_PROPERTY,
     DATABASE_TITLE,
+    LISTING_PROPERTY,
+    PUBLISHED_PROPERTY,
+    REVIEWED_PROPERTY,
+    ROOM_TYPE_PROPERTY,
+    STATUS_OPTIONS,
+    STATUS_PROPERTY,
+    TITLE_PROPERTY,
     PageTruth,
     build_workspaces,
 )
@@ -45,8 +65,6 @@ MAX_CHILDREN = 100
 MAX_NESTING = 2
 MAX_BLOCK_ELEMENTS = 1000
 MAX_PAYLOAD_BYTES = 500_000
-MAX_TEXT_CHARS = 2000
-MAX_RICH_TEXT_ITEMS = 100
 DEFAULT_REQUESTS_PER_SECOND = 3.0
 DEFAULT_BURST = 10
 
@@ -75,14 +93,6 @@ COLORS = frozenset(
     for c in ("gray", "brown", "orange", "yellow", "green", "blue", "purple", "pink", "red")
     for suffix in ("", "_background")
 ) | {"default"}
-ANNOTATIONS = {
-    "bold": False,
-    "italic": False,
-    "strikethrough": False,
-    "underline": False,
-    "code": False,
-    "color": "default",
-}
 # Keys a block type's object may carry (besides ``children``).
 _TYPE_KEYS: dict[str, frozenset[str]] = {
     **{t: frozenset({"rich_text", "color"}) for t in TEXT_TYPES},
@@ -156,7 +166,7 @@ class SearchHit:
 
 @dataclass
 class Database:
-    """The apartments database of a workspace (with its single data source)."""
+    """The apartments database of a workspace (with its single data source and its schema)."""
 
     id: str
     data_source_id: str
@@ -164,23 +174,49 @@ class Database:
     title: str
     created_time: datetime
     last_edited_time: datetime
+    schema: Schema = field(default_factory=lambda: apartments_schema())
     page_ids: list[str] = field(default_factory=list)
 
 
 @dataclass
 class Page:
-    """A database row: one apartment's notes page."""
+    """A database row: one apartment's notes page; ``values`` by property name."""
 
     id: str
     workspace_id: str
     database_id: str
-    title: str
-    room_type_id: int | None
-    address: str
+    values: dict[str, Any]
     created_time: datetime
     last_edited_time: datetime
     children: list[str] = field(default_factory=list)
     archived: bool = False
+    icon: dict[str, Any] | None = None
+    cover: dict[str, Any] | None = None
+
+    @property
+    def title(self) -> str:
+        """The page's title as plain text."""
+        return plain_text(self.values.get(TITLE_PROPERTY))
+
+
+def apartments_schema() -> Schema:
+    """The apartments database's properties: what pmsgate reads and what people keep there."""
+    return Schema(
+        [
+            PropertySpec(TITLE_PROPERTY, "title", "title"),
+            PropertySpec(ROOM_TYPE_PROPERTY, "pmsR", "number"),
+            PropertySpec(ADDRESS_PROPERTY, "addr", "rich_text"),
+            PropertySpec(LISTING_PROPERTY, "lstg", "rich_text"),
+            PropertySpec(
+                STATUS_PROPERTY,
+                "stat",
+                "select",
+                [dict(option) for option in STATUS_OPTIONS],
+            ),
+            PropertySpec(PUBLISHED_PROPERTY, "publ", "checkbox"),
+            PropertySpec(REVIEWED_PROPERTY, "rvwd", "date"),
+        ]
+    )
 
 
 @dataclass
@@ -242,6 +278,8 @@ class Stats:
     blocks_created: int = 0
     blocks_updated: int = 0
     blocks_archived: int = 0
+    pages_created: int = 0
+    pages_updated: int = 0
     injected_errors: int = 0
 
     def as_dict(self) -> dict[str, Any]:
@@ -268,6 +306,7 @@ class Stats:
                 "updated": self.blocks_updated,
                 "archived": self.blocks_archived,
             },
+            "pages": {"created": self.pages_created, "updated": self.pages_updated},
             "injected_errors": self.injected_errors,
         }
 
@@ -332,14 +371,12 @@ class NotesStore:
             )
             self._databases[database.id] = database
             self._data_sources[ws.data_source_id] = database.id
-            for seeded in ws.pages:
+            for index, seeded in enumerate(ws.pages):
                 page = Page(
                     id=seeded.id,
                     workspace_id=ws.id,
                     database_id=database.id,
-                    title=seeded.title,
-                    room_type_id=seeded.room_type_id,
-                    address=seeded.address,
+                    values=_seeded_values(database.schema, seeded, index),
                     created_time=seeded.created_time,
                     last_edited_time=seeded.created_time,
                 )
@@ -422,12 +459,19 @@ class NotesStore:
             raise not_found("data_source", data_source_id)
         return self._databases[database_id]
 
-    def query(
-        self, database: Database, start_cursor: Any, page_size: Any
-    ) -> tuple[list[Page], str | None]:
-        """One page of the database's rows (filters are not emulated), and the next cursor."""
+    def query(self, database: Database, body: dict[str, Any]) -> tuple[list[Page], str | None]:
+        """One page of the database's rows, filtered and sorted as asked, and the next cursor.
+
+        Without ``sorts`` rows come in the database's order; a cursor is only valid with the
+        filter and sorts it was given with, as in the real API.
+        """
         pages = [self._pages[i] for i in database.page_ids if not self._pages[i].archived]
-        return _paginate(pages, start_cursor, page_size, "body")
+        if body.get("filter") is not None:
+            matches = compile_filter(body["filter"], database.schema, self.clock.now())
+            pages = [page for page in pages if matches(page)]
+        if body.get("sorts") is not None:
+            pages = sort_rows(pages, compile_sorts(body["sorts"], database.schema))
+        return _paginate(pages, body.get("start_cursor"), body.get("page_size"), "body")
 
     def page(self, workspace: Workspace, page_id: str) -> Page:
         """One page, or object_not_found."""
@@ -587,10 +631,7 @@ class NotesStore:
         """PATCH /v1/blocks/{id}: change a block's text and attributes, or (un)trash it."""
         node = self.node(workspace, block_id)
         if isinstance(node, Page):
-            raise validation(
-                "A child_page block is updated through PATCH /v1/pages/{id}, which the emulator "
-                "does not implement."
-            )
+            raise validation("A child_page block is updated through PATCH /v1/pages/{id}.")
         # 2026-03-11 renamed ``archived`` to ``in_trash`` in requests too.
         trash_keys = ("in_trash",) if version >= POSITION_VERSION else ("archived", "in_trash")
         for key in body:
@@ -622,6 +663,113 @@ class NotesStore:
         self._touch(node, now)
         self.stats.blocks_updated += 1
         return node
+
+    def create_page(
+        self, workspace: Workspace, body: dict[str, Any], version: str, payload_bytes: int = 0
+    ) -> Page:
+        """POST /v1/pages: a new row of the apartments database, with its first blocks.
+
+        The parent is the database (``database_id``) or, from 2025-09-03 on, its data source
+        (``data_source_id``); properties not given start empty.
+        """
+        if payload_bytes > MAX_PAYLOAD_BYTES:
+            raise validation(
+                f"Request body too large: {payload_bytes} bytes, at most {MAX_PAYLOAD_BYTES}."
+            )
+        unknown = set(body) - {"parent", "properties", "children", "icon", "cover"}
+        if unknown:
+            raise NotesApiError(
+                errors.INVALID_REQUEST,
+                f"The emulator does not implement body.{sorted(unknown)[0]} of POST /v1/pages.",
+            )
+        database = self._parent_database(workspace, body.get("parent"), version)
+        values = parse_values(database.schema, body.get("properties", {}))
+        tree = self._parse_children(body.get("children", []), "body.children", level=1, limits=True)
+        elements = sum(spec.elements() for spec in tree)
+        if elements > MAX_BLOCK_ELEMENTS:
+            raise validation(
+                f"body.children should contain at most {MAX_BLOCK_ELEMENTS} block elements, "
+                f"instead was `{elements}`."
+            )
+        now = self.clock.now()
+        page = Page(
+            id=self._new_id(),
+            workspace_id=workspace.id,
+            database_id=database.id,
+            values=values,
+            created_time=now,
+            last_edited_time=now,
+            icon=_optional_object(body.get("icon"), "body.icon"),
+            cover=_optional_object(body.get("cover"), "body.cover"),
+        )
+        self._pages[page.id] = page
+        database.page_ids.append(page.id)
+        for spec in tree:
+            self._create(workspace, page, page, spec, now)
+        self.stats.pages_created += 1
+        self.stats.blocks_created += elements
+        return page
+
+    def update_page(
+        self, workspace: Workspace, page_id: str, body: dict[str, Any], version: str
+    ) -> Page:
+        """PATCH /v1/pages/{id}: change property values, icon or cover, or (un)trash the page."""
+        page = self.page(workspace, page_id)
+        # 2026-03-11 renamed ``archived`` to ``in_trash`` in requests too.
+        trash_keys = ("in_trash",) if version >= POSITION_VERSION else ("archived", "in_trash")
+        unknown = set(body) - {"properties", "icon", "cover", *trash_keys}
+        if unknown:
+            key = sorted(unknown)[0]
+            if key == "archived":
+                raise validation("body.archived should be not present; use body.in_trash.")
+            raise NotesApiError(
+                errors.INVALID_REQUEST,
+                f"The emulator does not implement body.{key} of PATCH /v1/pages/{{id}}.",
+            )
+        trashed = body.get("in_trash", body.get("archived"))
+        if trashed is not None and not isinstance(trashed, bool):
+            raise validation(f"body.in_trash should be a boolean, instead was `{_short(trashed)}`.")
+        database = self.database_of(page)
+        values = parse_values(database.schema, body.get("properties", {}))
+        edits = bool(values) or "icon" in body or "cover" in body
+        if page.archived and trashed is not False and edits:
+            raise validation(
+                "Can't edit page that is archived. You must unarchive the page before editing."
+            )
+        page.values.update(values)
+        if "icon" in body:
+            page.icon = _optional_object(body["icon"], "body.icon")
+        if "cover" in body:
+            page.cover = _optional_object(body["cover"], "body.cover")
+        if trashed is not None:
+            page.archived = trashed
+        page.last_edited_time = self.clock.now()
+        self.stats.pages_updated += 1
+        return page
+
+    def _parent_database(self, workspace: Workspace, parent: Any, version: str) -> Database:
+        """The database a new page goes into, from its ``parent`` object."""
+        if not isinstance(parent, dict):
+            raise validation(f"body.parent should be an object, instead was `{_short(parent)}`.")
+        kinds = ["database_id"]
+        if version >= DATA_SOURCES_VERSION:
+            kinds.append("data_source_id")
+        given = [key for key in ("database_id", "data_source_id", "page_id") if key in parent]
+        if len(given) != 1 or given[0] not in (*kinds, "page_id"):
+            raise validation(
+                f"body.parent should have exactly one of {', '.join(kinds)}, page_id, instead "
+                f"was `{_short(parent)}`."
+            )
+        kind = given[0]
+        if kind == "page_id":
+            raise NotesApiError(
+                errors.INVALID_REQUEST,
+                "The emulator creates pages in the apartments database only (parent database_id"
+                + (" or data_source_id)." if version >= DATA_SOURCES_VERSION else ")."),
+            )
+        if kind == "data_source_id":
+            return self.data_source(workspace, str(parent[kind]))
+        return self.database(workspace, str(parent[kind]))
 
     def archive_block(self, workspace: Workspace, block_id: str) -> Block:
         """DELETE /v1/blocks/{id}: move a block to the trash (it leaves its parent's children)."""
@@ -916,47 +1064,29 @@ def _parse_content(
     return content, nested
 
 
-def _parse_rich_text(items: Any, where: str) -> list[dict[str, Any]]:
-    if not isinstance(items, list):
-        raise validation(f"{where} should be an array, instead was `{_short(items)}`.")
-    if len(items) > MAX_RICH_TEXT_ITEMS:
-        raise validation(
-            f"{where}.length should be ≤ `{MAX_RICH_TEXT_ITEMS}`, instead was `{len(items)}`."
-        )
-    result = []
-    for index, item in enumerate(items):
-        at = f"{where}[{index}]"
-        if not isinstance(item, dict):
-            raise validation(f"{at} should be an object, instead was `{_short(item)}`.")
-        if item.get("type", "text") != "text" or not isinstance(item.get("text"), dict):
-            raise validation(f"{at}.text should be defined (the emulator supports text only).")
-        text = item["text"]
-        content = text.get("content")
-        if not isinstance(content, str):
-            raise validation(f"{at}.text.content should be a string, instead was `{content}`.")
-        if len(content) > MAX_TEXT_CHARS:
-            raise validation(
-                f"{at}.text.content.length should be ≤ `{MAX_TEXT_CHARS}`, "
-                f"instead was `{len(content)}`."
-            )
-        link = text.get("link")
-        if link is not None and not (isinstance(link, dict) and isinstance(link.get("url"), str)):
-            raise validation(f"{at}.text.link should be an object with a url, or null.")
-        annotations = dict(ANNOTATIONS)
-        given = item.get("annotations") or {}
-        if not isinstance(given, dict) or set(given) - set(ANNOTATIONS):
-            raise validation(f"{at}.annotations should only contain {sorted(ANNOTATIONS)}.")
-        annotations.update(given)
-        result.append(
-            {
-                "type": "text",
-                "text": {"content": content, "link": link},
-                "annotations": annotations,
-                "plain_text": content,
-                "href": link["url"] if link else None,
-            }
-        )
-    return result
+def _seeded_values(schema: Schema, seeded: Any, index: int) -> dict[str, Any]:
+    """A seeded page's property values; the ones the seed does not name follow its position."""
+    status = STATUS_OPTIONS[index % len(STATUS_OPTIONS)]
+    reviewed = {
+        "start": (seeded.created_time + timedelta(days=7 * index)).date().isoformat(),
+        "end": None,
+        "time_zone": None,
+    }
+    return {
+        TITLE_PROPERTY: rich_text_items(seeded.title),
+        ROOM_TYPE_PROPERTY: seeded.room_type_id,
+        ADDRESS_PROPERTY: rich_text_items(seeded.address),
+        LISTING_PROPERTY: [],
+        STATUS_PROPERTY: dict(status),
+        PUBLISHED_PROPERTY: index % 2 == 0,
+        REVIEWED_PROPERTY: None if index % 4 == 3 else reviewed,
+    }
+
+
+def _optional_object(value: Any, where: str) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise validation(f"{where} should be an object or `null`, instead was `{_short(value)}`.")
+    return value
 
 
 def _can_have_children(kind: str, content: dict[str, Any]) -> bool:
@@ -988,8 +1118,3 @@ def _paginate(
     chunk = items[start : start + size]
     following = items[start + size] if start + size < len(items) else None
     return chunk, following.id if following is not None else None
-
-
-def _short(value: Any) -> str:
-    text = repr(value)
-    return text if len(text) <= 60 else text[:57] + "..."
