@@ -178,6 +178,7 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         authenticate=authenticate,
         record_call=record_call,
         call_log_provider=lambda: app.state.container.gateway.gateway.call_log,
+        allowed_origins=settings.allowed_origins,
     )
     # A route, not a mount: a mount answers POST /mcp with a redirect to /mcp/.
     app.add_route("/mcp", mcp_app, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app

@@ -15,6 +15,11 @@ input enters — the HTTP API, the admin API, the web console and its API, MCP:
   422 ``number_out_of_range``.
 - **Nesting** of arrays and objects at most :data:`MAX_JSON_DEPTH` → 422 ``json_too_deep``.
 
+And the schemas state what the routes enforce (docs/gateway.md, "Inputs and their bounds"):
+:func:`bounded_schema` gives every integer of a JSON Schema its 64-bit bounds and every date
+the years it may lie in (:func:`date_pattern`), so a schema-compliant request is never refused
+for a bound the document did not state.
+
 Three ways to apply it:
 
 - :func:`refuse_control_characters`, a dependency of the whole app, checks the path and
@@ -28,9 +33,11 @@ Three ways to apply it:
 
 from __future__ import annotations
 
+import calendar
 import json
 import math
 import re
+from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import unquote_plus
 
@@ -214,3 +221,91 @@ async def refuse_control_characters(request: Request) -> None:
     for where, text in (("The path", scope["path"]), ("The query", query)):
         if has_control_characters(text, whitespace_ok=True):
             raise invalid_characters(where)
+
+
+# --- what the schemas state --------------------------------------------------------------------
+
+# Month and day of a valid date in any year (29 February only in leap years: see date_pattern).
+_MONTH_DAY = (
+    "(?:(?:0[13578]|1[02])-(?:0[1-9]|[12][0-9]|3[01])"
+    "|(?:0[469]|11)-(?:0[1-9]|[12][0-9]|30)"
+    "|02-(?:0[1-9]|1[0-9]|2[0-8]))"
+)
+_TIME_OF_DAY = (
+    "(?:[01][0-9]|2[0-3]):[0-5][0-9](?::[0-5][0-9](?:\\.[0-9]{1,6})?)?"
+    "(?:Z|[+-](?:[01][0-9]|2[0-3]):[0-5][0-9])?"
+)
+
+
+# Free text as a JSON Schema states the character rule (tab and line breaks allowed). The
+# escapes read the same in ECMA-262 (OpenAPI) and Python regular expressions.
+_CONTROL_CLASS = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f"
+TEXT_PATTERN = f"^[^{_CONTROL_CLASS}]*$"
+"""Text without control characters (:func:`has_control_characters` with whitespace_ok)."""
+NOT_BLANK_TEXT_PATTERN = f"^[^{_CONTROL_CLASS}]*[^\\s{_CONTROL_CLASS}][^{_CONTROL_CLASS}]*$"
+"""Such text with at least one character that is not white space."""
+
+
+def text_pattern(also_refused: str = "") -> str:
+    """:data:`NOT_BLANK_TEXT_PATTERN` refusing the characters ``also_refused`` too (a
+    regular-expression class body, e.g. ``/\\\\`` for path separators)."""
+    refused = _CONTROL_CLASS + also_refused
+    return f"^[^{refused}]*[^\\s{refused}][^{refused}]*$"
+
+
+def years_always_inside(year: int, back: int, ahead: int) -> tuple[int, int]:
+    """The whole calendar years inside ``today - back years … today + ahead years`` on
+    every day of ``year``: a schema stating them stays true all year, whatever the day."""
+    return year - back + 1, year + ahead - 1
+
+
+def _date_body(years: tuple[int, int]) -> str:
+    first, last = years
+    every = "|".join(str(y) for y in range(first, last + 1))
+    leap = "|".join(str(y) for y in range(first, last + 1) if calendar.isleap(y))
+    body = f"(?:{every})-{_MONTH_DAY}"
+    return f"(?:{body}|(?:{leap})-02-29)" if leap else f"(?:{body})"
+
+
+def date_pattern(years: tuple[int, int]) -> str:
+    """A regular expression (ECMA-262 and Python alike) of the valid ``YYYY-MM-DD`` dates
+    from the first to the last of ``years``, both included."""
+    return f"^{_date_body(years)}$"
+
+
+def datetime_pattern(years: tuple[int, int]) -> str:
+    """As :func:`date_pattern`, for a date and time (``T`` or a space, minutes at least)."""
+    return f"^{_date_body(years)}[T ]{_TIME_OF_DAY}$"
+
+
+def bounded_schema(
+    schema: Any, date_years: Callable[[str], tuple[int, int]], name: str = ""
+) -> Any:
+    """``schema`` (a JSON Schema, not changed) with the bounds the routes enforce stated:
+    an integer without bounds gets the 64-bit ones (``minimum``/``maximum``), a ``date`` or
+    ``date-time`` string the years ``date_years(property name)`` says it may lie in, as a
+    ``pattern`` (in place of ``format``, which generators read as any year from 1 to 9999),
+    and other text without a pattern :data:`TEXT_PATTERN` (no control characters)."""
+    if isinstance(schema, list):
+        return [bounded_schema(item, date_years, name) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "properties" and isinstance(value, dict):
+            out[key] = {prop: bounded_schema(sub, date_years, prop) for prop, sub in value.items()}
+        elif key in {"default", "examples", "const", "enum"}:
+            out[key] = value
+        else:
+            out[key] = bounded_schema(value, date_years, name)
+    if out.get("type") == "integer":
+        if "minimum" not in out and "exclusiveMinimum" not in out:
+            out["minimum"] = INT64_MIN
+        if "maximum" not in out and "exclusiveMaximum" not in out:
+            out["maximum"] = INT64_MAX
+    if out.get("type") == "string" and out.get("format") in {"date", "date-time"}:
+        pattern = date_pattern if out.pop("format") == "date" else datetime_pattern
+        out["pattern"] = pattern(date_years(name))
+    elif out.get("type") == "string" and not ({"pattern", "enum", "const", "format"} & set(out)):
+        out["pattern"] = TEXT_PATTERN
+    return out

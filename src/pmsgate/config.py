@@ -9,10 +9,10 @@ from __future__ import annotations
 import ipaddress
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 DEFAULT_USER_AGENT = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -137,6 +137,12 @@ class Settings(BaseSettings):
         description="The gateway's base URL as the assistant platform's custom tools reach it "
         "(e.g. https://gateway.example.com); onboarding stores it as the workspace secret "
         "PMSGATE_GATEWAY_URL.",
+    )
+    allowed_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Web origins (scheme://host[:port], comma-separated) whose pages may call "
+        "/mcp; a request with another Origin header gets 403 origin_not_allowed, one without "
+        "(a server) is served. None by default (docs/gateway.md, MCP).",
     )
     # --- tokens, limiter, read cache (gateway) ---
     token_refresh_ahead_s: float = Field(
@@ -516,6 +522,20 @@ class Settings(BaseSettings):
     )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")
+
+    @field_validator("allowed_origins", mode="before")
+    @classmethod
+    def _origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            value = [part for part in value.split(",") if part.strip()]
+        if isinstance(value, list):
+            origins = [str(o).strip().rstrip("/").lower() for o in value]
+            for origin in origins:
+                scheme, _, rest = origin.partition("://")
+                if scheme not in {"http", "https"} or not rest or "/" in rest:
+                    raise ValueError(f"{origin!r} is not an origin: write scheme://host[:port]")
+            return origins
+        return value
 
     @field_validator("public_url")
     @classmethod

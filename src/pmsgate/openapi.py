@@ -12,17 +12,28 @@ FastAPI documents the bodies of routes that declare a model and a 422 of its own
   ``pmsgate.gateway.http``), and the models' shared definitions are added to
   ``components.schemas`` here (:func:`schema_of`).
 
+Every bound those routes enforce is stated (docs/gateway.md, "Inputs and their bounds"):
+their body schemas and the shared definitions pass through the function registered for
+their path prefix (:func:`register_body_bounds`; the gateway's states the date years it
+accepts on the day the document is made, so the document is remade when the day changes,
+by the app's clock).
+
 The document is checked by a bounded schemathesis run in the test suite
-(``tests/e2e/test_openapi_fuzz.py``): no 5xx, no answer outside what is documented.
+(``tests/e2e/test_openapi_fuzz.py``): no 5xx, no answer outside what is documented, no
+schema-compliant request refused.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+from collections.abc import Callable
 from typing import Any
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field
+
+from pmsgate.clock import Clock, SystemClock
 
 # Every status a route may answer with the error envelope, and what it means.
 ERROR_STATUSES: dict[int, str] = {
@@ -45,6 +56,16 @@ UPSTREAM_STATUSES: dict[int, str] = {
 UPSTREAM_PREFIXES = ("/v1/tools", "/v1/operations", "/admin/facilities/{hotel_id}/reconnect")
 
 _shared_schemas: dict[str, Any] = {}
+# Path prefix → the function stating, on a day, the bounds of a body schema under it.
+BodyBounds = Callable[[dict[str, Any], dt.date], dict[str, Any]]
+_body_bounds: dict[str, BodyBounds] = {}
+Refine = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+def register_body_bounds(prefix: str, bounds: BodyBounds) -> None:
+    """State in the body schemas of the routes under ``prefix`` (and in the shared
+    definitions) what ``bounds(schema, today)`` adds: the bounds those routes enforce."""
+    _body_bounds[prefix] = bounds
 
 
 class ErrorDetail(BaseModel):
@@ -61,11 +82,16 @@ class ErrorBody(BaseModel):
     error: ErrorDetail
 
 
-def schema_of(model: type[BaseModel]) -> dict[str, Any]:
+def schema_of(model: type[BaseModel], refine: Refine | None = None) -> dict[str, Any]:
     """``model``'s JSON Schema for an OpenAPI body; its nested definitions are kept for
-    ``components.schemas`` (referenced from there)."""
+    ``components.schemas`` (referenced from there). ``refine(title, schema)`` states in the
+    model's schema and in each definition what pydantic's schema leaves out."""
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
-    _shared_schemas.update(schema.pop("$defs", {}))
+    definitions = schema.pop("$defs", {})
+    if refine is not None:
+        schema = refine(str(schema.get("title", "")), schema)
+        definitions = {name: refine(name, sub) for name, sub in definitions.items()}
+    _shared_schemas.update(definitions)
     return schema
 
 
@@ -79,17 +105,46 @@ def json_body(schema: dict[str, Any], *, required: bool = False) -> dict[str, An
     }
 
 
+def _today(app: FastAPI) -> dt.date:
+    # The clock of the container the app serves (tests and the demo pass theirs), else the
+    # system's: the bounds stated are the ones the gateway enforces on that day.
+    container = getattr(app.state, "container", None)
+    clock: Clock = getattr(container, "clock", None) or SystemClock()
+    return clock.now().date()
+
+
+def _bound_bodies(document: dict[str, Any], today: dt.date) -> None:
+    """State the bounds of :func:`register_body_bounds` in the registered routes' bodies."""
+    for prefix, bounds in _body_bounds.items():
+        for path, operations in document.get("paths", {}).items():
+            if not path.startswith(prefix):
+                continue
+            for operation in operations.values():
+                content = operation.get("requestBody", {}).get("content", {})
+                for media in content.values():
+                    if "schema" in media:
+                        media["schema"] = bounds(media["schema"], today)
+        components = document["components"]["schemas"]
+        for name in _shared_schemas:
+            components[name] = bounds(components[name], today)
+
+
 def install_openapi(app: FastAPI) -> None:
-    """Make ``app.openapi()`` document the error envelope on every route."""
+    """Make ``app.openapi()`` document the error envelope on every route, and the bounds
+    of the gateway's bodies as they are today (remade when the day changes)."""
+    made_on: list[dt.date] = []
 
     def openapi() -> dict[str, Any]:
-        if app.openapi_schema is not None:
+        today = _today(app)
+        if app.openapi_schema is not None and made_on == [today]:
             return app.openapi_schema
+        made_on[:] = [today]
         document = get_openapi(
             title=app.title, version=app.version, description=app.description, routes=app.routes
         )
         components = document.setdefault("components", {}).setdefault("schemas", {})
         components.update(_shared_schemas)
+        _bound_bodies(document, today)
         body = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
         components.update(body.pop("$defs", {}))
         components["ErrorBody"] = body

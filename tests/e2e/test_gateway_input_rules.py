@@ -89,3 +89,121 @@ async def test_mcp_tool_arguments_follow_the_same_rules(
     assert result.is_error
     assert result.structured_content["error"]["code"] == code
     assert kross_store.stats.requests_total == before
+
+
+# --- strict inputs: what the schema states, no more (docs/gateway.md, Inputs and their bounds) --
+
+STRICT_TOOL_REFUSALS = [
+    ("get-in-house-guests", {"date": None}),
+    ("get-incomplete-portals", {"date_from": None}),
+    ("get-reservation-status", {"reservation_id": True}),
+    ("get-reservation-status", {"reservation_id": 0}),
+    ("get-reservation-status", {"reservation_id": -1}),
+    ("get-reservation-status", {"reservation_id": -(2**63)}),
+    ("get-reservation-status", {"reservation_id": 2**53}),
+    ("get-reservation-status", {"reservation_id": "12"}),
+    ("get-reservation-status", {"reservation_id": 12.0}),
+    ("get-reservation-status", {"reservation_id": None}),
+    (
+        "check-availability",
+        {"arrival": "2026-12-01", "departure": "2026-12-03", "apartment_id": -1},
+    ),
+    ("check-availability", {"arrival": "2026-12-01", "departure": "2026-12-03", "apartment_id": 0}),
+    (
+        "check-availability",
+        {"arrival": "2026-12-01", "departure": "2026-12-03", "apartment_id": True},
+    ),
+    ("get-checkin-instructions", {"apartment_id": -(2**63)}),
+]
+
+
+@pytest.mark.parametrize(("tool", "arguments"), STRICT_TOOL_REFUSALS)
+async def test_a_null_a_boolean_or_a_non_positive_identifier_is_refused_before_the_limiter(
+    gateway, facility, kross_store, tool: str, arguments: dict[str, Any]
+) -> None:
+    _, key = facility
+    before = kross_store.stats.requests_total
+    answer = await gateway.http.post(f"/v1/tools/{tool}", json=arguments, headers=_auth(key))
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "invalid_arguments"
+    assert kross_store.stats.requests_total == before
+
+
+@pytest.mark.parametrize(
+    ("operation", "payload"),
+    [
+        ("reservations/get-list", {"offset": False}),
+        ("reservations/get-list", {"limit": True}),
+        ("reservations/get-list", {"id_reservation": 0}),
+        ("reservations/get-list", {"id_reservation": "5"}),
+        ("reservations/get-list", {"with_rooms": 1}),
+        ("calendar/get-availability", {"date_from": "2026-12-01", "date_to": None}),
+        ("get-check-in-instructions", {"id_room_type": -(2**63)}),
+        ("get-check-in-instructions", {"id_room_type": True}),
+    ],
+)
+async def test_operation_payloads_are_read_strictly(
+    gateway, facility, kross_store, operation: str, payload: dict[str, Any]
+) -> None:
+    _, key = facility
+    before = kross_store.stats.requests_total
+    answer = await gateway.http.post(
+        f"/v1/operations/{operation}", json=payload, headers=_auth(key)
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"]["code"] == "invalid_payload"
+    assert kross_store.stats.requests_total == before
+
+
+async def test_null_is_a_value_where_the_schema_says_nullable(gateway, facility) -> None:
+    _, key = facility
+    answer = await gateway.http.post(
+        "/v1/operations/reservations/get-list", json={"id_reservation": None}, headers=_auth(key)
+    )
+    assert answer.status_code == 200, answer.text
+
+
+async def test_the_openapi_states_the_bounds_the_gateway_enforces(gateway, clock) -> None:
+    document = (await gateway.http.get("/openapi.json")).json()
+    body = "requestBody"
+    tool = document["paths"]["/v1/tools/get-in-house-guests"]["post"][body]["content"]
+    date = tool["application/json"]["schema"]["properties"]["date"]
+    year = clock.now().year
+    assert "format" not in date and str(year + 2) in date["pattern"]
+    assert str(year + 3) not in date["pattern"] and str(year - 2) not in date["pattern"]
+    status = document["paths"]["/v1/tools/get-reservation-status"]["post"][body]
+    identifier = status["content"]["application/json"]["schema"]["properties"]["reservation_id"]
+    assert (identifier["minimum"], identifier["maximum"]) == (1, 2**53 - 1)
+    assert status["required"] is True
+    guest = document["components"]["schemas"]["GuestDetails"]["properties"]["birth_date"]
+    assert str(year - 119) in guest["pattern"] and str(year) not in guest["pattern"]
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        ({"reservation_id": True}, "invalid_arguments"),
+        ({"reservation_id": 0}, "invalid_arguments"),
+        ({"reservation_id": None}, "invalid_arguments"),
+    ],
+)
+async def test_mcp_refuses_the_same_inputs(
+    gateway, facility, kross_store, arguments: dict[str, Any], code: str
+) -> None:
+    _, key = facility
+    before = kross_store.stats.requests_total
+    transport = httpx2.ASGITransport(app=gateway.app)
+    async with (
+        httpx2.AsyncClient(
+            transport=transport,
+            base_url="http://gateway.test",
+            headers={"Authorization": f"Bearer {key}"},
+        ) as http,
+        Client(streamable_http_client("http://gateway.test/mcp", http_client=http)) as client,
+    ):
+        result = await client.call_tool("get-reservation-status", arguments)
+        guests = await client.call_tool("get-in-house-guests", {"date": None})
+    assert result.is_error and guests.is_error
+    assert result.structured_content["error"]["code"] == code
+    assert guests.structured_content["error"]["code"] == "invalid_arguments"
+    assert kross_store.stats.requests_total == before

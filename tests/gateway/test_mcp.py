@@ -35,6 +35,11 @@ from fastapi import FastAPI
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, TextContent
+from mcp_types.version import (
+    HANDSHAKE_PROTOCOL_VERSIONS,
+    LATEST_HANDSHAKE_VERSION,
+    MODERN_PROTOCOL_VERSIONS,
+)
 from pydantic import BaseModel, SecretStr
 
 from pmsgate.app import create_app
@@ -47,6 +52,7 @@ from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityService, FacilityView, NewFacility
 from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.gateway.scopes import write_scope
+from pmsgate.gateway.tools import stay_date_years
 from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
@@ -58,6 +64,8 @@ pytestmark = pytest.mark.anyio
 BASE_URL = "http://gateway.test"
 MCP_URL = f"{BASE_URL}/mcp"
 ERAS = ["legacy", "auto"]
+TODAY = ManualClock().now().date()
+ALLOWED_ORIGIN = "https://console.example.com"
 
 
 class Answer(BaseModel):
@@ -73,6 +81,9 @@ class RecordingTools:
 
     definitions: dict[str, ToolDefinition] = field(default_factory=load_tools)
     calls: list[tuple[str, str, dict[str, Any]]] = field(default_factory=list)
+
+    def input_schema(self, name: str) -> dict[str, Any]:
+        return self.definitions[name].input_schema(stay_date_years(TODAY))
 
     async def call(self, facility: FacilityView, name: str, arguments: dict[str, Any]) -> Answer:
         self.calls.append((facility.hotel_id, name, arguments))
@@ -131,6 +142,7 @@ def mcp_app_with_lifespan(
         tools_provider=lambda: tools,  # a double of the Tools interface (see module docstring)
         authenticate=authenticate,
         record_call=lambda tool, outcome: recorded.append((tool, outcome)),
+        allowed_origins=[ALLOWED_ORIGIN],
     )
 
     @asynccontextmanager
@@ -204,7 +216,7 @@ async def test_list_tools_gives_the_six_catalogue_tools_with_their_schemas(
     assert len(listed.tools) == 6
     for tool in listed.tools:
         definition = catalogue[tool.name]
-        assert tool.input_schema == definition.input_schema()
+        assert tool.input_schema == definition.input_schema(stay_date_years(TODAY))
         assert tool.description == definition.description
         assert tool.annotations is not None and tool.annotations.read_only_hint is True
 
@@ -296,7 +308,7 @@ async def test_an_unexpected_failure_is_an_internal_error_without_details(stack:
 
 # --- authentication ---------------------------------------------------------------------
 
-INITIALIZE = {
+INITIALIZE: dict[str, Any] = {
     "jsonrpc": "2.0",
     "id": 1,
     "method": "initialize",
@@ -383,6 +395,135 @@ async def test_any_host_name_is_accepted_behind_the_key(stack: Stack) -> None:
     assert response.status_code == 200
 
 
+async def _post(stack: Stack, content: bytes, headers: dict[str, str]) -> httpx2.Response:
+    async with stack.http(stack.keys["A"]) as http:
+        return await http.post("/mcp", content=content, headers=headers)
+
+
+@pytest.mark.parametrize(
+    "origin", ["https://evil.example", "http://console.example.com", "null", "https://x.test:8443"]
+)
+async def test_a_request_from_a_foreign_origin_is_refused_with_403_before_the_key(
+    stack: Stack, origin: str
+) -> None:
+    async with stack.http(stack.keys["A"]) as http:
+        response = await http.post(
+            "/mcp", json=INITIALIZE, headers={**JSON_HEADERS, "Origin": origin}
+        )
+    assert response.status_code == 403
+    assert response.json()["error"]["code"] == "origin_not_allowed"
+    assert set(response.json()["error"]) == {"code", "message", "hint"}
+    async with stack.http(None) as http:  # refused as foreign even without a key
+        keyless = await http.post(
+            "/mcp", json=INITIALIZE, headers={**JSON_HEADERS, "Origin": origin}
+        )
+    assert keyless.json()["error"]["code"] == "origin_not_allowed"
+
+
+@pytest.mark.parametrize("origin", [None, ALLOWED_ORIGIN, "HTTPS://Console.Example.com/"])
+async def test_no_origin_or_an_allowed_one_is_served(stack: Stack, origin: str | None) -> None:
+    headers = {**JSON_HEADERS, **({"Origin": origin} if origin else {})}
+    async with stack.http(stack.keys["A"]) as http:
+        response = await http.post("/mcp", json=INITIALIZE, headers=headers)
+    assert response.status_code == 200
+    assert response.json()["result"]["serverInfo"]["name"] == "pmsgate"
+
+
+@pytest.mark.parametrize("protocol", ["2025-06-18", "2026-07-28"])
+@pytest.mark.parametrize(
+    ("content", "headers", "status", "code"),
+    [
+        (
+            b"{}",
+            {"Content-Type": "text/plain", "Accept": "application/json"},
+            415,
+            "unsupported_media_type",
+        ),
+        (b"{}", {"Accept": "application/json"}, 415, "unsupported_media_type"),
+        (
+            json.dumps(INITIALIZE).encode(),
+            {"Content-Type": "application/json", "Accept": "text/html"},
+            406,
+            "not_acceptable",
+        ),
+    ],
+)
+async def test_a_transport_error_is_the_json_error_body(
+    stack: Stack, protocol: str, content: bytes, headers: dict[str, str], status: int, code: str
+) -> None:
+    response = await _post(stack, content, {**headers, "Mcp-Protocol-Version": protocol})
+    assert response.status_code == status
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json()["error"]["code"] == code
+
+
+@pytest.mark.parametrize("protocol", [None, "2025-06-18", "2026-07-28"])
+@pytest.mark.parametrize(
+    ("content", "rpc_code"),
+    [
+        (b"{not json", -32700),
+        (b"[1, 2", -32700),
+        (b'{"jsonrpc": "2.0", "id": 1}', None),
+        (b'"just a string"', None),
+    ],
+)
+async def test_an_unreadable_message_is_a_json_rpc_error(
+    stack: Stack, protocol: str | None, content: bytes, rpc_code: int | None
+) -> None:
+    headers = {"Content-Type": "application/json", **JSON_HEADERS}
+    if protocol:
+        headers["Mcp-Protocol-Version"] = protocol
+    response = await _post(stack, content, headers)
+    assert 400 <= response.status_code < 500
+    body = response.json()
+    assert body["jsonrpc"] == "2.0" and "id" in body
+    assert isinstance(body["error"]["code"], int)
+    if rpc_code is not None:
+        assert body["error"]["code"] == rpc_code
+    assert stack.tools.calls == []
+
+
+@pytest.mark.parametrize("version", list(HANDSHAKE_PROTOCOL_VERSIONS))
+async def test_initialize_is_answered_in_each_supported_handshake_version(
+    stack: Stack, version: str
+) -> None:
+    offer = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": version}}
+    async with stack.http(stack.keys["A"]) as http:
+        response = await http.post("/mcp", json=offer, headers=JSON_HEADERS)
+        listed = await http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={**JSON_HEADERS, "Mcp-Protocol-Version": version},
+        )
+    assert response.json()["result"]["protocolVersion"] == version
+    assert len(listed.json()["result"]["tools"]) == 6
+
+
+async def test_an_unsupported_version_is_countered_with_the_newest_handshake_version(
+    stack: Stack,
+) -> None:
+    offer = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "1999-01-01"}}
+    async with stack.http(stack.keys["A"]) as http:
+        response = await http.post("/mcp", json=offer, headers=JSON_HEADERS)
+        unknown_header = await http.post(
+            "/mcp",
+            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            headers={**JSON_HEADERS, "Mcp-Protocol-Version": "1999-01-01"},
+        )
+    assert response.json()["result"]["protocolVersion"] == LATEST_HANDSHAKE_VERSION
+    # A request in an unknown version is refused as a JSON-RPC error, never served.
+    assert 400 <= unknown_header.status_code < 500
+    assert isinstance(unknown_header.json()["error"]["code"], int)
+    assert stack.tools.calls == []
+
+
+@pytest.mark.parametrize("version", list(MODERN_PROTOCOL_VERSIONS))
+async def test_the_single_exchange_versions_are_served(stack: Stack, version: str) -> None:
+    async with stack.client(stack.keys["A"], "auto") as client:
+        assert client.protocol_version == version
+        assert len((await client.list_tools()).tools) == 6
+
+
 # --- the real gateway -------------------------------------------------------------------
 # The app `pmsgate serve` runs (create_app over open_container), its booking system the
 # emulator through an ASGI transport: keys, tools, cache and limiter are all the real ones.
@@ -450,7 +591,7 @@ async def test_real_gateway_lists_the_six_tools_with_the_catalogue_schemas(
     catalogue = load_tools()
     assert {tool.name for tool in listed.tools} == set(catalogue)
     for tool in listed.tools:
-        assert tool.input_schema == catalogue[tool.name].input_schema()
+        assert tool.input_schema == catalogue[tool.name].input_schema(stay_date_years(TODAY))
         assert tool.description == catalogue[tool.name].description
 
 
@@ -578,3 +719,42 @@ async def test_real_gateway_serves_mcp_at_exactly_slash_mcp(real: RealGateway) -
     # re-POST on a 307 at all. Route it exactly: app.add_route("/mcp", mcp_app).
     assert response.status_code == 200, response.headers.get("location")
     assert response.json()["result"]["serverInfo"]["name"] == "pmsgate"
+
+
+async def test_real_gateway_refuses_a_foreign_origin_by_default(real: RealGateway) -> None:
+    transport = httpx2.ASGITransport(app=real.app)
+    headers = {**JSON_HEADERS, "Authorization": f"Bearer {real.keys['A']}"}
+    async with httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+        foreign = await http.post(
+            "/mcp", json=INITIALIZE, headers={**headers, "Origin": "https://evil.example"}
+        )
+        server = await http.post("/mcp", json=INITIALIZE, headers=headers)
+    # PMSGATE_ALLOWED_ORIGINS is empty by default: any Origin is foreign, none is a server.
+    assert (foreign.status_code, foreign.json()["error"]["code"]) == (403, "origin_not_allowed")
+    assert server.status_code == 200
+
+
+async def test_real_gateway_serves_the_origins_allowed_in_the_settings(
+    database_url: str, kross_http: httpx.AsyncClient, clock: ManualClock
+) -> None:
+    settings = Settings(
+        database_url=database_url,
+        kross_base_url=str(kross_http.base_url),
+        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
+        secret_keys=SecretStr(generate_key_spec("t1")),
+        allowed_origins="https://console.example.com, http://localhost:3000/",
+    )
+    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
+        app = create_app(settings, container=container)
+        async with app.router.lifespan_context(app):
+            transport = httpx2.ASGITransport(app=app)
+            async with httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+                answers = [
+                    await http.post(
+                        "/mcp", json=INITIALIZE, headers={**JSON_HEADERS, "Origin": origin}
+                    )
+                    for origin in ("http://localhost:3000", "https://evil.example")
+                ]
+    # An allowed origin passes on to the key check (no key here: 401); another is refused.
+    assert [a.status_code for a in answers] == [401, 403]
+    assert answers[1].json()["error"]["code"] == "origin_not_allowed"

@@ -215,7 +215,7 @@ async def test_a_seventh_tool_declared_in_yaml_is_served_over_http_and_mcp(
     ):
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["get-arrivals"].input_schema == (
-            served.container.gateway.tools.definitions["get-arrivals"].input_schema()
+            served.container.gateway.tools.input_schema("get-arrivals")
         )
         result = await client.call_tool("get-arrivals", arguments)
     assert result.is_error is False

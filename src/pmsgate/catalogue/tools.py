@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from pmsgate.boundary import INT64_MAX, INT64_MIN, bounded_schema
 
 # Spec §4.2: these six are always there (more may be declared), in the order onboarding
 # creates them (spec §4.3 step 6).
@@ -29,13 +32,23 @@ SPEC_TOOL_NAMES = (
     "get-incomplete-portals",
 )
 
+# The years a date parameter may lie in, by the parameter's name.
+DateYears = Callable[[str], tuple[int, int]]
+
 # The template's assignments replaced per tool; each must appear exactly once.
 _TEMPLATE_CONSTANTS = ("TOOL_NAME", "URL_SECRET", "KEY_SECRET", "TIMEOUT_S")
 _SECRET_NAME = r"^[A-Z][A-Z0-9_]{2,63}$"
 
 
 class ToolParameter(BaseModel):
-    """One parameter of a tool; the description explains the format in words."""
+    """One parameter of a tool; the description explains the format in words.
+
+    The parameter's JSON Schema is what the gateway enforces, no more and no less
+    (docs/gateway.md, "Inputs and their bounds"): an integer is a JSON integer (never a
+    boolean or a numeric string) within ``minimum`` … ``maximum`` (64 bits when not
+    declared), and ``null`` is a value only for a ``nullable`` parameter — leaving an
+    optional parameter out is how a caller says "none".
+    """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -45,12 +58,36 @@ class ToolParameter(BaseModel):
     # together with every other problem instead of stopping the load at the first.
     description: str
     format: str | None = None
+    minimum: int | None = None
+    maximum: int | None = None
+    max_length: int | None = Field(default=None, ge=1)
+    nullable: bool = False
+
+    @model_validator(mode="after")
+    def _bounds_fit_the_type(self) -> ToolParameter:
+        if (self.minimum is not None or self.maximum is not None) and self.type != "integer":
+            raise ValueError("minimum and maximum are for integer parameters")
+        if self.max_length is not None and self.type != "string":
+            raise ValueError("max_length is for string parameters")
+        low = INT64_MIN if self.minimum is None else self.minimum
+        high = INT64_MAX if self.maximum is None else self.maximum
+        if not INT64_MIN <= low <= high <= INT64_MAX:
+            raise ValueError("minimum … maximum must be an interval within 64 bits")
+        return self
 
     def json_schema(self) -> dict[str, Any]:
         """This parameter as a JSON Schema property."""
-        schema: dict[str, Any] = {"type": self.type, "description": self.description}
+        schema: dict[str, Any] = {
+            "type": [self.type, "null"] if self.nullable else self.type,
+            "description": self.description,
+        }
         if self.format:
             schema["format"] = self.format
+        if self.type == "integer":
+            schema["minimum"] = INT64_MIN if self.minimum is None else self.minimum
+            schema["maximum"] = INT64_MAX if self.maximum is None else self.maximum
+        if self.max_length is not None:
+            schema["maxLength"] = self.max_length
         return schema
 
     def platform_schema(self) -> dict[str, Any]:
@@ -130,6 +167,10 @@ class ToolDefinition(BaseModel):
     # What the platform shows while the tool runs.
     execution_message_description: str = Field(min_length=1, max_length=120)
     parameters: dict[str, ToolParameter]
+    # At least one of these parameters must be given (none: no such rule). Stated in the
+    # OpenAPI body (``anyOf``), not in the MCP input schema: model APIs refuse a tool schema
+    # with a top-level anyOf, so there it is said in the descriptions.
+    requires_any_of: list[str] = Field(default_factory=list)
     # How the answer is made: the name of a registered answer (pmsgate.gateway.tools.ANSWERS),
     # and the options that answer takes (e.g. which reservations a list selects).
     answer: str = Field(pattern=r"^[a-z][a-z0-9-]*$")
@@ -147,14 +188,37 @@ class ToolDefinition(BaseModel):
             raise ValueError(f"tool name {name!r} must be kebab-case, at most 64 characters")
         return name
 
-    def input_schema(self) -> dict[str, Any]:
-        """The parameters as one JSON Schema object (for HTTP listings and MCP)."""
-        return {
+    @model_validator(mode="after")
+    def _declared_alternatives(self) -> ToolDefinition:
+        unknown = [name for name in self.requires_any_of if name not in self.parameters]
+        if unknown:
+            raise ValueError(f"requires_any_of names no parameter: {', '.join(unknown)}")
+        return self
+
+    def input_schema(self, date_years: DateYears | None = None) -> dict[str, Any]:
+        """The parameters as one JSON Schema object (for HTTP listings and MCP).
+
+        With ``date_years`` (the years a date parameter may lie in, by parameter name) the
+        schema states them (:func:`pmsgate.boundary.bounded_schema`): a ``pattern`` in place
+        of ``format: date``. The gateway always passes them: they are what it enforces.
+        """
+        schema: dict[str, Any] = {
             "type": "object",
             "properties": {name: p.json_schema() for name, p in self.parameters.items()},
             "required": [name for name, p in self.parameters.items() if p.required],
             "additionalProperties": False,
         }
+        if date_years is None:
+            return schema
+        bounded: dict[str, Any] = bounded_schema(schema, date_years)
+        return bounded
+
+    def openapi_schema(self, date_years: DateYears | None = None) -> dict[str, Any]:
+        """:meth:`input_schema` with what only the HTTP body states (``requires_any_of``)."""
+        schema = self.input_schema(date_years)
+        if self.requires_any_of:
+            schema["anyOf"] = [{"required": [name]} for name in self.requires_any_of]
+        return schema
 
     def custom_tool_code(self) -> str:
         """The Python source of this tool's custom tool (the shared template, rendered)."""

@@ -20,6 +20,7 @@ or upstream, answer age, latency, the key's display prefix; an operation's paylo
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -29,17 +30,18 @@ from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
 from pmsgate.audit.actions import Actor
-from pmsgate.boundary import loads_json, refuse_control_characters
+from pmsgate.boundary import bounded_schema, loads_json, refuse_control_characters
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import Forbidden, InvalidInput, Unauthorized
 from pmsgate.gateway.call_log import CallLog, CallStart, argument_shape
 from pmsgate.gateway.context import GatewayServicesDep, gateway_services
 from pmsgate.gateway.keys import display_prefix, hash_key
-from pmsgate.gateway.operations import PAYLOAD_MODELS, OperationAnswer
+from pmsgate.gateway.operations import MAX_KEY_LENGTH, OperationAnswer, payload_schema
 from pmsgate.gateway.scopes import TOOLS_READ, operation_scope
+from pmsgate.gateway.tools import stay_date_years
 from pmsgate.integrations.kross.client import TOKEN_OPERATION
 from pmsgate.integrations.kross.operations import load_operations
-from pmsgate.openapi import json_body, schema_of
+from pmsgate.openapi import json_body, register_body_bounds
 
 router = APIRouter(prefix="/v1", tags=["gateway"])
 
@@ -76,8 +78,8 @@ async def list_tools(services: GatewayServicesDep) -> dict[str, Any]:
     tools = services.tools
     return {
         "tools": [
-            {"name": t.name, "description": t.description, "input_schema": t.input_schema()}
-            for t in tools.definitions.values()
+            {"name": t.name, "description": t.description, "input_schema": tools.input_schema(name)}
+            for name, t in tools.definitions.items()
         ]
     }
 
@@ -252,6 +254,15 @@ def _only_headers_and_the_character_check(dependant: Any) -> bool:
 # unknown name (404) exactly as before.
 
 
+def _body(schema: dict[str, Any]) -> dict[str, Any]:
+    """``openapi_extra`` for a JSON body of ``schema``: required when ``{}`` would not do (an
+    empty body is read as ``{}``)."""
+    needs_something = bool(schema.get("required")) or any(
+        key in schema for key in ("anyOf", "oneOf", "minProperties")
+    )
+    return json_body(schema, required=needs_something)
+
+
 def _add_tool_route(tool: ToolDefinition) -> None:
     # The services are read from the request, not declared as a dependency: each dependency
     # FastAPI resolves costs a tool call more than the tool's own work (bench/README.md).
@@ -274,21 +285,36 @@ def _add_tool_route(tool: ToolDefinition) -> None:
         summary=f"Tool {tool.name}",
         description=tool.description,
         operation_id=f"tool_{tool.name}",
-        openapi_extra=json_body(tool.input_schema()),
+        openapi_extra=_body(tool.openapi_schema()),
     )
 
 
+# A write's Idempotency-Key as the OpenAPI states it: printable ASCII, no space at either end
+# (the server takes any printable text of up to MAX_KEY_LENGTH characters; a UUID is the norm).
+_KEY_PATTERN = "^[!-~](?:[ -~]*[!-~])?$"
+
+
 def _add_operation_route(name: str, write: bool) -> None:
-    async def endpoint(
+    async def read_endpoint(
         request: Request,
         authorization: str | None = Header(default=None),
-        idempotency_key: str | None = Header(
-            default=None,
-            description="Required for a write: the same key replays the first answer.",
-        ),
     ) -> JSONResponse:
         services = gateway_services(request)  # as for the tools (above)
+        return await call_operation(name, request, services, authorization, None)
+
+    async def write_endpoint(
+        request: Request,
+        authorization: str | None = Header(default=None),
+        idempotency_key: str = Header(
+            description="The same key replays the first answer; a new write, a new key.",
+            max_length=MAX_KEY_LENGTH,
+            pattern=_KEY_PATTERN,
+        ),
+    ) -> JSONResponse:
+        services = gateway_services(request)
         return await call_operation(name, request, services, authorization, idempotency_key)
+
+    endpoint = write_endpoint if write else read_endpoint
 
     async def direct(request: Request) -> Response:
         headers = request.headers
@@ -301,7 +327,7 @@ def _add_operation_route(name: str, write: bool) -> None:
         )
 
     _DIRECT[endpoint] = direct
-    model = PAYLOAD_MODELS.get(name)
+    schema = payload_schema(name)
     router.add_api_route(
         f"/operations/{name}",
         endpoint,
@@ -310,10 +336,19 @@ def _add_operation_route(name: str, write: bool) -> None:
         summary=f"{'Write' if write else 'Read'} operation {name}",
         description=call_operation.__doc__,
         operation_id=f"operation_{name.replace('/', '_')}",
-        openapi_extra=json_body(schema_of(model) if model else {"type": "object"}),
+        openapi_extra=_body(schema if schema is not None else {"type": "object"}),
     )
 
 
+def _bounds_of_today(schema: dict[str, Any], today: dt.date) -> dict[str, Any]:
+    """A body schema with what the gateway enforces on ``today`` (pmsgate.boundary)."""
+    bounded: dict[str, Any] = bounded_schema(schema, stay_date_years(today))
+    return bounded
+
+
+# Every tool and operation body states its bounds (dates, integers, text), as of the day the
+# OpenAPI document is made.
+register_body_bounds("/v1/", _bounds_of_today)
 for _tool in load_tools().values():
     _add_tool_route(_tool)
 for _operation in load_operations():

@@ -39,11 +39,23 @@ parent app must enter. Choices, and why:
   the error body, so the model can read the hint and correct itself. Anything
   unexpected is logged by type only and answered as ``internal_error``: never a
   stack trace, never an exception message that might carry a payload.
-- **DNS-rebinding protection** (the SDK's Host/Origin check) is off unless
-  ``allowed_hosts`` is given: it protects unauthenticated local servers from
-  web pages on a rebinding domain, but a browser never attaches our bearer key
-  on its own, and the gateway is reached through proxies under host names it
-  cannot know in advance. The SDK's Content-Type check of POSTs stays on.
+- **Origin** (the transport specification's defence against DNS rebinding): a request
+  without an ``Origin`` header (a server, the SDK's client) is served; one with an
+  ``Origin`` is served only when it is one of ``allowed_origins``
+  (``PMSGATE_ALLOWED_ORIGINS``, none by default), otherwise 403 ``origin_not_allowed``,
+  before the key is looked at. The SDK's own Host/Origin check stays off: the gateway is
+  reached through proxies under host names it cannot know in advance, and the SDK would
+  answer it in plain text.
+- **Every error is JSON**: before the protocol starts (method, Origin, key, Content-Type,
+  Accept) the service's ``{"error": {code, message, hint}}`` body with its HTTP status
+  (405, 403, 401, 415, 406); from the JSON-RPC message on (unreadable JSON, not a
+  request, an unsupported ``Mcp-Protocol-Version``) the SDK's JSON-RPC error. Anything
+  the SDK would still answer as text is turned into the error body with the same status
+  (:class:`JsonErrorsOnly`).
+- **Protocol versions**: the SDK's own negotiation, every version it supports
+  (``mcp_types.version``): ``initialize`` with a handshake-era version is answered in that
+  version, an unknown one with the newest handshake version (the client then decides);
+  the 2026-07-28 single-exchange requests are answered as that version.
 
 Route it with ``app.add_route("/mcp", mcp_app, include_in_schema=False)`` and enter
 the lifespan inside the app's own. Not ``app.mount("/mcp", ...)``: a mount answers
@@ -67,9 +79,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from pmsgate.errors import NotFound, PmsgateError, Unauthorized
+from pmsgate.errors import Forbidden, NotFound, PmsgateError, Unauthorized
 from pmsgate.gateway.call_log import CallLog, CallStart, argument_shape
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.http import bearer_key
@@ -108,10 +120,13 @@ def create_mcp_app(
     record_call: RecordCall | None = None,
     call_log_provider: Callable[[], CallLog] | None = None,
     allowed_hosts: Sequence[str] | None = None,
+    allowed_origins: Sequence[str] = (),
 ) -> tuple[ASGIApp, Lifespan]:
     """The MCP ASGI app for ``/mcp`` and the lifespan the parent app must enter around it.
 
-    ``call_log_provider`` gives the process's tool-call log (None: calls are not logged).
+    ``call_log_provider`` gives the process's tool-call log (None: calls are not logged);
+    ``allowed_origins`` the ``Origin`` values a request may carry (none: only requests
+    without one are served).
     """
     server = build_server(tools_provider, record_call, call_log_provider)
     security = TransportSecuritySettings(
@@ -121,7 +136,9 @@ def create_mcp_app(
     manager = StreamableHTTPSessionManager(
         app=server, stateless=True, json_response=True, security_settings=security
     )
-    app = BearerKeyMiddleware(StreamableHTTPASGIApp(manager), authenticate)
+    app = BearerKeyMiddleware(
+        JsonErrorsOnly(StreamableHTTPASGIApp(manager)), authenticate, allowed_origins
+    )
     return app, manager.run
 
 
@@ -196,8 +213,8 @@ def build_server(
 
     def input_schema(name: str) -> dict[str, Any] | None:
         # Lets the SDK check 2026-07-28 `Mcp-Param-*` headers without listing every tool.
-        tool = tools_provider().definitions.get(name)
-        return None if tool is None else tool.input_schema()
+        tools = tools_provider()
+        return tools.input_schema(name) if name in tools.definitions else None
 
     return Server(
         SERVER_NAME,
@@ -216,7 +233,7 @@ def describe_tools(tools: Tools) -> list[types.Tool]:
         types.Tool(
             name=tool.name,
             description=tool.description,
-            input_schema=tool.input_schema(),
+            input_schema=tools.input_schema(tool.name),
             annotations=types.ToolAnnotations(
                 read_only_hint=tool.kind == "read", open_world_hint=True
             ),
@@ -258,15 +275,24 @@ def _text(body: dict[str, Any]) -> types.TextContent:
     return types.TextContent(text=json.dumps(body, ensure_ascii=False, separators=(",", ":")))
 
 
-class BearerKeyMiddleware:
-    """Admits an HTTP request only with a valid gateway key and tags it with the key's facility."""
+def normalise_origin(origin: str) -> str:
+    """An ``Origin`` as compared: trimmed, lower case, without a trailing slash."""
+    return origin.strip().rstrip("/").lower()
 
-    def __init__(self, app: ASGIApp, authenticate: Authenticate) -> None:
+
+class BearerKeyMiddleware:
+    """Admits an HTTP request only from an allowed Origin (or none), with a valid gateway key,
+    with a JSON body and accepting a JSON answer; tags it with the key's facility."""
+
+    def __init__(
+        self, app: ASGIApp, authenticate: Authenticate, allowed_origins: Sequence[str] = ()
+    ) -> None:
         self.app = app
         self.authenticate = authenticate
+        self.allowed_origins = frozenset(normalise_origin(o) for o in allowed_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Authenticate, then pass the request on with its facility in the scope."""
+        """Check the request's transport, then pass it on with its facility in the scope."""
         if scope["type"] != "http":
             # Streamable HTTP is plain HTTP; a WebSocket upgrade here is refused outright.
             if scope["type"] == "websocket":
@@ -277,15 +303,17 @@ class BearerKeyMiddleware:
             # messages, so no SSE stream on GET — the spec's answer to that GET is 405.
             await _method_not_allowed(scope, receive, send)
             return
-        authorization = Headers(scope=scope).get("authorization")
+        headers = Headers(scope=scope)
         try:
-            raw_key = bearer_key(authorization)
+            self._check_origin(headers.get("origin"))
+            raw_key = bearer_key(headers.get("authorization"))
             facility = await self.authenticate(raw_key)
+            _check_media_types(headers)
         except PmsgateError as error:
-            headers = dict(error.headers)
+            extra = dict(error.headers)
             if error.status == 401:
-                headers["WWW-Authenticate"] = 'Bearer realm="pmsgate"'
-            response = JSONResponse(error.to_body(), status_code=error.status, headers=headers)
+                extra["WWW-Authenticate"] = 'Bearer realm="pmsgate"'
+            response = JSONResponse(error.to_body(), status_code=error.status, headers=extra)
             await response(scope, receive, send)
             return
         # A copy of the scope: the facility belongs to this request only.
@@ -294,6 +322,90 @@ class BearerKeyMiddleware:
             receive,
             send,
         )
+
+    def _check_origin(self, origin: str | None) -> None:
+        """Refuse a request from a web page of a site not allowed (DNS rebinding)."""
+        if origin is None or normalise_origin(origin) in self.allowed_origins:
+            return
+        raise Forbidden(
+            "Requests from this Origin are not served on /mcp.",
+            code="origin_not_allowed",
+            hint="Call /mcp from a server (no Origin header), or ask the operator to add the "
+            "site to PMSGATE_ALLOWED_ORIGINS.",
+        )
+
+
+def _check_media_types(headers: Headers) -> None:
+    """A JSON-RPC message in a JSON body, and a caller that accepts a JSON answer."""
+    content_type = headers.get("content-type", "").split(";")[0].strip().lower()
+    if content_type != "application/json":
+        raise PmsgateError(
+            "An MCP message is sent as application/json.",
+            code="unsupported_media_type",
+            status=415,
+            hint="Send the JSON-RPC message with `Content-Type: application/json`.",
+        )
+    accepted = [part.split(";")[0].strip().lower() for part in headers.get("accept", "").split(",")]
+    if not {"application/json", "application/*", "*/*"} & set(accepted):
+        raise PmsgateError(
+            "This server answers MCP messages as application/json only.",
+            code="not_acceptable",
+            status=406,
+            hint="Send `Accept: application/json, text/event-stream`.",
+        )
+
+
+# What an error answer the SDK gives in plain text (or none) means, as the error body.
+_TRANSPORT_ERRORS: dict[int, tuple[str, str]] = {
+    400: ("invalid_mcp_request", "Send one JSON-RPC request or notification as a JSON object."),
+    403: ("forbidden", "Call /mcp from a server, with a gateway key."),
+    404: ("not_found", "POST each JSON-RPC message to /mcp; no session is kept."),
+    405: ("method_not_allowed", "POST each JSON-RPC message; no SSE stream is opened."),
+    406: ("not_acceptable", "Send `Accept: application/json, text/event-stream`."),
+    413: ("payload_too_large", "Send a smaller request body."),
+    415: ("unsupported_media_type", "Send `Content-Type: application/json`."),
+    421: ("misdirected_request", "Send the request to the gateway's own host name."),
+}
+
+
+class JsonErrorsOnly:
+    """Turns an error the SDK answers as text (or with an empty body) into the error body.
+
+    The SDK answers most refusals as JSON-RPC errors, a few (its header checks) as plain text
+    or an empty body; a caller of /mcp always gets JSON. A JSON answer passes unchanged.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Pass the request on; replace a non-JSON error answer as it starts."""
+        replaced = False
+
+        async def json_send(message: Message) -> None:
+            nonlocal replaced
+            if replaced:
+                return  # the replaced answer's body
+            if message["type"] == "http.response.start" and message["status"] >= 400:
+                answered = Headers(raw=message.get("headers", []))
+                if not answered.get("content-type", "").startswith("application/json"):
+                    replaced = True
+                    await _error_answer(message["status"], answered, scope, receive, send)
+                    return
+            await send(message)
+
+        await self.app(scope, receive, json_send)
+
+
+async def _error_answer(
+    status: int, answered: Headers, scope: Scope, receive: Receive, send: Send
+) -> None:
+    code, hint = _TRANSPORT_ERRORS.get(
+        status, ("mcp_request_refused", "Check the request against the MCP transport.")
+    )
+    error = PmsgateError("The MCP request was refused.", code=code, status=status, hint=hint)
+    headers = {"Allow": answered["allow"]} if "allow" in answered else {}
+    await JSONResponse(error.to_body(), status_code=status, headers=headers)(scope, receive, send)
 
 
 async def _method_not_allowed(scope: Scope, receive: Receive, send: Send) -> None:

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from datetime import timedelta
@@ -56,6 +57,7 @@ from pydantic import BaseModel, ValidationError
 
 from pmsgate.audit.actions import Actor, AuditAction, Outcome
 from pmsgate.audit.trail import AuditTrail
+from pmsgate.boundary import NOT_BLANK_TEXT_PATTERN, text_pattern
 from pmsgate.errors import Conflict, Forbidden, InvalidInput, NotFound, PmsgateError
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.limiter import Priority
@@ -68,6 +70,7 @@ from pmsgate.integrations.kross.client import TOKEN_OPERATION, PmsResult
 from pmsgate.integrations.kross.dates import enforce_reservation_filters
 from pmsgate.integrations.kross.models import (
     BIRTH_DATE_YEARS_BACK,
+    MAX_PICTURE_BYTES,
     STAY_DATE_YEARS_AHEAD,
     STAY_DATE_YEARS_BACK,
     UPSTREAM_LIST_FILTERS,
@@ -90,6 +93,7 @@ from pmsgate.integrations.kross.reservation_rows import (
     parse_row,
     save_body,
 )
+from pmsgate.openapi import schema_of
 from pmsgate.storage.idempotency import WriteRecord
 
 log = structlog.get_logger(__name__)
@@ -607,19 +611,31 @@ class Operations:
         await self.gateway.cache.invalidate(f"{facility.hotel_id}:")
 
 
+# Payloads whose model-level rule compares their dates (order, length of the range): a
+# rule JSON Schema cannot state, refused as ``invalid_date_range`` (docs/gateway.md).
+_DATE_RANGE_MODELS: tuple[type[BaseModel], ...] = (AvailabilityQuery, ChangeDates)
+
+
 def _validate(name: str, payload: dict[str, Any], today: dt.date) -> dict[str, Any]:
+    """The payload checked against its model, strictly: what its schema states and no more.
+
+    Strict (validated as the JSON it arrived as): an integer is never a boolean, a float or
+    a numeric string, a boolean never a number; ``null`` only where the schema says so.
+    """
     model = PAYLOAD_MODELS.get(name)
     if model is None:
         return payload
     try:
-        parsed = model.model_validate(payload)
+        parsed = model.model_validate_json(json.dumps(payload), strict=True)
     except ValidationError as error:
+        errors = error.errors()
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in error.errors()
+            f"{'.'.join(str(p) for p in e['loc']) or 'body'}: {e['msg']}" for e in errors
         )
+        date_rule = issubclass(model, _DATE_RANGE_MODELS) and all(not e["loc"] for e in errors)
         raise InvalidInput(
             f"Invalid body for {name}: {problems}",
-            code="invalid_payload",
+            code="invalid_date_range" if date_rule else "invalid_payload",
             hint="See docs/kross-api.md for the fields of each operation.",
         ) from None
     out_of_range = insane_dates(parsed, today)
@@ -634,6 +650,57 @@ def _validate(name: str, payload: dict[str, Any], today: dt.date) -> dict[str, A
     if isinstance(parsed, WirePayload):
         return parsed.to_wire()
     return parsed.model_dump(mode="json", exclude_none=True)
+
+
+# --- what the payload schemas state beyond pydantic's (docs/gateway.md) --------------------
+
+# Text the models strip before checking its length: at least one character that is not space.
+_NOT_BLANK = NOT_BLANK_TEXT_PATTERN
+# Four base64 characters carry three bytes: the longest text whose bytes fit a picture.
+_MAX_PICTURE_BASE64 = MAX_PICTURE_BYTES // 3 * 4
+_FIELD_RULES: dict[tuple[str, str], dict[str, Any]] = {
+    ("AddPayment", "method"): {"pattern": _NOT_BLANK},
+    ("GuestDetails", "first_name"): {"pattern": _NOT_BLANK},
+    ("GuestDetails", "last_name"): {"pattern": _NOT_BLANK},
+    ("GuestDetails", "document_number"): {"pattern": _NOT_BLANK},
+    # A plain name: no path separator, not "." or "..", not blank.
+    ("Picture", "filename"): {"pattern": "^(?!\\s*\\.{1,2}\\s*$)" + text_pattern("/\\\\")[1:]},
+    ("Picture", "data_base64"): {
+        "pattern": "^(?:[A-Za-z0-9+/]{4})*"
+        "(?:[A-Za-z0-9+/]{4}|[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)$",
+        "maxLength": _MAX_PICTURE_BASE64,
+    },
+}
+# Models that take exactly one of two keys (RoomTypeQuery): stated as a oneOf.
+_ONE_OF: dict[str, tuple[str, ...]] = {"RoomTypeQuery": ("id_room_type", "id_reservation")}
+
+
+def _refine(title: str, schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` (of the model or definition ``title``) with the rules pydantic leaves out."""
+    properties = schema.get("properties", {})
+    for (owner, field), rules in _FIELD_RULES.items():
+        if owner == title and field in properties:
+            properties[field] = {**properties[field], **rules}
+    if title in _ONE_OF:
+        # A key given as null counts as left out (the properties are nullable).
+        keys = _ONE_OF[title]
+        schema["oneOf"] = [
+            {
+                "required": [key],
+                "properties": {
+                    other: {"not": {"type": "null"}} if other == key else {"type": "null"}
+                    for other in keys
+                },
+            }
+            for key in keys
+        ]
+    return schema
+
+
+def payload_schema(name: str) -> dict[str, Any] | None:
+    """The JSON Schema of operation ``name``'s body (None: any object), as enforced."""
+    model = PAYLOAD_MODELS.get(name)
+    return None if model is None else schema_of(model, _refine)
 
 
 def _upstream_list_body(op: Operation, payload: Mapping[str, Any]) -> dict[str, Any]:

@@ -25,12 +25,22 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    Strict,
+    StrictBool,
+    StrictInt,
+    StrictStr,
+    ValidationError,
+    create_model,
+)
 
-from pmsgate.boundary import check_json
+from pmsgate.boundary import INT64_MAX, INT64_MIN, check_json, years_always_inside
 from pmsgate.catalogue.tools import ToolDefinition, load_tools
 from pmsgate.errors import InvalidInput, NotFound
 from pmsgate.gateway.cache import Cached
@@ -41,6 +51,8 @@ from pmsgate.gateway.window import DEFAULT_PAGE_SIZE, Pages, WindowPolicy, read_
 from pmsgate.integrations.kross import errors as pms_errors
 from pmsgate.integrations.kross.dates import filter_availability, filter_by_stay
 from pmsgate.integrations.kross.models import (
+    BIRTH_DATE_FIELDS,
+    BIRTH_DATE_YEARS_BACK,
     STAY_DATE_YEARS_AHEAD,
     STAY_DATE_YEARS_BACK,
     AvailabilityNight,
@@ -80,21 +92,52 @@ class ToolAnswer(BaseModel):
     meta: dict[str, Any]
 
 
-_TYPES: dict[str, Any] = {"string": str, "integer": int, "number": float, "boolean": bool}
+_TYPES: dict[str, Any] = {
+    "string": StrictStr,
+    "integer": StrictInt,
+    "number": Annotated[float, Strict(), Field(allow_inf_nan=False)],
+    "boolean": StrictBool,
+}
 
 
 def _argument_model(tool: ToolDefinition) -> type[BaseModel]:
+    """The tool's arguments as a strict model: exactly what its input schema states.
+
+    Strict: an integer is never a boolean, a float or a numeric string. ``null`` is a value
+    only for a ``nullable`` parameter; an optional one is left out to mean "none" (its
+    default, which pydantic does not validate), so ``{"date": null}`` is refused, not read
+    as "tonight".
+    """
     fields: dict[str, Any] = {}
     for name, parameter in tool.parameters.items():
         # IsoDate: a date is written YYYY-MM-DD (lax dates would read 0 as 1970-01-01).
         kind: Any = IsoDate if parameter.format == "date" else _TYPES[parameter.type]
         if parameter.type == "integer":
-            kind = int
+            low, high = parameter.minimum, parameter.maximum
+            kind = Annotated[
+                StrictInt,
+                Field(ge=INT64_MIN if low is None else low, le=INT64_MAX if high is None else high),
+            ]
+        if parameter.max_length is not None:
+            kind = Annotated[kind, Field(max_length=parameter.max_length)]
+        if parameter.nullable:
+            kind = kind | None
         default = ... if parameter.required else None
-        fields[name] = (kind if parameter.required else kind | None, Field(default=default))
-    return create_model(
-        f"{tool.name}-arguments", __config__=ConfigDict(extra="forbid", strict=False), **fields
-    )
+        fields[name] = (kind, Field(default=default))
+    return create_model(f"{tool.name}-arguments", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def stay_date_years(today: dt.date) -> Callable[[str], tuple[int, int]]:
+    """The whole years a tool's or a stay's date may lie in on ``today``'s year, by name
+    (:func:`pmsgate.integrations.kross.models.sane_date_range`: a birth date the last
+    120 years, every other date 2 years back to 3 ahead); what the schemas state."""
+
+    def years(name: str) -> tuple[int, int]:
+        if name in BIRTH_DATE_FIELDS:
+            return years_always_inside(today.year, BIRTH_DATE_YEARS_BACK, 0)
+        return years_always_inside(today.year, STAY_DATE_YEARS_BACK, STAY_DATE_YEARS_AHEAD)
+
+    return years
 
 
 AnswerFunction = Callable[["Tools", ToolDefinition, FacilityView, Any], Awaitable["ToolAnswer"]]
@@ -221,6 +264,7 @@ class Tools:
         self.definitions = dict(load_tools() if definitions is None else definitions)
         check_answers(self.definitions.values())
         self._models = {name: _argument_model(t) for name, t in self.definitions.items()}
+        self._schemas: dict[tuple[str, int], dict[str, Any]] = {}
 
     def max_age_s(self, tool: str) -> float:
         """How old a cached answer this tool accepts: PMSGATE_CACHE_MAX_AGE_S, else the
@@ -231,6 +275,16 @@ class Tools:
         if definition is not None and definition.cache_max_age_s is not None:
             return definition.cache_max_age_s
         return self._default_max_age_s
+
+    def input_schema(self, name: str) -> dict[str, Any]:
+        """The tool's input schema with the date years accepted today (HTTP listing, MCP);
+        made once a year per tool (the years change with the year only). Not to be changed."""
+        year = self.today().year
+        cached = self._schemas.get((name, year))
+        if cached is None:
+            cached = self.definitions[name].input_schema(stay_date_years(self.today()))
+            self._schemas[(name, year)] = cached
+        return cached
 
     def definition(self, name: str) -> ToolDefinition:
         """The tool of this name, or a 404 naming the available ones."""
