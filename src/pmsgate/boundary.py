@@ -135,6 +135,8 @@ def _schema(low: int, high: int) -> WithJsonSchema:
 
 Int32 = Annotated[int, _between(INT32_MIN, INT32_MAX), _schema(INT32_MIN, INT32_MAX)]
 """An integer a PostgreSQL INTEGER column stores."""
+IdInt32 = Annotated[int, _between(INT32_MIN, INT32_MAX), _schema(1, INT32_MAX)]
+"""A row id in an INTEGER column: stated from 1 (pair it with ``ge=1``, which refuses less)."""
 Int64 = Annotated[int, _between(INT64_MIN, INT64_MAX), _schema(INT64_MIN, INT64_MAX)]
 """An integer a PostgreSQL BIGINT column (and every JSON consumer we call) stores."""
 
@@ -309,3 +311,22 @@ def bounded_schema(
     elif out.get("type") == "string" and not ({"pattern", "enum", "const", "format"} & set(out)):
         out["pattern"] = TEXT_PATTERN
     return out
+
+
+# What the booking system's credentials look like (spec §2.1): the rules
+# pmsgate.integrations.kross.credentials checks (each with its own error code), and the
+# statements of them in the request schemas that carry credentials, so that a generated
+# client sends only what can pass.
+HOTEL_ID_PATTERN = "^[0-9]+$"
+API_USER_PATTERN = "^api[0-9]+$"
+API_KEY_PATTERN = "^[0-9a-fA-F]{32}$"
+MAX_API_PASSWORD = 256
+"""Far above any real API password; bounds what one request can make us encrypt and send."""
+HOTEL_ID_SCHEMA: dict[str, Any] = {"pattern": HOTEL_ID_PATTERN}
+API_USER_SCHEMA: dict[str, Any] = {"pattern": API_USER_PATTERN}
+API_PASSWORD_SCHEMA: dict[str, Any] = {
+    # Not blank, and no control character at all (a tab or a line break is one here).
+    "pattern": text_pattern("\\u0009\\u000a\\u000d"),
+    "maxLength": MAX_API_PASSWORD,
+}
+API_KEY_SCHEMA: dict[str, Any] = {"pattern": API_KEY_PATTERN}

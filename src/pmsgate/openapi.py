@@ -33,6 +33,7 @@ from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
 from pydantic import BaseModel, Field
 
+from pmsgate.boundary import TEXT_PATTERN
 from pmsgate.clock import Clock, SystemClock
 
 # Every status a route may answer with the error envelope, and what it means.
@@ -129,6 +130,45 @@ def _bound_bodies(document: dict[str, Any], today: dt.date) -> None:
             components[name] = bounds(components[name], today)
 
 
+_COMPONENTS = "#/components/schemas/"
+
+
+def _no_control_characters(schema: Any, components: dict[str, Any], seen: set[str]) -> None:
+    """State "no control characters" on every text of ``schema`` that has no rule of its
+    own (pattern, enum, const, format), following ``$ref`` into ``components`` once each."""
+    if isinstance(schema, list):
+        for item in schema:
+            _no_control_characters(item, components, seen)
+        return
+    if not isinstance(schema, dict):
+        return
+    ref = schema.get("$ref")
+    if isinstance(ref, str) and ref.startswith(_COMPONENTS) and ref not in seen:
+        seen.add(ref)
+        _no_control_characters(components.get(ref.removeprefix(_COMPONENTS)), components, seen)
+    for key, value in schema.items():
+        if key not in {"default", "examples", "const", "enum"}:
+            _no_control_characters(value, components, seen)
+    if schema.get("type") == "string" and not (
+        {"pattern", "enum", "const", "format"} & set(schema)
+    ):
+        schema["pattern"] = TEXT_PATTERN
+
+
+def _state_text_rules(document: dict[str, Any]) -> None:
+    """Every route refuses control characters in its path and its body's text (boundary.py):
+    stated on every path parameter and request body the gateway's own rules do not cover."""
+    components = document.get("components", {}).get("schemas", {})
+    seen: set[str] = set()
+    for operations in document.get("paths", {}).values():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                if parameter.get("in") == "path":
+                    _no_control_characters(parameter.get("schema"), components, seen)
+            for media in operation.get("requestBody", {}).get("content", {}).values():
+                _no_control_characters(media.get("schema"), components, seen)
+
+
 def install_openapi(app: FastAPI) -> None:
     """Make ``app.openapi()`` document the error envelope on every route, and the bounds
     of the gateway's bodies as they are today (remade when the day changes)."""
@@ -145,6 +185,7 @@ def install_openapi(app: FastAPI) -> None:
         components = document.setdefault("components", {}).setdefault("schemas", {})
         components.update(_shared_schemas)
         _bound_bodies(document, today)
+        _state_text_rules(document)
         body = ErrorBody.model_json_schema(ref_template="#/components/schemas/{model}")
         components.update(body.pop("$defs", {}))
         components["ErrorBody"] = body

@@ -38,17 +38,27 @@ booking system's reason when refused, and nothing changed).
 import hmac
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
-from typing import Annotated, Protocol
+from typing import Annotated, Any, Protocol
 
 from fastapi import APIRouter, Depends, Path, Request, Response, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from pmsgate.audit.actions import Actor
-from pmsgate.boundary import Int32, SafeText
+from pmsgate.boundary import (
+    API_KEY_SCHEMA,
+    API_PASSWORD_SCHEMA,
+    API_USER_SCHEMA,
+    HOTEL_ID_SCHEMA,
+    NOT_BLANK_TEXT_PATTERN,
+    IdInt32,
+    Int32,
+    SafeText,
+)
 from pmsgate.errors import InvalidInput, PmsgateError, Unauthorized
 from pmsgate.gateway.context import gateway_services
 from pmsgate.gateway.facilities import (
+    KINDS,
     FacilityService,
     FacilityView,
     KeyView,
@@ -72,29 +82,66 @@ ADMIN_API_ACTOR = Actor.admin("admin-api")
 StoredText = SafeText
 StoredInt = Int32
 HotelIdPath = Annotated[SafeText, Path(description="The facility's hotel_id.")]
-KeyIdPath = Annotated[Int32, Path(ge=1, description="The key's id.")]
+KeyIdPath = Annotated[IdInt32, Path(ge=1, description="The key's id.")]
+# Each budget is at least one call (the service refuses less: invalid_limits).
+PositiveInt = Annotated[StoredInt, Field(json_schema_extra={"minimum": 1})]
+# Scope names as the schema states them: the vocabulary, nothing else (invalid_scope).
+ScopeName = Annotated[StoredText, Field(json_schema_extra=lambda schema: _scope_enum(schema))]
+
+
+def _scope_enum(schema: dict[str, Any]) -> None:
+    schema["enum"] = list(all_scopes())
 
 
 class LimitsBody(Limits):
     """A facility's upstream budget as the admin API accepts it (within the columns)."""
 
-    per_minute: StoredInt = Field(default=10, description="Upstream calls per minute.")
-    per_hour: StoredInt = Field(default=300, description="Upstream calls per hour.")
-    per_day: StoredInt = Field(default=5000, description="Upstream calls per day.")
+    per_minute: PositiveInt = Field(default=10, description="Upstream calls per minute.")
+    per_hour: PositiveInt = Field(default=300, description="Upstream calls per hour.")
+    per_day: PositiveInt = Field(default=5000, description="Upstream calls per day.")
 
 
 class NewFacilityBody(NewFacility):
-    """What registering a facility needs, as the admin API accepts it (storable values)."""
+    """What registering a facility needs, as the admin API accepts it (storable values).
 
-    hotel_id: StoredText = Field(description="Numeric id of the facility in the booking system.")
+    A facility of kind ``own`` brings its api key; a ``partner`` one uses the shared key.
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"properties": {"kind": {"const": "partner"}}, "not": {"required": ["api_key"]}},
+                {
+                    "properties": {"kind": {"const": "own"}, "api_key": {"type": "string"}},
+                    "required": ["api_key"],
+                },
+            ]
+        }
+    )
+
+    hotel_id: StoredText = Field(
+        description="Numeric id of the facility in the booking system.",
+        json_schema_extra=HOTEL_ID_SCHEMA,
+    )
     username: StoredText = Field(
-        description="The API user, `api` followed by digits (not an e-mail)."
+        description="The API user, `api` followed by digits (not an e-mail).",
+        json_schema_extra=API_USER_SCHEMA,
+    )
+    password: SecretStr = Field(
+        description="The API user's password.", json_schema_extra=API_PASSWORD_SCHEMA
     )
     kind: StoredText = Field(
-        description="`partner` (shared gateway api key) or `own` (own api key)."
+        description="`partner` (shared gateway api key) or `own` (own api key).",
+        json_schema_extra={"enum": list(KINDS)},
+    )
+    api_key: SecretStr | None = Field(
+        default=None,
+        description="Own facilities only: their api key, 32 hexadecimal characters.",
+        json_schema_extra=API_KEY_SCHEMA,
     )
     integration_id: StoredText = Field(
-        description="Id of the PMS integration row the facility belongs to."
+        description="Id of the PMS integration row the facility belongs to.",
+        json_schema_extra={"pattern": NOT_BLANK_TEXT_PATTERN},
     )
     name: StoredText = Field(default="", description="A human-readable name.")
     limits: LimitsBody = Field(
@@ -122,14 +169,29 @@ class FacilityList(BaseModel):
 
 
 class MintKeyBody(BaseModel):
-    """Options of a new gateway key."""
+    """Options of a new gateway key: named scopes or every scope, an expiry in days or as a
+    moment — one of each pair at most."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "allOf": [
+                {"not": {"required": ["expires_in_days", "expires_at"]}},
+                {
+                    "not": {
+                        "required": ["all_scopes", "scopes"],
+                        "properties": {"all_scopes": {"const": True}},
+                    }
+                },
+            ]
+        },
+    )
 
     label: StoredText = Field(default="", description="A note telling what the key is for.")
-    scopes: list[StoredText] = Field(
+    scopes: list[ScopeName] = Field(
         default_factory=lambda: list(DEFAULT_SCOPES),
         description="What the key may do (docs/gateway.md, Scopes); default tools:read.",
+        json_schema_extra={"minItems": 1},
     )
     all_scopes: bool = Field(default=False, description="Every scope (instead of `scopes`).")
     expires_in_days: Annotated[int, Field(ge=1, le=36500)] | None = Field(
@@ -143,9 +205,25 @@ class MintKeyBody(BaseModel):
 class ScopesBody(BaseModel):
     """New scopes of an existing key."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Either every scope, or at least one named (a key that can do nothing is refused).
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "properties": {"all_scopes": {"const": True}},
+                    "required": ["all_scopes"],
+                    "not": {"required": ["scopes"]},
+                },
+                {
+                    "properties": {"scopes": {"minItems": 1}, "all_scopes": {"const": False}},
+                    "required": ["scopes"],
+                },
+            ]
+        },
+    )
 
-    scopes: list[StoredText] = Field(default_factory=list, description="The scopes.")
+    scopes: list[ScopeName] = Field(default_factory=list, description="The scopes.")
     all_scopes: bool = Field(default=False, description="Every scope (instead of `scopes`).")
     add: bool = Field(default=False, description="Add to the key's scopes instead of replacing.")
 
@@ -173,6 +251,13 @@ class RotatedKey(MintedKey):
     old_key: KeyView
 
 
+def _named_scopes(body: MintKeyBody) -> list[str]:
+    """The scopes the body names: ``tools:read`` by default, none when it asks for all."""
+    if "scopes" in body.model_fields_set:
+        return body.scopes
+    return [] if body.all_scopes else list(DEFAULT_SCOPES)
+
+
 def _chosen_scopes(scopes: list[str], every: bool) -> list[str]:
     if every and scopes:
         raise InvalidInput(
@@ -195,13 +280,17 @@ class ReconnectBody(BaseModel):
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
     username: StoredText = Field(
-        description="The API user, `api` followed by digits (not an e-mail)."
+        description="The API user, `api` followed by digits (not an e-mail).",
+        json_schema_extra=API_USER_SCHEMA,
     )
-    password: SecretStr = Field(description="The API user's password.")
+    password: SecretStr = Field(
+        description="The API user's password.", json_schema_extra=API_PASSWORD_SCHEMA
+    )
     api_key: SecretStr | None = Field(
         default=None,
         description="Own facilities: a new api key, or omit to keep the stored one. "
         "Partner facilities: omit (the shared key is used).",
+        json_schema_extra=API_KEY_SCHEMA,
     )
 
 
@@ -330,7 +419,7 @@ def build_admin_router(
         view, raw_key = await facilities.mint_key(
             hotel_id,
             body.label,
-            scopes=_chosen_scopes(body.scopes, body.all_scopes),
+            scopes=_chosen_scopes(_named_scopes(body), body.all_scopes),
             expires_at=expires_at,
             actor=ADMIN_API_ACTOR,
         )

@@ -28,6 +28,13 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from pmsgate.boundary import (
+    API_KEY_SCHEMA,
+    API_PASSWORD_SCHEMA,
+    API_USER_SCHEMA,
+    HOTEL_ID_SCHEMA,
+    NOT_BLANK_TEXT_PATTERN,
+)
 from pmsgate.customers.context import CustomerContext, NotesNotConnected, customer_not_found
 from pmsgate.customers.reconnect import connect_kross
 from pmsgate.customers.service import workspace_not_created
@@ -82,23 +89,51 @@ class ConnectBody(BaseModel):
         coerce_numbers_to_str=True,
     )
 
-    username: str = Field(description="The API user, `api` followed by digits (not an e-mail).")
-    password: SecretStr = Field(description="The API user's password.")
+    username: str = Field(
+        description="The API user, `api` followed by digits (not an e-mail).",
+        json_schema_extra=API_USER_SCHEMA,
+    )
+    password: SecretStr = Field(
+        description="The API user's password.", json_schema_extra=API_PASSWORD_SCHEMA
+    )
     api_key: SecretStr | None = Field(
         default=None,
         alias="apiKey",
         description="Own facilities only: their api key (32 hexadecimal characters); "
         "left out, the stored one is kept.",
+        json_schema_extra=API_KEY_SCHEMA,
     )
     hotel_id: str | None = Field(
         default=None,
         alias="hotelId",
         description="The facility's hotel_id; when given it must be the customer's facility.",
+        json_schema_extra=HOTEL_ID_SCHEMA,
     )
 
 
+# A customer named by its student_id or workspace slug: text that is not blank.
+_NAMED = {"type": "string", "pattern": NOT_BLANK_TEXT_PATTERN}
+
+
 class AdminConnectBody(ConnectBody):
-    """``PUT /api/admin/kross/connect``: the same, naming the customer."""
+    """``PUT /api/admin/kross/connect``: the same, naming the customer (exactly one way)."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {
+                    "required": ["studentId"],
+                    "properties": {"studentId": _NAMED},
+                    "not": {"required": ["assistant"]},
+                },
+                {
+                    "required": ["assistant"],
+                    "properties": {"assistant": _NAMED},
+                    "not": {"required": ["studentId"]},
+                },
+            ]
+        }
+    )
 
     student_id: str | None = Field(default=None, alias="studentId")
     assistant: str | None = Field(

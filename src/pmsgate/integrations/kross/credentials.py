@@ -12,14 +12,19 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, SecretStr, model_validator
 
-from pmsgate.boundary import has_control_characters
+from pmsgate.boundary import (
+    API_KEY_PATTERN,
+    API_USER_PATTERN,
+    HOTEL_ID_PATTERN,
+    MAX_API_PASSWORD,
+    has_control_characters,
+)
 from pmsgate.errors import InvalidInput
 
-_HOTEL_ID_RE = re.compile(r"^[0-9]+$")
-_USERNAME_RE = re.compile(r"^api[0-9]+$")
-_API_KEY_RE = re.compile(r"^[0-9a-fA-F]{32}$")
-# Far above any real API password; bounds what one request can make us encrypt and send.
-MAX_PASSWORD = 256
+_HOTEL_ID_RE = re.compile(HOTEL_ID_PATTERN)
+_USERNAME_RE = re.compile(API_USER_PATTERN)
+_API_KEY_RE = re.compile(API_KEY_PATTERN)
+MAX_PASSWORD = MAX_API_PASSWORD
 
 _API_USER_HINT = (
     "Use the API user of the facility (format apiNNNNN), shown in the booking-system panel "
