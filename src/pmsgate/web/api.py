@@ -26,7 +26,7 @@ from urllib.parse import quote
 
 from fastapi import APIRouter, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr
 
 from pmsgate.boundary import (
     API_KEY_SCHEMA,
@@ -112,7 +112,7 @@ class ConnectBody(BaseModel):
 
 
 # A customer named by its student_id or workspace slug: text that is not blank.
-_NAMED = {"type": "string", "pattern": NOT_BLANK_TEXT_PATTERN}
+_NAMED: dict[str, JsonValue] = {"type": "string", "pattern": NOT_BLANK_TEXT_PATTERN}
 
 
 class AdminConnectBody(ConnectBody):
