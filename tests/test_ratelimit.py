@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -10,7 +11,7 @@ from pyrate_limiter import Rate
 from redis.exceptions import NoScriptError
 
 from pmsgate.clock import ManualClock
-from pmsgate.ratelimit import RateWindows, WindowLost
+from pmsgate.ratelimit import ClockTime, RateWindows, WindowLost
 from pmsgate.sandbox.customers import ClockSleep
 
 pytestmark = pytest.mark.anyio
@@ -148,3 +149,65 @@ async def test_a_lost_script_is_loaded_again(
         await redis_client.evalsha(windows._script_hash, 0)  # type: ignore[attr-defined]
     assert await windows.put("k", [MINUTE])
     assert await windows.counts("k", [MINUTE]) == [2]
+
+
+@pytest.mark.redis
+async def test_shared_windows_run_on_the_reference_clock_through_a_measured_offset(
+    clock: ManualClock, redis_client: object, redis_namespace: str
+) -> None:
+    own = ManualClock(clock.now() + dt.timedelta(seconds=30))  # this replica's clock, 30 s off
+    windows = RateWindows(
+        clock=own,
+        retention_ms=HOUR.interval,
+        redis=redis_client,  # type: ignore[arg-type]
+        key_prefix=f"{redis_namespace}:w",
+        reference=ClockTime(clock),
+        sync_every_ms=60_000,
+    )
+    reference_ms = int(clock.now().timestamp() * 1000)
+    assert windows.now_ms() == reference_ms + 30_000  # not measured yet
+    assert await windows.synced_now_ms() == reference_ms
+    assert windows.offset is not None and windows.offset.offset_ms == -30_000
+    # Elapsed time is the own clock's: the offset is kept between measurements...
+    own.advance(10)
+    assert await windows.synced_now_ms() == reference_ms + 10_000
+    # ... and measured again once due (here the reference did not move: 70 s of drift).
+    own.advance(60)
+    assert await windows.synced_now_ms() == reference_ms
+    # A clock that went back is measured again at once.
+    own.set(own.now() - dt.timedelta(seconds=5))
+    clock.advance(1)
+    assert await windows.synced_now_ms() == reference_ms + 1_000
+    # Invalidated (Redis failed): measured again at the next use.
+    clock.advance(1)
+    windows.offset.invalidate()
+    assert await windows.synced_now_ms() == reference_ms + 2_000
+    assert await windows.put("k", [MINUTE])
+    assert windows.view("k").stamps == (reference_ms + 2_000,)  # type: ignore[union-attr]
+
+
+@pytest.mark.redis
+async def test_a_put_brings_the_window_back_and_a_fence_refuses_what_the_caller_refuses(
+    clock: ManualClock, redis_client: object, redis_namespace: str
+) -> None:
+    windows = in_redis(clock, redis_client, redis_namespace, fence_key=f"{redis_namespace}:f")
+    assert await windows.put("k", [MINUTE, HOUR])
+    clock.advance(61)
+    assert await windows.put("k", [MINUTE, HOUR])
+    view = windows.view("k")
+    assert view is not None
+    now = windows.now_ms()
+    assert (view.at_ms, view.counts, view.stamps, view.fence_ms) == (now, (1, 2), (now,), 0)
+    await windows.raise_fence(1_000)
+    # While the fence stands, a permit the caller's own rule refuses is not taken.
+    assert not await windows.put("k", [MINUTE, HOUR], fence_ok=False)
+    fenced = windows.view("k")
+    assert fenced is not None and fenced.fenced and fenced.fence_ms == 1_000
+    assert fenced.counts == (1, 2)
+    assert await windows.put("k", [MINUTE, HOUR], fence_ok=True)
+    await windows.raise_fence(500)  # a shorter fence does not shorten the standing one
+    clock.advance(0.999)
+    assert not await windows.put("k", [MINUTE, HOUR], fence_ok=False)
+    clock.advance(0.001)  # the fence's end, on the windows' clock
+    assert await windows.put("k", [MINUTE, HOUR], fence_ok=False)
+    assert windows.view("k").counts == (3, 4)  # type: ignore[union-attr]

@@ -186,19 +186,25 @@ class Settings(BaseSettings):
         default=0.5,
         ge=0,
         lt=60,
-        description="Every limiter window is widened by this many seconds, so replicas whose "
-        "clocks differ by less than it never exceed a limit together (and network jitter does "
-        "not push a request into the booking system's next window).",
+        description="Every limiter window is widened by this many seconds: the error of the "
+        "replicas' measured clock offsets (half a round trip to Redis) and network jitter, "
+        "which could push a request into the booking system's next window.",
+    )
+    limiter_clock_sync_s: float = Field(
+        default=60.0,
+        gt=0,
+        description="How often each replica measures its clock's offset to the Redis server's "
+        "TIME again; shared limiter windows are stamped and judged on that one clock, so "
+        "replicas whose clocks are seconds apart never exceed a limit together.",
     )
     limiter_outage_share: float = Field(
         default=0.2,
         ge=0,
         le=1,
-        description="While Redis is unreachable, each replica may use this share of every "
-        "window (minute, hour, day) on its own. With N replicas, N x share of a window can be "
-        "spent; keep it at most 1/N (the default suits up to 4 replicas with room for the "
-        "calls made just before the outage). The permits are written into the shared window "
-        "when Redis is back.",
+        description="While Redis is unreachable (and for a minute after it is back), each "
+        "replica may use this share of what every window (minute, hour, day) had left when it "
+        "last saw it in Redis. Keep it at most 1/N for N replicas (the default suits up to 4). "
+        "The permits are written into the shared window when Redis is back.",
     )
     cache_max_age_s: dict[str, float] = Field(
         default_factory=dict,

@@ -45,6 +45,7 @@ from pmsgate.gateway.cache import ReadCache
 from pmsgate.gateway.call_log import CallLog
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityService, vault_from_settings
+from pmsgate.gateway.key_cache import KeyChanges
 from pmsgate.gateway.limiter import FacilityLimiter
 from pmsgate.gateway.locks import liveness_for, locks_for
 from pmsgate.gateway.metrics import GatewayMetrics
@@ -66,6 +67,7 @@ from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.sync_jobs import SyncJobs
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.records import OnboardingRecords
+from pmsgate.ratelimit import ClockTime, TimeReference
 from pmsgate.storage.db import (
     SchemaMismatch,
     SchemaStatus,
@@ -211,6 +213,7 @@ async def open_container(
     sleep: Sleep = anyio.sleep,
     tracing: Tracing | None = None,
     migrate: bool | None = None,
+    shared_clock: Clock | None = None,
 ) -> AsyncIterator[Container]:
     """Build the process's container from the settings; close everything on exit.
 
@@ -224,7 +227,13 @@ async def open_container(
     ``http_factory`` when given, else a real one); ``http_factory`` makes the other
     upstreams' clients (platform, notes); ``clock`` and ``sleep`` drive time; ``tracing``
     the process's traces (default: from the settings, none unless configured).
+    ``shared_clock`` is the clock the replicas agree on for the limiter's shared windows
+    (docs/gateway.md): by default the Redis server's TIME when the process runs on the
+    system clock, and the injected ``clock`` when one is given (tests and the demo run
+    every replica and emulator on one simulated clock, which Redis's TIME would not follow).
     """
+    agreed = shared_clock or clock
+    reference = ClockTime(agreed) if agreed is not None else None
     clock = clock or SystemClock()
     factory = http_factory or default_http_factory
     async with AsyncExitStack() as stack:
@@ -271,6 +280,7 @@ async def open_container(
             audit,
             metrics,
             tracing,
+            reference,
         )
         platform = None
         if settings.platform_api_token is not None:
@@ -362,6 +372,7 @@ async def _open_gateway(
     audit: AuditTrail,
     metrics: GatewayMetrics,
     tracing: Tracing | None,
+    reference: TimeReference | None = None,
 ) -> GatewayServices:
     """The gateway's services on the container's engine, Redis and vault (closed by ``stack``)."""
     health = RedisHealth(
@@ -369,6 +380,14 @@ async def _open_gateway(
     )
     usage = UsageCounter(clock, redis=redis, health=health, namespace=settings.redis_namespace)
     stack.push_async_callback(usage.settle)  # the last tick's counts reach Redis
+    # Key revocations, scopes and expiries reach every replica's key cache at once (Redis).
+    key_changes = await stack.enter_async_context(
+        KeyChanges(
+            redis,
+            namespace=settings.redis_namespace,
+            retry_interval_s=settings.redis_retry_interval_s,
+        )
+    )
     facilities = FacilityService(
         sessions,
         vault,
@@ -376,6 +395,7 @@ async def _open_gateway(
         settings.partner_api_key,
         key_cache_s=settings.gateway_key_cache_s,
         audit=audit,
+        key_changes=key_changes,
     )
     # Every request to the booking system is timed (pmsgate_upstream_request_seconds).
     pms_client = PmsClient.from_settings(
@@ -390,7 +410,10 @@ async def _open_gateway(
         health=health,
         outage_share=settings.limiter_outage_share,
         history=upstream_history(UsageHistory(sessions), facilities),
+        reference=reference,
+        clock_sync_s=settings.limiter_clock_sync_s,
     )
+    stack.push_async_callback(limiter.aclose)
     cache = ReadCache(
         clock=clock,
         redis_url=settings.redis_url,

@@ -22,6 +22,10 @@ The contract:
 * **Time** comes from our :class:`~pmsgate.clock.Clock` (as a pyrate-limiter clock,
   :class:`PyrateClock`), so tests move time instead of sleeping; waits go through an
   injected ``sleep``.
+* **One clock for shared windows** (``reference`` given): replicas stamp and judge permits
+  on *their own* clock corrected by a measured offset to one reference every replica
+  reads the same — in production the Redis server's ``TIME`` (:class:`RedisTime`). See
+  :class:`ClockOffset` for why an offset rather than ``TIME`` inside the script.
 * **Holds.** :meth:`RateWindows.hold` lets no permit of a key be given before a moment
   (an upstream's ``Retry-After``); this process only.
 * **Backends.** In memory: a pyrate-limiter ``InMemoryBucket`` per call over the key's
@@ -51,10 +55,12 @@ import math
 import uuid
 from bisect import bisect_left
 from collections.abc import Awaitable, Mapping, Sequence
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from inspect import isawaitable
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
+import structlog
 from pyrate_limiter import AbstractClock, InMemoryBucket, Rate, RateItem, RedisBucket
 from pyrate_limiter.abstracts import AbstractBucket
 from redis.asyncio import Redis
@@ -64,45 +70,228 @@ from pmsgate.clock import Clock, Sleep
 
 T = TypeVar("T")
 
+log = structlog.get_logger(__name__)
+
+# A measured offset that moves by more than this is logged (clock_offset_measured).
+_OFFSET_LOG_MS = 100
+
 # A permit counts while its stamp >= now - interval (inclusive): it frees 1 ms later.
 EDGE_MS = 1
 
-# pyrate-limiter's PUT_ITEM with the same arguments, except that:
+# pyrate-limiter's PUT_ITEM with the same first arguments, except that:
 # - a window counts every permit from ``now - interval`` on, including permits stamped in the
 #   future by a replica whose clock is ahead (pyrate-limiter stops at ``now``);
-# - KEYS[2], when given, is the window's marker: when it is missing, Redis has lost the window
-#   (a restart without persistence, a flush), and the script takes nothing and answers -2;
-# - it answers {index of the full window or -1, the marker's generation (false without one)}.
+# - KEYS[2], when ARGV "marked" is 1, is the window's marker: when it is missing, Redis has lost
+#   the window (a restart without persistence, a flush), and the script takes nothing, answers -2;
+# - KEYS[3], when ARGV "fenced" is 1, is the recovery fence (its end, on the windows' clock):
+#   while it stands, a permit the caller's own rule refuses (ARGV "fence_ok" 0) is not taken
+#   either, and the answer is -3;
+# - it answers {index of the full window, -1 taken, -2 lost or -3 fenced; the marker's
+#   generation (false without one); each window's count after the put; the stamps in the first
+#   window after the put, oldest first; the fence's remaining milliseconds (<= 0: none)}.
 PUT_ITEM = """
 local bucket = KEYS[1]
 local now = tonumber(ARGV[1])
 local space_required = tonumber(ARGV[2])
 local item_name = ARGV[3]
 local rates_count = tonumber(ARGV[4])
+local flags = 5 + rates_count * 2
+local marked = ARGV[flags] == '1'
+local fenced = ARGV[flags + 1] == '1'
+local fence_ok = ARGV[flags + 2] == '1'
 
 local generation = false
-if #KEYS > 1 then
+if marked then
     generation = redis.call('GET', KEYS[2])
     if not generation then
-        return {-2, false}
+        return {-2, false, {}, {}, -2}
+    end
+end
+local fence = -2
+if fenced then
+    local until_ms = redis.call('GET', KEYS[3])
+    if until_ms then
+        fence = tonumber(until_ms) - now
     end
 end
 
+local counts = {}
+local outcome = -1
 for i=1,rates_count do
     local offset = (i - 1) * 2
     local interval = tonumber(ARGV[5 + offset])
     local limit = tonumber(ARGV[5 + offset + 1])
-    local count = redis.call('ZCOUNT', bucket, now - interval, '+inf')
-    if limit - tonumber(count) < space_required then
-        return {i - 1, generation}
+    local count = tonumber(redis.call('ZCOUNT', bucket, now - interval, '+inf'))
+    counts[i] = count
+    if outcome == -1 and limit - count < space_required then
+        outcome = i - 1
     end
 end
-
-for i=1,space_required do
-    redis.call('ZADD', bucket, now, item_name..i)
+if outcome == -1 and fence > 0 and not fence_ok then
+    outcome = -3
 end
-return {-1, generation}
+if outcome == -1 then
+    for i=1,space_required do
+        redis.call('ZADD', bucket, now, item_name..i)
+    end
+    for i=1,rates_count do
+        counts[i] = counts[i] + space_required
+    end
+end
+local stamps = {}
+if rates_count > 0 then
+    local first = now - tonumber(ARGV[5])
+    local scored = redis.call('ZRANGEBYSCORE', bucket, first, '+inf', 'WITHSCORES')
+    for i=2,#scored,2 do
+        stamps[#stamps + 1] = tonumber(scored[i])
+    end
+end
+return {outcome, generation, counts, stamps, fence}
 """
+_LOST, _FENCED = -2, -3
+
+# The recovery fence stands until ARGV[1] (ms on the windows' clock; a later end is kept);
+# the key itself expires ARGV[2] ms later in Redis's own time, so a forgotten one goes.
+RAISE_FENCE = """
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current < tonumber(ARGV[1]) then
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+end
+return 1
+"""
+
+
+@dataclass(frozen=True)
+class WindowView:
+    """A shared window as the last put saw it (Redis only): what a replica knows of the
+    permits *every* replica took, kept for when Redis is away (the limiter's outage budget).
+    """
+
+    at_ms: int  # the put's time (the windows' time, reference-corrected)
+    intervals: tuple[int, ...]  # each rate's interval, as given to the put
+    counts: tuple[int, ...]  # permits in each rate's window after the put
+    stamps: tuple[int, ...]  # permits in the first rate's window after the put, oldest first
+    fence_ms: int  # how much longer the recovery fence stands (0: none)
+    fenced: bool  # the put was refused by the fence
+
+
+class TimeReference(Protocol):
+    """A clock every replica reads the same, in milliseconds since the epoch."""
+
+    async def now_ms(self) -> int:
+        """The reference's time now."""
+        ...
+
+
+class RedisTime:
+    """The Redis server's ``TIME``: the one clock all replicas of a deployment can read."""
+
+    def __init__(self, redis: Redis) -> None:
+        self._redis = redis
+
+    def __repr__(self) -> str:
+        return "RedisTime()"
+
+    async def now_ms(self) -> int:
+        """Redis's time now (one round trip)."""
+        answer: tuple[int, int] = await resolve(self._redis.time())
+        seconds, micros = answer
+        return int(seconds) * 1000 + int(micros) // 1000
+
+
+class ClockTime:
+    """A :class:`~pmsgate.clock.Clock` as the reference: where every replica runs on one
+    clock already (tests and the demo, whose emulators share that clock too)."""
+
+    def __init__(self, clock: Clock) -> None:
+        self._clock = clock
+
+    def __repr__(self) -> str:
+        return f"ClockTime({type(self._clock).__name__})"
+
+    async def now_ms(self) -> int:
+        """The clock's time."""
+        return int(self._clock.now().timestamp() * 1000)
+
+
+class ClockOffset:
+    """This process's clock, corrected to a reference by a measured offset.
+
+    Why not Redis ``TIME`` inside the Lua script? Both give every replica one clock. The
+    offset keeps the injected :class:`~pmsgate.clock.Clock` in charge of *elapsed* time:
+    a stamp is ``own clock + offset``, so tests (and the demo's fast-forward clock, which
+    the emulators share) still move a shared window by moving their clock, and the
+    in-memory and Redis backends keep one notion of time, while replicas whose clocks are
+    seconds (or minutes) apart stamp and judge permits on the reference's time. The
+    offset is measured with ``TIME``: best of ``samples`` round trips, at the round trip's
+    midpoint, so its error is at most half the shortest round trip (a millisecond on a
+    LAN; the limiter's edge margin covers it). It is measured again every
+    ``sync_every_ms`` of the own clock (drift, an NTP step), when the own clock went
+    back, and after Redis failed (:meth:`invalidate`: it may be another server now).
+    The price: one ``TIME`` round trip per ``sync_every_ms`` per process, on the path of
+    a permit only (a cached answer never takes one).
+    """
+
+    def __init__(
+        self,
+        clock: Clock,
+        reference: TimeReference,
+        *,
+        sync_every_ms: int = 60_000,
+        samples: int = 3,
+    ) -> None:
+        if samples < 1:
+            raise ValueError("samples must be at least 1")
+        self._clock = PyrateClock(clock)
+        self.reference = reference
+        self._sync_every_ms = sync_every_ms
+        self._samples = samples
+        self.offset_ms = 0
+        self.error_ms = 0
+        self._synced_at: int | None = None  # own clock, ms
+
+    def __repr__(self) -> str:
+        return f"ClockOffset(reference={self.reference!r}, offset_ms={self.offset_ms})"
+
+    @property
+    def synced(self) -> bool:
+        """True once an offset was measured (and not invalidated since)."""
+        return self._synced_at is not None
+
+    def now_ms(self) -> int:
+        """The own clock plus the last measured offset (no round trip)."""
+        return self._clock.now() + self.offset_ms
+
+    def invalidate(self) -> None:
+        """Measure again before the next use (Redis failed: it may come back elsewhere)."""
+        self._synced_at = None
+
+    async def sync_if_due(self) -> None:
+        """Measure the offset when never measured, invalidated, due, or the clock went back."""
+        local = self._clock.now()
+        last = self._synced_at
+        if last is not None and last <= local < last + self._sync_every_ms:
+            return
+        best: tuple[int, int] | None = None  # (round trip, offset)
+        for _ in range(self._samples):
+            before = self._clock.now()
+            reference = await self.reference.now_ms()
+            after = self._clock.now()
+            sample = (after - before, reference - (before + after) // 2)
+            if best is None or sample[0] < best[0]:
+                best = sample
+        assert best is not None
+        round_trip, offset = best
+        if last is None or abs(offset - self.offset_ms) > _OFFSET_LOG_MS:
+            log.info(
+                "clock_offset_measured",
+                reference=repr(self.reference),
+                offset_ms=offset,
+                previous_ms=self.offset_ms if last is not None else None,
+                round_trip_ms=round_trip,
+            )
+        self.offset_ms, self.error_ms = offset, (round_trip + 1) // 2
+        self._synced_at = self._clock.now()
 
 
 class WindowLost(Exception):
@@ -128,7 +317,7 @@ async def resolve(value: T | Awaitable[T]) -> T:
 
 
 class _SharedBucket(RedisBucket):
-    """pyrate-limiter's RedisBucket running :data:`PUT_ITEM` (with the marker, if any).
+    """pyrate-limiter's RedisBucket running :data:`PUT_ITEM` (with the marker and fence, if any).
 
     The permit's member in the sorted set is the item's name plus "1" (the weight index),
     so writing the same permit again adds nothing twice.
@@ -141,20 +330,49 @@ class _SharedBucket(RedisBucket):
         bucket_key: str,
         script_hash: str,
         marker_key: str | None,
+        fence_key: str | None,
+        fence_ok: bool,
     ) -> None:
         super().__init__(rates, redis, bucket_key, script_hash)
         self.marker_key = marker_key
+        self.fence_key = fence_key
+        self.fence_ok = fence_ok
         self.generation: str | None = None
+        self.view: WindowView | None = None
 
     async def _check_and_insert(self, item: RateItem) -> Rate | None:
         rates = [value for rate in self.rates for value in (rate.interval, rate.limit)]
-        args: list[str | int] = [item.timestamp, item.weight, item.name, len(self.rates), *rates]
-        keys = [self.bucket_key] if self.marker_key is None else [self.bucket_key, self.marker_key]
+        flags = [
+            int(self.marker_key is not None),
+            int(self.fence_key is not None),
+            int(self.fence_ok),
+        ]
+        args: list[str | int] = [
+            *(item.timestamp, item.weight, item.name, len(self.rates)),
+            *rates,
+            *flags,
+        ]
+        # Three keys always; the flags say which of the last two are real.
+        keys = [
+            self.bucket_key,
+            self.marker_key or self.bucket_key,
+            self.fence_key or self.bucket_key,
+        ]
         awaited = self.redis.evalsha(self.script_hash, len(keys), *keys, *args)
-        index, generation = await resolve(awaited)
-        if int(index) == -2:
+        index, generation, counts, stamps, fence = await resolve(awaited)
+        if int(index) == _LOST:
             raise WindowLost
         self.generation = generation.decode() if isinstance(generation, bytes) else generation
+        self.view = WindowView(
+            at_ms=item.timestamp,
+            intervals=tuple(rate.interval for rate in self.rates),
+            counts=tuple(int(count) for count in counts),
+            stamps=tuple(int(stamp) for stamp in stamps),
+            fence_ms=max(0, int(fence)),
+            fenced=int(index) == _FENCED,
+        )
+        if int(index) == _FENCED:
+            return self.rates[0]
         return None if int(index) < 0 else self.rates[int(index)]
 
 
@@ -171,11 +389,20 @@ class RateWindows:
         marker_prefix: str | None = None,
         expiry_margin_s: int = 120,
         trim_every_ms: int = 60_000,
+        reference: TimeReference | None = None,
+        sync_every_ms: int = 60_000,
+        fence_key: str | None = None,
     ) -> None:
         if retention_ms < 1:
             raise ValueError("retention_ms must be at least 1")
         self._clock = clock
         self.clock = PyrateClock(clock)
+        # Shared windows only: every stamp on the reference's time (ClockOffset).
+        self.offset = (
+            ClockOffset(clock, reference, sync_every_ms=sync_every_ms)
+            if reference is not None and redis is not None
+            else None
+        )
         self.redis = redis
         self.retention_ms = retention_ms
         self._key_prefix = key_prefix
@@ -188,6 +415,8 @@ class RateWindows:
         self._last_sweep_ms = 0
         self._held_until: dict[str, float] = {}  # key -> epoch seconds
         self._generations: dict[str, str | None] = {}
+        self._fence_key = fence_key
+        self._views: dict[str, WindowView] = {}
 
     def __repr__(self) -> str:
         backend = "redis" if self.redis is not None else "memory"
@@ -199,8 +428,17 @@ class RateWindows:
         return self.redis is not None
 
     def now_ms(self) -> int:
-        """The injected clock's time in milliseconds."""
+        """The windows' time in milliseconds: the injected clock's, plus the measured offset
+        to the reference when there is one (no round trip: the last measurement)."""
+        if self.offset is not None:
+            return self.offset.now_ms()
         return self.clock.now()
+
+    async def synced_now_ms(self) -> int:
+        """:meth:`now_ms`, measuring the offset to the reference first when it is due."""
+        if self.offset is not None:
+            await self.offset.sync_if_due()
+        return self.now_ms()
 
     def redis_key(self, key: str) -> str:
         """The sorted set holding ``key``'s permits in Redis."""
@@ -215,31 +453,57 @@ class RateWindows:
         """The marker generation the last put on ``key`` saw (None without markers)."""
         return self._generations.get(key)
 
+    def view(self, key: str) -> WindowView | None:
+        """``key``'s shared window as this process's last put saw it (None: none yet, or
+        in memory)."""
+        return self._views.get(key)
+
+    def forget_view(self, key: str) -> None:
+        """Drop the remembered view of ``key`` (its permits have all left)."""
+        self._views.pop(key, None)
+
+    async def raise_fence(self, ms: int) -> None:
+        """Stand the recovery fence for ``ms`` from now on the windows' clock (a fence that
+        ends later is kept). Its end is a value on that clock, as permits' stamps are; the
+        key's own expiry (in Redis's time) only clears it away some time after."""
+        assert self.redis is not None and self._fence_key is not None
+        until = await self.synced_now_ms() + ms
+        await resolve(self.redis.eval(RAISE_FENCE, 1, self._fence_key, until, ms + 60_000))
+
     # --- taking and waiting ----------------------------------------------------------------
 
     async def put(
-        self, key: str, rates: Sequence[Rate], *, now_ms: int | None = None, member: str = ""
+        self,
+        key: str,
+        rates: Sequence[Rate],
+        *,
+        now_ms: int | None = None,
+        member: str = "",
+        fence_ok: bool = True,
     ) -> bool:
         """Take one permit stamped ``now_ms`` if every rate has room; False when one is full.
 
         ``member`` names the permit in Redis (plus "1"); a random one when empty.
-        WindowLost when Redis lost a marked window (nothing taken).
+        WindowLost when Redis lost a marked window (nothing taken). With a ``fence_key``,
+        ``fence_ok`` False refuses the permit while the fence stands (:meth:`view` says so).
         """
-        now = self.now_ms() if now_ms is None else now_ms
+        now = await self.synced_now_ms() if now_ms is None else now_ms
         if self.redis is None:
             memory = self._memory_bucket(key, rates, create=True)
             assert memory is not None
             taken = memory.put(RateItem(key, now))
         else:
             taken = await self._put_shared(
-                key, rates, RateItem(member or f"{uuid.uuid4().hex}:", now)
+                key, rates, RateItem(member or f"{uuid.uuid4().hex}:", now), fence_ok
             )
         await self._maybe_trim(key, now)
         return taken
 
-    async def _put_shared(self, key: str, rates: Sequence[Rate], item: RateItem) -> bool:
+    async def _put_shared(
+        self, key: str, rates: Sequence[Rate], item: RateItem, fence_ok: bool = True
+    ) -> bool:
         for last_try in (False, True):
-            bucket = await self._redis_bucket(key, rates)
+            bucket = await self._redis_bucket(key, rates, fence_ok)
             try:
                 taken = bool(await bucket.put(item))  # type: ignore[misc]  # async with Redis
             except NoScriptError:
@@ -249,6 +513,8 @@ class RateWindows:
                 self._script_hash = None
                 continue
             self._generations[key] = bucket.generation
+            if bucket.view is not None:
+                self._views[key] = bucket.view
             return taken
         raise AssertionError("unreachable")
 
@@ -257,7 +523,7 @@ class RateWindows:
     ) -> tuple[int, Rate | None]:
         """Milliseconds until every rate has room for one more permit (0: now), and the
         rate that frees last (None when all have room)."""
-        now = self.now_ms() if now_ms is None else now_ms
+        now = await self.synced_now_ms() if now_ms is None else now_ms
         bucket = await self._bucket(key, rates)
         wait, slowest = 0, None
         if bucket is None:
@@ -276,7 +542,7 @@ class RateWindows:
         self, key: str, rates: Sequence[Rate], *, now_ms: int | None = None
     ) -> list[int]:
         """Permits in each rate's window now (future stamps included)."""
-        now = self.now_ms() if now_ms is None else now_ms
+        now = await self.synced_now_ms() if now_ms is None else now_ms
         if self.redis is None:
             stamps = [item.timestamp for item in self._items.get(key, ())]
             return [len(stamps) - bisect_left(stamps, now - rate.interval) for rate in rates]
@@ -323,7 +589,7 @@ class RateWindows:
                 # Sleep out the hold once; sleep again only when it was pushed back meanwhile.
                 waited_out = held
             else:
-                now = self.now_ms()
+                now = await self.synced_now_ms()
                 if await self.put(key, rates, now_ms=now):
                     return slept
                 wait, _ = await self.wait_ms(key, rates, now_ms=now)
@@ -375,13 +641,21 @@ class RateWindows:
         bucket.items = items
         return bucket
 
-    async def _redis_bucket(self, key: str, rates: Sequence[Rate]) -> _SharedBucket:
+    async def _redis_bucket(
+        self, key: str, rates: Sequence[Rate], fence_ok: bool = True
+    ) -> _SharedBucket:
         assert self.redis is not None
         if self._script_hash is None:
             self._script_hash = str(await self.redis.script_load(PUT_ITEM))
         marker = self.marker_key(key) if self._marker_prefix is not None else None
         return _SharedBucket(
-            list(rates), self.redis, self.redis_key(key), self._script_hash, marker
+            list(rates),
+            self.redis,
+            self.redis_key(key),
+            self._script_hash,
+            marker,
+            self._fence_key,
+            fence_ok,
         )
 
     async def _maybe_trim(self, key: str, now_ms: int) -> None:

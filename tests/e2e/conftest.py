@@ -118,10 +118,20 @@ class Gateway:
 
 @asynccontextmanager
 async def running_gateway(
-    settings: Settings, kross_http: httpx.AsyncClient, clock: ManualClock
+    settings: Settings,
+    kross_http: httpx.AsyncClient,
+    clock: ManualClock,
+    *,
+    shared_clock: Any = None,
 ) -> AsyncIterator[Gateway]:
-    """Container, app (with its lifespan, for MCP) and a client, closed on exit."""
-    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
+    """Container, app (with its lifespan, for MCP) and a client, closed on exit.
+
+    ``shared_clock``: what the replicas agree on (Redis's TIME in production); default the
+    replica's ``clock``. A replica whose clock is off passes the booking system's here.
+    """
+    async with open_container(
+        settings, kross_http=kross_http, clock=clock, shared_clock=shared_clock
+    ) as container:
         app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
             transport = httpx.ASGITransport(app=app)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import gc
+import signal
 import subprocess
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -23,10 +25,11 @@ from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.cache import ReadCache
 from pmsgate.gateway.facilities import Limits
-from pmsgate.gateway.limiter import FacilityLimiter, OutageBudgetExhausted
+from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, OutageBudgetExhausted
 from pmsgate.gateway.shared_state import RedisHealth
 from pmsgate.gateway.usage import UsageHistory
 from pmsgate.jobs.usage import flush_gateway_usage
+from pmsgate.ratelimit import ClockTime
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.gateway_usage import HourCounts, hour_start
 from pmsgate.web.users import UserService
@@ -69,8 +72,18 @@ class ThrowawayRedis:
         finally:
             client.close()
 
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): connections open, no answers, data kept."""
+        assert self._process is not None
+        self._process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         if self._process is not None:
+            self._process.send_signal(signal.SIGCONT)  # a paused server would not end
             self._process.terminate()
             self._process.wait(timeout=10)
             self._process = None
@@ -192,6 +205,11 @@ async def test_a_redis_outage_answers_what_it_safely_can_and_recovers_without_re
 
             own_redis.start()  # back, and empty: no persistence
             clock.advance(2.0)  # the retry interval: the next call tries Redis again
+            # For a minute after the outage the replica stays within its outage share (the
+            # other replicas' outage permits may not be in Redis yet): used up here.
+            fenced = await uncached_read(99)
+            answers.append(fenced)
+            clock.advance(61)
             after = await uncached_read(100)
             answers.append(after)
             ready_again = await gateway.http.get("/readyz")
@@ -222,6 +240,8 @@ async def test_a_redis_outage_answers_what_it_safely_can_and_recovers_without_re
         assert ready.json()["status"] == "degraded"
         assert ready.json()["checks"] == {"database": "ok", "vault": "ok", "redis": "unavailable"}
         # Recovered without a restart.
+        assert fenced.status_code == 429, fenced.text
+        assert fenced.json()["error"]["code"] == "upstream_budget_exhausted"
         assert after.status_code == 200, after.text
         assert ready_again.status_code == 200
         assert ready_again.json()["status"] == "ready"
@@ -234,9 +254,10 @@ async def test_a_redis_outage_answers_what_it_safely_can_and_recovers_without_re
         assert not events(logs, "unexpected_error")
         assert str(own_redis.port) not in repr(logs)
         # The outage's permits count in the shared window once Redis is back (it came back
-        # empty): the outage's two and the read after it.
+        # empty): the outage's two and the read after it, in the hour.
         remaining = await gateway.services.limiter.remaining(hotel_id, LIMITS)
-        assert remaining["minute"] == LIMITS.per_minute - (during_outage + 1)
+        assert remaining["minute"] == LIMITS.per_minute - 1
+        assert remaining["hour"] == LIMITS.per_hour - (during_outage + 1)
 
 
 async def test_hour_and_day_windows_are_rebuilt_after_redis_loses_them(
@@ -390,13 +411,21 @@ async def _value(value: str) -> str:
     return value
 
 
+async def take_n(limiter: FacilityLimiter, key: str, limits: Limits, n: int) -> None:
+    for _ in range(n):
+        await limiter.acquire(key, limits)
+
+
 async def test_permits_of_an_outage_count_in_the_window_that_survived_it(own_redis, proxy, clock):
     limits = LIMITS
     direct = Redis.from_url(own_redis.url)
     through = Redis.from_url(proxy.url, socket_connect_timeout=0.5, socket_timeout=0.5)
     health = RedisHealth(clock, retry_interval_s=2.0)
-    cut_off = FacilityLimiter(clock=clock, redis=through, health=health, outage_share=0.3)
-    other = FacilityLimiter(clock=clock, redis=direct)
+    shared = ClockTime(clock)
+    cut_off = FacilityLimiter(
+        clock=clock, redis=through, health=health, outage_share=0.3, reference=shared
+    )
+    other = FacilityLimiter(clock=clock, redis=direct, reference=shared)
     try:
         await other.acquire("h1", limits)
         clock.advance(61)  # out of the minute window (still in the hour)
@@ -420,8 +449,23 @@ async def test_permits_of_an_outage_count_in_the_window_that_survived_it(own_red
 
         await proxy.restore()
         clock.advance(2.0)
+        # Write back first: the outage's permits are in Redis before anything new is decided.
+        assert await cut_off.remaining("h1", limits) == {"minute": 7, "hour": 296, "day": 4996}
+        assert await other.remaining("h1", limits) == {"minute": 7, "hour": 296, "day": 4996}
+        # For a minute after the outage, each replica stays within its outage share (3 of
+        # 10), whatever the shared window shows: the other replicas' outage permits may not
+        # be in Redis yet.
+        with pytest.raises(BudgetExhausted) as fenced:
+            await cut_off.acquire("h1", limits)
+        assert fenced.value.code == "upstream_budget_exhausted"
+        # One that never saw the outage learns of the fence from Redis: its share (0.2) of
+        # the 7 it saw left.
+        await take_n(other, "h1", limits, 1)
+        with pytest.raises(BudgetExhausted):
+            await other.acquire("h1", limits)
+        clock.advance(61)  # the fence is down: the shared window alone decides again
         await cut_off.acquire("h1", limits)
-        assert await other.remaining("h1", limits) == {"minute": 6, "hour": 295, "day": 4995}
+        assert await other.remaining("h1", limits) == {"minute": 9, "hour": 294, "day": 4994}
     finally:
         await direct.aclose()
         await through.aclose()
@@ -455,3 +499,204 @@ async def test_usage_counted_while_redis_is_away_is_flushed_from_memory_and_none
         total = await hours.total(record["hotel_id"])
     assert total.tool_calls == 2
     assert total.upstream_calls == kross_store.stats.requests_by_hotel[record["hotel_id"]]
+
+
+async def test_a_refill_lock_left_behind_by_an_outage_leaves_no_unretrieved_task(
+    own_redis, proxy, clock
+):
+    """Issue 25: Redis lost in the middle of a refill skipped the lock's release.
+
+    cashews' ``lock()`` is an async generator: a release never run left it suspended, and
+    when the garbage collector finalised it, its ``finally`` tried Redis in a task nobody
+    awaited ("Task exception was never retrieved … CacheBackendInteractionError").
+    """
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    health = RedisHealth(clock, retry_interval_s=2.0)
+    cache = ReadCache(
+        clock=clock, redis_url=proxy.url, namespace="t", health=health, redis_timeout_s=0.5
+    )
+
+    async def fetch_while_redis_goes() -> str:
+        await proxy.cut()
+        return "fetched"
+
+    try:
+        answer = await cache.get("h1:x", max_age_s=60, fetch=fetch_while_redis_goes)
+        assert answer.value == "fetched"
+        assert not health.available
+        gc.collect()
+        for _ in range(5):  # let the loop run whatever the collector scheduled
+            await asyncio.sleep(0)
+        # The lock is still in Redis (its release could not reach it): it expires on its own.
+        direct = Redis.from_url(own_redis.url)
+        assert await direct.pttl("t:cache-lock:h1:x") > 0
+        await direct.aclose()
+    finally:
+        loop.set_exception_handler(previous)
+        await cache.close()
+    assert reported == []
+
+
+@pytest.mark.postgres
+async def test_two_replicas_under_load_through_a_killed_and_a_paused_redis_get_no_upstream_429(
+    postgres_url, own_redis, kross_http, kross_store, clock
+):
+    """Issue 25, "Done when": two replicas on PostgreSQL + Redis, one with its clock 2 s off,
+    under load; the minute full when Redis is killed (40 s, back empty) and later paused
+    (SIGSTOP, 40 s, back with its data), each mid-minute. Not one request reaches the booking
+    system beyond its limit, no answer is a 500, and no task is left with an exception nobody
+    retrieved (the cache's refill lock)."""
+    from tests.e2e.test_gateway_replicas import SkewedClock, fresh_schema
+
+    await fresh_schema(postgres_url)
+    loop = asyncio.get_running_loop()
+    reported: list[dict[str, Any]] = []
+    previous = loop.get_exception_handler()
+    loop.set_exception_handler(lambda _, context: reported.append(context))
+    settings = gateway_settings(
+        postgres_url, own_redis.url, redis_timeout_s=0.2, redis_retry_interval_s=2.0
+    )
+    statuses: list[int] = []
+    timeline: list[int] = []
+    day = 0
+    try:
+        async with (
+            running_gateway(
+                settings, kross_http, SkewedClock(clock, 2.0), shared_clock=clock
+            ) as first,  # type: ignore[arg-type]
+            running_gateway(settings, kross_http, clock) as second,
+        ):
+            replicas = (first, second)
+            record, key = await add_seeded_facility(first.services, kross_store)
+            hotel_id = record["hotel_id"]
+            await first.services.facilities.set_limits(hotel_id, LIMITS)
+            apartment = record["apartments"][0]["id_room_type"]
+
+            async def load(seconds: int, per_second: int = 4) -> None:
+                """``per_second`` uncached reads a second, alternating replicas."""
+                nonlocal day
+                for _ in range(seconds):
+                    for index in range(per_second):
+                        day += 1
+                        arrival = clock.now().date() + dt.timedelta(days=120 + day % 600)
+                        answer = await replicas[index % 2].tool(
+                            "check-availability",
+                            key,
+                            apartment_id=apartment,
+                            arrival=arrival.isoformat(),
+                            departure=(arrival + dt.timedelta(days=2)).isoformat(),
+                        )
+                        statuses.append(answer.status_code)
+                        if answer.status_code in (429, 503):
+                            assert answer.json()["error"]["code"] in (
+                                "upstream_budget_exhausted",
+                                "shared_state_unavailable",
+                            )
+                            assert int(answer.headers["Retry-After"]) >= 1
+                    clock.advance(1)
+                    timeline.append(kross_store.stats.requests_by_hotel[hotel_id])
+
+            with capture_logs() as logs:
+                await load(30)  # the minute fills at once, both replicas see it full
+                assert kross_store.stats.requests_by_hotel[hotel_id] >= 10
+                own_redis.stop()  # killed mid-minute, the window full
+                await load(40)
+                own_redis.start()  # back, empty (no persistence)
+                # A minute on the outage share (the recovery fence), then the shared window
+                # alone: it fills again.
+                await load(80)
+                own_redis.pause()  # frozen mid-minute, the window full again
+                await load(40)
+                own_redis.resume()
+                await load(70)
+            sent = kross_store.stats.requests_by_hotel[hotel_id]
+        gc.collect()
+        await asyncio.sleep(0)
+    finally:
+        loop.set_exception_handler(previous)
+
+    assert kross_store.stats.rate_limited.total() == 0
+    assert 500 not in statuses
+    assert set(statuses) <= {200, 429, 503}
+    assert not events(logs, "unexpected_error")
+    assert reported == []
+    # The budget was used, not only refused: each outage and the minute after it on the
+    # outage share (2 of 10 a minute per replica), the shared window whole in between.
+    assert sent >= 30
+    assert timeline[-1] == sent
+
+
+async def test_the_outage_budget_counts_the_window_as_last_seen_with_every_replicas_permits(
+    own_redis, proxy, clock
+):
+    """Issue 25: seeded with its own permits only, a replica that took 1 of a full window
+    granted its share again when Redis went (upstream 429s at the start of the outage)."""
+    shared = ClockTime(clock)
+    through = [
+        Redis.from_url(proxy.url, socket_connect_timeout=0.5, socket_timeout=0.5) for _ in range(2)
+    ]
+    busy, quiet = (
+        FacilityLimiter(
+            clock=clock,
+            redis=client,
+            health=RedisHealth(clock, retry_interval_s=2.0),
+            outage_share=0.5,
+            reference=shared,
+        )
+        for client in through
+    )
+    try:
+        await take_n(busy, "h1", LIMITS, 9)
+        clock.advance(10)
+        await take_n(quiet, "h1", LIMITS, 1)  # the tenth: its answer shows the window full
+        await proxy.cut()
+        for replica in (busy, quiet):
+            with pytest.raises(OutageBudgetExhausted) as refused:
+                await replica.acquire("h1", LIMITS)
+            # Nothing until the first replica's nine leave the minute (50.5 s from now).
+            assert refused.value.retry_after_s == pytest.approx(50.501)
+        clock.advance(50.501)
+        # The quiet replica's own permit is still in the minute: half of the 9 left.
+        assert await quiet.remaining("h1", LIMITS) == {"minute": 4, "hour": 145, "day": 2495}
+        await take_n(quiet, "h1", LIMITS, 4)
+        with pytest.raises(OutageBudgetExhausted):
+            await quiet.acquire("h1", LIMITS)
+        # The busy replica never saw the tenth: half of the 10 its view leaves.
+        await take_n(busy, "h1", LIMITS, 5)
+        with pytest.raises(OutageBudgetExhausted):
+            await busy.acquire("h1", LIMITS)
+        # From t = 10 s on: the tenth and 9 outage permits, the limit and not one more.
+    finally:
+        for client in through:
+            await client.aclose()
+
+
+async def test_a_recovery_noticed_by_any_user_of_redis_writes_the_outage_permits_back(
+    own_redis, proxy, clock
+):
+    """Write back first: not only on the replica's next permit, but as soon as any of its
+    users of Redis (a cache read, /readyz) finds Redis back."""
+    shared = ClockTime(clock)
+    direct = Redis.from_url(own_redis.url)
+    through = Redis.from_url(proxy.url, socket_connect_timeout=0.5, socket_timeout=0.5)
+    health = RedisHealth(clock, retry_interval_s=2.0)
+    cut_off = FacilityLimiter(clock=clock, redis=through, health=health, reference=shared)
+    other = FacilityLimiter(clock=clock, redis=direct, reference=shared)
+    try:
+        await proxy.cut()
+        await take_n(cut_off, "h1", LIMITS, 2)
+        await proxy.restore()
+        clock.advance(2.0)
+        assert await health.check(through)  # what /readyz does
+        await cut_off.aclose()  # the write-back it started
+        assert (await other.remaining("h1", LIMITS))["minute"] == 8
+        # ... and the fence stands: the other replica learns of it from its next put.
+        await take_n(other, "h1", LIMITS, 1)  # its share (0.2) of the 8 it saw left
+        with pytest.raises(BudgetExhausted):
+            await other.acquire("h1", LIMITS)
+    finally:
+        await direct.aclose()
+        await through.aclose()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import time
 from contextlib import AsyncExitStack
 
 import anyio
@@ -10,7 +11,7 @@ import pytest
 
 from pmsgate.clock import ManualClock
 from pmsgate.gateway.facilities import Limits
-from tests.e2e.conftest import add_seeded_facility, gateway_settings, running_gateway
+from tests.e2e.conftest import ADMIN_TOKEN, add_seeded_facility, gateway_settings, running_gateway
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.redis]
 
@@ -26,27 +27,40 @@ class SkewedClock:
         return self._clock.now() + self._offset
 
 
-@pytest.fixture
-async def replicas(postgres_url, redis_url, redis_namespace, kross_http, clock):
+async def fresh_schema(postgres_url: str) -> None:
+    """The test database emptied and migrated to this release, as replicas expect it."""
+    from sqlalchemy import text
+
     from pmsgate.storage.db import Base, create_engine, upgrade
 
     engine = create_engine(postgres_url)
     async with engine.begin() as connection:
         await connection.run_sync(Base.metadata.drop_all)
-        from sqlalchemy import text
-
         await connection.execute(text("DROP TABLE IF EXISTS alembic_version"))
         await connection.execute(text("DROP TABLE IF EXISTS schema_revisions"))
     await upgrade(engine)
     await engine.dispose()
+
+
+@pytest.fixture(params=[2.0, -2.0], ids=["one replica 2 s ahead", "one replica 2 s behind"])
+async def replicas(request, postgres_url, redis_url, redis_namespace, kross_http, clock):
+    await fresh_schema(postgres_url)
     settings = gateway_settings(postgres_url, redis_url, redis_namespace=redis_namespace)
     async with AsyncExitStack() as stack:
-        # One replica's clock 50 ms ahead of the booking system's, the other's 50 ms behind.
+        # One replica's clock 2 s off the booking system's, the other's 50 ms behind (issue
+        # 25: with each replica on its own clock, 2 s let 11-14 calls a minute through). Both
+        # measure their offset to the clock they share: Redis's TIME in production, the
+        # booking system's clock here (a test cannot move Redis's).
         yield [
             await stack.enter_async_context(
-                running_gateway(settings, kross_http, SkewedClock(clock, offset))  # type: ignore[arg-type]
+                running_gateway(
+                    settings,
+                    kross_http,
+                    SkewedClock(clock, offset),  # type: ignore[arg-type]
+                    shared_clock=clock,
+                )
             )
-            for offset in (0.05, -0.05)
+            for offset in (request.param, -0.05)
         ]
 
 
@@ -150,3 +164,77 @@ async def test_a_cold_start_burst_and_two_minutes_of_load_get_no_upstream_429(
     # The budget was used, not just refused: the whole minute at t=0 and again at t≈61 s.
     assert kross_store.stats.requests_by_hotel[record["hotel_id"]] == 20
     assert kross_store.stats.tokens_issued[record["hotel_id"]] == 1
+
+
+async def test_a_full_minute_stays_full_on_the_replica_whose_clock_is_off(
+    replicas, kross_store, clock
+):
+    """Issue 25: one replica fills the minute; 59 s later (by the booking system's clock) the
+    other asks. On its own clock, a replica 2 s ahead saw the first replica's permits leave
+    2 s early (and the first saw a replica 2 s behind free its permits early): upstream 429s.
+    On the shared clock both wait for the real minute."""
+    skewed, other = replicas
+    ahead = skewed.container.clock.now() > clock.now()
+    filler, late = (other, skewed) if ahead else (skewed, other)
+    record, key = await add_seeded_facility(filler.services, kross_store)
+    hotel_id = record["hotel_id"]
+    apartment = record["apartments"][0]["id_room_type"]
+    day = 0
+
+    async def uncached_read(replica):
+        nonlocal day
+        day += 1
+        arrival = clock.now().date() + dt.timedelta(days=120 + day)
+        return await replica.tool(
+            "check-availability",
+            key,
+            apartment_id=apartment,
+            arrival=arrival.isoformat(),
+            departure=(arrival + dt.timedelta(days=2)).isoformat(),
+        )
+
+    filled = [await uncached_read(filler) for _ in range(12)]
+    assert [a.status_code for a in filled].count(429) == 3  # the token took one permit
+    assert kross_store.stats.requests_by_hotel[hotel_id] == 10
+
+    clock.advance(59.8)
+    late_answers = [await uncached_read(late) for _ in range(3)]
+    assert [a.status_code for a in late_answers] == [429] * 3
+    assert {a.json()["error"]["code"] for a in late_answers} == {"upstream_budget_exhausted"}
+    clock.advance(1.0)  # the minute and its edge margin have passed for every permit
+    assert (await uncached_read(late)).status_code == 200
+    assert kross_store.stats.rate_limited.total() == 0
+
+
+async def test_a_key_revoked_on_one_replica_is_refused_by_the_other_within_a_second(
+    replicas, kross_store
+):
+    """Issue 25: the other replica's key cache (5 s) kept a revoked key working. Now the
+    revocation is published through Redis; measured from the admin API's answer to the
+    other replica applying it, and no clock is moved (the cache did not expire)."""
+    first, second = replicas
+    _, key = await add_seeded_facility(first.services, kross_store)
+    hotel_id = kross_store.facility_summaries()[0]["hotel_id"]
+    changes = second.services.facilities.key_changes
+    assert changes is not None
+    with anyio.fail_after(5):
+        await changes.subscribed.wait()
+    assert (await second.tool("get-incomplete-portals", key)).status_code == 200  # remembered
+    [view] = await first.services.facilities.list_keys(hotel_id)
+    heard = changes.applied
+
+    started = time.perf_counter()
+    revoked = await first.http.delete(
+        f"/admin/facilities/{hotel_id}/keys/{view.id}",
+        headers={"Authorization": f"Bearer {ADMIN_TOKEN}"},
+    )
+    assert revoked.status_code == 200, revoked.text
+    with anyio.fail_after(1.0):
+        await changes.wait_applied(heard + 1)
+    delay = time.perf_counter() - started
+    refused = await second.tool("get-incomplete-portals", key)
+
+    assert refused.status_code == 401, refused.text
+    assert refused.json()["error"]["code"] == "invalid_gateway_key"
+    assert delay < 1.0
+    print(f"revocation reached the other replica in {delay * 1000:.1f} ms")

@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 
+import anyio
 import pytest
+from redis.asyncio import Redis
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.facilities import FacilityService
+from pmsgate.gateway.key_cache import KeyChanges
 from pmsgate.gateway.vault import Vault
 from pmsgate.storage.db import open_database, session_factory
 
@@ -118,3 +123,108 @@ async def test_an_unknown_key_is_never_remembered(engine: AsyncEngine, clock: Ma
     with counted_queries(engine) as statements:
         assert await refused(service, wrong) == "invalid_gateway_key"
     assert len(statements) == 1
+
+
+# --- changes published through Redis (issue 25) ---
+
+
+@asynccontextmanager
+async def listening(redis: Redis, namespace: str) -> AsyncIterator[KeyChanges]:
+    """A process's subscription to key changes, subscribed before the block starts."""
+    async with KeyChanges(redis, namespace=namespace) as changes:
+        with anyio.fail_after(5):
+            await changes.subscribed.wait()
+        yield changes
+
+
+def replica_on(
+    engine: AsyncEngine, clock: ManualClock, changes: KeyChanges, cache_s: float = CACHE_S
+) -> FacilityService:
+    return FacilityService(
+        session_factory(engine),
+        Vault(KEY_1),
+        clock,
+        PARTNER_KEY,
+        key_cache_s=cache_s,
+        key_changes=changes,
+    )
+
+
+@pytest.mark.redis
+async def test_a_revocation_scopes_and_an_expiry_reach_another_process_within_a_second(
+    engine: AsyncEngine, clock: ManualClock, redis_client: Redis, redis_namespace: str
+) -> None:
+    async with (
+        listening(redis_client, redis_namespace) as gateway_changes,
+        listening(redis_client, redis_namespace) as admin_changes,
+    ):
+        gateway = replica_on(engine, clock, gateway_changes)
+        admin = replica_on(engine, clock, admin_changes, cache_s=0)
+        facility, key = await admin.add(new_facility())
+        hotel_id = facility.hotel_id
+        second_view, second = await admin.mint_key(hotel_id, scopes=["tools:read"])
+        third_view, third = await admin.mint_key(hotel_id, scopes=["tools:read"])
+        for each in (key, second, third):
+            await gateway.authenticate(each)  # remembered for CACHE_S
+        [first_view, *_] = await admin.list_keys(hotel_id)
+
+        async def seen(count: int) -> float:
+            """Seconds until the gateway applied ``count`` changes (at most one allowed)."""
+            started = time.perf_counter()
+            with anyio.fail_after(1.0):
+                await gateway_changes.wait_applied(count)
+            return time.perf_counter() - started
+
+        await admin.revoke_key(hotel_id, first_view.id)
+        delays = [await seen(1)]
+        assert await refused(gateway, key) == "invalid_gateway_key"
+
+        await admin.set_key_scopes(hotel_id, second_view.id, ["operations:read"])
+        delays.append(await seen(2))
+        with pytest.raises(PmsgateError) as missing:
+            await gateway.authenticate(second, "tools:read")
+        assert missing.value.code == "scope_missing"
+
+        await admin.rotate_key(hotel_id, third_view.id, dt.timedelta(0))  # ends it at once
+        delays.append(await seen(3))
+        assert await refused(gateway, third) == "gateway_key_expired"
+    # No clock moved: the key cache (5 s) did not expire, the messages did it.
+    assert max(delays) < 1.0
+
+
+@pytest.mark.redis
+async def test_a_listener_that_subscribes_again_forgets_what_it_remembered(
+    engine: AsyncEngine, clock: ManualClock, redis_client: Redis, redis_namespace: str
+) -> None:
+    """A change published while a process was not listening (Redis away) is not lost: it
+    forgets every remembered key check when it subscribes again."""
+    admin = service_on(engine, clock, 0)  # publishes nothing: as if Redis were away
+    facility, key = await admin.add(new_facility())
+    changes = KeyChanges(redis_client, namespace=redis_namespace)
+    gateway = replica_on(engine, clock, changes)
+    await gateway.authenticate(key)  # remembered while not listening
+    [view] = await admin.list_keys(facility.hotel_id)
+    await admin.revoke_key(facility.hotel_id, view.id)
+    assert (await gateway.authenticate(key)).hotel_id == facility.hotel_id
+    async with changes:
+        with anyio.fail_after(5):
+            await changes.subscribed.wait()
+        assert await refused(gateway, key) == "invalid_gateway_key"
+
+
+async def test_without_redis_nothing_is_published_and_the_cache_is_the_fallback(
+    engine: AsyncEngine, clock: ManualClock
+) -> None:
+    async with KeyChanges(None) as changes:
+        gateway = replica_on(engine, clock, changes)
+        admin = replica_on(engine, clock, changes, cache_s=0)
+        facility, key = await admin.add(new_facility())
+        await gateway.authenticate(key)
+        [view] = await admin.list_keys(facility.hotel_id)
+        await admin.revoke_key(facility.hotel_id, view.id)
+        # One process: its own change clears its own cache (the admin's here, not the
+        # gateway's), and nothing else is told.
+        assert changes.applied == 0
+        await gateway.authenticate(key)
+        clock.advance(CACHE_S + 0.1)
+        assert await refused(gateway, key) == "invalid_gateway_key"

@@ -10,9 +10,10 @@ import anyio
 import pytest
 from redis.asyncio import Redis
 
-from pmsgate.clock import ManualClock
+from pmsgate.clock import ManualClock, SystemClock
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, Priority
+from pmsgate.ratelimit import ClockTime
 
 pytestmark = pytest.mark.anyio
 
@@ -28,6 +29,8 @@ def make_limiter(
 
     def make(**kwargs: object) -> FacilityLimiter:
         kwargs.setdefault("clock", clock)
+        # The replicas' shared clock is the test's (Redis's TIME would not follow it).
+        kwargs.setdefault("reference", ClockTime(clock))
         return FacilityLimiter(redis=redis, namespace=redis_namespace, **kwargs)  # type: ignore[arg-type]
 
     yield make
@@ -248,7 +251,12 @@ async def test_two_replicas_sharing_redis_never_grant_more_than_the_limit_togeth
     redis_client: object, redis_namespace: str, clock: ManualClock
 ) -> None:
     replicas = [
-        FacilityLimiter(clock=clock, redis=redis_client, namespace=redis_namespace)  # type: ignore[arg-type]
+        FacilityLimiter(
+            clock=clock,
+            redis=redis_client,  # type: ignore[arg-type]
+            namespace=redis_namespace,
+            reference=ClockTime(clock),
+        )
         for _ in range(2)
     ]
     limits = Limits(per_minute=10, per_hour=15, per_day=5000)
@@ -335,11 +343,15 @@ def most_in_any_window(admitted: list[dt.datetime], window_s: float) -> int:
 
 
 async def hammer(
-    replicas: list[FacilityLimiter], clock: ManualClock, limits: Limits, duration_s: float
+    replicas: list[FacilityLimiter],
+    clock: ManualClock,
+    limits: Limits,
+    duration_s: float,
+    near_s: float = 0.2,
 ) -> list[dt.datetime]:
     """Every replica calls until refused, again and again, for ``duration_s`` of real time.
 
-    The real (manual) clock jumps to shortly before the earliest moment some replica
+    The real (manual) clock jumps to ``near_s`` before the earliest moment some replica
     expects a free permit, then moves in 1 ms steps, so every window edge is hammered
     millisecond by millisecond without sleeping. Returns the real time of each permit.
     """
@@ -354,14 +366,40 @@ async def hammer(
                     break
                 admitted.append(clock.now())
         waits = [await replica.retry_after("h1", limits) for replica in replicas]
-        clock.advance(max(0.001, min(waits) - 0.2))
+        clock.advance(max(0.001, min(waits) - near_s))
     return admitted
+
+
+def skewed_replicas(
+    redis: Redis, namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
+) -> list[FacilityLimiter]:
+    """Replicas on one Redis, each on its own clock ``offset`` off the shared one.
+
+    The shared clock is the test's manual clock (the reference each replica measures its
+    offset to; in production, Redis's TIME, which a test cannot move).
+    """
+    return [
+        FacilityLimiter(
+            clock=SkewedClock(clock, offset),
+            redis=redis,
+            namespace=namespace,
+            reference=ClockTime(clock),
+        )
+        for offset in offsets_s
+    ]
 
 
 SKEWS = pytest.mark.parametrize(
     "offsets_s",
-    [(-0.05, 0.05), (0.05, -0.05), (0.0, 0.005), (0.005, 0.0)],
-    ids=["-50ms/+50ms", "+50ms/-50ms", "0/+5ms", "+5ms/0"],
+    [
+        (-0.05, 0.05),
+        (0.0, 0.005),
+        (0.0, 2.0),
+        (0.0, -2.0),
+        (0.0, 30.0),
+        (0.0, -30.0),
+    ],
+    ids=["-50ms/+50ms", "0/+5ms", "0/+2s", "0/-2s", "0/+30s", "0/-30s"],
 )
 
 
@@ -370,18 +408,16 @@ SKEWS = pytest.mark.parametrize(
 async def test_replicas_with_skewed_clocks_never_exceed_the_minute_limit_together(
     redis_client: Redis, redis_namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
 ) -> None:
-    replicas = [
-        FacilityLimiter(
-            clock=SkewedClock(clock, offset), redis=redis_client, namespace=redis_namespace
-        )
-        for offset in offsets_s
-    ]
+    replicas = skewed_replicas(redis_client, redis_namespace, clock, offsets_s)
     limits = Limits(per_minute=10, per_hour=300, per_day=5000)
     admitted = await hammer(replicas, clock, limits, duration_s=200)
 
     assert most_in_any_window(admitted, 60) == 10
     # The budget is still used: 10 permits a minute (a little over a minute apart).
     assert len(admitted) == 40
+    assert {replica.clock_offset_ms for replica in replicas} == {
+        round(-offset * 1000) for offset in offsets_s
+    }
 
 
 @pytest.mark.redis
@@ -389,12 +425,7 @@ async def test_replicas_with_skewed_clocks_never_exceed_the_minute_limit_togethe
 async def test_replicas_with_skewed_clocks_never_exceed_the_hour_limit_together(
     redis_client: Redis, redis_namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
 ) -> None:
-    replicas = [
-        FacilityLimiter(
-            clock=SkewedClock(clock, offset), redis=redis_client, namespace=redis_namespace
-        )
-        for offset in offsets_s
-    ]
+    replicas = skewed_replicas(redis_client, redis_namespace, clock, offsets_s)
     limits = Limits(per_minute=5, per_hour=8, per_day=1000)
     admitted = await hammer(replicas, clock, limits, duration_s=3 * 3600)
 
@@ -404,13 +435,64 @@ async def test_replicas_with_skewed_clocks_never_exceed_the_hour_limit_together(
 
 
 @pytest.mark.redis
+@pytest.mark.parametrize("offsets_s", [(0.0, 2.0), (0.0, -30.0)], ids=["0/+2s", "0/-30s"])
+async def test_replicas_with_skewed_clocks_hold_the_spec_limits_in_every_window(
+    redis_client: Redis, redis_namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
+) -> None:
+    """10/min, 300/h and 5,000/day per facility, hammered for 26 hours on two clocks."""
+    replicas = skewed_replicas(redis_client, redis_namespace, clock, offsets_s)
+    limits = Limits(per_minute=10, per_hour=300, per_day=5000)
+    # 2 ms before each edge, not 200: a day of edges hammered millisecond by millisecond
+    # would take minutes; the minute and hour tests above hammer them closely.
+    admitted = await hammer(replicas, clock, limits, duration_s=26 * 3600, near_s=0.002)
+
+    assert most_in_any_window(admitted, 60) == 10
+    assert most_in_any_window(admitted, 3600) == 300
+    assert most_in_any_window(admitted, 86400) == 5000
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("offset_s", [30.0, -30.0, 2.0])
+async def test_each_replica_measures_its_offset_to_redis_time(
+    redis_client: Redis, redis_namespace: str, offset_s: float
+) -> None:
+    """On real clocks: a replica 30 s off learns it from Redis's TIME, and its permits
+    count for a replica on time as if it were on time too."""
+    off, on_time = (
+        FacilityLimiter(
+            clock=SkewedClock(SystemClock(), offset),  # type: ignore[arg-type]
+            redis=redis_client,
+            namespace=redis_namespace,
+        )
+        for offset in (offset_s, 0.0)
+    )
+    limits = Limits(per_minute=3, per_hour=100, per_day=1000)
+    await take(off, "h1", limits, 2)
+    await take(on_time, "h1", limits, 1)
+    assert (await refused(on_time, "h1", limits)).window == "minute"
+    assert (await refused(off, "h1", limits)).window == "minute"
+    # The same host: both offsets are within a few milliseconds of what was set.
+    local_to_redis = on_time.clock_offset_ms
+    assert abs(local_to_redis) < 1000  # Redis runs on this machine's clock
+    assert off.clock_offset_ms - local_to_redis == pytest.approx(-offset_s * 1000, abs=50)
+    # Each replica's refusal names the same moment: the first permit leaving the minute.
+    waits = [await replica.retry_after("h1", limits) for replica in (off, on_time)]
+    assert waits[0] == pytest.approx(waits[1], abs=0.1)
+    assert 59 < waits[0] <= 60.501
+
+
+@pytest.mark.redis
 async def test_a_permit_stamped_in_the_future_by_a_replica_ahead_still_counts(
     redis_client: Redis, redis_namespace: str, clock: ManualClock
 ) -> None:
-    # A clock 30 s ahead is far beyond the margin; its permits must still count for the rest.
+    # Each replica on its own clock (no reference to correct them): a clock 30 s ahead stamps
+    # its permits in the others' future; they must still count for the rest.
     ahead, behind = (
         FacilityLimiter(
-            clock=SkewedClock(clock, offset), redis=redis_client, namespace=redis_namespace
+            clock=SkewedClock(clock, offset),
+            redis=redis_client,
+            namespace=redis_namespace,
+            reference=ClockTime(SkewedClock(clock, offset)),
         )
         for offset in (30.0, 0.0)
     )

@@ -51,3 +51,18 @@ async def test_an_outage_is_logged_once_and_redis_is_tried_once_per_interval(
     assert logs[1]["down_for_s"] == 4.0
     assert health.available
     assert metrics.registry.get_sample_value("pmsgate_redis_up") == 1
+
+
+async def test_who_registered_is_called_once_when_redis_answers_again(clock: ManualClock) -> None:
+    health = RedisHealth(clock, retry_interval_s=2.0)
+    recovered: list[bool] = []
+    health.on_recovery(lambda: recovered.append(health.available))
+    with health.use("do it"):
+        pass  # up all along: nothing to recover from
+    health.failed(ConnectionError("gone"))
+    clock.advance(2.0)
+    with health.use("do it"):
+        pass
+    with health.use("do it"):
+        pass
+    assert recovered == [True]

@@ -43,6 +43,7 @@ read racing a write cannot put pre-write data back into the cache.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import uuid
@@ -258,24 +259,33 @@ class ReadCache:
 
     @asynccontextmanager
     async def _refill_lock(self, key: str) -> AsyncIterator[None]:
-        """The store's lock on ``key``; without Redis, the in-process single flight only."""
-        lock = self._cache.lock(
-            self._lock_key(key), expire=self._lock_ttl_s, check_interval=self._lock_poll_s
+        """The store's lock on ``key``; without Redis, the in-process single flight only.
+
+        Taken and released with cashews' ``set_lock`` / ``unlock`` commands, not its
+        ``lock()`` context manager: that one is an async generator, and a release skipped
+        because Redis went away left it suspended until the garbage collector finalised it,
+        whose ``finally`` then tried Redis in a task nobody awaited ("Task exception was
+        never retrieved … CacheBackendInteractionError", issue 25). Two commands leave
+        nothing behind: an unreleased lock expires in Redis after ``lock_ttl_s``.
+        """
+        name, owner = self._lock_key(key), uuid.uuid4().hex
+        taken = await self._shared(
+            "lock a cache refill", lambda: self._take_lock(name, owner), False
         )
-
-        async def take() -> bool:
-            await lock.__aenter__()
-            return True
-
-        taken = await self._shared("lock a cache refill", take, False)
         try:
             yield
         finally:
             if taken:
-                # Unreachable now: the lock expires on its own after lock_ttl_s.
                 await self._shared(
-                    "unlock a cache refill", lambda: lock.__aexit__(None, None, None), None
+                    "unlock a cache refill", lambda: self._cache.unlock(name, owner), None
                 )
+
+    async def _take_lock(self, name: str, owner: str) -> bool:
+        """Wait until the lock is ours (polling every ``lock_poll_s``, as cashews does)."""
+        while True:
+            if await self._cache.set_lock(name, owner, expire=self._lock_ttl_s):
+                return True
+            await asyncio.sleep(self._lock_poll_s)
 
     async def _read(self, key: str) -> _Entry | None:
         entry = await self._shared("read the cache", lambda: self._read_stored(key), _UNREACHABLE)

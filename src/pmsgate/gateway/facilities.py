@@ -34,6 +34,7 @@ from pmsgate.errors import (
     PmsgateError,
     Unauthorized,
 )
+from pmsgate.gateway.key_cache import KeyChanges
 from pmsgate.gateway.keys import hash_key, is_well_formed, mint_key
 from pmsgate.gateway.scopes import DEFAULT_SCOPES, TOOLS_READ, check_scopes, scope_missing
 from pmsgate.gateway.upstream_errors import translate
@@ -413,6 +414,7 @@ class FacilityService:
         *,
         key_cache_s: float = 0.0,
         audit: AuditTrail | None = None,
+        key_changes: KeyChanges | None = None,
     ) -> None:
         self._sessions = sessions
         self._vault = vault
@@ -425,13 +427,18 @@ class FacilityService:
             else AuditTrail(sessions, clock, retention_days=_DEFAULT_RETENTION_DAYS)
         )
         # Key hash → facility, for key_cache_s of the clock (0: every check reads the
-        # database). It takes the database off a cached tool call's path; the price is that
-        # another process's revocation or status change is seen here up to key_cache_s late.
+        # database). It takes the database off a cached tool call's path. Another process's
+        # revocation, scopes, expiry or status change reaches it through key_changes (Redis
+        # pub/sub: at once); without Redis, up to key_cache_s late (pmsgate.gateway.key_cache).
         self._key_cache: TTLCache[str, KeyGrant] | None = None
         if key_cache_s > 0:
             self._key_cache = TTLCache(
                 maxsize=KEY_CACHE_SIZE, ttl=key_cache_s, timer=self._clock_seconds
             )
+        # Changes published and heard through Redis (pmsgate.gateway.key_cache); None alone.
+        self.key_changes = key_changes
+        if key_changes is not None:
+            key_changes.on_change(self._forget_cached_keys)
 
         # Key id → its latest accepted call, not yet written: flush_key_uses writes them in
         # one transaction (the usage flush job's tick, and shutdown), never once per call.
@@ -444,10 +451,16 @@ class FacilityService:
     def _clock_seconds(self) -> float:
         return self._clock.now().timestamp()
 
-    def _forget_keys(self) -> None:
-        """Drop every cached key check: a change here is seen at once by this process."""
+    def _forget_cached_keys(self) -> None:
+        """Drop every remembered key check of this process."""
         if self._key_cache is not None:
             self._key_cache.clear()
+
+    async def _forget_keys(self) -> None:
+        """A change was committed: seen at once here, and published to every other process."""
+        self._forget_cached_keys()
+        if self.key_changes is not None:
+            await self.key_changes.publish()
 
     def __repr__(self) -> str:
         return f"FacilityService(vault={self._vault!r})"
@@ -663,7 +676,7 @@ class FacilityService:
             row.updated_at = self._clock.now()
             await session.flush()
             view = FacilityView.of(row)
-        self._forget_keys()
+        await self._forget_keys()
         log.info("facility_limits_set", hotel_id=hotel_id, **limits.model_dump())
         return view
 
@@ -739,7 +752,7 @@ class FacilityService:
                     details={"key_id": view.id, "label": view.label},
                     facility_id=row.id,
                 )
-        self._forget_keys()
+        await self._forget_keys()
         log.info("gateway_key_revoked", hotel_id=hotel_id, key_id=key_id, key_prefix=view.prefix)
         return view
 
@@ -781,7 +794,7 @@ class FacilityService:
                     details={"key_id": view.id, "from": before, "to": view.scopes},
                     facility_id=row.id,
                 )
-        self._forget_keys()
+        await self._forget_keys()
         log.info(
             "gateway_key_scopes_set",
             hotel_id=hotel_id,
@@ -850,7 +863,7 @@ class FacilityService:
                 },
                 facility_id=row.id,
             )
-        self._forget_keys()
+        await self._forget_keys()
         log.info(
             "gateway_key_rotated",
             hotel_id=hotel_id,
@@ -1039,7 +1052,7 @@ class FacilityService:
                 await self._record_status(
                     session, actor, row.id, row.hotel_id, row_status, "connected", CAUSE_RECONNECTED
                 )
-        self._forget_keys()
+        await self._forget_keys()
         log.info("facility_reconnected", hotel_id=hotel_id)
         return view
 
@@ -1185,7 +1198,7 @@ class FacilityService:
                 await self._record_status(
                     session, actor, row.id, row.hotel_id, before, status, cause, last_error
                 )
-        self._forget_keys()
+        await self._forget_keys()
 
     async def _record_status(
         self,

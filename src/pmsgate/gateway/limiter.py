@@ -5,45 +5,63 @@ checks the three windows and records the permit in one step — in memory or in 
 Lua script over one sorted set per key, atomic across replicas). Timestamps come from our
 :class:`~pmsgate.clock.Clock`, so tests move time instead of sleeping.
 
-Clock skew between replicas (issue 12). Every replica stamps its permits with its own
-clock, and those clocks differ by a few milliseconds (NTP) or more. pyrate-limiter's
-Redis script counts only ``now - interval … now``: a permit stamped "later" by a
-replica whose clock is ahead lies in the *future* of the others and is not counted,
-and a permit stamped by a replica that is behind leaves the window early — with one
-replica 5 ms behind the other, 19 calls passed for a limit of 10. So:
+One clock for every replica (issue 25). Every decision on a Redis-held window is made on
+one time source: each replica stamps and judges permits on its own clock **plus its
+measured offset to the Redis server's TIME** (:class:`pmsgate.ratelimit.ClockOffset`;
+measured at the first use, every ``clock_sync_s``, after Redis failed, and when the own
+clock went back). Replicas seconds or minutes apart then count one window: a permit
+stamped by one leaves every replica's window at the same moment (with each replica on its
+own clock, one 2 s off let 11 to 14 calls a minute through). We chose the offset over
+``TIME`` inside the Lua script because the injected :class:`~pmsgate.clock.Clock` keeps
+measuring *elapsed* time: tests and the demo (whose emulators share its fast-forward
+clock) still move a Redis window by moving their clock, and the in-memory backend runs on
+the same clock. The cost: one ``TIME`` round trip (best of three) per ``clock_sync_s`` per
+process, on the path of a permit only; a cached answer never pays it. ``reference``
+replaces Redis's TIME where every replica already runs on one clock (tests, the demo).
 
-* The windows' **own Lua script** (:data:`pmsgate.ratelimit.PUT_ITEM`, pyrate-limiter's
-  arguments plus the window's marker key): a window counts every permit stamped at or
-  after ``now - interval``, with **no upper bound** — a permit in another replica's future
-  still counts. ``remaining`` counts the same way.
-* Every window is **widened by an edge margin** (``edge_margin_s``, default 0.5 s): a
-  permit counts for ``interval + margin``. A permit taken by a replica whose clock is
-  ``d`` behind the deciding one would otherwise leave that replica's window ``d`` early;
-  as long as the replicas' clocks differ by less than the margin, every permit of the
-  last real ``interval`` is counted, whoever stamped it. The margin also absorbs the
-  network: we count when a permit is taken, the booking system counts when the request
-  arrives, and two requests 60 s apart by our clock may arrive closer together when the
-  first one is slower. 0.5 s is far above NTP-synchronised skew (milliseconds) and the
-  usual jitter of one HTTPS request, and costs at most half a second at a full window's
-  edge (under 1 % of the minute).
+What the offset does not cover, the **edge margin** (``edge_margin_s``, default 0.5 s)
+does: a permit counts for ``interval + margin`` — the offset's error (half a round trip)
+and the network: we count when a permit is taken, the booking system counts when the
+request arrives, and two requests 60 s apart by our clock may arrive closer together when
+the first one is slower. The windows' own Lua script (:data:`pmsgate.ratelimit.PUT_ITEM`)
+also counts permits stamped in the future, with no upper bound.
 
-We did not use the Redis server's ``TIME`` as the single time source: the window
-would then no longer follow the injected clock, so the Redis tests (and the demo's
-fast-forward clock, which the emulators share) could only move time by sleeping, and
-the in-memory and Redis backends would run on different clocks.
+Redis away (issues 12 and 25; :mod:`pmsgate.gateway.shared_state`). Fail closed: while
+Redis is unreachable, a replica grants a permit only within its **outage share** of what
+the window left, counted on the whole window as it last saw it in Redis — every replica's
+permits, not only its own. Every put's answer brings the window back (each window's count
+and the minute window's stamps: :class:`~pmsgate.ratelimit.WindowView`, no extra round
+trip); when Redis goes, that view is frozen (the hour's and day's older permits stamped
+at the latest moment they can have been taken), and a permit is granted at time ``t``
+only if, in every window, ``own(t) + 1 <= floor(share x (limit - seen(t)))``: ``own`` the
+permits this replica took since the view was frozen, ``seen`` the view's permits still in
+the window. Refusals are :class:`OutageBudgetExhausted` (503 ``shared_state_unavailable``;
+still a :class:`BudgetExhausted`, so a cached answer is served stale instead). Writes ask
+for ``shared_only`` permits and are refused outright.
 
-Redis away (issue 12; :mod:`pmsgate.gateway.shared_state`). Fail closed: while Redis
-is unreachable, permits come from an in-memory limiter of this process whose windows are
-the facility's scaled by ``outage_share`` (``PMSGATE_LIMITER_OUTAGE_SHARE``, default 0.2:
-N replicas spend at most N x share of a window, so 0.2 leaves room for 4 replicas and for
-the calls made just before the outage, which no replica can see without Redis). It starts
-with this process's own permits of the last minute. A window the share leaves under one
-call admits nothing. Refusals are :class:`OutageBudgetExhausted` (503
-``shared_state_unavailable``; still a :class:`BudgetExhausted`, so a cached answer is
-served stale instead). Writes ask for ``shared_only`` permits and are refused outright.
-When Redis answers again, the outage's permits are written into the Redis windows (their
-members are deterministic, so writing twice adds nothing) and the shared windows are used
-again — no restart.
+**Back: write back first, then decide.** The outage's permits are written into the Redis
+windows before this replica takes anything new (every use of Redis by the limiter starts
+with it, and a recovery noticed by any other user of Redis — a cache read, ``/readyz`` —
+writes them back too), with deterministic members, so writing twice adds nothing. The
+replica then raises the **recovery fence** (``<namespace>:limiter-recovery``, one minute
+window long, extended by every replica that recovers): while it stands, every replica —
+also one that never noticed the outage, which learns of the fence from its next put —
+takes a permit only if the shared window has room **and** its outage share (as above,
+counting its permits since the outage or the fence) allows it. Another replica's outage
+permits are invisible until it writes them back; the fence keeps everyone on its share
+meanwhile.
+
+**The bound.** Let ``P`` be the permits in a window when Redis went, ``N`` the replicas
+and ``share <= 1/N``. During the outage and the fence each replica ``i`` adds at most
+``share x (L - seen_i)`` to the window, so the booking system sees at most
+``P + N x share x (L - P) <= L`` when every view is current, and at most
+``L + share x (u_1 + … + u_N)`` when replica ``i``'s view missed ``u_i`` of the ``P``
+permits (taken by others after its last put; a view is as fresh as the replica's last
+put, refused ones included). After the fence, the shared window is whole again: every
+replica that granted outage permits and still runs has written them back. Not covered: a
+replica killed during the outage takes its outage permits with it (at most its share of
+each window), and a partition that cuts some replicas off Redis while others still reach
+it (those never notice an outage).
 
 Windows Redis lost (a restart without persistence, a flush). Next to each window's sorted
 set is a marker key (same expiry). The windows admit nothing when the marker is missing
@@ -72,13 +90,15 @@ or an account; see ``Settings.limiter_scope``); it must not be a secret.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import itertools
 import math
 import uuid
+from bisect import bisect_left, insort
 from collections import deque
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
 
@@ -90,7 +110,14 @@ from redis.asyncio import Redis
 from pmsgate.clock import Clock
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
-from pmsgate.ratelimit import EDGE_MS, RateWindows, WindowLost
+from pmsgate.ratelimit import (
+    EDGE_MS,
+    RateWindows,
+    RedisTime,
+    TimeReference,
+    WindowLost,
+    WindowView,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -107,6 +134,8 @@ _EXPIRY_MARGIN_S = 120
 DEFAULT_EDGE_MARGIN_S = 0.5
 # The share of each window one process may use alone while Redis is unreachable.
 DEFAULT_OUTAGE_SHARE = 0.2
+# How often the offset of this process's clock to Redis's TIME is measured again.
+DEFAULT_CLOCK_SYNC_S = 60.0
 
 # Hour rows of usage history, (start of the hour, upstream requests), for a limiter key.
 UsageHistory = Callable[[str, datetime], Awaitable[list[tuple[datetime, int]]]]
@@ -195,6 +224,30 @@ def _limits_tuple(limits: WindowLimits) -> tuple[int, int, int]:
     return wanted
 
 
+@dataclass
+class _Guard:
+    """A key's outage accounting: the window as last seen in Redis, frozen, and this
+    replica's permits since (module docstring, "Redis away")."""
+
+    seen: list[tuple[int, int]]  # (stamp, permits): the frozen view, conservatively stamped
+    own: list[int] = field(default_factory=list)  # this replica's permits since, in order
+
+
+def _frozen(view: WindowView | None) -> list[tuple[int, int]]:
+    """A view's permits as (stamp, count), each stamped at the latest moment it can have been
+    taken: the minute window's exactly; the hour's older ones just before the view's minute
+    window began, the day's older ones just before its hour window began."""
+    if view is None:
+        return []
+    seen = [(stamp, 1) for stamp in view.stamps]
+    counts = list(view.counts)
+    for i in range(1, len(counts)):
+        older = counts[i] - counts[i - 1]
+        if older > 0:
+            seen.append((view.at_ms - view.intervals[i - 1] - 1, older))
+    return seen
+
+
 class FacilityLimiter:
     """Per-key budget over three windows, in memory or shared through Redis."""
 
@@ -210,6 +263,8 @@ class FacilityLimiter:
         health: RedisHealth | None = None,
         outage_share: float = DEFAULT_OUTAGE_SHARE,
         history: UsageHistory | None = None,
+        reference: TimeReference | None = None,
+        clock_sync_s: float = DEFAULT_CLOCK_SYNC_S,
     ) -> None:
         if not 0.0 <= background_share <= 1.0:
             raise ValueError("background_share must be between 0 and 1")
@@ -217,6 +272,8 @@ class FacilityLimiter:
             raise ValueError("edge_margin_s must be between 0 and 60 seconds")
         if not 0.0 <= outage_share <= 1.0:
             raise ValueError("outage_share must be between 0 and 1")
+        if clock_sync_s <= 0:
+            raise ValueError("clock_sync_s must be positive")
         # Every window is its interval plus this margin (see the module docstring).
         self._margin_ms = round(edge_margin_s * 1000)
         self._base_clock = clock
@@ -229,15 +286,22 @@ class FacilityLimiter:
             marker_prefix=f"{namespace}:limiter-window",
             expiry_margin_s=_EXPIRY_MARGIN_S,
             trim_every_ms=_LEAK_EVERY_MS,
+            # One clock for all replicas: the Redis server's, through a measured offset.
+            reference=reference if reference is not None or redis is None else RedisTime(redis),
+            sync_every_ms=round(clock_sync_s * 1000),
+            fence_key=f"{namespace}:limiter-recovery",
         )
         self._background_share = background_share
         self._sleep = sleep
-        # Redis only: the outage fallback, and what this process knows of its own permits.
+        # Redis only: the outage budget, the write-back and the fence (module docstring).
         self._health = health if health is not None else RedisHealth(clock)
+        self._health.on_recovery(self._write_back_now)
         self._outage_share = outage_share
         self._history = history
-        self._outage: FacilityLimiter | None = None
-        self._seeded: set[str] = set()  # an outage limiter: keys given their recent permits
+        self._fence_ms = WINDOWS[0][1].value + self._margin_ms
+        self._guards: dict[str, _Guard] = {}
+        self._outage_noticed = False  # an outage this replica has not fenced yet
+        self._write_backs: set[asyncio.Task[None]] = set()
         self._instance = uuid.uuid4().hex[:12]
         self._sequence = itertools.count()
         # Own permits of the last minute window (stamp, member), written into a rebuilt window.
@@ -252,6 +316,12 @@ class FacilityLimiter:
             f"FacilityLimiter(backend={backend}, background_share={self._background_share}, "
             f"edge_margin_s={self._margin_ms / 1000})"
         )
+
+    @property
+    def clock_offset_ms(self) -> int:
+        """The measured offset of this process's clock to the shared one (0 in memory)."""
+        offset = self._windows.offset
+        return offset.offset_ms if offset is not None else 0
 
     async def acquire(
         self,
@@ -277,30 +347,12 @@ class FacilityLimiter:
                 await self._acquire(key, limits, priority, wait_s)
             return
         except SharedStateUnavailable:
+            self._noticed_outage()
             if shared_only:
                 raise SharedStateUnavailable(
                     "send a write", retry_after_s=self._health.retry_after_s
                 ) from None
-        scaled = self._outage_limits(limits)
-        if scaled is None:
-            # The share leaves some window under one call: nothing until Redis is back.
-            empty = next(
-                name
-                for (name, _), limit in zip(WINDOWS, _limits_tuple(limits), strict=True)
-                if math.floor(limit * self._outage_share + 1e-9) < 1
-            )
-            raise OutageBudgetExhausted(
-                retry_after_s=self._health.retry_after_s, window=empty, priority=priority
-            )
-        outage = await self._outage_limiter(key, scaled)
-        try:
-            await outage.acquire(key, scaled, priority, wait_s=wait_s)
-        except BudgetExhausted as refused:
-            raise OutageBudgetExhausted(
-                retry_after_s=refused.retry_after_s, window=refused.window, priority=priority
-            ) from None
-        now_ms = self._windows.now_ms()
-        self._unwritten.setdefault(key, []).append((now_ms, self._member(now_ms) + "1"))
+        await self._acquire_in_outage(key, limits, priority, wait_s)
 
     async def remaining(self, key: str, limits: WindowLimits) -> dict[str, int]:
         """Permits left now for an interactive call, per window (the outage budget's if so)."""
@@ -310,10 +362,16 @@ class FacilityLimiter:
                     await self._write_unwritten()
                     return await self._remaining(key, limits)
             except SharedStateUnavailable:
-                scaled = self._outage_limits(limits)
-                if scaled is None:
-                    return {name: 0 for name, _ in WINDOWS}
-                return await (await self._outage_limiter(key, scaled)).remaining(key, scaled)
+                self._noticed_outage()
+                rates = self._rates(_limits_tuple(limits))
+                guard = self._guard(key)
+                now_ms = self._windows.now_ms()
+                return {
+                    self._window_name(rate): max(0, cap - own)
+                    for rate, (own, cap) in zip(
+                        rates, self._guard_use(guard, rates, now_ms), strict=True
+                    )
+                }
         return await self._remaining(key, limits)
 
     async def _remaining(self, key: str, limits: WindowLimits) -> dict[str, int]:
@@ -332,7 +390,15 @@ class FacilityLimiter:
         if not rates:
             return WINDOWS[-1][1].value / 1000
         wait, _ = await self._windows.wait_ms(key, rates)
+        guard = self._guards.get(key)
+        if guard is not None:
+            wait = max(wait, self._guard_wait(guard, rates, self._windows.now_ms())[0])
         return wait / 1000
+
+    async def aclose(self) -> None:
+        """Wait for write-backs started by a recovery (shutdown)."""
+        if self._write_backs:
+            await asyncio.gather(*self._write_backs, return_exceptions=True)
 
     async def _acquire(
         self, key: str, limits: WindowLimits, priority: Priority, wait_s: float
@@ -348,10 +414,19 @@ class FacilityLimiter:
                     window=self._zero_share_window(wanted),
                     priority=priority,
                 )
-            now_ms = self._windows.now_ms()
+            now_ms = await self._windows.synced_now_ms()
             if await self._put(key, wanted, rates, now_ms):
                 return
+            view = self._windows.view(key) if self._redis is not None else None
+            guard = self._guards.get(key)
+            if view is not None and view.fenced and guard is None:
+                # A recovery fence this replica did not know of: its outage share from now on.
+                self._guards[key] = _Guard(seen=_frozen(view))
+                continue
             wait_ms, slowest = await self._windows.wait_ms(key, rates, now_ms=now_ms)
+            if view is not None and view.fenced and guard is not None:
+                wait_ms, slowest = self._guard_wait(guard, rates, now_ms)
+                wait_ms = min(wait_ms, max(view.fence_ms, EDGE_MS))
             # A refused put always means some window is full; never answer "retry now".
             wait = max(wait_ms, EDGE_MS) / 1000
             window = self._window_name(slowest or rates[0])
@@ -368,9 +443,14 @@ class FacilityLimiter:
         if self._redis is None:
             return await self._windows.put(key, rates, now_ms=now_ms)
         member = self._member(now_ms)
+        guard = self._guards.get(key)
+        # Outside a guard, a standing fence refuses (and the refusal brings the view to freeze).
+        fence_ok = guard is not None and self._guard_wait(guard, rates, now_ms)[0] == 0
         for last_try in (False, False, True):
             try:
-                taken = await self._windows.put(key, rates, now_ms=now_ms, member=member)
+                taken = await self._windows.put(
+                    key, rates, now_ms=now_ms, member=member, fence_ok=fence_ok
+                )
                 break
             except WindowLost:
                 if last_try:
@@ -378,56 +458,138 @@ class FacilityLimiter:
                 await self._rebuild(key, limits[-1], now_ms)
         if taken:
             self._remember(key, now_ms, member + "1")
+            if guard is not None:
+                insort(guard.own, now_ms)
+        view = self._windows.view(key)
+        fence_down = guard is not None and view is not None and view.fence_ms == 0
+        if fence_down and not self._unwritten and not self._outage_noticed:
+            # The fence is down and this replica's outage permits are in Redis: whole again.
+            del self._guards[key]
         await self._contribute(key)
         return taken
 
     # --- Redis away and back (module docstring) ------------------------------------------------
 
-    async def _outage_limiter(self, key: str, scaled: _Limits) -> FacilityLimiter:
-        """This outage's in-memory limiter, holding ``key``'s own permits of the last minute."""
-        if self._outage is None:
-            self._outage = FacilityLimiter(
-                clock=self._base_clock,
-                background_share=self._background_share,
-                edge_margin_s=self._margin_ms / 1000,
-                sleep=self._sleep,
-            )
-        outage = self._outage
-        if key not in outage._seeded:
-            outage._seeded.add(key)
-            rates = outage._rates(_limits_tuple(scaled))
-            for stamp, _ in self._recent.get(key, ()):
-                await outage._windows.put(key, rates, now_ms=stamp)
-        return outage
+    async def _acquire_in_outage(
+        self, key: str, limits: WindowLimits, priority: Priority, wait_s: float
+    ) -> None:
+        """A permit from this replica's outage share of the window it last saw."""
+        guard = self._guard(key)
+        waited = 0.0
+        while True:
+            wanted = _limits_tuple(limits)
+            rates = self._view(wanted, priority)
+            now_ms = self._windows.now_ms()
+            if not rates:
+                raise OutageBudgetExhausted(
+                    retry_after_s=self._health.retry_after_s,
+                    window=self._zero_share_window(wanted),
+                    priority=priority,
+                )
+            wait_ms, slowest = self._guard_wait(guard, rates, now_ms)
+            if wait_ms == 0:
+                insort(guard.own, now_ms)
+                member = self._member(now_ms) + "1"
+                self._unwritten.setdefault(key, []).append((now_ms, member))
+                self._remember(key, now_ms, member)
+                return
+            window = self._window_name(slowest or rates[0])
+            if wait_ms < 0 or waited + wait_ms / 1000 > wait_s:
+                retry = self._health.retry_after_s if wait_ms < 0 else wait_ms / 1000
+                raise OutageBudgetExhausted(retry_after_s=retry, window=window, priority=priority)
+            await self._sleep(wait_ms / 1000)
+            waited += wait_ms / 1000
 
-    def _outage_limits(self, limits: WindowLimits) -> _Limits | None:
-        # The epsilon keeps e.g. 10 * 0.3 = 2.999… from losing a permit.
-        scaled = [math.floor(n * self._outage_share + 1e-9) for n in _limits_tuple(limits)]
-        return _Limits(*scaled) if min(scaled) >= 1 else None
+    def _noticed_outage(self) -> None:
+        """Redis failed: measure the clock offset again once it is back; fence on recovery."""
+        self._outage_noticed = True
+        if self._windows.offset is not None:
+            self._windows.offset.invalidate()
+
+    def _guard(self, key: str) -> _Guard:
+        """The key's guard, frozen now from the last view when it has none."""
+        guard = self._guards.get(key)
+        if guard is None:
+            guard = self._guards[key] = _Guard(seen=_frozen(self._windows.view(key)))
+        return guard
+
+    def _guard_use(self, guard: _Guard, rates: list[Rate], now_ms: int) -> list[tuple[int, int]]:
+        """Per rate: (own permits in the window, the outage share's cap) at ``now_ms``."""
+        uses = []
+        for rate in rates:
+            start = now_ms - rate.interval
+            seen = sum(count for stamp, count in guard.seen if stamp >= start)
+            own = len(guard.own) - bisect_left(guard.own, start)
+            # The epsilon keeps e.g. 10 * 0.3 = 2.999… from losing a permit.
+            cap = math.floor(max(0, rate.limit - seen) * self._outage_share + 1e-9)
+            uses.append((own, cap))
+        return uses
+
+    def _guard_wait(self, guard: _Guard, rates: list[Rate], now_ms: int) -> tuple[int, Rate | None]:
+        """Milliseconds until the outage share admits a permit (0: now; -1: not before
+        Redis is back), and the window that holds it up."""
+        full = [
+            rate
+            for rate, (own, cap) in zip(rates, self._guard_use(guard, rates, now_ms), strict=True)
+            if own + 1 > cap
+        ]
+        if not full:
+            return 0, None
+        # The next moments anything changes: a seen or own permit leaving some window.
+        moments = sorted(
+            {
+                stamp + rate.interval + EDGE_MS
+                for rate in rates
+                for stamp in [*(s for s, _ in guard.seen), *guard.own]
+                if stamp + rate.interval + EDGE_MS > now_ms
+            }
+        )
+        for moment in moments:
+            uses = self._guard_use(guard, rates, moment)
+            if all(own + 1 <= cap for own, cap in uses):
+                return moment - now_ms, full[-1]
+        return -1, full[0]
 
     def _member(self, now_ms: int) -> str:
         # Unique per process and permit; the windows append "1" (the permit's weight index).
         return f"{self._instance}:{now_ms}:{next(self._sequence)}:"
 
     async def _write_unwritten(self) -> None:
-        """Write the permits taken during an outage into the Redis windows: they still count."""
-        if not self._unwritten:
+        """Write back first: the outage's permits into the Redis windows (they still count),
+        then raise the recovery fence, before this replica decides anything new."""
+        if self._unwritten:
+            pending, self._unwritten = self._unwritten, {}
+            try:
+                await self._windows.record(
+                    {
+                        key: {member: stamp for stamp, member in permits}
+                        for key, permits in pending.items()
+                    }
+                )
+            except BaseException:
+                for key, permits in pending.items():
+                    self._unwritten.setdefault(key, []).extend(permits)
+                raise
+            log.info("limiter_outage_permits_written", permits=sum(map(len, pending.values())))
+        if self._outage_noticed:
+            await self._windows.raise_fence(self._fence_ms)
+            self._outage_noticed = False
+
+    def _write_back_now(self) -> None:
+        """Redis answered again to some user of it: write back at once (in a task)."""
+        if not self._unwritten and not self._outage_noticed:
             return
-        pending, self._unwritten = self._unwritten, {}
-        try:
-            await self._windows.record(
-                {
-                    key: {member: stamp for stamp, member in permits}
-                    for key, permits in pending.items()
-                }
-            )
-        except BaseException:
-            for key, permits in pending.items():
-                self._unwritten.setdefault(key, []).extend(permits)
-            raise
-        # The outage budget starts empty at the next outage.
-        self._outage = None
-        log.info("limiter_outage_permits_written", permits=sum(map(len, pending.values())))
+
+        async def write_back() -> None:
+            try:
+                with self._health.use("write the outage permits back"):
+                    await self._write_unwritten()
+            except SharedStateUnavailable:
+                pass  # the next use of Redis tries again
+
+        task = asyncio.get_running_loop().create_task(write_back(), name="limiter-write-back")
+        self._write_backs.add(task)
+        task.add_done_callback(self._write_backs.discard)
 
     def _remember(self, key: str, now_ms: int, member: str) -> None:
         recent = self._recent.setdefault(key, deque())

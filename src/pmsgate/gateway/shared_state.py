@@ -17,6 +17,8 @@ its own:
   Redis again, and its success marks Redis **up** (a half-open circuit breaker).
   ``/readyz`` probes too (:meth:`check`), so an orchestrator's readiness polling
   also notices the recovery.
+* Who must act when Redis is back registers with :meth:`RedisHealth.on_recovery` (the
+  limiter writes its outage permits back at once, whoever noticed the recovery).
 * Each change of state is logged **once**: ``redis_unavailable`` (with the error's
   type, never the URL or a password) and ``redis_recovered`` (with how long it was
   down) — not one traceback per call. ``pmsgate_redis_up`` (1/0) is the gauge.
@@ -25,7 +27,7 @@ its own:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
@@ -80,6 +82,7 @@ class RedisHealth:
         self._gauge = gauge
         self._down_since: datetime | None = None
         self._next_probe: datetime | None = None
+        self._on_recovery: list[Callable[[], None]] = []
         if gauge is not None:
             gauge.set(1)
 
@@ -95,6 +98,11 @@ class RedisHealth:
     def retry_after_s(self) -> float:
         """What a caller refused for lack of Redis is told to wait."""
         return max(1.0, self._retry_interval_s)
+
+    def on_recovery(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` each time Redis answers again after being down (it must not
+        block: start a task for Redis work)."""
+        self._on_recovery.append(callback)
 
     @contextmanager
     def use(self, what: str) -> Iterator[None]:
@@ -149,6 +157,8 @@ class RedisHealth:
         if self._gauge is not None:
             self._gauge.set(1)
         log.info("redis_recovered", down_for_s=round(max(0.0, down_for), 3))
+        for callback in self._on_recovery:
+            callback()
 
     def _may_try(self) -> bool:
         if self._down_since is None:
