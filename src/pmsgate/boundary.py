@@ -313,7 +313,7 @@ def bounded_schema(
     return out
 
 
-# What the booking system's credentials look like (spec §2.1): the rules
+# What the booking system's credentials look like (docs/kross-api.md): the rules
 # pmsgate.integrations.kross.credentials checks (each with its own error code), and the
 # statements of them in the request schemas that carry credentials, so that a generated
 # client sends only what can pass.

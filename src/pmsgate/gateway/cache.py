@@ -265,7 +265,7 @@ class ReadCache:
         ``lock()`` context manager: that one is an async generator, and a release skipped
         because Redis went away left it suspended until the garbage collector finalised it,
         whose ``finally`` then tried Redis in a task nobody awaited ("Task exception was
-        never retrieved … CacheBackendInteractionError", issue 25). Two commands leave
+        never retrieved … CacheBackendInteractionError"). Two commands leave
         nothing behind: an unreleased lock expires in Redis after ``lock_ttl_s``.
         """
         name, owner = self._lock_key(key), uuid.uuid4().hex

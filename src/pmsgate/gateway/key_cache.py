@@ -4,7 +4,7 @@ Each gateway process remembers a checked gateway key for ``PMSGATE_GATEWAY_KEY_C
 (:class:`~pmsgate.gateway.facilities.FacilityService`), so a cached tool call needs no
 database query. A key revoked, expired (a rotation's ``--grace 0m``), given other scopes,
 or a facility whose limits or status changed, must not keep working on another replica for
-those seconds (issue 25). So every such change is **published** on a Redis channel
+those seconds. So every such change is **published** on a Redis channel
 (``<namespace>:gateway-keys-changed``) after its transaction commits, and every process —
 replicas, and the CLI's own container — listens on it and drops its remembered key checks
 when a message arrives. Redis delivers a message in milliseconds; the measured delay is in

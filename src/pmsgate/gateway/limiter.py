@@ -5,7 +5,7 @@ checks the three windows and records the permit in one step — in memory or in 
 Lua script over one sorted set per key, atomic across replicas). Timestamps come from our
 :class:`~pmsgate.clock.Clock`, so tests move time instead of sleeping.
 
-One clock for every replica (issue 25). Every decision on a Redis-held window is made on
+One clock for every replica. Every decision on a Redis-held window is made on
 one time source: each replica stamps and judges permits on its own clock **plus its
 measured offset to the Redis server's TIME** (:class:`pmsgate.ratelimit.ClockOffset`;
 measured at the first use, every ``clock_sync_s``, after Redis failed, and when the own
