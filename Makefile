@@ -31,6 +31,7 @@ lint: env
 	$(UV) run mypy
 	$(UV) run deptry src
 	$(UV) run lint-imports
+	$(UV) run vulture
 
 # The built wheel, installed without uv.lock (newest and lowest allowed versions), imports.
 package-check: env

@@ -6,7 +6,8 @@ is measured is the app alone: ``pmsgate serve``'s app (``create_app(settings)``,
 entered, one facility of the emulator registered, its window cached) answering
 ``POST /v1/tools/get-in-house-guests``, and :mod:`bench.trivial_app`'s ``POST /trivial``.
 CPU time (``time.process_time``) rather than wall time: a shared machine changes it less.
-``--profile`` prints cProfile's view of the gateway's calls as well.
+``--profile`` prints cProfile's view of the gateway's calls as well; ``--redis-url`` runs the
+gateway on Redis (a namespace of its own, deleted at the end).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from typing import Any
 
 from pydantic import SecretStr
@@ -82,13 +84,18 @@ async def cpu_per_call(app: Any, path: str, key: str, calls: int, repeats: int) 
 
 
 async def run(
-    announced: dict[str, Any], calls: int, repeats: int, profile: bool
+    announced: dict[str, Any],
+    calls: int,
+    repeats: int,
+    profile: bool,
+    redis_url: str | None = None,
 ) -> dict[str, float]:
     """Both apps' CPU per call, the gateway on the emulator ``announced``."""
     with tempfile.TemporaryDirectory(prefix="pmsgate-cpu-") as directory:
         settings = Settings(
             database_url=f"sqlite+aiosqlite:///{directory}/gateway.db",
-            redis_url=None,
+            redis_url=redis_url,
+            redis_namespace=f"pmsgate-cpu-{uuid.uuid4().hex[:8]}",
             kross_base_url=f"http://127.0.0.1:{announced['port']}",
             partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
             secret_keys=SecretStr(SECRET_KEYS),
@@ -117,8 +124,17 @@ async def run(
                         await call(target, path, key)
                     profiler.disable()
                     pstats.Stats(profiler).sort_stats("cumulative").print_stats(60)
+                    pstats.Stats(profiler).sort_stats("tottime").print_stats(30)
                 results[name] = await cpu_per_call(target, path, key, calls, repeats)
                 print(f"{name}: {results[name]:.0f} µs CPU per call", flush=True)
+            if redis_url:
+                from redis.asyncio import Redis
+
+                redis = Redis.from_url(redis_url)
+                keys = [k async for k in redis.scan_iter(match=f"{settings.redis_namespace}*")]
+                if keys:
+                    await redis.delete(*keys)
+                await redis.aclose()
             return results
 
 
@@ -128,6 +144,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--calls", type=int, default=3000)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--redis-url", default=None, help="the gateway on this Redis")
     args = parser.parse_args(argv)
     emulator = subprocess.Popen(
         [sys.executable, "-m", "bench.serve", "emulator", "--seed", "7"],
@@ -137,7 +154,9 @@ def main(argv: list[str] | None = None) -> None:
     assert emulator.stdout is not None
     try:
         announced = json.loads(emulator.stdout.readline())
-        results = asyncio.run(run(announced, args.calls, args.repeats, args.profile))
+        results = asyncio.run(
+            run(announced, args.calls, args.repeats, args.profile, args.redis_url)
+        )
     finally:
         emulator.terminate()
         emulator.wait()

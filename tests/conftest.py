@@ -79,6 +79,16 @@ if IN_CI and not (POSTGRES_URL and REDIS_URL):
 DATABASE_BACKENDS = ["sqlite", *(["postgres"] if POSTGRES_URL else [])]
 
 
+def required_service(url: str | None, variable: str) -> str:
+    """The test service's URL from ``variable``; when unset the test is skipped, except
+    under CI=true, where a missing service is a failure."""
+    if not url:
+        if IN_CI:
+            pytest.fail(f"CI=true but {variable} is not set")
+        pytest.skip(f"{variable} is not set")
+    return url
+
+
 @pytest.fixture(scope="session")
 def postgres_url() -> str:
     """A scratch PostgreSQL database of this test run (created, then dropped)."""
@@ -89,14 +99,11 @@ def postgres_url() -> str:
     from sqlalchemy.engine import make_url
     from sqlalchemy.ext.asyncio import create_async_engine
 
-    if not POSTGRES_URL:
-        if IN_CI:
-            pytest.fail("CI=true but PMSGATE_TEST_DATABASE_URL is not set")
-        pytest.skip("PMSGATE_TEST_DATABASE_URL is not set")
+    postgres = required_service(POSTGRES_URL, "PMSGATE_TEST_DATABASE_URL")
     name = f"pmsgate_test_{uuid.uuid4().hex[:10]}"
 
     async def _admin(statement: str) -> None:
-        engine = create_async_engine(POSTGRES_URL, isolation_level="AUTOCOMMIT")
+        engine = create_async_engine(postgres, isolation_level="AUTOCOMMIT")
         try:
             async with engine.connect() as connection:
                 from sqlalchemy import text
@@ -112,7 +119,7 @@ def postgres_url() -> str:
 
     # Unreachable PostgreSQL fails here loudly: under CI a missing service is a failure.
     run(f'CREATE DATABASE "{name}"')
-    yield make_url(POSTGRES_URL).set(database=name).render_as_string(hide_password=False)
+    yield make_url(postgres).set(database=name).render_as_string(hide_password=False)
     run(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -138,19 +145,25 @@ def sqlite_template(tmp_path_factory) -> Path:  # type: ignore[no-untyped-def]
     return path
 
 
+@pytest.fixture
+def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
+    """A migrated, empty SQLite database of this test alone: a copy of the template."""
+    import shutil
+
+    path = tmp_path / "test.db"
+    shutil.copyfile(sqlite_template, path)
+    return f"sqlite+aiosqlite:///{path}"
+
+
 @pytest.fixture(params=DATABASE_BACKENDS)
 async def database_url(request, tmp_path) -> AsyncIterator[str]:  # type: ignore[no-untyped-def]
     """A migrated, empty database: a copy of the SQLite template, or PostgreSQL emptied."""
-    import shutil
-
     from sqlalchemy import text
 
     from pmsgate.storage.db import create_engine, upgrade
 
     if request.param == "sqlite":
-        path = tmp_path / "test.db"
-        shutil.copyfile(request.getfixturevalue("sqlite_template"), path)
-        yield f"sqlite+aiosqlite:///{path}"
+        yield request.getfixturevalue("sqlite_url")
         return
     url = request.getfixturevalue("postgres_url")
     engine = create_engine(url)
@@ -211,13 +224,10 @@ _HEAD = _head()
 @pytest.fixture(scope="session")
 def redis_url() -> str:
     """The test Redis URL: skipped locally when unset; under CI an unreachable Redis FAILS."""
-    if not REDIS_URL:
-        if IN_CI:
-            pytest.fail("CI=true but PMSGATE_TEST_REDIS_URL is not set")
-        pytest.skip("PMSGATE_TEST_REDIS_URL is not set")
+    redis_url = required_service(REDIS_URL, "PMSGATE_TEST_REDIS_URL")
     import redis as sync_redis
 
-    client = sync_redis.Redis.from_url(REDIS_URL, socket_connect_timeout=3)
+    client = sync_redis.Redis.from_url(redis_url, socket_connect_timeout=3)
     try:
         client.ping()
     except sync_redis.RedisError as exc:
@@ -225,7 +235,7 @@ def redis_url() -> str:
         pytest.fail(f"Redis at PMSGATE_TEST_REDIS_URL is unreachable: {type(exc).__name__}")
     finally:
         client.close()
-    return REDIS_URL
+    return redis_url
 
 
 @pytest.fixture

@@ -6,7 +6,7 @@ import anyio
 import pytest
 import typer
 
-from pmsgate.cli_support import run
+from pmsgate.cli.support import run
 from pmsgate.errors import NotFound
 from pmsgate.integrations.assistant.errors import PlatformUnavailable
 

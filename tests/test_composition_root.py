@@ -20,10 +20,8 @@ ROOTS = ("pmsgate.container", "pmsgate.app")
 
 def _is_entry_point(relative: Path) -> bool:
     name = relative.as_posix()
-    return (
-        name in {"app.py", "container.py", "cli.py", "cli_support.py", "doctor/runner.py"}
-        or relative.name in {"cli.py", "sync_cli.py"}
-        or name.startswith("demo/")
+    return name in {"app.py", "container.py", "doctor/runner.py"} or name.startswith(
+        ("cli/", "demo/")
     )
 
 

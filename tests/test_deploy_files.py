@@ -29,7 +29,7 @@ from pydantic import SecretStr
 
 from pmsgate.app import create_app
 from pmsgate.config import Settings, is_loopback_host, split_host_port
-from pmsgate.web import auth as web_auth
+from pmsgate.web import login as web_login
 from tests.conftest import IN_CI
 from tests.debian import debian_program
 
@@ -312,7 +312,7 @@ def test_nginx_balances_both_replicas_and_keeps_metrics_private() -> None:
         words for context, words in directives if context == ("server", "location ^~ /login/link/")
     ]
     assert ["access_log", "off"] in link and ["proxy_pass", "http://pmsgate"] in link
-    assert "/login/link/{token}" in {getattr(r, "path", "") for r in web_auth.router.routes}
+    assert "/login/link/{token}" in {getattr(r, "path", "") for r in web_login.router.routes}
     metrics = [
         words for context, words in directives if context == ("server", "location = /metrics")
     ]

@@ -10,10 +10,8 @@ proxy-headers middleware, as ``pmsgate serve`` runs it.
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -42,13 +40,6 @@ LOCAL = ("127.0.0.1", 50000)
 REMOTE = ("203.0.113.7", 50000)  # TEST-NET-3: another machine
 PROXY = ("127.0.0.1", 50001)  # a reverse proxy on this machine, trusted by default
 ADMIN = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
-
-
-@pytest.fixture
-def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
-    path = tmp_path / "test.db"
-    shutil.copyfile(sqlite_template, path)
-    return f"sqlite+aiosqlite:///{path}"
 
 
 @pytest.fixture

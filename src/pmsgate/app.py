@@ -42,12 +42,15 @@ from pmsgate.gateway import admin, http
 from pmsgate.gateway.context import GatewayServices, GatewayServicesDep
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.http_front import HttpFrontMiddleware
-from pmsgate.gateway.mcp import create_mcp_app
+from pmsgate.gateway.mcp import Lifespan, create_mcp_app
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.metrics_scrape import scrape
 from pmsgate.gateway.tracing import Tracing
+from pmsgate.jobs import PER_PROCESS_JOBS, build_scheduler
 from pmsgate.openapi import install_openapi
 from pmsgate.version import build_info
+from pmsgate.web.app import install_web
+from pmsgate.web.pages import render_console_error
 
 log = structlog.get_logger(__name__)
 
@@ -59,8 +62,6 @@ async def run_scheduled_jobs(container: Container) -> AsyncIterator[None]:
     With ``scheduler_enabled`` off (an external scheduler runs `pmsgate jobs …`), only the
     per-process job runs here: the flush of this process's own usage counts.
     """
-    from pmsgate.jobs.scheduler import PER_PROCESS_JOBS, build_scheduler
-
     only = None if container.settings.scheduler_enabled else PER_PROCESS_JOBS
     async with build_scheduler(container.web, only=only):
         yield
@@ -75,26 +76,11 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
     as it is, without the scheduled jobs. ``app.state.container`` is the one place the
     routes' dependencies read.
     """
-    from pmsgate.web.app import install_web, render_console_error
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        async with AsyncExitStack() as stack:
-            if container is None:
-                opened = await stack.enter_async_context(open_container(settings))
-                _serve(app, opened)
-                await stack.enter_async_context(run_scheduled_jobs(opened))
-                if settings.metrics_address is not None:  # /metrics on a listener of its own
-                    services = opened.gateway
-                    await stack.enter_async_context(metrics_listener(settings, lambda: services))
-            await stack.enter_async_context(mcp_lifespan())
-            if container is None:
-                # Last: everything start-up built is in the heap by now (freeze_startup_heap).
-                stack.callback(gc.unfreeze)
-                freeze_startup_heap()
-            app.state.shutting_down = False
+        async with serve_lifespan(app, settings, container, mcp_lifespan):
             yield
-            app.state.shutting_down = True  # /readyz: 503 from here on
 
     app = FastAPI(
         title="pmsgate",
@@ -108,17 +94,59 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         # No control character in a path or query string reaches a route (pmsgate.boundary).
         dependencies=[Depends(refuse_control_characters)],
     )
+    install_handlers(app, settings)
+    install_middleware(app, settings)
+    if container is not None:
+        _serve(app, container)
+    app.include_router(http.router)  # /v1/tools and /v1/operations
+    install_web(app)  # the console, its JSON API and /static
+    mount_admin(app, settings)
+    mcp_lifespan = mount_mcp(app, settings)
+    mount_probes(app, settings)
+    return app
+
+
+@asynccontextmanager
+async def serve_lifespan(
+    app: FastAPI, settings: Settings, container: Container | None, mcp_lifespan: Lifespan
+) -> AsyncIterator[None]:
+    """What the app's lifespan runs: the container (unless given), its jobs, and MCP."""
+    async with AsyncExitStack() as stack:
+        if container is None:
+            opened = await stack.enter_async_context(open_container(settings))
+            _serve(app, opened)
+            await stack.enter_async_context(run_scheduled_jobs(opened))
+            if settings.metrics_address is not None:  # /metrics on a listener of its own
+                services = opened.gateway
+                await stack.enter_async_context(metrics_listener(settings, lambda: services))
+        await stack.enter_async_context(mcp_lifespan())
+        if container is None:
+            # Last: everything start-up built is in the heap by now (freeze_startup_heap).
+            stack.callback(gc.unfreeze)
+            freeze_startup_heap()
+        app.state.shutting_down = False
+        yield
+        app.state.shutting_down = True  # /readyz: 503 from here on
+
+
+def install_handlers(app: FastAPI, settings: Settings) -> None:
+    """The error handlers (console pages as pages, the rest as JSON) and the API docs."""
     # The console's pages show their errors as pages; everything else as the JSON body. The
     # last-resort guard is in the one HTTP layer below.
     install_error_handlers(app, render=render_console_error, guard=False)
     install_openapi(app)  # every route's bodies and error statuses, as they really are
     if settings.api_docs:
         install_api_docs(app)  # /docs and /redoc, working without internet access
+
+
+def install_middleware(app: FastAPI, settings: Settings) -> None:
+    """The one HTTP layer every request goes through before the routes."""
     # One pure-ASGI layer (pmsgate.gateway.http_front), outermost first: a trace's server span
     # when traces are configured; every request's latency by route template
     # (docs/operations.md); its id in every log line and audit event (pmsgate.request_context);
     # every body bounded as it arrives (413 before a large body is read whole); the
-    # last-resort guard for an unforeseen exception.
+    # last-resort guard for an unforeseen exception; the documented tool and operation
+    # routes answered by exact path ahead of the router (pmsgate.gateway.http.front_routes).
     app.add_middleware(
         HttpFrontMiddleware,
         metrics=lambda: _metrics_of(app),
@@ -126,11 +154,12 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         max_body_bytes=settings.max_body_bytes,
         max_upload_body_bytes=settings.max_upload_body_bytes,
         render=render_console_error,
+        routes=http.front_routes(app.router.dependencies),
     )
-    if container is not None:
-        _serve(app, container)
-    app.include_router(http.router)
-    install_web(app)
+
+
+def mount_admin(app: FastAPI, settings: Settings) -> None:
+    """The admin API (PMSGATE_ADMIN_TOKEN), audited, over HTTPS or from this machine."""
 
     async def reconnect(
         hotel_id: str,
@@ -166,6 +195,10 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         ],
     )
 
+
+def mount_mcp(app: FastAPI, settings: Settings) -> Lifespan:
+    """The tools over MCP at ``/mcp``; the lifespan the app's must enter around it."""
+
     async def authenticate(raw_key: str) -> FacilityView:
         facility: FacilityView = await app.state.container.gateway.facilities.authenticate(raw_key)
         return facility
@@ -182,6 +215,11 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
     )
     # A route, not a mount: a mount answers POST /mcp with a redirect to /mcp/.
     app.add_route("/mcp", mcp_app, include_in_schema=False)  # type: ignore[arg-type]  # an ASGI app
+    return mcp_lifespan
+
+
+def mount_probes(app: FastAPI, settings: Settings) -> None:
+    """``/healthz``, ``/readyz`` and (without a listener of its own) ``/metrics``."""
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> dict[str, str]:
@@ -190,50 +228,7 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
 
     @app.get("/readyz", include_in_schema=False)
     async def readyz(current: GatewayServicesDep) -> Response:
-        """200 while this replica can serve; 503 only when it cannot (docs/operations.md).
-
-        Not ready: the database does not answer, the vault keys do not read the stored
-        secrets (a key id missing: every call of those facilities would fail), or the
-        replica is shutting down. Redis away is *degraded* — still 200: the gateway serves
-        on its fallbacks (docs/gateway.md, When Redis is away), and a probe that failed on
-        it would pull every replica out of the load balancer at once. The degradation is in
-        the body, in ``pmsgate_redis_up`` and in the ``redis_unavailable`` log line.
-        """
-        checks: dict[str, str] = {}
-        blocking: list[str] = []
-        if getattr(app.state, "shutting_down", False):
-            checks["lifecycle"] = "shutting down"
-            blocking.append("the replica is shutting down")
-        try:
-            async with current.engine.connect() as connection:
-                await connection.execute(text("SELECT 1"))
-            checks["database"] = "ok"
-            keys = await app.state.container.vault_keys.cached()
-            checks["vault"] = "ok" if keys.ok else keys.problem()
-            if not keys.ok:
-                blocking.append(keys.problem())
-        except Exception as error:  # any failure means not ready; say which kind
-            checks["database"] = f"unavailable ({type(error).__name__})"
-            blocking.append("the database is unavailable")
-        degraded = False
-        if current.redis is not None:
-            up = await current.redis_health.check(current.redis)
-            checks["redis"] = "ok" if up else "unavailable"
-            degraded = not up
-        if blocking:
-            refusal = PmsgateError(
-                "Not ready: " + "; ".join(blocking) + ".",
-                code="not_ready",
-                status=503,
-                hint="See `checks`; `pmsgate doctor` says what to fix.",
-                headers={"Retry-After": "5"},
-            )
-            return JSONResponse(
-                {**refusal.to_body(), "status": "not_ready", "checks": checks},
-                status_code=503,
-                headers=refusal.headers,
-            )
-        return JSONResponse({"status": "degraded" if degraded else "ready", "checks": checks})
+        return await readiness(app, current)
 
     async def metrics(current: GatewayServicesDep) -> Response:
         return await scrape_metrics(current)
@@ -248,7 +243,52 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
             dependencies=[Depends(metrics_access(settings, loopback_only=True))],
         )
 
-    return app
+
+async def readiness(app: FastAPI, current: GatewayServices) -> Response:
+    """200 while this replica can serve; 503 only when it cannot (docs/operations.md).
+
+    Not ready: the database does not answer, the vault keys do not read the stored
+    secrets (a key id missing: every call of those facilities would fail), or the
+    replica is shutting down. Redis away is *degraded* — still 200: the gateway serves
+    on its fallbacks (docs/gateway.md, When Redis is away), and a probe that failed on
+    it would pull every replica out of the load balancer at once. The degradation is in
+    the body, in ``pmsgate_redis_up`` and in the ``redis_unavailable`` log line.
+    """
+    checks: dict[str, str] = {}
+    blocking: list[str] = []
+    if getattr(app.state, "shutting_down", False):
+        checks["lifecycle"] = "shutting down"
+        blocking.append("the replica is shutting down")
+    try:
+        async with current.engine.connect() as connection:
+            await connection.execute(text("SELECT 1"))
+        checks["database"] = "ok"
+        keys = await app.state.container.vault_keys.cached()
+        checks["vault"] = "ok" if keys.ok else keys.problem()
+        if not keys.ok:
+            blocking.append(keys.problem())
+    except Exception as error:  # any failure means not ready; say which kind
+        checks["database"] = f"unavailable ({type(error).__name__})"
+        blocking.append("the database is unavailable")
+    degraded = False
+    if current.redis is not None:
+        up = await current.redis_health.check(current.redis)
+        checks["redis"] = "ok" if up else "unavailable"
+        degraded = not up
+    if blocking:
+        refusal = PmsgateError(
+            "Not ready: " + "; ".join(blocking) + ".",
+            code="not_ready",
+            status=503,
+            hint="See `checks`; `pmsgate doctor` says what to fix.",
+            headers={"Retry-After": "5"},
+        )
+        return JSONResponse(
+            {**refusal.to_body(), "status": "not_ready", "checks": checks},
+            status_code=503,
+            headers=refusal.headers,
+        )
+    return JSONResponse({"status": "degraded" if degraded else "ready", "checks": checks})
 
 
 def freeze_startup_heap() -> None:

@@ -7,12 +7,23 @@ Nothing here builds a settings object at import time: call :func:`get_settings`
 from __future__ import annotations
 
 import ipaddress
+import logging
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+
+log = logging.getLogger(__name__)
+
+# The deprecated interval settings (removed in the next release) → the job each one sets.
+DEPRECATED_JOB_INTERVALS = {
+    "usage_refresh_interval_s": "refresh-usage",
+    "usage_flush_interval_s": "flush-gateway-usage",
+    "pms_check_interval_s": "check-connections",
+    "listings_sync_interval_s": "restart-listings-syncs",
+}
 
 DEFAULT_USER_AGENT = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -165,7 +176,7 @@ class Settings(BaseSettings):
     )
     limiter_scope: Literal["facility", "account"] = Field(
         default="facility",
-        description="What one upstream budget covers: `facility` (per hotel_id, spec §8) or "
+        description="What one upstream budget covers: `facility` (per hotel_id) or "
         "`account` (one budget for every facility of the same API account, as one integrator "
         "reports for the per-minute limit).",
     )
@@ -240,6 +251,14 @@ class Settings(BaseSettings):
         "largest part of its memory), least recently used dropped first; a window not held "
         "is parsed again on its next call. Bounds the replica's memory: docs/deploy.md, Sizing.",
     )
+    cache_trust_s: float = Field(
+        default=2.0,
+        ge=0,
+        description="With Redis: how long a replica serves a cached entry it holds without "
+        "asking Redis whether it is still the latest, while it hears the other replicas' "
+        "cache changes (Redis pub/sub; a change arrives at once). Bounds how long a lost "
+        "message can go unseen; 0 asks Redis on every hit. docs/gateway.md, The read cache.",
+    )
     cache_lock_ttl_s: float = Field(
         default=30.0,
         gt=0,
@@ -259,7 +278,7 @@ class Settings(BaseSettings):
         "(created) in the last this many days: the only date filter public clients send "
         "(date_reservation_from). 400 covers a stay up to a year ahead booked today and a "
         "guest of the last month who booked up to a year before; stay dates are always "
-        "checked by the gateway (spec §7).",
+        "checked by the gateway.",
     )
     window_max_pages: int = Field(
         default=20,
@@ -311,7 +330,7 @@ class Settings(BaseSettings):
         description="Bearer token of the assistant-platform /v1 API (account-wide to create "
         "workspaces).",
     )
-    # --- notes workspace (the Notion API, reference/upstreams.md §3) ---
+    # --- notes workspace (the Notion API, docs/knowledge-sync.md) ---
     notes_api_url: str = Field(
         default="https://api.notion.com",
         description="Notes-workspace (Notion API) base URL WITHOUT /v1 (the SDK appends /v1/…); "
@@ -332,7 +351,7 @@ class Settings(BaseSettings):
     notes_timeout_s: float = Field(
         default=30.0, gt=0, description="Timeout of one notes-workspace request, in seconds."
     )
-    # --- onboarding message (spec §4.3 step 16) ---
+    # --- onboarding message (docs/requirements.md R21.16) ---
     smtp_url: SecretStr | None = Field(
         default=None,
         description="SMTP server the onboarding message is sent through, e.g. "
@@ -468,7 +487,7 @@ class Settings(BaseSettings):
     sync_max_duration_s: float = Field(
         default=800.0,
         gt=0,
-        description="Maximum duration of POST /api/{assistant}/sync-knowledge (spec §8: 800 s): "
+        description="Maximum duration of POST /api/{assistant}/sync-knowledge (800 s): "
         "the request waits this long for the sync, then answers 202 with the job to poll; the "
         "sync itself is never cut.",
     )
@@ -478,34 +497,34 @@ class Settings(BaseSettings):
         description="Run the scheduled jobs inside `pmsgate serve` (turn off when an external "
         "scheduler runs `pmsgate jobs …` instead).",
     )
-    usage_refresh_interval_s: float = Field(
-        default=21600.0,
-        gt=0,
-        description="Usage snapshots of every customer are refreshed this often (spec §6: 6 h).",
-    )
-    listings_sync_interval_s: float = Field(
-        default=60.0,
-        gt=0,
-        description="How often the listings syncs that a reconnect asked for (and those that "
-        "failed) are run.",
-    )
-    pms_check_interval_s: float = Field(
-        default=900.0,
-        gt=0,
-        description="How often each connected facility's booking-system access is checked with "
-        "one read, so a changed password shows as `error` without waiting for a guest.",
-    )
-    usage_flush_interval_s: float = Field(
-        default=60.0,
-        gt=0,
-        description="How often a process adds its counts of tool calls and upstream requests to "
-        "the hourly usage table the console charts.",
-    )
     job_intervals_s: dict[str, float] = Field(
         default_factory=dict,
         description="Interval of any scheduled job by name, in seconds, e.g. "
-        '{"check-connections": 600}; a job not listed uses its own setting above (the four '
-        "jobs that have one) or its default in pmsgate.jobs.registry (docs/jobs.md).",
+        '{"check-connections": 600}; a job not listed runs at its default in '
+        "pmsgate.jobs.registry (docs/jobs.md).",
+    )
+    # Deprecated: each of these four named one job's interval before PMSGATE_JOB_INTERVALS_S
+    # existed. They keep working for one release (folded into job_intervals_s, with a warning
+    # logged; docs/jobs.md, "Deprecated settings"); nothing else reads them.
+    usage_refresh_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        description='Deprecated: use PMSGATE_JOB_INTERVALS_S={"refresh-usage": …}.',
+    )
+    listings_sync_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        description='Deprecated: use PMSGATE_JOB_INTERVALS_S={"restart-listings-syncs": …}.',
+    )
+    pms_check_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        description='Deprecated: use PMSGATE_JOB_INTERVALS_S={"check-connections": …}.',
+    )
+    usage_flush_interval_s: float | None = Field(
+        default=None,
+        gt=0,
+        description='Deprecated: use PMSGATE_JOB_INTERVALS_S={"flush-gateway-usage": …}.',
     )
     # --- the tool-call log (docs/gateway.md, "The tool-call log") ---
     tool_call_log_retention_days: int = Field(
@@ -528,6 +547,24 @@ class Settings(BaseSettings):
     )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")
+
+    @model_validator(mode="after")
+    def _fold_deprecated_intervals(self) -> Settings:
+        """Each deprecated interval setting still sets its job, unless the map names it."""
+        for setting, job in DEPRECATED_JOB_INTERVALS.items():
+            value = getattr(self, setting)
+            if value is None:
+                continue
+            variable = f"PMSGATE_{setting.upper()}"
+            log.warning(
+                "%s is deprecated and goes in the next release: set "
+                "PMSGATE_JOB_INTERVALS_S='{\"%s\": %s}' instead",
+                variable,
+                job,
+                f"{value:g}",
+            )
+            self.job_intervals_s = {job: value, **self.job_intervals_s}
+        return self
 
     @field_validator("allowed_origins", mode="before")
     @classmethod

@@ -44,9 +44,9 @@ from pmsgate.errors import PmsgateError
 from pmsgate.gateway.cache import ReadCache
 from pmsgate.gateway.call_log import CallLog
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.facilities import FacilityService, vault_from_settings
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.key_cache import KeyChanges
-from pmsgate.gateway.limiter import FacilityLimiter
+from pmsgate.gateway.limiter import FacilityLimiter, account_of
 from pmsgate.gateway.locks import liveness_for, locks_for
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.operations import Operations
@@ -56,7 +56,7 @@ from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.tracing import Tracing, tracing_from_settings
 from pmsgate.gateway.usage import UsageCounter, UsageHistory
-from pmsgate.gateway.vault import Vault, VaultKeyCheck
+from pmsgate.gateway.vault import Vault, VaultKeyCheck, vault_from_settings
 from pmsgate.gateway.window import WindowPolicy
 from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.integrations.assistant.client import AssistantClient
@@ -183,13 +183,13 @@ def upstream_history(
 ) -> Callable[[str, datetime], Awaitable[list[tuple[datetime, int]]]]:
     """The limiter's memory of a key's upstream requests per hour since a time (the database's).
 
-    A key is a hotel_id, or ``account:<username>`` when the budget is per API account
-    (then the hours of every facility of that account add up).
+    A key is a hotel_id, or an API account's (:func:`~pmsgate.gateway.limiter.limiter_key`,
+    when the budget is per account: then the hours of every facility of that account add up).
     """
 
     async def history(key: str, since: datetime) -> list[tuple[datetime, int]]:
-        if key.startswith("account:"):
-            username = key.removeprefix("account:")
+        username = account_of(key)
+        if username is not None:
             hotel_ids = [f.hotel_id for f in await facilities.list() if f.username == username]
         else:
             hotel_ids = [key]
@@ -254,11 +254,7 @@ async def open_container(
                 else httpx.AsyncClient(timeout=settings.kross_timeout_s)
             )
         vault = vault_from_settings(settings)
-        # Traces of the gateway -> booking system path, when configured (docs/operations.md).
-        tracing = tracing or tracing_from_settings(settings)
-        if tracing is not None:
-            stack.callback(tracing.shutdown)
-            tracing.instrument(kross_http)
+        tracing = _open_tracing(stack, settings, tracing, kross_http)
         # One registry for the process's /metrics: the gateway's, the audit trail's and the
         # knowledge-sync jobs' signals (docs/operations.md, "What to watch").
         metrics = GatewayMetrics()
@@ -282,82 +278,132 @@ async def open_container(
             tracing,
             reference,
         )
-        platform = None
-        if settings.platform_api_token is not None:
-            platform_http = factory()
-            stack.push_async_callback(platform_http.aclose)
-            platform = AssistantClient.from_settings(
-                settings, platform_http, clock=clock, sleep=sleep
-            )
         customers = CustomerServices(
             settings=settings,
             clock=clock,
             sessions=sessions,
             vault=vault,
             facilities=gateway.facilities,
-            platform=platform,
+            platform=_open_platform(stack, settings, factory, clock, sleep),
             http_factory=factory,
             sleep=sleep,
         )
-        knowledge_repo = KnowledgeSyncRecords(sessions, clock)
-        knowledge = KnowledgeSync(customers, knowledge_repo, clock=clock, sleep=sleep)
-        sync_jobs = await stack.enter_async_context(
-            SyncJobs(knowledge, knowledge_repo, clock=clock, metrics=metrics)
-        )
-        users = UserService(
-            sessions, clock=clock, settings=settings, redis=redis, health=gateway.redis_health
-        )
-        invitations = Invitations(
-            users=users, customers=customers, audit=audit, settings=settings, clock=clock
-        )
-        # The console's incidents; "resend" goes through the notifier's own message.
-        incidents = IncidentService(
+        yield await _open_services(
+            stack,
+            settings,
+            clock,
+            engine,
             sessions,
-            clock=clock,
-            settings=settings,
+            redis,
+            vault,
+            gateway,
+            customers,
+            audit,
+            metrics,
+            sleep,
+        )
+
+
+def _open_tracing(
+    stack: AsyncExitStack,
+    settings: Settings,
+    tracing: Tracing | None,
+    kross_http: httpx.AsyncClient,
+) -> Tracing | None:
+    """Traces of the gateway -> booking system path, when configured (docs/operations.md)."""
+    tracing = tracing or tracing_from_settings(settings)
+    if tracing is not None:
+        stack.callback(tracing.shutdown)
+        tracing.instrument(kross_http)
+    return tracing
+
+
+def _open_platform(
+    stack: AsyncExitStack, settings: Settings, factory: HttpFactory, clock: Clock, sleep: Sleep
+) -> AssistantClient | None:
+    """The assistant platform's client, when its token is configured (closed by ``stack``)."""
+    if settings.platform_api_token is None:
+        return None
+    platform_http = factory()
+    stack.push_async_callback(platform_http.aclose)
+    return AssistantClient.from_settings(settings, platform_http, clock=clock, sleep=sleep)
+
+
+async def _open_services(
+    stack: AsyncExitStack,
+    settings: Settings,
+    clock: Clock,
+    engine: AsyncEngine,
+    sessions: async_sessionmaker[AsyncSession],
+    redis: Redis | None,
+    vault: Vault,
+    gateway: GatewayServices,
+    customers: CustomerServices,
+    audit: AuditTrail,
+    metrics: GatewayMetrics,
+    sleep: Sleep,
+) -> Container:
+    """The container: the knowledge sync, the web app's and the onboarding's services on the
+    gateway and customer services (what needs closing is closed by ``stack``)."""
+    knowledge_repo = KnowledgeSyncRecords(sessions, clock)
+    knowledge = KnowledgeSync(customers, knowledge_repo, clock=clock, sleep=sleep)
+    sync_jobs = await stack.enter_async_context(
+        SyncJobs(knowledge, knowledge_repo, clock=clock, metrics=metrics)
+    )
+    users = UserService(
+        sessions, clock=clock, settings=settings, redis=redis, health=gateway.redis_health
+    )
+    invitations = Invitations(
+        users=users, customers=customers, audit=audit, settings=settings, clock=clock
+    )
+    # The console's incidents; "resend" goes through the notifier's own message.
+    incidents = IncidentService(
+        sessions,
+        clock=clock,
+        settings=settings,
+        gateway=gateway,
+        customers=customers,
+        users=users,
+        invitations=invitations,
+        audit=audit,
+        link_mailer=ReconnectLinkMailer(
+            sessions, clock=clock, settings=settings, audit=audit, users=users
+        ),
+    )
+    return Container(
+        settings=settings,
+        clock=clock,
+        engine=engine,
+        sessions=sessions,
+        redis=redis,
+        vault=vault,
+        gateway=gateway,
+        customers=customers,
+        web=WebServices(
             gateway=gateway,
             customers=customers,
+            sync_jobs=sync_jobs,
             users=users,
-            invitations=invitations,
             audit=audit,
-            link_mailer=ReconnectLinkMailer(
-                sessions, clock=clock, settings=settings, audit=audit, users=users
-            ),
-        )
-        yield Container(
+            invitations=invitations,
+            incidents=incidents,
+            # One-time tokens of the console's creating forms (docs/web.md).
+            form_tokens=FormTokens(sessions, clock=clock, settings=settings, vault=vault),
+        ),
+        onboarding=OnboardingServices(
             settings=settings,
             clock=clock,
-            engine=engine,
-            sessions=sessions,
-            redis=redis,
-            vault=vault,
-            gateway=gateway,
             customers=customers,
-            web=WebServices(
-                gateway=gateway,
-                customers=customers,
-                sync_jobs=sync_jobs,
-                users=users,
-                audit=audit,
-                invitations=invitations,
-                incidents=incidents,
-                # One-time tokens of the console's creating forms (docs/web.md).
-                form_tokens=FormTokens(sessions, clock=clock, settings=settings, vault=vault),
-            ),
-            onboarding=OnboardingServices(
-                settings=settings,
-                clock=clock,
-                customers=customers,
-                facilities=gateway.facilities,
-                gateway=gateway.gateway,
-                knowledge=knowledge,
-                repository=OnboardingRecords(sessions, clock),
-                audit=audit,
-                accounts=invitations,
-            ),
+            facilities=gateway.facilities,
+            gateway=gateway.gateway,
+            knowledge=knowledge,
+            repository=OnboardingRecords(sessions, clock),
             audit=audit,
-            vault_keys=VaultKeyCheck(sessions, vault, clock),
-        )
+            accounts=invitations,
+        ),
+        audit=audit,
+        vault_keys=VaultKeyCheck(sessions, vault, clock),
+    )
 
 
 async def _open_gateway(
@@ -380,52 +426,13 @@ async def _open_gateway(
     )
     usage = UsageCounter(clock, redis=redis, health=health, namespace=settings.redis_namespace)
     stack.push_async_callback(usage.settle)  # the last tick's counts reach Redis
-    # Key revocations, scopes and expiries reach every replica's key cache at once (Redis).
-    key_changes = await stack.enter_async_context(
-        KeyChanges(
-            redis,
-            namespace=settings.redis_namespace,
-            retry_interval_s=settings.redis_retry_interval_s,
-        )
-    )
-    facilities = FacilityService(
-        sessions,
-        vault,
-        clock,
-        settings.partner_api_key,
-        key_cache_s=settings.gateway_key_cache_s,
-        audit=audit,
-        key_changes=key_changes,
-    )
+    facilities = await _open_facilities(stack, settings, clock, sessions, redis, vault, audit)
     # Every request to the booking system is timed (pmsgate_upstream_request_seconds).
     pms_client = PmsClient.from_settings(
         settings, kross_http, clock, observer=metrics.observe_upstream
     )
-    limiter = FacilityLimiter(
-        clock=clock,
-        redis=redis,
-        namespace=settings.redis_namespace,
-        background_share=settings.limiter_background_share,
-        edge_margin_s=settings.limiter_edge_margin_s,
-        health=health,
-        outage_share=settings.limiter_outage_share,
-        history=upstream_history(UsageHistory(sessions), facilities),
-        reference=reference,
-        clock_sync_s=settings.limiter_clock_sync_s,
-    )
-    stack.push_async_callback(limiter.aclose)
-    cache = ReadCache(
-        clock=clock,
-        redis_url=settings.redis_url,
-        namespace=settings.redis_namespace,
-        keep_s=settings.cache_keep_s,
-        lock_ttl_s=settings.cache_lock_ttl_s,
-        max_entries=settings.cache_max_entries,
-        max_parsed=settings.cache_max_parsed,
-        health=health,
-        redis_timeout_s=settings.redis_timeout_s,
-    )
-    stack.push_async_callback(cache.close)
+    limiter = _open_limiter(stack, settings, clock, sessions, redis, health, facilities, reference)
+    cache = await _open_cache(stack, settings, clock, redis, health)
     tokens = TokenManager(
         pms=pms_client,
         sessions=sessions,
@@ -459,12 +466,7 @@ async def _open_gateway(
         metrics=metrics,
         usage=usage,
         call_log=call_log,
-        policy=GatewayPolicy(
-            limiter_wait_s=settings.limiter_wait_s,
-            reauth_interval_s=settings.reauth_interval_s,
-            limit_by_account=settings.limiter_scope == "account",
-            refresh_ahead_ratio=settings.cache_refresh_ahead_ratio,
-        ),
+        policy=GatewayPolicy.from_settings(settings),
         tracing=tracing,
     )
     stack.push_async_callback(gateway.aclose)
@@ -499,3 +501,86 @@ async def _open_gateway(
         usage=usage,
         tracing=tracing,
     )
+
+
+async def _open_facilities(
+    stack: AsyncExitStack,
+    settings: Settings,
+    clock: Clock,
+    sessions: async_sessionmaker[AsyncSession],
+    redis: Redis | None,
+    vault: Vault,
+    audit: AuditTrail,
+) -> FacilityService:
+    """The facility service, its key checks told of every replica's key changes."""
+    # Key revocations, scopes and expiries reach every replica's key cache at once (Redis).
+    key_changes = await stack.enter_async_context(
+        KeyChanges(
+            redis,
+            namespace=settings.redis_namespace,
+            retry_interval_s=settings.redis_retry_interval_s,
+        )
+    )
+    facilities = FacilityService(
+        sessions,
+        vault,
+        clock,
+        settings.partner_api_key,
+        key_cache_s=settings.gateway_key_cache_s,
+        audit=audit,
+        key_changes=key_changes,
+    )
+    return facilities
+
+
+def _open_limiter(
+    stack: AsyncExitStack,
+    settings: Settings,
+    clock: Clock,
+    sessions: async_sessionmaker[AsyncSession],
+    redis: Redis | None,
+    health: RedisHealth,
+    facilities: FacilityService,
+    reference: TimeReference | None,
+) -> FacilityLimiter:
+    """The facilities' upstream budgets (Redis-held when configured; closed by ``stack``)."""
+    limiter = FacilityLimiter(
+        clock=clock,
+        redis=redis,
+        namespace=settings.redis_namespace,
+        background_share=settings.limiter_background_share,
+        edge_margin_s=settings.limiter_edge_margin_s,
+        health=health,
+        outage_share=settings.limiter_outage_share,
+        history=upstream_history(UsageHistory(sessions), facilities),
+        reference=reference,
+        clock_sync_s=settings.limiter_clock_sync_s,
+    )
+    stack.push_async_callback(limiter.aclose)
+    return limiter
+
+
+async def _open_cache(
+    stack: AsyncExitStack,
+    settings: Settings,
+    clock: Clock,
+    redis: Redis | None,
+    health: RedisHealth,
+) -> ReadCache:
+    """The read cache (Redis-held when configured; closed by ``stack``)."""
+    cache = ReadCache(
+        clock=clock,
+        redis_url=settings.redis_url,
+        namespace=settings.redis_namespace,
+        keep_s=settings.cache_keep_s,
+        lock_ttl_s=settings.cache_lock_ttl_s,
+        max_entries=settings.cache_max_entries,
+        max_parsed=settings.cache_max_parsed,
+        health=health,
+        redis_timeout_s=settings.redis_timeout_s,
+        trust_s=settings.cache_trust_s,
+    )
+    stack.push_async_callback(cache.close)
+    # Other replicas' cache writes heard at once: a hit costs no Redis round trip.
+    await cache.listen(redis, retry_interval_s=settings.redis_retry_interval_s)
+    return cache

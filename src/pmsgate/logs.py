@@ -6,7 +6,7 @@ import logging
 import re
 import sys
 from collections.abc import MutableMapping
-from typing import Any
+from typing import Any, TextIO
 
 import structlog
 
@@ -46,8 +46,9 @@ def _stderr_logger(*_args: Any) -> structlog.PrintLogger:
     return structlog.PrintLogger(sys.stderr)
 
 
-def configure_logging(level: str = "INFO", *, json: bool = False) -> None:
-    """Route structlog and stdlib logging through one redacting pipeline to stderr."""
+def configure_logging(level: str = "INFO", *, json: bool = False, to: TextIO | None = None) -> None:
+    """Route structlog and stdlib logging through one redacting pipeline to stderr (or ``to``:
+    the file `pmsgate demo` writes its log lines to)."""
     renderer: Any = (
         structlog.processors.JSONRenderer() if json else structlog.dev.ConsoleRenderer(colors=False)
     )
@@ -61,6 +62,6 @@ def configure_logging(level: str = "INFO", *, json: bool = False) -> None:
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         # Resolve stderr per logger: tests and CLI runners swap sys.stderr at run time.
-        logger_factory=_stderr_logger,
+        logger_factory=_stderr_logger if to is None else structlog.PrintLoggerFactory(to),
         cache_logger_on_first_use=False,
     )

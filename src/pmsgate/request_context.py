@@ -1,6 +1,7 @@
 """The request id and client address of the HTTP request being served, for logs and the audit trail.
 
-:class:`RequestContextMiddleware` takes the caller's ``X-Request-ID`` when it is short and
+The app's one HTTP layer (:class:`pmsgate.gateway.http_front.HttpFrontMiddleware`, plain
+ASGI) takes the caller's ``X-Request-ID`` when it is short and
 plain (letters, digits, ``.``, ``_``, ``-``; at most 64 characters: it is echoed in a header
 and stored in audit events, so nothing else is trusted), otherwise makes one; it answers
 with it in ``X-Request-ID``, binds it into structlog's context variables (every log line of
@@ -9,7 +10,7 @@ the request carries it) and keeps it, with the client address, in context variab
 (the audit trail) picks both up without a request object being passed down.
 
 Plain ASGI rather than ``@app.middleware("http")``: it adds no per-request task, so the
-context variables set here are the ones the routes see.
+context variables it sets (:func:`bind_request`) are the ones the routes see.
 """
 
 from __future__ import annotations
@@ -21,7 +22,6 @@ from contextvars import ContextVar, Token
 from typing import Any
 
 import structlog
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 REQUEST_ID_HEADER = "X-Request-ID"
 MAX_REQUEST_ID = 64
@@ -53,34 +53,6 @@ def current_request_id() -> str | None:
 def current_client_address() -> str | None:
     """The client address of the request being served, if any."""
     return _client_address.get()
-
-
-class RequestContextMiddleware:
-    """Gives every HTTP request an id (the caller's, if acceptable) and remembers its client."""
-
-    def __init__(self, app: ASGIApp) -> None:
-        self.app = app
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        headers = dict(scope.get("headers") or [])
-        sent = headers.get(b"x-request-id", b"").decode("latin-1")
-        rid = accepted_request_id(sent) or new_request_id()
-        client = scope.get("client")
-        address = str(client[0])[:MAX_CLIENT_ADDRESS] if client else None
-
-        async def send_with_id(message: Message) -> None:
-            if message["type"] == "http.response.start":
-                message.setdefault("headers", []).append((b"x-request-id", rid.encode()))
-            await send(message)
-
-        tokens = bind_request(rid, address)
-        try:
-            await self.app(scope, receive, send_with_id)
-        finally:
-            unbind_request(tokens)
 
 
 RequestTokens = tuple[Token[str | None], Token[str | None], Mapping[str, Token[Any]]]

@@ -18,13 +18,10 @@ from pydantic import SecretStr
 
 from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
-from pmsgate.config import Settings
-from pmsgate.container import Container, open_container
-from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
+from pmsgate.container import Container
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.audit import AuditEventView, AuditFilter
-from tests.gateway.facility_support import new_facility_from_seed
+from tests.support.facilities import container_with_facility, emulator_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -52,17 +49,9 @@ class World:
 async def world(
     database_url: str, kross_http: httpx.AsyncClient, kross_store: KrossStore, clock: ManualClock
 ) -> AsyncIterator[World]:
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
-        admin_token=SecretStr(ADMIN_TOKEN),
-        limiter_wait_s=0.0,
-    )
-    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
-        record = kross_store.facility_summaries()[0]
-        await container.gateway.facilities.add(new_facility_from_seed(record))
+    settings = emulator_settings(database_url, kross_http, admin_token=SecretStr(ADMIN_TOKEN))
+    opened = container_with_facility(settings, kross_http, kross_store, clock)
+    async with opened as (container, record):
         app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
             yield World(app, container, record["hotel_id"])

@@ -6,19 +6,17 @@ import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
-import anyio
 import pytest
-import structlog
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
 from pmsgate.audit import Actor, AuditAction, AuditTrail, Outcome
-from pmsgate.cli import app
 from pmsgate.clock import ManualClock
-from pmsgate.config import get_settings
 from pmsgate.customers.registry import Customers
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import open_database, session_factory
+from tests.cli_support import CliRecorder
+from tests.support.cli import cli_environment
 
 pytestmark = pytest.mark.anyio
 
@@ -27,14 +25,9 @@ NOV_1 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 @pytest.fixture
 def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    monkeypatch.setenv("PMSGATE_DATABASE_URL", database_url)
-    monkeypatch.setenv("PMSGATE_SECRET_KEYS", generate_key_spec("a1"))
-    monkeypatch.delenv("PMSGATE_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    saved_logging = structlog.get_config()
-    yield database_url
-    structlog.configure(**saved_logging)
-    get_settings.cache_clear()
+    keys = generate_key_spec("a1")
+    with cli_environment(monkeypatch, PMSGATE_DATABASE_URL=database_url, PMSGATE_SECRET_KEYS=keys):
+        yield database_url
 
 
 @pytest.fixture
@@ -72,12 +65,7 @@ async def recorded(cli_env: str) -> None:
 
 
 async def pmsgate(*args: str) -> Result:
-    get_settings.cache_clear()
-
-    def invoke() -> Result:
-        return CliRunner().invoke(app, list(args))
-
-    return await anyio.to_thread.run_sync(invoke)
+    return await CliRecorder().run(*args)
 
 
 def subjects(result: Result) -> list[str]:

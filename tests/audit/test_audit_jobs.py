@@ -11,19 +11,15 @@ from datetime import timedelta
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from pmsgate.audit import Actor, AuditAction
 from pmsgate.clock import ManualClock
-from pmsgate.config import Settings
-from pmsgate.container import Container, open_container
-from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.container import Container
 from pmsgate.jobs.registry import JOB_SPECS
-from pmsgate.jobs.scheduler import JobSpec
-from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
+from pmsgate.jobs.spec import JobSpec
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.audit import AuditFilter
-from tests.gateway.facility_support import new_facility_from_seed
+from tests.support.facilities import container_with_facility, emulator_settings
 
 pytestmark = pytest.mark.anyio
 
@@ -36,16 +32,11 @@ def _job(name: str) -> JobSpec:
 async def container(
     database_url: str, kross_http: httpx.AsyncClient, kross_store: KrossStore, clock: ManualClock
 ) -> AsyncIterator[tuple[Container, str]]:
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
-        audit_retention_days=30,
-    )
-    async with open_container(settings, kross_http=kross_http, clock=clock) as opened:
-        record = kross_store.facility_summaries()[0]
-        await opened.gateway.facilities.add(new_facility_from_seed(record))
+    settings = emulator_settings(database_url, kross_http, audit_retention_days=30)
+    async with container_with_facility(settings, kross_http, kross_store, clock) as (
+        opened,
+        record,
+    ):
         yield opened, record["hotel_id"]
 
 

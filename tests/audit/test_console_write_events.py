@@ -13,7 +13,6 @@ import pytest
 from pmsgate.gateway.keys import display_prefix
 from pmsgate.gateway.scopes import write_scope
 from tests.web.support import login, web_sandbox
-from tests.web.test_console import second_customer
 
 pytestmark = pytest.mark.anyio
 
@@ -24,7 +23,7 @@ async def test_a_write_by_the_facility_key_is_the_customers_own_event_only(
     database_url: str,
 ) -> None:
     async with web_sandbox(database_url) as web:
-        other = await second_customer(web)
+        other = await web.second_customer()
         _, raw = await web.gateway.facilities.mint_key(
             web.hotel_id, "payments", scopes=[write_scope(PAYMENT)]
         )

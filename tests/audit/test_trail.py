@@ -16,7 +16,8 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from pmsgate.audit import Actor, AuditAction, AuditDetailsError, AuditTrail, Outcome
 from pmsgate.clock import ManualClock
 from pmsgate.customers.registry import Customers
-from pmsgate.request_context import RequestContextMiddleware, current_request_id
+from pmsgate.gateway.http_front import HttpFrontMiddleware
+from pmsgate.request_context import current_request_id
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import open_database, session_factory
@@ -164,7 +165,7 @@ async def test_an_event_recorded_while_serving_a_request_carries_its_id_and_clie
         await trail.record(AuditAction.ADMIN_ACTION, actor=ADMIN, subject="thing")
         return {"rid": current_request_id()}
 
-    app.add_middleware(RequestContextMiddleware)
+    app.add_middleware(HttpFrontMiddleware, metrics=lambda: None, tracing=lambda: None)
     transport = httpx.ASGITransport(app=app, client=("198.51.100.7", 5000))
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         given = await client.post("/act", headers={"X-Request-ID": "abc-123"})

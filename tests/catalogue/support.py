@@ -12,9 +12,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx
-import uvicorn
 import yaml
 from typer.testing import CliRunner, Result
 
@@ -27,6 +25,7 @@ from pmsgate.container import open_container
 from pmsgate.sandbox.kross.store import KrossStore
 from tests.e2e.conftest import add_seeded_facility, gateway_settings
 from tests.e2e.processes import free_port
+from tests.support.servers import serving_app
 
 PACKAGED = Path(pmsgate.catalogue.__file__).parent
 TEMPLATE = "custom_tool_code.py"
@@ -95,23 +94,6 @@ async def live_gateway(
     settings = gateway_settings(database_url)
     async with open_container(settings, kross_http=kross_http, clock=clock) as container:
         record, key = await add_seeded_facility(container.gateway, kross_store)
-        port = free_port()
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(settings, container=container),
-                host="127.0.0.1",
-                port=port,
-                log_config=None,
-                lifespan="on",
-            )
-        )
-        async with anyio.create_task_group() as group:
-            group.start_soon(server.serve)
-            with anyio.fail_after(15):
-                # uvicorn exposes only a flag, no event; this waits for readiness, asserts nothing.
-                while not server.started:  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
-            try:
-                yield f"http://127.0.0.1:{port}", key, record
-            finally:
-                server.should_exit = True
+        app = create_app(settings, container=container)
+        async with serving_app(app, free_port()) as url:
+            yield url, key, record

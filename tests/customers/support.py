@@ -19,7 +19,6 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-import anyio
 import httpx
 from fastapi import FastAPI
 from pydantic import SecretStr
@@ -49,6 +48,7 @@ from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.integrations import IntegrationView
+from tests.support.clocks import RecordingSleep
 
 SANDBOX_URL = "http://sandbox.test"
 PLATFORM_URL = f"{SANDBOX_URL}/platform"
@@ -58,17 +58,7 @@ CONTRACT_PRICE = "price_sandbox_partner"
 PMS_ERROR_REASON = "booking-system authentication failed (the API password was changed)"
 
 
-class ClockSleep:
-    """An injected ``sleep`` that moves the ManualClock instead of waiting."""
-
-    def __init__(self, clock: ManualClock) -> None:
-        self.clock = clock
-        self.calls: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
-        self.clock.advance(seconds)
-        await anyio.lowlevel.checkpoint()
+ClockSleep = RecordingSleep  # the name these tests know it by
 
 
 def sandbox_http_factory(app: FastAPI) -> HttpFactory:

@@ -24,7 +24,7 @@ async def test_allowlist_entries_take_effect_at_once_and_keep_their_comment(
     sessions: async_sessionmaker[AsyncSession], clock: ManualClock
 ):
     allowlist = Allowlist(sessions, clock)
-    assert not await allowlist.is_allowed("owner@example.test")
+    assert not await allowlist.find("owner@example.test")
 
     entry = await allowlist.add(
         "Owner@Example.TEST",
@@ -33,7 +33,7 @@ async def test_allowlist_entries_take_effect_at_once_and_keep_their_comment(
         ),
     )
 
-    assert await allowlist.is_allowed("OWNER@example.test")
+    assert await allowlist.find("OWNER@example.test")
     assert entry.email == "owner@example.test"
     assert entry.added_on == clock.now().date()
     assert entry.comment == (
@@ -45,7 +45,7 @@ async def test_allowlist_entries_take_effect_at_once_and_keep_their_comment(
 
     await allowlist.remove("owner@EXAMPLE.test")
 
-    assert not await allowlist.is_allowed("owner@example.test")
+    assert not await allowlist.find("owner@example.test")
     assert await allowlist.all() == []
 
 

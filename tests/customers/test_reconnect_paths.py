@@ -21,9 +21,9 @@ from typer.testing import CliRunner
 
 from pmsgate.app import create_app
 from pmsgate.cli import app as cli_app
-from pmsgate.cli_support import Upstreams
+from pmsgate.cli import facilities as gateway_cli
+from pmsgate.cli.support import Upstreams
 from pmsgate.config import get_settings
-from pmsgate.gateway import cli as gateway_cli
 from tests.customers.support import ClockSleep, EnrolledSandbox, enrolled_sandbox
 from tests.customers.support import sandbox_http_factory as http_factory
 

@@ -84,8 +84,8 @@ async def test_a_swapped_mapping_is_caught_and_fixed_once_with_its_audit_event(
         assert mismatch.automatic and mismatch.fix
         stored = await latest_registry_check(services, enrolled.student_id)
         assert stored is not None and stored == RegistryReport.from_dict(report.as_dict())
-        assert [v.student_id for v in await registry_checks(services).needing_attention()] == [
-            enrolled.student_id
+        assert [(v.student_id, v.status) for v in await registry_checks(services).all()] == [
+            (enrolled.student_id, "problems")
         ]
 
         dry = await fix_registry(
@@ -117,7 +117,7 @@ async def test_a_swapped_mapping_is_caught_and_fixed_once_with_its_audit_event(
         assert {c["room_type"] for c in event["changes"]} == {first, second}
         latest = await latest_registry_check(services, enrolled.student_id)
         assert latest is not None and latest.status == "ok"
-        assert await registry_checks(services).needing_attention() == []
+        assert [v.status for v in await registry_checks(services).all()] == ["ok"]
 
         again = await fix_registry(
             services, enrolled.student_id, audit=enrolled.container.audit, actor=ACTOR

@@ -53,7 +53,7 @@ async def test_workspace_configuration_upsert_updates_in_place_and_keeps_the_wor
     assert again.workspace_id == "ws_123"
     assert again.plan_limit_usd == Decimal("199.90")
     assert (again.alert_threshold_pct, again.notes) == (90, "raised after the first month")
-    assert await workspaces.by_workspace_id("ws_123") == again
+    assert await workspaces.by_slug(again.workspace_slug) == again
     assert len(await workspaces.all()) == 1
 
 

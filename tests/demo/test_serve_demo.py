@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from pmsgate.demo.serve import TEAM_EMAIL, _print_welcome, serve_settings
+from pmsgate.demo.serve import TEAM_EMAIL, DemoLogin, _print_welcome, serve_settings
+from pmsgate.jobs.connections import CHECK_CONNECTIONS
 from pmsgate.jobs.notify import NOTIFY_INCIDENTS
-from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, build_scheduler
+from pmsgate.jobs.scheduler import build_scheduler
 from pmsgate.mail import outbox_dir
 from pmsgate.sandbox.app import Sandbox
 from tests.customers.support import enrolled_sandbox
@@ -34,6 +35,32 @@ def test_the_welcome_names_the_team_inbox(tmp_path: Path) -> None:
     )
     text = console.export_text()
     assert str(tmp_path / "outbox") in text and TEAM_EMAIL in text
+
+
+def test_the_welcome_reads_at_80_columns_with_logins_keys_and_links_whole(
+    tmp_path: Path,
+) -> None:
+    login = DemoLogin("owner-1@example.com", "a-demo-password-1", "customer", "stu-1", "Route A")
+    key = "pgw_" + "k" * 43
+    link = "http://127.0.0.1:8080/login/link/" + "t" * 43
+    outbox = tmp_path / ("a-long-directory-name-" * 4) / "outbox"
+    console = Console(record=True, width=80)
+    _print_welcome(
+        console,
+        sandbox=Sandbox(seed=1),
+        sandbox_url="http://127.0.0.1:8090",
+        app_url="http://127.0.0.1:8080",
+        logins=[login],
+        gateway_key=key,
+        invitations=[(login.email, link)],
+        outbox=outbox,
+    )
+    text = console.export_text()
+    lines = [line.rstrip() for line in text.splitlines()]
+    assert [line for line in lines if len(line) > 80 and len(line.split()) != 1] == []
+    for whole in (key, link, str(outbox), "http://127.0.0.1:8080/console"):
+        assert whole in [line.strip() for line in lines], whole
+    assert f"e-mail:   {login.email}" in text and f"password: {login.password}" in text
 
 
 async def test_a_broken_password_in_the_served_demo_reaches_customer_and_team(

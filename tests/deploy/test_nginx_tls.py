@@ -10,7 +10,6 @@ must pass exactly when the installed nginx is that recent, as the comment says.
 from __future__ import annotations
 
 import datetime
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -21,8 +20,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.debian import debian_program
+from tests.support.nginx import SITE as CONF
+from tests.support.nginx import write_nginx_conf
 
-CONF = Path(__file__).resolve().parents[2] / "deploy" / "nginx" / "pmsgate.conf"
 CERTS = "/etc/nginx/certs"
 
 
@@ -61,23 +61,9 @@ def self_signed(directory: Path) -> None:
 
 def nginx_test(binary: str, directory: Path, site: str) -> subprocess.CompletedProcess[str]:
     """``nginx -t`` of the site (replicas on loopback, certificates in ``directory``)."""
-    site = site.replace(CERTS, str(directory))
-    for index in (1, 2):
-        site = site.replace(f"gateway-{index}:8080", f"127.0.0.1:{18080 + index}")
-    (directory / "site.conf").write_text(site, encoding="utf-8")
-    temp = " ".join(
-        f"{kind}_temp_path {directory / kind};"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (directory / "nginx.conf").write_text(
-        ("user root;\n" if os.geteuid() == 0 else "")
-        + f"pid {directory / 'nginx.pid'};\nerror_log {directory / 'error.log'};\n"
-        + f"events {{}}\nhttp {{\naccess_log off;\n{temp}\n"
-        + f"include {directory / 'site.conf'};\n}}\n",
-        encoding="utf-8",
-    )
+    conf = write_nginx_conf(directory, site.replace(CERTS, str(directory)), [18081, 18082])
     return subprocess.run(
-        [binary, "-t", "-c", str(directory / "nginx.conf"), "-p", str(directory)],
+        [binary, "-t", "-c", str(conf), "-p", str(directory)],
         capture_output=True,
         text=True,
         timeout=30,

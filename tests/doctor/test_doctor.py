@@ -169,6 +169,12 @@ async def test_an_unmigrated_database_is_named_with_the_revision_needed_and_left
         assert await current_revision(engine) is None  # the doctor never migrates
 
 
+async def doctor_with_keys(probe: Probe, secret_keys: str) -> Report:
+    """The doctor's report on the probe's data as a replica with other vault keys sees it."""
+    settings = probe.settings.model_copy(update={"secret_keys": SecretStr(secret_keys)})
+    return await run_doctor(settings, http_factory=probe.http_factory, clock=probe.clock)
+
+
 async def test_the_vault_keys_that_read_the_stored_secrets_are_reported(probe: Probe) -> None:
     report = await probe.run(live=False)
 
@@ -180,10 +186,7 @@ async def test_the_vault_keys_that_read_the_stored_secrets_are_reported(probe: P
 async def test_a_replica_without_the_key_of_the_stored_secrets_is_told_which_key_id_is_missing(
     probe: Probe,
 ) -> None:
-    only_a_new_key = probe.settings.model_copy(
-        update={"secret_keys": SecretStr(generate_key_spec("new"))}
-    )
-    report = await run_doctor(only_a_new_key, http_factory=probe.http_factory, clock=probe.clock)
+    report = await doctor_with_keys(probe, generate_key_spec("new"))
 
     finding = report.of("local", "vault keys")
     assert finding is not None and finding.status is Status.FAIL
@@ -195,10 +198,7 @@ async def test_a_replica_without_the_key_of_the_stored_secrets_is_told_which_key
 async def test_a_different_key_under_the_stored_key_id_is_reported_as_not_decrypting(
     probe: Probe,
 ) -> None:
-    same_id_other_key = probe.settings.model_copy(
-        update={"secret_keys": SecretStr(generate_key_spec("doc"))}
-    )
-    report = await run_doctor(same_id_other_key, http_factory=probe.http_factory, clock=probe.clock)
+    report = await doctor_with_keys(probe, generate_key_spec("doc"))  # same id, another key
 
     finding = report.of("local", "vault keys")
     assert finding is not None and finding.status is Status.FAIL

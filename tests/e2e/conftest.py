@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -113,6 +114,20 @@ class Gateway:
         """POST /v1/tools/{name} with a gateway key."""
         return await self.http.post(
             f"/v1/tools/{name}", json=arguments, headers={"Authorization": f"Bearer {key}"}
+        )
+
+    async def availability(
+        self, key: str, arrival: dt.date, nights: int = 2, **arguments: Any
+    ) -> httpx.Response:
+        """check-availability of ``nights`` nights from ``arrival`` (more ``arguments``, such
+        as ``apartment_id``, as given)."""
+        departure = arrival + dt.timedelta(days=nights)
+        return await self.tool(
+            "check-availability",
+            key,
+            arrival=arrival.isoformat(),
+            departure=departure.isoformat(),
+            **arguments,
         )
 
 

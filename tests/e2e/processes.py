@@ -3,22 +3,18 @@
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import httpx
 
+from tests.support.servers import free_port, process_alive, wait_until_answering
 
-def free_port() -> int:
-    """A loopback port nobody listens on right now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port", "pmsgate", "sandbox_process", "scratch_database", "serving"]
 
 
 def pmsgate(
@@ -46,19 +42,26 @@ def serving(*args: str, ready_url: str, env: dict[str, str] | None = None) -> It
         env={**os.environ, "COLUMNS": "200", **(env or {})},
     )
     try:
-        deadline = time.monotonic() + 90  # a loaded CI machine starts slowly
-        while True:  # readiness wait for a child process, not a timing assertion
-            try:
-                httpx.get(ready_url, timeout=1)
-                break
-            except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"pmsgate {args[0]} did not start") from None
-                time.sleep(0.05)
+        wait_until_answering(
+            ready_url,
+            alive=process_alive(process),
+            within=90,  # a loaded CI machine starts slowly
+            failure=lambda: f"pmsgate {args[0]} did not start",
+        )
         yield
     finally:
         process.terminate()
         process.wait(timeout=10)
+
+
+@contextmanager
+def sandbox_process() -> Iterator[tuple[int, dict[str, Any]]]:
+    """`pmsgate sandbox` on a free loopback port: the port and a seeded partner facility
+    (with its credentials), read from the running emulator."""
+    port = free_port()
+    facilities = f"http://127.0.0.1:{port}/kross/_sandbox/facilities"
+    with serving("sandbox", "--port", str(port), ready_url=facilities):
+        yield port, next(f for f in httpx.get(facilities).json() if f["kind"] == "partner")
 
 
 @contextmanager
@@ -69,16 +72,11 @@ def scratch_database(prefix: str) -> Iterator[str]:
     """
     import anyio
     import asyncpg
-    import pytest
     from sqlalchemy.engine import make_url
 
-    from tests.conftest import IN_CI, POSTGRES_URL
+    from tests.conftest import POSTGRES_URL, required_service
 
-    if not POSTGRES_URL:
-        if IN_CI:
-            pytest.fail("CI=true but PMSGATE_TEST_DATABASE_URL is not set")
-        pytest.skip("PMSGATE_TEST_DATABASE_URL is not set")
-    url = make_url(str(POSTGRES_URL))
+    url = make_url(required_service(POSTGRES_URL, "PMSGATE_TEST_DATABASE_URL"))
     name = f"{prefix}_{uuid.uuid4().hex[:8]}"
     admin = url.set(drivername="postgresql").render_as_string(hide_password=False)
 

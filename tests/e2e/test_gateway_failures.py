@@ -6,7 +6,8 @@ import datetime as dt
 
 import pytest
 
-from pmsgate.gateway.facilities import FacilityService, vault_from_settings
+from pmsgate.gateway.facility_service import FacilityService
+from pmsgate.gateway.vault import vault_from_settings
 from pmsgate.storage.db import session_factory
 from tests.e2e.conftest import (
     ADMIN_TOKEN,

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import httpx2
 import pytest
-from mcp import Client
-from mcp.client.streamable_http import streamable_http_client
+
+from tests.support.mcp import mcp_client
 
 pytestmark = pytest.mark.anyio
 
@@ -76,15 +75,7 @@ async def test_mcp_tool_arguments_follow_the_same_rules(
 ) -> None:
     _, key = facility
     before = kross_store.stats.requests_total
-    transport = httpx2.ASGITransport(app=gateway.app)
-    async with (
-        httpx2.AsyncClient(
-            transport=transport,
-            base_url="http://gateway.test",
-            headers={"Authorization": f"Bearer {key}"},
-        ) as http,
-        Client(streamable_http_client("http://gateway.test/mcp", http_client=http)) as client,
-    ):
+    async with mcp_client(gateway.app, key) as client:
         result = await client.call_tool("get-reservation-status", arguments)
     assert result.is_error
     assert result.structured_content["error"]["code"] == code
@@ -192,15 +183,7 @@ async def test_mcp_refuses_the_same_inputs(
 ) -> None:
     _, key = facility
     before = kross_store.stats.requests_total
-    transport = httpx2.ASGITransport(app=gateway.app)
-    async with (
-        httpx2.AsyncClient(
-            transport=transport,
-            base_url="http://gateway.test",
-            headers={"Authorization": f"Bearer {key}"},
-        ) as http,
-        Client(streamable_http_client("http://gateway.test/mcp", http_client=http)) as client,
-    ):
+    async with mcp_client(gateway.app, key) as client:
         result = await client.call_tool("get-reservation-status", arguments)
         guests = await client.call_tool("get-in-house-guests", {"date": None})
     assert result.is_error and guests.is_error

@@ -172,13 +172,7 @@ async def test_a_redis_outage_answers_what_it_safely_can_and_recovers_without_re
         async def uncached_read(day: int):
             # Beyond the cached availability window: each range is its own upstream read.
             arrival = clock.now().date() + dt.timedelta(days=120 + day)
-            return await gateway.tool(
-                "check-availability",
-                key,
-                apartment_id=apartment,
-                arrival=arrival.isoformat(),
-                departure=(arrival + dt.timedelta(days=2)).isoformat(),
-            )
+            return await gateway.availability(key, arrival, apartment_id=apartment)
 
         warm = await gateway.tool("get-incomplete-portals", key)
         assert warm.status_code == 200, warm.text
@@ -283,13 +277,7 @@ async def test_hour_and_day_windows_are_rebuilt_after_redis_loses_them(
 
         async def uncached_read(day: int):
             arrival = clock.now().date() + dt.timedelta(days=120 + day)
-            return await gateway.tool(
-                "check-availability",
-                key,
-                apartment_id=apartment,
-                arrival=arrival.isoformat(),
-                departure=(arrival + dt.timedelta(days=2)).isoformat(),
-            )
+            return await gateway.availability(key, arrival, apartment_id=apartment)
 
         first = await uncached_read(0)
         assert first.status_code == 200, first.text

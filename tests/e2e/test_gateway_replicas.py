@@ -93,13 +93,7 @@ async def test_two_replicas_never_exceed_a_facility_limit_together(replicas, kro
     async def call(replica, apartment: int, day: int) -> None:
         # Beyond the cached 90-day availability window: every range is its own upstream read.
         arrival = clock.now().date() + dt.timedelta(days=120 + day)
-        answer = await replica.tool(
-            "check-availability",
-            key,
-            apartment_id=apartment,
-            arrival=arrival.isoformat(),
-            departure=(arrival + dt.timedelta(days=2)).isoformat(),
-        )
+        answer = await replica.availability(key, arrival, apartment_id=apartment)
         statuses.append(answer.status_code)
 
     async with anyio.create_task_group() as group:
@@ -185,13 +179,7 @@ async def test_a_full_minute_stays_full_on_the_replica_whose_clock_is_off(
         nonlocal day
         day += 1
         arrival = clock.now().date() + dt.timedelta(days=120 + day)
-        return await replica.tool(
-            "check-availability",
-            key,
-            apartment_id=apartment,
-            arrival=arrival.isoformat(),
-            departure=(arrival + dt.timedelta(days=2)).isoformat(),
-        )
+        return await replica.availability(key, arrival, apartment_id=apartment)
 
     filled = [await uncached_read(filler) for _ in range(12)]
     assert [a.status_code for a in filled].count(429) == 3  # the token took one permit

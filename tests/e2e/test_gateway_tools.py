@@ -7,6 +7,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.tools import documented_tool_calls
+
 pytestmark = pytest.mark.anyio
 
 
@@ -39,16 +41,8 @@ async def test_every_tool_answers_with_data_and_meta(gateway, facility, kross_st
     assert body["data"]["count"] == len(in_house)
     reservation_id = in_house[0]["reservation_id"]
 
-    calls = {
-        "check-availability": {
-            "arrival": (today + dt.timedelta(days=3)).isoformat(),
-            "departure": (today + dt.timedelta(days=5)).isoformat(),
-        },
-        "get-reservation-status": {"reservation_id": reservation_id},
-        "get-incomplete-portals": {},
-        "check-portal-status": {"reservation_id": reservation_id},
-        "get-checkin-instructions": {"reservation_id": reservation_id},
-    }
+    arrival = today + dt.timedelta(days=3)
+    calls = documented_tool_calls(reservation_id, arrival, listing="get-incomplete-portals")
     for name, arguments in calls.items():
         answer = await gateway.tool(name, key, **arguments)
         assert answer.status_code == 200, (name, answer.text)
@@ -140,12 +134,7 @@ async def test_with_no_budget_and_nothing_cached_the_caller_gets_429_with_retry_
         record["hotel_id"], Limits(per_minute=2, per_hour=300, per_day=5000)
     )
     await gateway.tool("get-in-house-guests", key)
-    refused = await gateway.tool(
-        "check-availability",
-        key,
-        arrival=clock.now().date().isoformat(),
-        departure=(clock.now().date() + dt.timedelta(days=2)).isoformat(),
-    )
+    refused = await gateway.availability(key, clock.now().date())
     assert refused.status_code == 429
     assert refused.json()["error"]["code"] == "upstream_budget_exhausted"
     assert int(refused.headers["Retry-After"]) >= 1
@@ -223,12 +212,7 @@ async def test_any_range_inside_the_availability_window_is_answered_from_one_rea
     today = clock.now().date()
     for offset, nights in [(1, 2), (5, 3), (20, 7), (60, 1), (85, 4)]:
         arrival = today + dt.timedelta(days=offset)
-        answer = await gateway.tool(
-            "check-availability",
-            key,
-            arrival=arrival.isoformat(),
-            departure=(arrival + dt.timedelta(days=nights)).isoformat(),
-        )
+        answer = await gateway.availability(key, arrival, nights)
         assert answer.status_code == 200
         assert answer.json()["data"]["nights"] == nights
     assert kross_store.stats.requests_by_operation["calendar/get-availability"] == 1
@@ -287,12 +271,7 @@ async def test_an_unreadable_availability_night_is_skipped_and_counted_never_a_5
     broken, *others = kross_store.facility(record["hotel_id"]).apartments.values()
     broken.name = 5  # type: ignore[assignment]  # a night row nobody can read (test setup)
 
-    answer = await gateway.tool(
-        "check-availability",
-        key,
-        arrival=(today + dt.timedelta(days=3)).isoformat(),
-        departure=(today + dt.timedelta(days=5)).isoformat(),
-    )
+    answer = await gateway.availability(key, today + dt.timedelta(days=3))
 
     assert answer.status_code == 200, answer.text
     body = answer.json()
@@ -323,10 +302,5 @@ async def test_absurd_dates_get_a_422_with_the_sane_range_and_nothing_is_sent_up
 async def test_dates_inside_the_sane_range_are_answered(gateway, facility, clock):
     _, key = facility
     soon = clock.now().date() + dt.timedelta(days=2 * 365)
-    answer = await gateway.tool(
-        "check-availability",
-        key,
-        arrival=soon.isoformat(),
-        departure=(soon + dt.timedelta(days=2)).isoformat(),
-    )
+    answer = await gateway.availability(key, soon)
     assert answer.status_code == 200, answer.text

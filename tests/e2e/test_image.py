@@ -43,7 +43,8 @@ from sqlalchemy.engine import make_url
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.version import build_info
 from tests.conftest import IN_CI
-from tests.e2e.processes import free_port, scratch_database, serving
+from tests.e2e.processes import free_port, sandbox_process, scratch_database
+from tests.support.servers import wait_until_answering
 
 pytestmark = [pytest.mark.image, pytest.mark.postgres, pytest.mark.redis]
 
@@ -279,16 +280,7 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
         image = stack.enter_context(built_image(engine, base))
         phase("build")
         database_url = stack.enter_context(scratch_database("pmsgate_test_image"))
-        sandbox_port = free_port()
-        kross = f"http://127.0.0.1:{sandbox_port}/kross"
-        stack.enter_context(
-            serving(
-                "sandbox", "--port", str(sandbox_port), ready_url=f"{kross}/_sandbox/facilities"
-            )
-        )
-        facility = next(
-            f for f in httpx.get(f"{kross}/_sandbox/facilities").json() if f["kind"] == "partner"
-        )
+        sandbox_port, facility = stack.enter_context(sandbox_process())
         # Settings reach podman through its environment (`-e NAME`): no secret in its argv.
         settings = {
             "PMSGATE_DATABASE_URL": from_container(database_url),
@@ -318,20 +310,22 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
             subprocess.run, [*engine, "rm", "-f", "-t", "5", name], capture_output=True, check=False
         )
         gateway = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 120
-        while True:  # readiness wait for a container, not a timing assertion
-            try:
-                if httpx.get(f"{gateway}/readyz", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            state = podman(engine, "inspect", "--format", "{{.State.Running}}", name).stdout.strip()
-            if state != "true" or time.monotonic() > deadline:
-                logs = subprocess.run(
+        wait_until_answering(
+            f"{gateway}/readyz",
+            alive=lambda: (
+                podman(engine, "inspect", "--format", "{{.State.Running}}", name).stdout.strip()
+                == "true"
+            ),
+            within=120,
+            failure=lambda: (
+                "the container never became ready: "
+                + subprocess.run(
                     [*engine, "logs", name], capture_output=True, text=True, check=False
-                )
-                pytest.fail(f"the container never became ready: {logs.stderr[-3000:]}")
-            time.sleep(0.2)
+                ).stderr[-3000:]
+            ),
+            ready=lambda answer: answer.status_code == 200,
+            poll=0.2,
+        )
 
         phase("ready")
         # The image's own CMD runs as its non-root user.
@@ -373,7 +367,7 @@ def test_the_image_migrates_serves_and_answers_a_tool_call(
         assert answer.status_code == 200, answer.text
         assert isinstance(answer.json()["data"]["reservations"], list)
         # Answered by the emulator on the host: the gateway logged in there, once.
-        stats = httpx.get(f"{kross}/_sandbox/stats").json()
+        stats = httpx.get(f"http://127.0.0.1:{sandbox_port}/kross/_sandbox/stats").json()
         assert stats["tokens_issued"]["by_hotel"] == {facility["hotel_id"]: 1}
         phase("checks and tool call")
 

@@ -39,7 +39,7 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from pmsgate.app import create_app
-from pmsgate.catalogue.tools import load_tools
+from pmsgate.catalogue.loader import load_tools
 from pmsgate.clock import SystemClock
 from pmsgate.config import Settings
 from pmsgate.gateway.facilities import Limits

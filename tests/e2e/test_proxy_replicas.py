@@ -30,11 +30,13 @@ import pytest
 
 from pmsgate.gateway.vault import generate_key_spec
 from tests.debian import debian_program
-from tests.e2e.processes import free_port, pmsgate, scratch_database, serving
+from tests.e2e.processes import free_port, pmsgate, sandbox_process, scratch_database
+from tests.support.nginx import SITE as CONF
+from tests.support.nginx import write_nginx_conf
+from tests.support.servers import process_alive, wait_until_answering
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis]
 
-CONF = Path(__file__).resolve().parents[2] / "deploy" / "nginx" / "pmsgate.conf"
 CALLS = 120
 WORKERS = 4
 KILL_AFTER = 30  # calls answered before one replica is killed
@@ -44,36 +46,22 @@ KILL_AFTER = 30  # calls answered before one replica is killed
 def nginx(binary: str, directory: Path, listen: int, replicas: list[int]) -> Iterator[None]:
     """The committed configuration, with loopback addresses for the replicas and itself."""
     site = CONF.read_text(encoding="utf-8").replace("listen 80;", f"listen 127.0.0.1:{listen};")
-    for index, port in enumerate(replicas, start=1):
-        site = site.replace(f"gateway-{index}:8080", f"127.0.0.1:{port}")
-    (directory / "site.conf").write_text(site, encoding="utf-8")
-    temp = " ".join(
-        f"{kind}_temp_path {directory / kind};"
-        for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    (directory / "nginx.conf").write_text(
-        ("user root;\n" if os.geteuid() == 0 else "")  # the temp paths are in root's tmp
-        + f"daemon off;\npid {directory / 'nginx.pid'};\nerror_log {directory / 'error.log'};\n"
-        + f"events {{}}\nhttp {{\naccess_log off;\n{temp}\n"
-        + f"include {directory / 'site.conf'};\n}}\n",
-        encoding="utf-8",
-    )
+    conf = write_nginx_conf(directory, site, replicas, foreground=True)
     process = subprocess.Popen(
-        [binary, "-c", str(directory / "nginx.conf"), "-p", str(directory)],
+        [binary, "-c", str(conf), "-p", str(directory)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
     try:
-        deadline = time.monotonic() + 30
-        while True:  # readiness wait for a child process, not a timing assertion
-            try:
-                httpx.get(f"http://127.0.0.1:{listen}/healthz", timeout=1)
-                break
-            except httpx.TransportError:
-                if process.poll() is not None or time.monotonic() > deadline:
-                    log = (directory / "error.log").read_text(errors="replace")
-                    raise RuntimeError(f"nginx did not start: {log[-2000:]}") from None
-                time.sleep(0.05)
+        wait_until_answering(
+            f"http://127.0.0.1:{listen}/healthz",
+            alive=process_alive(process),
+            within=30,
+            failure=lambda: (
+                "nginx did not start: "
+                + (directory / "error.log").read_text(errors="replace")[-2000:]
+            ),
+        )
         yield
     finally:
         process.terminate()
@@ -86,16 +74,8 @@ def test_calls_through_the_proxy_survive_a_killed_replica(
     binary = debian_program("nginx", "nginx-light")
     with ExitStack() as stack:
         database_url = stack.enter_context(scratch_database("pmsgate_test_proxy"))
-        sandbox_port = free_port()
+        sandbox_port, facility = stack.enter_context(sandbox_process())
         kross = f"http://127.0.0.1:{sandbox_port}/kross"
-        stack.enter_context(
-            serving(
-                "sandbox", "--port", str(sandbox_port), ready_url=f"{kross}/_sandbox/facilities"
-            )
-        )
-        facility = next(
-            f for f in httpx.get(f"{kross}/_sandbox/facilities").json() if f["kind"] == "partner"
-        )
         env = {
             "PMSGATE_DATA_DIR": str(tmp_path / "data"),
             "PMSGATE_DATABASE_URL": database_url,
@@ -134,15 +114,13 @@ def test_calls_through_the_proxy_survive_a_killed_replica(
             stack.callback(lambda p=process: p.poll() is None and p.terminate())
             processes.append(process)
         for port, process in zip(ports, processes, strict=True):
-            deadline = time.monotonic() + 90
-            while True:  # readiness wait for a child process, not a timing assertion
-                try:
-                    if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=1).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert process.poll() is None and time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.05)
+            wait_until_answering(
+                f"http://127.0.0.1:{port}/readyz",
+                alive=process_alive(process),
+                within=90,
+                failure=lambda: "serve did not start",
+                ready=lambda answer: answer.status_code == 200,
+            )
         proxy_port = free_port()
         stack.enter_context(nginx(binary, tmp_path, proxy_port, ports))
         proxy = stack.enter_context(

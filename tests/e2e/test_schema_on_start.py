@@ -20,15 +20,15 @@ from typing import Any
 import anyio
 import httpx
 import pytest
-from alembic import command
 
 import pmsgate
 from pmsgate.config import Settings
 from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.storage.db import alembic_config, current_revision, migration_scripts, open_database
+from pmsgate.storage.db import current_revision, migration_scripts, open_database
 from tests.e2e.processes import scratch_database
 from tests.e2e.test_startup_checks import clean_environment, problem_lines
 from tests.e2e.test_startup_checks import pmsgate as run_pmsgate
+from tests.support.db import upgrade_to
 
 SCRIPTS = migration_scripts()
 HEAD = SCRIPTS.get_current_head()
@@ -46,7 +46,7 @@ def revision_of(url: str) -> str | None:
 def migrate_to(url: str, revision: str) -> None:
     async def upgrade() -> None:
         async with open_database(url, migrate=False) as engine, engine.begin() as connection:
-            await connection.run_sync(lambda c: command.upgrade(alembic_config(c), revision))
+            await upgrade_to(connection, revision)
 
     anyio.run(upgrade)
 

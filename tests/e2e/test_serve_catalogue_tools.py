@@ -13,6 +13,7 @@ from pmsgate.catalogue import load_catalogue
 from pmsgate.integrations.assistant.client import AssistantClient, NewCustomTool
 from pmsgate.integrations.assistant.errors import PlatformValidationError
 from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+from tests.support.tools import documented_tool_calls
 
 pytestmark = pytest.mark.anyio
 
@@ -44,16 +45,8 @@ async def test_each_catalogue_tool_created_on_the_platform_runs_through_the_gate
     reservation_id = portals.raw_data["data"]["reservations"][0]["reservation_id"]
     # `pmsgate serve` runs on the real clock; stays are refused beyond 3 years from today.
     today = dt.datetime.now(dt.UTC).date()
-    arguments = {
-        "check-availability": {
-            "arrival": (today + dt.timedelta(days=30)).isoformat(),
-            "departure": (today + dt.timedelta(days=32)).isoformat(),
-        },
-        "get-reservation-status": {"reservation_id": reservation_id},
-        "get-in-house-guests": {},
-        "check-portal-status": {"reservation_id": reservation_id},
-        "get-checkin-instructions": {"reservation_id": reservation_id},
-    }
+    arrival = today + dt.timedelta(days=30)
+    arguments = documented_tool_calls(reservation_id, arrival, listing="get-in-house-guests")
     for name, parameters in arguments.items():
         run = await platform.run_custom_tool(created[name].id, parameters)
         assert run.success, (name, run.message)

@@ -11,6 +11,8 @@ import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from tests.support.tools import documented_tool_calls
+
 
 def tool(
     running: dict[str, Any], name: str, key: str | None = None, **arguments: Any
@@ -31,16 +33,9 @@ def test_all_six_tools_answer_over_http(running):
     )
     reservation_id = reservations[0]["reservation_id"]
     today = dt.date.today()
-    for name, arguments in {
-        "check-availability": {
-            "arrival": (today + dt.timedelta(days=2)).isoformat(),
-            "departure": (today + dt.timedelta(days=4)).isoformat(),
-        },
-        "get-reservation-status": {"reservation_id": reservation_id},
-        "get-incomplete-portals": {},
-        "check-portal-status": {"reservation_id": reservation_id},
-        "get-checkin-instructions": {"reservation_id": reservation_id},
-    }.items():
+    arrival = today + dt.timedelta(days=2)
+    calls = documented_tool_calls(reservation_id, arrival, listing="get-incomplete-portals")
+    for name, arguments in calls.items():
         answer = tool(running, name, **arguments)
         assert answer.status_code == 200, (name, answer.text)
 

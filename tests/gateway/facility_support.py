@@ -12,8 +12,10 @@ from sqlalchemy import func, select, text
 
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
-from pmsgate.gateway.facilities import FacilityService, NewFacility, Verifier, pms_verifier
+from pmsgate.gateway.facilities import NewFacility
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.vault import Vault, generate_key_spec
+from pmsgate.gateway.verification import Verifier, pms_verifier
 from pmsgate.integrations.kross.client import PmsClient
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.storage.db import Base, open_database, session_factory

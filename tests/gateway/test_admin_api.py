@@ -14,7 +14,9 @@ from pmsgate.audit.actions import Actor
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError, install_error_handlers
 from pmsgate.gateway.admin import build_admin_router, facility_registrar
-from pmsgate.gateway.facilities import FacilityService, FacilityView, NewFacility, Verifier
+from pmsgate.gateway.facilities import FacilityView, NewFacility
+from pmsgate.gateway.facility_service import FacilityService
+from pmsgate.gateway.verification import Verifier
 
 from .facility_support import (
     OWN_API_KEY,

@@ -21,7 +21,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from sqlalchemy import select
 
-from pmsgate.catalogue.tools import load_tools
+from pmsgate.catalogue.loader import load_tools
 from pmsgate.clock import ManualClock
 from pmsgate.gateway.call_log import CallLog, argument_shape
 from pmsgate.gateway.scopes import OPERATIONS_READ, TOOLS_READ

@@ -16,7 +16,8 @@ from sqlalchemy import select
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import InvalidInput, PmsgateError
-from pmsgate.gateway.facilities import FacilityService, Limits
+from pmsgate.gateway.facilities import Limits
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.keys import KEY_PREFIX
 from pmsgate.gateway.vault import Vault, VaultError, facility_context, generate_key_spec
 from pmsgate.integrations.kross.credentials import Credentials

@@ -22,9 +22,9 @@ from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.errors import install_error_handlers
 from pmsgate.gateway.context import GatewayServices
+from pmsgate.gateway.http_front import HttpFrontMiddleware
 from pmsgate.gateway.scopes import all_scopes
 from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.http_limits import BodyLimitMiddleware
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from tests.gateway.facility_support import new_facility_from_seed
@@ -196,7 +196,13 @@ async def test_the_middleware_stops_reading_at_the_limit() -> None:
             read.append(size)
         return {"size": size}
 
-    app.add_middleware(BodyLimitMiddleware, max_body_bytes=1000, max_upload_body_bytes=1000)
+    app.add_middleware(
+        HttpFrontMiddleware,
+        metrics=lambda: None,
+        tracing=lambda: None,
+        max_body_bytes=1000,
+        max_upload_body_bytes=1000,
+    )
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
         ok = await client.post("/echo", content=_chunks(1000, 100))

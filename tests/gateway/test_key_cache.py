@@ -15,7 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway.facilities import FacilityService
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.key_cache import KeyChanges
 from pmsgate.gateway.vault import Vault
 from pmsgate.storage.db import open_database, session_factory

@@ -43,13 +43,15 @@ from mcp_types.version import (
 from pydantic import BaseModel, SecretStr
 
 from pmsgate.app import create_app
-from pmsgate.catalogue.tools import ToolDefinition, load_tools
+from pmsgate.catalogue.loader import load_tools
+from pmsgate.catalogue.tools import ToolDefinition
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.errors import InvalidInput, PmsgateError, install_error_handlers
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.facilities import FacilityService, FacilityView, NewFacility
+from pmsgate.gateway.facilities import FacilityView, NewFacility
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.mcp import create_mcp_app
 from pmsgate.gateway.scopes import write_scope
 from pmsgate.gateway.tools import stay_date_years

@@ -1,15 +1,13 @@
 """The signals of docs/operations.md, "What to watch": HTTP latency by route template, the
 facility gauges from a snapshot refreshed at most every 60 s, scraped from a real gateway.
 
-The middleware is timed with an injected timer and the snapshot's age with the ManualClock:
-nothing waits.
+The one HTTP layer (pmsgate.gateway.http_front) is timed with an injected timer and the
+snapshot's age with the ManualClock: nothing waits.
 """
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator, Iterable
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -19,12 +17,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError, install_error_handlers
-from pmsgate.gateway.metrics import (
-    FacilityState,
-    GatewayMetrics,
-    HttpMetricsMiddleware,
-    status_class,
-)
+from pmsgate.gateway.http_front import HttpFrontMiddleware
+from pmsgate.gateway.metrics import FacilityState, GatewayMetrics, status_class
 from tests.e2e.conftest import Gateway, add_seeded_facility, gateway_settings, running_gateway
 
 pytestmark = pytest.mark.anyio
@@ -61,7 +55,9 @@ def small_app(metrics: GatewayMetrics, timer: StepTimer) -> FastAPI:
     async def crash() -> None:
         raise RuntimeError("boom")
 
-    app.add_middleware(HttpMetricsMiddleware, metrics=lambda: metrics, timer=timer)
+    app.add_middleware(
+        HttpFrontMiddleware, metrics=lambda: metrics, tracing=lambda: None, timer=timer
+    )
     return app
 
 
@@ -116,7 +112,7 @@ async def test_without_metrics_yet_requests_pass_untimed() -> None:
     async def ok() -> dict[str, bool]:
         return {"ok": True}
 
-    app.add_middleware(HttpMetricsMiddleware, metrics=lambda: None)
+    app.add_middleware(HttpFrontMiddleware, metrics=lambda: None, tracing=lambda: None)
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
         assert (await client.get("/ok")).json() == {"ok": True}
@@ -181,13 +177,6 @@ async def test_the_facility_snapshot_is_refreshed_at_most_every_max_age(clock: M
 
 
 # --- scraped from a real gateway ---
-
-
-@pytest.fixture
-def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
-    path = tmp_path / "test.db"
-    shutil.copyfile(sqlite_template, path)
-    return f"sqlite+aiosqlite:///{path}"
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -27,7 +26,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from pmsgate.clock import ManualClock
 from pmsgate.jobs.runs import JobRuns
-from pmsgate.jobs.scheduler import Job, Scheduler
+from pmsgate.jobs.scheduler import Scheduler
+from pmsgate.jobs.spec import Job
 from tests.debian import debian_program
 from tests.e2e.conftest import add_seeded_facility, gateway_settings, running_gateway
 
@@ -83,13 +83,6 @@ def anchors(markdown: str) -> set[str]:
             title = line.lstrip("#").strip().lower()
             found.add(re.sub(r"\s", "-", re.sub(r"[^\w\s-]", "", title)))
     return found
-
-
-@pytest.fixture
-def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
-    path = tmp_path / "test.db"
-    shutil.copyfile(sqlite_template, path)
-    return f"sqlite+aiosqlite:///{path}"
 
 
 @pytest.fixture

@@ -10,9 +10,7 @@ operator's Prometheus would see. docs/operations.md, "What to watch", describes 
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -57,13 +55,6 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 def series(samples: Samples, name: str) -> list[dict[str, str]]:
     return [dict(labels) for (found, labels) in samples if found == name]
-
-
-@pytest.fixture
-def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
-    path = tmp_path / "test.db"
-    shutil.copyfile(sqlite_template, path)
-    return f"sqlite+aiosqlite:///{path}"
 
 
 @pytest.fixture

@@ -18,13 +18,14 @@ from pydantic import SecretStr
 from sqlalchemy import func, select
 
 from pmsgate.app import create_app
-from pmsgate.catalogue.tools import load_tools
+from pmsgate.catalogue.loader import load_tools
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.facilities import FacilityService, NewFacility
+from pmsgate.gateway.facilities import NewFacility
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.keys import parse_duration
 from pmsgate.gateway.scopes import (
     OPERATIONS_READ,

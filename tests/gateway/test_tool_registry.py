@@ -24,8 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from pydantic import SecretStr
 
 from pmsgate.app import create_app
-from pmsgate.catalogue.loader import FILES, Catalogue, read_catalogue
-from pmsgate.catalogue.tools import load_tools
+from pmsgate.catalogue.loader import FILES, Catalogue, load_tools, read_catalogue
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container

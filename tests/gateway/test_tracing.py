@@ -13,13 +13,11 @@ Needs the optional extra ``pmsgate[otel]``: skipped without it, a failure under 
 
 from __future__ import annotations
 
-import shutil
 import sys
 import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -62,13 +60,6 @@ class Recording(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         self.headers.append(request.headers.copy())
         return await self.inner.handle_async_request(request)
-
-
-@pytest.fixture
-def sqlite_url(sqlite_template: Path, tmp_path: Path) -> str:
-    path = tmp_path / "test.db"
-    shutil.copyfile(sqlite_template, path)
-    return f"sqlite+aiosqlite:///{path}"
 
 
 @asynccontextmanager
@@ -249,7 +240,7 @@ def test_traces_are_off_unless_an_endpoint_is_configured(sqlite_url: str) -> Non
 def test_traces_asked_for_without_the_packages_stop_the_start_up_with_one_line(
     sqlite_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from pmsgate.cli_support import startup_problems
+    from pmsgate.cli.support import startup_problems
     from pmsgate.errors import ConfigurationError
 
     # As on an installation without the extra: the SDK cannot be imported.

@@ -25,13 +25,13 @@ from typer.testing import CliRunner, Result
 
 from pmsgate.app import create_app
 from pmsgate.cli import app as cli_app
-from pmsgate.cli_support import Upstreams
+from pmsgate.cli import facilities as gateway_cli
+from pmsgate.cli.support import Upstreams
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings, get_settings
 from pmsgate.container import Container, open_container
 from pmsgate.customers.reconnect import reconnect_facility
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway import cli as gateway_cli
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.vault import generate_key_spec

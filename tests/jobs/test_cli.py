@@ -12,10 +12,10 @@ from collections.abc import AsyncIterator
 import pytest
 import structlog
 
-from pmsgate.cli_support import Upstreams
+from pmsgate.cli import jobs as jobs_cli
+from pmsgate.cli.support import Upstreams
 from pmsgate.config import get_settings
 from pmsgate.customers.service import register_customer
-from pmsgate.jobs import cli as jobs_cli
 from pmsgate.storage.customers import CustomerProfile
 from tests.cli_support import CliRecorder
 from tests.customers.support import ClockSleep, EnrolledSandbox, enrolled_sandbox
@@ -127,7 +127,7 @@ async def test_run_runs_any_job_and_list_shows_its_last_run(cli: Cli) -> None:
         "record-key-expiry",
     ]
     assert jobs["refresh-usage"]["interval_s"] == 21600
-    assert jobs["refresh-usage"]["setting"] == "PMSGATE_USAGE_REFRESH_INTERVAL_S"
+    assert jobs["refresh-usage"]["setting"] == 'PMSGATE_JOB_INTERVALS_S["refresh-usage"]'
     assert jobs["refresh-usage"]["last_run"] is None
     assert jobs["check-connections"]["last_run"]["status"] == "succeeded"
 

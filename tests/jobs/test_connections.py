@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from pmsgate.gateway.facilities import Limits
-from pmsgate.jobs.scheduler import CHECK_CONNECTIONS
+from pmsgate.jobs.connections import CHECK_CONNECTIONS
 from tests.jobs.support import JobStack, job_stack
 
 pytestmark = pytest.mark.anyio

@@ -11,7 +11,8 @@ import pytest
 from pmsgate.clock import ManualClock
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.jobs.runs import JobRuns
-from pmsgate.jobs.scheduler import Job, Scheduler
+from pmsgate.jobs.scheduler import Scheduler
+from pmsgate.jobs.spec import Job
 from pmsgate.storage.db import open_database, session_factory
 from tests.jobs.support import Flaky, ParkingSleep
 

@@ -7,7 +7,7 @@ from datetime import timedelta
 
 import pytest
 
-from pmsgate.jobs.scheduler import RESTART_LISTINGS_SYNCS
+from pmsgate.jobs.listings import RESTART_LISTINGS_SYNCS
 from pmsgate.storage.integrations import IntegrationView
 from tests.jobs.support import JobStack, job_stack
 

@@ -32,8 +32,9 @@ from pydantic import SecretStr
 
 from pmsgate.app import create_app
 from pmsgate.container import Container, open_container
+from pmsgate.jobs.connections import CHECK_CONNECTIONS
 from pmsgate.jobs.notify import MAX_ATTEMPTS, NOTIFY_INCIDENTS
-from pmsgate.jobs.scheduler import CHECK_CONNECTIONS, Scheduler, build_scheduler
+from pmsgate.jobs.scheduler import Scheduler, build_scheduler
 from pmsgate.storage.audit import AuditFilter
 from tests.customers.support import SANDBOX_URL, EnrolledSandbox, enrolled_sandbox, profile_of
 from tests.e2e.processes import free_port

@@ -33,8 +33,10 @@ async def test_the_job_finds_a_wrong_mapping_and_stores_it_for_the_console(
         latest = await latest_registry_check(customers, stack.student_id)
         assert latest is not None and latest.status == "problems"
         assert {p.room_type for p in latest.problems} == {first, second}
-        attention = await registry_checks(customers).needing_attention()
-        assert [(v.student_id, v.problems) for v in attention] == [(stack.student_id, 2)]
+        stored = await registry_checks(customers).all()
+        assert [(v.student_id, v.status, v.problems) for v in stored] == [
+            (stack.student_id, "problems", 2)
+        ]
 
 
 async def test_a_platform_failure_keeps_the_previous_check_and_fails_the_tick(

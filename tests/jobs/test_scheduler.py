@@ -14,7 +14,8 @@ import structlog.testing
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError
 from pmsgate.jobs.runs import JobRuns
-from pmsgate.jobs.scheduler import Job, JobPartlyFailed, Scheduler, grid_start, next_tick
+from pmsgate.jobs.scheduler import Scheduler, next_tick
+from pmsgate.jobs.spec import Job, JobPartlyFailed, grid_start
 from pmsgate.storage.db import open_database, session_factory
 from tests.jobs.support import Flaky, ParkingSleep, ParkingSleepEach
 

@@ -12,7 +12,7 @@ import pytest
 from pmsgate.app import create_app
 from pmsgate.customers.service import register_customer
 from pmsgate.gateway.usage import UsageHistory
-from pmsgate.jobs.scheduler import FLUSH_GATEWAY_USAGE, REFRESH_USAGE
+from pmsgate.jobs.usage import FLUSH_GATEWAY_USAGE, REFRESH_USAGE
 from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG
 from pmsgate.sandbox.assistant.store import USD_PER_MESSAGE, USD_PER_TOOL_RUN
 from pmsgate.storage.customers import CustomerProfile

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from pmsgate.integrations.notion.client import Block
+from pmsgate.integrations.notion.models import Block
 from pmsgate.knowledge.patcher import apply_patch, plan_patch
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync

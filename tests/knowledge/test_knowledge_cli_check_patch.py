@@ -18,8 +18,8 @@ import structlog
 from typer.testing import CliRunner, Result
 
 from pmsgate.cli import app
+from pmsgate.cli import knowledge as knowledge_cli
 from pmsgate.config import get_settings
-from pmsgate.knowledge import cli as knowledge_cli
 from pmsgate.sandbox.app import Sandbox
 from tests.customers.support import (
     ClockSleep,

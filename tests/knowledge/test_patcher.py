@@ -13,7 +13,8 @@ import pytest
 from pydantic import SecretStr
 
 from pmsgate.clock import ManualClock
-from pmsgate.integrations.notion.client import Annotations, Block, NotesClient, RichText
+from pmsgate.integrations.notion.client import NotesClient
+from pmsgate.integrations.notion.models import Annotations, Block, RichText
 from pmsgate.knowledge.patcher import (
     PatchPlan,
     apply_patch,

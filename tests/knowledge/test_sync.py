@@ -18,10 +18,12 @@ import anyio
 import pytest
 from typer.testing import Result
 
-from pmsgate.integrations.notion.client import Block, paragraph, toggle
+from pmsgate.integrations.notion.builders import paragraph, toggle
+from pmsgate.integrations.notion.models import Block
 from pmsgate.knowledge.nodes import FORMAT_VERSION, content_hash, page_nodes, source_key
 from pmsgate.knowledge.records import KnowledgeSyncRecords
-from pmsgate.knowledge.sync import SYNC_FOLDER_KEY, SyncProgress
+from pmsgate.knowledge.sync_plan import SYNC_FOLDER_KEY
+from pmsgate.knowledge.sync_reports import SyncProgress
 from pmsgate.knowledge.template import check_page
 from tests.customers.support import EnrolledSandbox
 from tests.knowledge.sync_support import (
@@ -505,8 +507,8 @@ def sync_command_on(
     from typer.testing import CliRunner
 
     from pmsgate.cli import app
+    from pmsgate.cli.knowledge import upstreams
     from pmsgate.config import get_settings
-    from pmsgate.knowledge.cli import upstreams
     from tests.customers.support import sandbox_http_factory
 
     settings = enrolled.settings

@@ -6,8 +6,8 @@ import pytest
 
 from pmsgate.errors import Conflict
 from pmsgate.knowledge.records import KnowledgeSyncRecords
-from pmsgate.knowledge.sync import SyncProgress
 from pmsgate.knowledge.sync_jobs import SyncJobs, job_summary
+from pmsgate.knowledge.sync_reports import SyncProgress
 from tests.customers.support import EnrolledSandbox
 from tests.knowledge.sync_support import knowledge_sync, managed_nodes, sync_sandbox
 

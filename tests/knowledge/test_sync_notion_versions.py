@@ -13,7 +13,7 @@ from collections import Counter
 
 import pytest
 
-from pmsgate.integrations.notion.client import paragraph, toggle
+from pmsgate.integrations.notion.builders import paragraph, toggle
 from pmsgate.knowledge.template import check_page
 from tests.knowledge.sync_support import (
     knowledge_sync,

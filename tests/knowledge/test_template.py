@@ -13,7 +13,8 @@ from pydantic import SecretStr
 
 from pmsgate.catalogue import load_catalogue
 from pmsgate.clock import ManualClock
-from pmsgate.integrations.notion.client import Block, NotesClient, RichText
+from pmsgate.integrations.notion.client import NotesClient
+from pmsgate.integrations.notion.models import Block, RichText
 from pmsgate.knowledge.template import (
     GENERAL_QUALIFIER,
     PageCheck,

@@ -15,9 +15,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, fields
 from typing import Any
 
-import anyio
 import httpx
-import uvicorn
 
 from pmsgate.app import create_app
 from pmsgate.config import Settings
@@ -26,6 +24,7 @@ from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
+from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.steps import OnboardingContext, StepResult
 from pmsgate.sandbox.customers import customer_document as sandbox_customer_document
 from tests.customers.support import (
@@ -34,6 +33,7 @@ from tests.customers.support import (
     enrolled_sandbox,
 )
 from tests.e2e.processes import free_port
+from tests.support.servers import serving_app
 
 WRITE_METHODS = ("POST ", "PATCH ", "PUT ", "DELETE ")
 PLATFORM_ADMIN = "platform-team@example.com"
@@ -78,10 +78,13 @@ class StepSandbox(EnrolledSandbox):
 def onboarding_context(
     enrolled: StepSandbox, file: CustomerFile | None = None, **options: Any
 ) -> OnboardingContext:
-    """A context of one onboarding run on the enrolled customer's services and gateway."""
+    """A context of one onboarding run on the enrolled customer's services and gateway.
+
+    Its run takes the whole runbook (the runner sets the steps it takes the same way).
+    """
     services = enrolled.services
     assert enrolled.gateway is not None
-    return OnboardingContext(
+    ctx = OnboardingContext(
         file=file or customer_file(enrolled),
         customers=services,
         facilities=services.facilities,
@@ -96,6 +99,8 @@ def onboarding_context(
         clock=enrolled.clock,
         **options,
     )
+    ctx.run.steps = STEPS
+    return ctx
 
 
 @asynccontextmanager
@@ -119,25 +124,9 @@ async def live_gateway(settings: Settings, app: Any, clock: Any) -> AsyncIterato
     kross_http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=SANDBOX_URL)
     opened = open_container(settings, kross_http=kross_http, clock=clock)
     async with kross_http, opened as container:
-        server = uvicorn.Server(
-            uvicorn.Config(
-                create_app(settings, container=container),
-                host="127.0.0.1",
-                port=port,
-                log_config=None,
-                lifespan="on",
-            )
-        )
-        async with anyio.create_task_group() as group:
-            group.start_soon(server.serve)
-            with anyio.fail_after(15):
-                # uvicorn exposes only a flag, no event; this waits for readiness, asserts nothing.
-                while not server.started:  # noqa: ASYNC110
-                    await anyio.sleep(0.01)
-            try:
-                yield url
-            finally:
-                server.should_exit = True
+        app = create_app(settings, container=container)
+        async with serving_app(app, port):
+            yield url
 
 
 def platform_routes(enrolled: EnrolledSandbox) -> Counter[str]:

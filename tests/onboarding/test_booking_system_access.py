@@ -8,10 +8,12 @@ opens one booking-system session is in test_runner's second-run test.)
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 import pytest
 
+import pmsgate.onboarding
 from pmsgate.gateway.facilities import Limits
 from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.runner import OnboardingRunner, StepEvent
@@ -45,3 +47,21 @@ async def test_a_spent_facility_budget_is_the_steps_problem_not_an_upstream_429(
         assert kross.requests_by_operation["calendar/get-availability"] == 0
         assert kross.rate_limited.total() == 0
         assert kross.tokens_issued[box.hotel_id] == 1
+
+
+def test_the_onboarding_reaches_the_gateway_only_through_its_public_methods() -> None:
+    # No attribute of the gateway's insides (limiter, policy, client, tokens, cache) is read
+    # anywhere in the onboarding: it uses Gateway.request_token / adopt_token /
+    # facility_token / read (docs/architecture.md, Onboarding).
+    insides = {"limiter", "policy", "pms", "tokens", "cache"}
+    found = []
+    for path in Path(pmsgate.onboarding.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in insides
+                and isinstance(node.value, ast.Attribute)
+                and node.value.attr == "gateway"
+            ):
+                found.append(f"{path.name}:{node.lineno} gateway.{node.attr}")
+    assert found == []

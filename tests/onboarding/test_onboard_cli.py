@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 import structlog
 
+from pmsgate.cli import knowledge as knowledge_cli
 from pmsgate.config import get_settings
-from pmsgate.knowledge import cli as knowledge_cli
 from tests.cli_support import CliRecorder
 from tests.customers.support import ClockSleep, sandbox_http_factory
 from tests.onboarding.sandbox_customer import OnboardingSandbox, onboarding_sandbox
@@ -86,6 +86,7 @@ async def test_onboard_then_status_then_confirm_then_a_rerun_that_writes_nothing
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert "Prerequisites" in result.stdout and "waiting for a person" in result.stdout
     assert "every automatable step is done" in result.stdout
+    assert "Nothing changed" not in result.stdout
 
     status = await cli.json("onboard", "status", box.student_id)
     steps = {s["step"]: s for s in status["steps"]}
@@ -143,6 +144,10 @@ async def test_onboard_then_status_then_confirm_then_a_rerun_that_writes_nothing
     assert not any(step["applied"] for step in rerun["steps"])
     assert box.upstream_writes() == writes
     assert len(list(outbox.glob("invite.*.eml"))) == 1  # a second run sends nothing
+    # Said in plain words on a terminal too.
+    repeat = await cli.run("onboard", str(cli.file))
+    assert repeat.exit_code == 0 and "Nothing changed" in repeat.stdout
+    assert box.upstream_writes() == writes
 
     # A confirmation taken back: the item waits for a person again (audited, like confirm).
     reopened = await cli.json(
@@ -154,6 +159,9 @@ async def test_onboard_then_status_then_confirm_then_a_rerun_that_writes_nothing
 
     table = await cli.run("onboard", "status", box.student_id)
     assert table.exit_code == 0 and "checked with the owner" in table.stdout
+    # The evidence in plain words (name: value lines), not the recorded JSON.
+    assert f"email: {address}" in table.stdout and "console account:" in table.stdout
+    assert '{"' not in table.stdout and '":' not in table.stdout
     cli.assert_no_secret_printed()
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from pmsgate.onboarding import registry as registry_module
 from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
@@ -92,12 +93,23 @@ def test_only_the_channels_step_has_manual_items_each_with_its_text() -> None:
     assert [item.id for item in channels.items if item.dated] == ["whatsapp-number"]
 
 
-def test_a_repeated_or_misplaced_step_fails_at_once() -> None:
+def test_a_repeated_or_misnumbered_step_fails_at_once() -> None:
     with pytest.raises(StepDeclarationError, match="appears twice"):
         runbook(_step(1, "one"), _step(2, "one"))
-    with pytest.raises(StepDeclarationError, match="numbered 3"):
+    with pytest.raises(StepDeclarationError, match="no step 2"):
         runbook(_step(1, "one"), _step(3, "three"))
+    with pytest.raises(StepDeclarationError, match="number 2 is used twice: two, deux"):
+        runbook(_step(1, "one"), _step(2, "two"), _step(2, "deux"))
     assert runbook(*STEPS) == STEPS
+
+
+def test_a_step_number_is_written_once_and_orders_the_runbook() -> None:
+    """The number is the step's own; the runbook is ordered by it, not by where it is named."""
+    assert [step.number for step in STEPS] == list(range(1, 18))
+    one, two, three = _step(1, "one"), _step(2, "two"), _step(3, "three")
+    assert runbook(three, one, two) == (one, two, three)
+    registry = Path(registry_module.__file__).read_text()
+    assert not re.search(r"#\s*\d+\s*$", registry, re.MULTILINE), "no step numbers in comments"
 
 
 def test_an_inconsistent_declaration_fails_at_once() -> None:

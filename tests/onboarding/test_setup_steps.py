@@ -118,7 +118,7 @@ async def test_allowlist_entry_carries_the_runbook_comment_and_needs_no_deploy(
             f"4 apartments · subscription sub_{box.hotel_id} active"
         )
         assert "no deploy" in result.evidence["takes_effect"]
-        assert await box.services.customers.allowlist.is_allowed(box.document["email"])
+        assert await box.services.customers.allowlist.find(box.document["email"]) is not None
 
 
 # --- 3 workspace configuration and the facility ------------------------------------------------

@@ -15,52 +15,21 @@ from pmsgate.clock import ManualClock
 from pmsgate.sandbox.kross.records import Facility, Reservation
 from pmsgate.sandbox.kross.seed import FACILITY_COUNT, SANDBOX_PARTNER_API_KEY, build_facilities
 from pmsgate.sandbox.kross.store import KrossStore
+from tests.sandbox.kross_support import (
+    DEFAULTS,
+    TODAY,
+    UA,
+    call,
+    credentials,
+    facility_of,
+    get_token,
+    session,
+)
 
 pytestmark = pytest.mark.anyio
 
-UA = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) pmsgate-tests"}
-ROOMY = {"per_minute": 100_000, "per_hour": 100_000, "per_day": 100_000}
-TODAY = date(2026, 11, 22)  # ManualClock's default start
-
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-async def facilities(http: httpx.AsyncClient) -> list[dict[str, Any]]:
-    answer = await http.get("/_sandbox/facilities")
-    assert answer.status_code == 200
-    result: list[dict[str, Any]] = answer.json()
-    return result
-
-
-async def facility_of(http: httpx.AsyncClient, kind: str = "own") -> dict[str, Any]:
-    return next(f for f in await facilities(http) if f["kind"] == kind)
-
-
-def credentials(facility: dict[str, Any]) -> dict[str, Any]:
-    return {k: facility[k] for k in ("api_key", "hotel_id", "username", "password")}
-
-
-async def get_token(http: httpx.AsyncClient, facility: dict[str, Any]) -> httpx.Response:
-    return await http.post("/v5/auth/get-token", headers=UA, json=credentials(facility))
-
-
-async def session(
-    http: httpx.AsyncClient, kind: str = "own", *, roomy: bool = True
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """A facility and headers with a valid token; roomy lifts the rate limits out of the way."""
-    facility = await facility_of(http, kind)
-    if roomy:
-        await http.put(f"/_sandbox/facilities/{facility['hotel_id']}/limits", json=ROOMY)
-    answer = await get_token(http, facility)
-    assert answer.status_code == 200, answer.text
-    return facility, {**UA, "Authorization": f"Bearer {answer.json()['data']['auth_token']}"}
-
-
-async def call(
-    http: httpx.AsyncClient, headers: dict[str, str], operation: str, body: dict[str, Any]
-) -> httpx.Response:
-    return await http.post(f"/v5/{operation}", headers=headers, json=body)
 
 
 def live(facility: Facility) -> list[Reservation]:
@@ -72,6 +41,22 @@ def upcoming(facility: Facility) -> list[Reservation]:
         (r for r in live(facility) if r.status in ("CONF", "PEND") and r.arrival > TODAY),
         key=lambda r: r.arrival,
     )
+
+
+async def move_stay(
+    http: httpx.AsyncClient,
+    headers: dict[str, str],
+    res: Reservation,
+    arrival: date,
+    departure: date,
+) -> httpx.Response:
+    """reservations/save with the reservation's new dates."""
+    body = {
+        "id_reservation": res.id_reservation,
+        "arrival": arrival.isoformat(),
+        "departure": departure.isoformat(),
+    }
+    return await call(http, headers, "reservations/save", body)
 
 
 def room_is_free(facility: Facility, res: Reservation, start: date, end: date) -> bool:
@@ -604,15 +589,8 @@ async def test_changing_dates_onto_another_reservation_answers_409_and_changes_n
         if b.id_room == a.id_room and b.arrival >= a.departure
     )
     before = (res.arrival, res.departure)
-    answer = await call(
-        kross_http,
-        headers,
-        "reservations/save",
-        {
-            "id_reservation": res.id_reservation,
-            "arrival": res.arrival.isoformat(),
-            "departure": (blocker.arrival + timedelta(days=1)).isoformat(),
-        },
+    answer = await move_stay(
+        kross_http, headers, res, res.arrival, blocker.arrival + timedelta(days=1)
     )
     assert answer.status_code == 409
     assert answer.json()["error_code"] == "NOT_AVAILABLE"
@@ -630,16 +608,7 @@ async def test_extending_into_free_nights_moves_the_dates_and_the_availability(
         if room_is_free(seeded, r, r.departure, r.departure + timedelta(days=1))
     )
     new_departure = res.departure + timedelta(days=1)
-    answer = await call(
-        kross_http,
-        headers,
-        "reservations/save",
-        {
-            "id_reservation": res.id_reservation,
-            "arrival": res.arrival.isoformat(),
-            "departure": new_departure.isoformat(),
-        },
-    )
+    answer = await move_stay(kross_http, headers, res, res.arrival, new_departure)
     assert answer.status_code == 200
     assert answer.json()["data"] == {
         "id_reservation": res.id_reservation,
@@ -892,18 +861,7 @@ async def test_reset_restores_the_seed_and_forgets_tokens_faults_and_changes(
     await kross_http.put("/_sandbox/config", json={"token_location": "top"})
     assert (await kross_http.post("/_sandbox/reset")).status_code == 200
     assert (await kross_http.get("/_sandbox/faults")).json()["error_rate"] == 0
-    assert (await kross_http.get("/_sandbox/config")).json() == {
-        "ignore_date_filters": True,
-        "token_location": "data",
-        "guest_portal_shape": "block",
-        "ignore_offset": False,
-        "omit_total_count": False,
-        "max_page_size": None,
-        "login_refusal": "401",
-        "token_rejection": "401",
-        "grouped_paths": False,
-        "unknown_operation": "named",
-    }
+    assert (await kross_http.get("/_sandbox/config")).json() == DEFAULTS
     assert (await kross_http.get("/_sandbox/stats")).json()["requests"]["total"] == 0
     assert kross_store.facilities() == build_facilities(7, kross_store.clock.now())
     assert (await call(kross_http, headers, "reservations/get-list", {})).status_code == 401

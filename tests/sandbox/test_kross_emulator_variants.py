@@ -6,7 +6,7 @@ exercised here over HTTP, plus the get-list filters public integrations send and
 
 from __future__ import annotations
 
-from datetime import date, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -15,24 +15,17 @@ import pytest
 from pmsgate.clock import ManualClock
 from pmsgate.sandbox.kross.records import Facility, Reservation
 from pmsgate.sandbox.kross.store import KrossStore, SandboxConfig
+from tests.sandbox.kross_support import (
+    DEFAULTS,
+    UA,
+    call,
+    facility_of,
+    get_token,
+    session,
+)
 
 pytestmark = pytest.mark.anyio
 
-UA = {"User-Agent": "Mozilla/5.0 (X11; Linux x86_64) pmsgate-tests"}
-ROOMY = {"per_minute": 100_000, "per_hour": 100_000, "per_day": 100_000}
-TODAY = date(2026, 11, 22)  # ManualClock's default start
-DEFAULTS = {
-    "ignore_date_filters": True,
-    "token_location": "data",
-    "guest_portal_shape": "block",
-    "ignore_offset": False,
-    "omit_total_count": False,
-    "max_page_size": None,
-    "login_refusal": "401",
-    "token_rejection": "401",
-    "grouped_paths": False,
-    "unknown_operation": "named",
-}
 UNGROUPED = (
     "get-check-in-instructions",
     "get-house-manual",
@@ -43,36 +36,6 @@ UNGROUPED = (
 
 
 # --- helpers ---------------------------------------------------------------------------------
-
-
-async def facility_of(http: httpx.AsyncClient, kind: str = "own") -> dict[str, Any]:
-    listed: list[dict[str, Any]] = (await http.get("/_sandbox/facilities")).json()
-    return next(f for f in listed if f["kind"] == kind)
-
-
-def credentials(facility: dict[str, Any]) -> dict[str, Any]:
-    return {k: facility[k] for k in ("api_key", "hotel_id", "username", "password")}
-
-
-async def get_token(http: httpx.AsyncClient, facility: dict[str, Any]) -> httpx.Response:
-    return await http.post("/v5/auth/get-token", headers=UA, json=credentials(facility))
-
-
-async def session(
-    http: httpx.AsyncClient, kind: str = "own"
-) -> tuple[dict[str, Any], dict[str, str]]:
-    """A facility with roomy rate limits and headers carrying a valid token."""
-    facility = await facility_of(http, kind)
-    await http.put(f"/_sandbox/facilities/{facility['hotel_id']}/limits", json=ROOMY)
-    answer = await get_token(http, facility)
-    assert answer.status_code == 200, answer.text
-    return facility, {**UA, "Authorization": f"Bearer {answer.json()['data']['auth_token']}"}
-
-
-async def call(
-    http: httpx.AsyncClient, headers: dict[str, str], operation: str, body: dict[str, Any]
-) -> httpx.Response:
-    return await http.post(f"/v5/{operation}", headers=headers, json=body)
 
 
 async def configure(http: httpx.AsyncClient, **switches: Any) -> dict[str, Any]:

@@ -440,27 +440,21 @@ async def test_write_repeated_with_the_same_idempotency_key_is_replayed_not_reap
 async def test_agent_keeps_guardrails_skills_mode_language_and_triggers(
     http: httpx.AsyncClient, workspace: str
 ) -> None:
-    skill = await http.post(
-        "/v1/skills",
-        json={
-            "workspace_id": workspace,
-            "name": "check-in-access-manager",
-            "display_name": "Check-in access manager",
-            "description": "Check-in help.",
-            "body": "Use the check-in instructions tool.",
-            "allowed_tools": ["get-checkin-instructions"],
-            "tags": ["standard"],
-            "enabled": True,
-        },
+    skill = await create_skill(
+        http,
+        workspace,
+        "check-in-access-manager",
+        "get-checkin-instructions",
+        tags=["standard"],
+        enabled=True,
     )
-    assert skill.status_code == 201
     agent = {
         "workspace_id": workspace,
         "name": "Guest agent",
         "description": "Answers guests.",
         "instructions": "Be brief.",
         "guardrails": [{"title": "Escalations", "knowledge": "Write escalations in Italian."}],
-        "skill_ids": [skill.json()["data"]["id"]],
+        "skill_ids": [skill],
         "operation_mode": "copilot",
         "response_language": "Original",
         "triggers": [
@@ -706,18 +700,43 @@ async def create_agent(
     return agent_id
 
 
-async def test_conversation_runs_check_availability_with_the_asked_dates_and_records_it(
-    http: httpx.AsyncClient, workspace: str
-) -> None:
+async def create_skill(
+    http: httpx.AsyncClient, workspace: str, name: str, tool: str, **fields: Any
+) -> str:
+    """A new skill allowing ``tool``; its id."""
+    body = {
+        "workspace_id": workspace,
+        "name": name,
+        "display_name": name.replace("-", " ").capitalize(),
+        "description": f"The {name} skill.",
+        "body": f"Use {tool}.",
+        "allowed_tools": [tool],
+    }
+    answer = await http.post("/v1/skills", json={**body, **fields})
+    assert answer.status_code == 201, answer.text
+    skill_id: str = answer.json()["data"]["id"]
+    return skill_id
+
+
+async def availability_agent(http: httpx.AsyncClient, workspace: str) -> str:
+    """An agent of a workspace whose check-availability tool is enabled globally."""
     await create_tool(
         http, workspace, name="check-availability", code=STAY_CODE, parameters=STAY_PARAMETERS
     )
-    agent = await create_agent(http, workspace)
+    return await create_agent(http, workspace)
 
-    answer = await http.post(
-        f"/v1/agents/{agent}/test-conversations",
-        json={"message": "C'è disponibilità dal 2030-05-12 al 2030-05-10?"},
-    )
+
+async def talk(http: httpx.AsyncClient, agent: str, message: str) -> httpx.Response:
+    """One test-conversation message to ``agent``."""
+    return await http.post(f"/v1/agents/{agent}/test-conversations", json={"message": message})
+
+
+async def test_conversation_runs_check_availability_with_the_asked_dates_and_records_it(
+    http: httpx.AsyncClient, workspace: str
+) -> None:
+    agent = await availability_agent(http, workspace)
+
+    answer = await talk(http, agent, "C'è disponibilità dal 2030-05-12 al 2030-05-10?")
 
     assert answer.status_code == 201, answer.text
     body = answer.json()["data"]
@@ -745,19 +764,10 @@ async def test_conversation_runs_check_availability_with_the_asked_dates_and_rec
 async def test_conversation_without_an_availability_question_calls_no_tool(
     http: httpx.AsyncClient, workspace: str
 ) -> None:
-    await create_tool(
-        http, workspace, name="check-availability", code=STAY_CODE, parameters=STAY_PARAMETERS
-    )
-    agent = await create_agent(http, workspace)
+    agent = await availability_agent(http, workspace)
 
-    one_date = await http.post(
-        f"/v1/agents/{agent}/test-conversations",
-        json={"message": "Is it available on 2030-05-10?"},
-    )
-    no_intent = await http.post(
-        f"/v1/agents/{agent}/test-conversations",
-        json={"message": "What is the WiFi password, 2030-05-10 to 2030-05-12?"},
-    )
+    one_date = await talk(http, agent, "Is it available on 2030-05-10?")
+    no_intent = await talk(http, agent, "What is the WiFi password, 2030-05-10 to 2030-05-12?")
 
     assert one_date.json()["data"]["tool_calls"] == []
     assert no_intent.json()["data"]["tool_calls"] == []
@@ -776,20 +786,8 @@ async def test_conversation_uses_a_tool_only_if_global_or_allowed_by_a_skill(
         enable_globally=False,
     )
     bare = await create_agent(http, workspace)
-    skill = await http.post(
-        "/v1/skills",
-        json={
-            "workspace_id": workspace,
-            "name": "booking-extension-assistant",
-            "display_name": "Booking extension",
-            "description": "Extensions.",
-            "body": "Check availability first.",
-            "allowed_tools": ["check-availability"],
-        },
-    )
-    skilled = await create_agent(
-        http, workspace, skill_ids=[skill.json()["data"]["id"]], name="skilled-agent"
-    )
+    skill = await create_skill(http, workspace, "booking-extension-assistant", "check-availability")
+    skilled = await create_agent(http, workspace, skill_ids=[skill], name="skilled-agent")
     message = {"message": "availability 2030-05-10 2030-05-12"}
 
     without = await http.post(f"/v1/agents/{bare}/test-conversations", json=message)

@@ -12,8 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.storage.audit import AuditFilter, AuditRepository, Owner, parse_cursor
+from pmsgate.storage.audit import AuditFilter, AuditRepository, Owner
 from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.keyset import parse_cursor
 
 pytestmark = pytest.mark.anyio
 

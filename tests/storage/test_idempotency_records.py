@@ -5,14 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from alembic import command
 from sqlalchemy import bindparam, text
-from sqlalchemy import insert as sql_insert
 
 from pmsgate.gateway.write_records import WriteRecords
-from pmsgate.storage.db import alembic_config, current_revision, open_database, session_factory
-from pmsgate.storage.models import Facility, UtcDateTime
+from pmsgate.storage.db import current_revision, open_database, session_factory
+from pmsgate.storage.models import UtcDateTime
 from tests.storage.test_platform_migrations import head_revision
+from tests.support.db import downgrade_to, insert_old_facility
 
 pytestmark = pytest.mark.anyio
 WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -21,24 +20,9 @@ WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 async def test_records_written_before_0006_stay_readable_and_unowned(database_url: str):
     async with open_database(database_url) as engine:
         async with engine.begin() as connection:
-            await connection.run_sync(lambda c: command.downgrade(alembic_config(c), "0005"))
+            await downgrade_to(connection, "0005")
         async with engine.begin() as connection:
-            # Core, not the ORM: the model has columns the old schema does not have yet.
-            facility_id = (
-                await connection.execute(
-                    sql_insert(Facility.__table__)
-                    .values(
-                        hotel_id="1001",
-                        username="api1",
-                        kind="partner",
-                        password_enc="v1:x",
-                        integration_id="int-1",
-                        created_at=WHEN,
-                        updated_at=WHEN,
-                    )
-                    .returning(Facility.__table__.c.id)
-                )
-            ).scalar_one()
+            facility_id = await insert_old_facility(connection, WHEN)
         insert = text(
             "INSERT INTO idempotency_records (facility_id, key, operation, body_hash, state, "
             "created_at, updated_at) VALUES (:facility, 'k', 'check-in-guest', 'h', 'unknown', "

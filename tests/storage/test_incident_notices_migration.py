@@ -6,13 +6,12 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from alembic import command
-from sqlalchemy import insert as sql_insert
 from sqlalchemy import inspect, select
 
-from pmsgate.storage.db import alembic_config, open_database, session_factory
+from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.models import Facility
 from pmsgate.storage.notices import IncidentNoticeRepository
+from tests.support.db import downgrade_to, insert_old_facility
 
 pytestmark = pytest.mark.anyio
 WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -20,21 +19,11 @@ WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 
 async def test_existing_facilities_get_their_last_update_as_status_change(database_url: str):
     async with open_database(database_url) as engine, engine.begin() as connection:
-        await connection.run_sync(lambda c: command.downgrade(alembic_config(c), "0008"))
+        await downgrade_to(connection, "0008")
         tables = await connection.run_sync(lambda c: inspect(c).get_table_names())
         assert "incident_notices" not in tables and "login_links" not in tables
-        # Core, not the ORM: the model has the column the old schema does not have yet.
-        await connection.execute(
-            sql_insert(Facility.__table__).values(
-                hotel_id="1001",
-                username="api1",
-                kind="partner",
-                password_enc="v1:x",
-                integration_id="int-1",
-                status="error",
-                created_at=WHEN - timedelta(days=3),
-                updated_at=WHEN,
-            )
+        await insert_old_facility(
+            connection, WHEN, status="error", created_at=WHEN - timedelta(days=3)
         )
     async with open_database(database_url) as engine:  # migrated on to head
         sessions = session_factory(engine)

@@ -5,12 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from alembic import command
 from sqlalchemy import bindparam, inspect, select, text
-from sqlalchemy import insert as sql_insert
 
-from pmsgate.storage.db import alembic_config, open_database, session_factory
-from pmsgate.storage.models import Facility, GatewayKey, UtcDateTime
+from pmsgate.storage.db import open_database, session_factory
+from pmsgate.storage.models import GatewayKey, UtcDateTime
+from tests.support.db import downgrade_to, insert_old_facility
 
 pytestmark = pytest.mark.anyio
 WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -19,24 +18,9 @@ WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 async def test_keys_minted_before_scopes_get_only_tools_read(database_url: str):
     async with open_database(database_url) as engine:
         async with engine.begin() as connection:
-            await connection.run_sync(lambda c: command.downgrade(alembic_config(c), "0006"))
+            await downgrade_to(connection, "0006")
         async with engine.begin() as connection:
-            # Core, not the ORM: the model has columns the old schema does not have yet.
-            facility_id = (
-                await connection.execute(
-                    sql_insert(Facility.__table__)
-                    .values(
-                        hotel_id="1001",
-                        username="api1",
-                        kind="partner",
-                        password_enc="v1:x",
-                        integration_id="int-1",
-                        created_at=WHEN,
-                        updated_at=WHEN,
-                    )
-                    .returning(Facility.__table__.c.id)
-                )
-            ).scalar_one()
+            facility_id = await insert_old_facility(connection, WHEN)
         insert = text(
             "INSERT INTO gateway_keys (facility_id, prefix, key_hash, label, created_at) "
             "VALUES (:facility, 'pgw_abcdefgh', :hash, 'old', :now)"

@@ -10,6 +10,7 @@ import pytest
 from sqlalchemy import inspect
 
 from pmsgate.storage.db import alembic_config, current_revision, open_database
+from tests.support.db import downgrade_to
 
 pytestmark = pytest.mark.anyio
 
@@ -40,11 +41,10 @@ async def test_migrations_at_head_create_every_platform_table(database_url: str)
 async def test_platform_migration_downgrades_to_the_gateway_schema_and_upgrades_again(
     database_url: str,
 ):
-    from alembic import command
 
     async with open_database(database_url) as engine:
         async with engine.begin() as connection:
-            await connection.run_sync(lambda sync: command.downgrade(alembic_config(sync), "0001"))
+            await downgrade_to(connection, "0001")
         async with engine.connect() as connection:
             tables = await connection.run_sync(lambda sync: set(inspect(sync).get_table_names()))
         assert not tables & PLATFORM_TABLES

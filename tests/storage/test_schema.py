@@ -16,7 +16,6 @@ from pathlib import Path
 
 import anyio
 import pytest
-from alembic import command
 from sqlalchemy import delete, select, text
 
 from pmsgate.container import SchemaError, prepare_database
@@ -24,7 +23,6 @@ from pmsgate.storage.db import (
     MIGRATIONS_DIR,
     SCHEMA_REVISIONS,
     SchemaMismatch,
-    alembic_config,
     current_revision,
     migration_scripts,
     open_database,
@@ -32,6 +30,7 @@ from pmsgate.storage.db import (
 )
 from tests.conftest import DATABASE_BACKENDS
 from tests.e2e.processes import scratch_database
+from tests.support.db import downgrade_to, upgrade_to
 
 pytestmark = pytest.mark.anyio
 
@@ -93,7 +92,7 @@ async def test_a_release_refuses_a_database_older_than_itself_and_leaves_it_as_i
 ) -> None:
     async with open_database(empty_url, migrate=False) as engine:
         async with engine.begin() as connection:
-            await connection.run_sync(lambda c: command.upgrade(alembic_config(c), "0011"))
+            await upgrade_to(connection, "0011")
         with pytest.raises(SchemaMismatch) as refused:
             await prepare_schema(engine, migrate=False)
         with pytest.raises(SchemaError) as said:
@@ -217,7 +216,7 @@ async def test_a_downgrade_removes_its_record(migrated_url: str) -> None:
     previous = REVISIONS[-2]
     async with open_database(migrated_url, migrate=False) as engine:
         async with engine.begin() as connection:
-            await connection.run_sync(lambda c: command.downgrade(alembic_config(c), previous))
+            await downgrade_to(connection, previous)
         async with engine.connect() as db:
             has_table = await db.run_sync(lambda c: c.dialect.has_table(c, SCHEMA_REVISIONS.name))
             recorded = (

@@ -42,8 +42,10 @@ from pydantic import SecretStr
 from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
 from pmsgate.container import open_container
+from pmsgate.customers.service import register_customer
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.onboarding.records import OnboardingRecords
+from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.onboarding import NewStepResult
 from pmsgate.web.context import WebServices
 from pmsgate.web.users import session_id_hash
@@ -51,7 +53,9 @@ from tests.customers.support import (
     ClockSleep,
     EnrolledSandbox,
     enrolled_sandbox,
+    profile_of,
     sandbox_http_factory,
+    student_id_of,
 )
 
 WEB_URL = "http://pmsgate.test"
@@ -146,6 +150,24 @@ class WebSandbox:
         client = await self.new_client()
         return client, await login(client, email, password)
 
+    async def second_customer(self, index: int = 1) -> str:
+        """Register another of the sandbox's facilities as a customer; its student_id."""
+        facility = self.enrolled.sandbox.kross.facility_summaries()[index]
+        await register_customer(self.web.customers, profile_of(facility))
+        return student_id_of(facility)
+
+    async def bare_customer(self, student_id: str) -> None:
+        """A customer with no integrations, which the enrolled one's users must not reach."""
+        await register_customer(
+            self.web.customers,
+            CustomerProfile(
+                student_id=student_id,
+                email="other@example.com",
+                name="Another operator",
+                kind="partner",
+            ),
+        )
+
 
 async def login(client: httpx.AsyncClient, email: str, password: str) -> str:
     """Sign ``client`` in through ``POST /api/auth/login``; the session's CSRF token."""
@@ -180,6 +202,58 @@ def issued_form_token(web: WebSandbox, client: httpx.AsyncClient, purpose: str) 
 def sync_form(web: WebSandbox, client: httpx.AsyncClient, **fields: str) -> dict[str, str]:
     """The knowledge-sync form's fields with its one-time token (``commit``, ``csrf_token``)."""
     return {**fields, "form_token": issued_form_token(web, client, "start_sync")}
+
+
+async def post_sync(
+    web: WebSandbox,
+    client: httpx.AsyncClient,
+    token: str,
+    *,
+    commit: bool = False,
+    htmx: bool = False,
+    student_id: str | None = None,
+    **request: Any,
+) -> httpx.Response:
+    """Send a customer page's knowledge-sync form as the page does, with its one-time token.
+
+    Without htmx the CSRF token is the form's field (a plain HTML form); htmx sends it as
+    the ``X-CSRF-Token`` header.
+    """
+    fields = {"commit": "true" if commit else "false"}
+    if not htmx:
+        fields["csrf_token"] = token
+    return await client.post(
+        f"/console/customers/{student_id or web.student_id}/sync",
+        data=sync_form(web, client, **fields),
+        headers={"HX-Request": "true", **csrf(token)} if htmx else {},
+        **request,
+    )
+
+
+async def post_reconnect(
+    web: WebSandbox, client: httpx.AsyncClient, token: str, password: str, **request: Any
+) -> httpx.Response:
+    """Send the customer page's reconnect form (the facility's user name, ``password``)."""
+    return await client.post(
+        f"/console/customers/{web.student_id}/reconnect",
+        data={
+            "csrf_token": token,
+            "username": web.enrolled.facility["username"],
+            "password": password,
+        },
+        **request,
+    )
+
+
+async def sync_knowledge(
+    client: httpx.AsyncClient, assistant: str, token: str | None = None, *, commit: bool = False
+) -> httpx.Response:
+    """``POST /api/{assistant}/sync-knowledge`` (with the CSRF header when ``token`` is given)."""
+    return await client.post(
+        f"/api/{assistant}/sync-knowledge",
+        json={"commit": commit},
+        headers=csrf(token) if token is not None else {},
+    )
 
 
 async def form_token_of(client: httpx.AsyncClient, path: str, form_testid: str) -> str:

@@ -13,7 +13,7 @@ import pytest
 
 from pmsgate.errors import PmsgateError
 from tests.customers.support import profile_of
-from tests.web.support import csrf, login, sync_form, web_sandbox
+from tests.web.support import csrf, login, post_sync, sync_knowledge, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -56,18 +56,12 @@ async def test_an_admin_acting_on_a_customer_off_the_list_is_refused_too(
         # The admin's own address on the list changes nothing: the customer's entry counts.
         await web.web.customers.allowlist.put(admin_email)
 
-        refused = await admin.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
+        refused = await sync_knowledge(admin, web.assistant, token)
 
         assert refused.status_code == 403, refused.text
         assert refused.json()["error"]["code"] == "not_on_allowlist"
         # The admin's console form too, with the address to put on the list.
-        page = await admin.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, admin, commit="false"),
-            headers=csrf(token),
-        )
+        page = await post_sync(web, admin, token)
         assert page.status_code == 403, page.text
         assert profile_of(web.enrolled.facility).email in page.text
         assert "allowlist" in page.text
@@ -78,11 +72,7 @@ async def test_the_console_shows_the_refusal_as_a_clear_message(database_url: st
     async with web_sandbox(database_url, allowlisted=False) as web:
         client, token = await web.signed_in("customer")
 
-        page = await client.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, client, commit="false"),
-            headers=csrf(token),
-        )
+        page = await post_sync(web, client, token)
 
         assert page.status_code == 403, page.text
         # In words (the customer's page says knowledge updates are not open to it yet).
@@ -92,12 +82,7 @@ async def test_the_console_shows_the_refusal_as_a_clear_message(database_url: st
         # Added to the list: the same form starts the sync.
         email = profile_of(web.enrolled.facility).email
         await web.web.customers.allowlist.put(email)
-        started = await client.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, client, commit="false"),
-            headers=csrf(token),
-            follow_redirects=False,
-        )
+        started = await post_sync(web, client, token, follow_redirects=False)
         assert started.status_code == 303, started.text
         assert await web.web.sync_jobs.latest(web.student_id) is not None
 

@@ -12,9 +12,7 @@ import httpx
 import pytest
 from sqlalchemy import select
 
-from pmsgate.customers.service import register_customer
 from pmsgate.gateway.facilities import Limits
-from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.models import Facility, FacilityToken, PmsIntegration
 from tests.web.support import WebSandbox, csrf, web_sandbox
 
@@ -356,15 +354,7 @@ async def test_a_customer_cannot_reconnect_another_customer(database_url: str) -
     async with connect_web(database_url) as web:
         await break_password(web)
         before = await snapshot(web)
-        await register_customer(
-            web.web.customers,
-            CustomerProfile(
-                student_id=OTHER_STUDENT,
-                email="other@example.com",
-                name="Another operator",
-                kind="partner",
-            ),
-        )
+        await web.bare_customer(OTHER_STUDENT)
         stranger, token = await web.signed_in("customer", student_id=OTHER_STUDENT)
         body = {"username": web.enrolled.facility["username"], "password": NEW_PASSWORD}
 

@@ -8,9 +8,7 @@ from typing import Any
 
 import pytest
 
-from pmsgate.customers.service import register_customer
-from pmsgate.storage.customers import CustomerProfile
-from tests.web.support import WebSandbox, csrf, web_sandbox
+from tests.web.support import WebSandbox, csrf, sync_knowledge, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -31,26 +29,11 @@ async def sync_web(database_url: str, **options: Any) -> AsyncIterator[WebSandbo
         yield web
 
 
-async def register_other_customer(web: WebSandbox) -> None:
-    """A second customer (no integrations) that users of the enrolled one must not reach."""
-    await register_customer(
-        web.web.customers,
-        CustomerProfile(
-            student_id=OTHER_STUDENT,
-            email="other@example.com",
-            name="Another operator",
-            kind="partner",
-        ),
-    )
-
-
 async def test_a_dry_run_answers_the_specification_counters(database_url: str) -> None:
     async with sync_web(database_url) as web:
         client, token = await web.signed_in("customer")
 
-        answer = await client.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
+        answer = await sync_knowledge(client, web.assistant, token)
 
         assert answer.status_code == 200, answer.text
         body = answer.json()
@@ -64,9 +47,7 @@ async def test_a_commit_answers_the_specification_counters(database_url: str) ->
     async with sync_web(database_url) as web:
         client, token = await web.signed_in("customer")
 
-        answer = await client.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": True}, headers=csrf(token)
-        )
+        answer = await sync_knowledge(client, web.assistant, token, commit=True)
 
         assert answer.status_code == 200, answer.text
         body = answer.json()
@@ -89,9 +70,7 @@ async def test_the_student_id_names_the_assistant_too(database_url: str) -> None
     async with sync_web(database_url) as web:
         client, token = await web.signed_in("customer")
 
-        answer = await client.post(
-            f"/api/{web.student_id}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
+        answer = await sync_knowledge(client, web.student_id, token)
 
         assert answer.status_code == 200, answer.text
         assert answer.json()["apartments"] == 4
@@ -101,9 +80,7 @@ async def test_an_admin_may_sync_any_customer(database_url: str) -> None:
     async with sync_web(database_url) as web:
         client, token = await web.signed_in("admin")
 
-        answer = await client.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
+        answer = await sync_knowledge(client, web.assistant, token)
 
         assert answer.status_code == 200, answer.text
 
@@ -123,7 +100,7 @@ async def test_without_the_csrf_token_the_sync_is_refused_with_403(database_url:
     async with sync_web(database_url) as web:
         client, _ = await web.signed_in("customer")
 
-        answer = await client.post(f"/api/{web.assistant}/sync-knowledge", json={"commit": True})
+        answer = await sync_knowledge(client, web.assistant, commit=True)
 
         assert answer.status_code == 403
         assert answer.json()["error"]["code"] == "csrf_failed"
@@ -132,15 +109,11 @@ async def test_without_the_csrf_token_the_sync_is_refused_with_403(database_url:
 
 async def test_a_customer_cannot_sync_another_customer(database_url: str) -> None:
     async with sync_web(database_url) as web:
-        await register_other_customer(web)
+        await web.bare_customer(OTHER_STUDENT)
         client, token = await web.signed_in("customer", student_id=OTHER_STUDENT)
 
-        by_slug = await client.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
-        by_id = await client.post(
-            f"/api/{web.student_id}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
+        by_slug = await sync_knowledge(client, web.assistant, token)
+        by_id = await sync_knowledge(client, web.student_id, token)
 
         for answer in (by_slug, by_id):
             assert answer.status_code == 403
@@ -155,12 +128,8 @@ async def test_an_unknown_assistant_is_403_for_a_customer_and_404_for_an_admin(
         customer, customer_token = await web.signed_in("customer")
         admin, admin_token = await web.signed_in("admin")
 
-        hidden = await customer.post(
-            "/api/nobody-here/sync-knowledge", json={"commit": False}, headers=csrf(customer_token)
-        )
-        unknown = await admin.post(
-            "/api/nobody-here/sync-knowledge", json={"commit": False}, headers=csrf(admin_token)
-        )
+        hidden = await sync_knowledge(customer, "nobody-here", customer_token)
+        unknown = await sync_knowledge(admin, "nobody-here", admin_token)
 
         assert hidden.status_code == 403
         assert hidden.json()["error"]["code"] == "forbidden"
@@ -226,9 +195,7 @@ async def test_a_sync_still_running_when_the_time_is_up_answers_202_with_the_job
         client, token = await web.signed_in("customer")
         web.sleep.close()  # the sync waits on the notes throttle: it cannot finish in time
 
-        answer = await client.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": True}, headers=csrf(token)
-        )
+        answer = await sync_knowledge(client, web.assistant, token, commit=True)
 
         assert answer.status_code == 202, answer.text
         job_id = answer.json()["jobId"]
@@ -255,9 +222,7 @@ async def test_a_second_start_while_a_sync_runs_is_a_409_naming_the_running_job(
         )
         assert first.status_code == 202
 
-        second = await client.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
+        second = await sync_knowledge(client, web.assistant, token)
 
         assert second.status_code == 409
         error = second.json()["error"]
@@ -270,11 +235,9 @@ async def test_a_second_start_while_a_sync_runs_is_a_409_naming_the_running_job(
 
 async def test_a_customer_reads_only_its_own_jobs(database_url: str) -> None:
     async with sync_web(database_url) as web:
-        await register_other_customer(web)
+        await web.bare_customer(OTHER_STUDENT)
         owner, token = await web.signed_in("customer")
-        done = await owner.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
+        done = await sync_knowledge(owner, web.assistant, token)
         job_id = done.json()["jobId"]
         stranger, _ = await web.signed_in("customer", student_id=OTHER_STUDENT)
 
@@ -296,9 +259,7 @@ async def test_a_customer_without_notes_gets_a_409_at_once_and_no_job(database_u
     async with sync_web(database_url, with_notes=False) as web:
         client, token = await web.signed_in("customer")
 
-        answer = await client.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
+        answer = await sync_knowledge(client, web.assistant, token)
 
         assert answer.status_code == 409
         assert answer.json()["error"]["code"] == "notes_not_connected"
@@ -311,9 +272,7 @@ async def test_the_status_endpoint_shows_integrations_listings_and_the_latest_sy
     async with sync_web(database_url) as web:
         client, token = await web.signed_in("customer")
         before = await client.get(f"/api/{web.assistant}/status")
-        await client.post(
-            f"/api/{web.assistant}/sync-knowledge", json={"commit": False}, headers=csrf(token)
-        )
+        await sync_knowledge(client, web.assistant, token)
 
         after = await client.get(f"/api/{web.assistant}/status")
 

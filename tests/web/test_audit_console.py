@@ -9,8 +9,15 @@ import pytest
 
 from pmsgate.audit import Actor, AuditAction
 from pmsgate.storage.audit import AuditEventView, AuditFilter
-from tests.web.support import DEFAULT_PASSWORD, WebSandbox, csrf, login, sync_form, web_sandbox
-from tests.web.test_console import second_customer
+from tests.web.support import (
+    DEFAULT_PASSWORD,
+    WebSandbox,
+    csrf,
+    login,
+    post_reconnect,
+    post_sync,
+    web_sandbox,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -66,21 +73,12 @@ async def test_console_actions_are_recorded_with_the_customer_user_as_actor(
         await web.enrolled.break_pms()
         client, token = await web.signed_in("customer")
         wrong = "certainly-not-the-password"
-        answer = await client.post(
-            f"/console/customers/{web.student_id}/reconnect",
-            data={
-                "csrf_token": token,
-                "username": web.enrolled.facility["username"],
-                "password": wrong,
-            },
-            headers={"X-Request-ID": "req-reconnect-1"},
+        answer = await post_reconnect(
+            web, client, token, wrong, headers={"X-Request-ID": "req-reconnect-1"}
         )
         assert answer.status_code == 422
         assert answer.headers["x-request-id"] == "req-reconnect-1"
-        started = await client.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, client, commit="false", csrf_token=token),
-        )
+        started = await post_sync(web, client, token)
         assert started.status_code == 303
 
         actions = [e for e in await events(web) if e.action == "console.action"]
@@ -123,7 +121,7 @@ async def test_an_admin_sees_every_event_filters_them_and_exports_them(
     database_url: str,
 ) -> None:
     async with web_sandbox(database_url) as web:
-        other = await second_customer(web)
+        other = await web.second_customer()
         theirs, _ = await web.add_user("customer", student_id=other)
         ours, _ = await web.add_user("customer")
         for email in (theirs, ours):
@@ -153,7 +151,7 @@ async def test_an_admin_sees_every_event_filters_them_and_exports_them(
 
 async def test_a_customer_never_sees_another_customers_events(database_url: str) -> None:
     async with web_sandbox(database_url) as web:
-        other = await second_customer(web)
+        other = await web.second_customer()
         theirs, _ = await web.add_user("customer", student_id=other)
         await login(await web.new_client(), theirs, DEFAULT_PASSWORD)
         # Their facility's events (its own keys' key.minted are the customer's to see).

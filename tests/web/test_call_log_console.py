@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from pmsgate.gateway.call_log import CallLog
-from pmsgate.gateway.facilities import CAUSE_ACCEPTED_AGAIN
+from pmsgate.gateway.facility_status import CAUSE_ACCEPTED_AGAIN
 from pmsgate.gateway.scopes import TOOLS_READ
 from pmsgate.jobs.usage import flush_gateway_usage
 from pmsgate.web.connection_health import read_health

@@ -6,18 +6,9 @@ import re
 
 import pytest
 
-from pmsgate.customers.service import register_customer
-from tests.customers.support import profile_of, student_id_of
-from tests.web.support import WebSandbox, csrf, sync_form, web_sandbox
+from tests.web.support import post_reconnect, post_sync, sync_form, web_sandbox
 
 pytestmark = pytest.mark.anyio
-
-
-async def second_customer(web: WebSandbox) -> str:
-    """Register the sandbox's second facility as another customer; its student_id."""
-    facility = web.enrolled.sandbox.kross.facility_summaries()[1]
-    await register_customer(web.web.customers, profile_of(facility))
-    return student_id_of(facility)
 
 
 async def test_a_visitor_without_a_session_is_sent_to_the_login_page(database_url: str) -> None:
@@ -30,7 +21,7 @@ async def test_a_visitor_without_a_session_is_sent_to_the_login_page(database_ur
 
 async def test_the_admin_home_lists_every_customer_with_its_state(database_url: str) -> None:
     async with web_sandbox(database_url) as web:
-        other = await second_customer(web)
+        other = await web.second_customer()
         await web.enrolled.break_pms()
         admin, _ = await web.signed_in("admin")
         page = (await admin.get("/console")).text
@@ -45,7 +36,7 @@ async def test_the_admin_home_lists_every_customer_with_its_state(database_url: 
 
 async def test_a_customer_is_sent_to_its_own_page_and_refused_another(database_url: str) -> None:
     async with web_sandbox(database_url) as web:
-        other = await second_customer(web)
+        other = await web.second_customer()
         client, _ = await web.signed_in("customer")
         home = await client.get("/console")
         assert home.status_code == 303
@@ -102,10 +93,7 @@ async def test_a_dry_run_from_the_page_shows_its_counters_once_finished(
 ) -> None:
     async with web_sandbox(database_url) as web:
         client, token = await web.signed_in("customer")
-        started = await client.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, client, commit="false", csrf_token=token),
-        )
+        started = await post_sync(web, client, token)
         assert started.status_code == 303
         job = await web.web.sync_jobs.latest(web.student_id)
         assert job is not None
@@ -127,11 +115,7 @@ async def test_an_htmx_sync_answers_the_live_panel_that_polls_while_running(
     async with web_sandbox(database_url) as web:
         client, token = await web.signed_in("customer")
         web.sleep.close()  # hold the sync at its first throttle wait
-        answer = await client.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, client, commit="true"),
-            headers={**csrf(token), "HX-Request": "true"},
-        )
+        answer = await post_sync(web, client, token, commit=True, htmx=True)
         assert answer.status_code == 200
         assert answer.text.lstrip().startswith('<section class="card" id="knowledge"')
         assert 'hx-trigger="every 1s"' in answer.text
@@ -147,14 +131,7 @@ async def test_wrong_credentials_in_the_reconnect_form_change_nothing(database_u
         await web.enrolled.break_pms()
         client, token = await web.signed_in("customer")
         before = await web.gateway.facilities.get(web.hotel_id)
-        answer = await client.post(
-            f"/console/customers/{web.student_id}/reconnect",
-            data={
-                "csrf_token": token,
-                "username": web.enrolled.facility["username"],
-                "password": "certainly-not-the-password",
-            },
-        )
+        answer = await post_reconnect(web, client, token, "certainly-not-the-password")
         assert answer.status_code == 422
         assert 'data-testid="reconnect-error"' in answer.text
         assert "certainly-not-the-password" not in answer.text
@@ -172,14 +149,8 @@ async def test_the_reconnect_form_with_the_new_password_brings_the_integration_b
         new_password = "the-new-api-password-1"
         web.enrolled.sandbox.kross.change_password(web.hotel_id, new_password)
         client, token = await web.signed_in("customer")
-        answer = await client.post(
-            f"/console/customers/{web.student_id}/reconnect",
-            data={
-                "csrf_token": token,
-                "username": web.enrolled.facility["username"],
-                "password": new_password,
-            },
-            headers={"HX-Request": "true"},
+        answer = await post_reconnect(
+            web, client, token, new_password, headers={"HX-Request": "true"}
         )
         assert answer.status_code == 200
         assert 'data-testid="reconnect-result"' in answer.text
@@ -194,10 +165,7 @@ async def test_a_sync_that_cannot_run_is_refused_on_the_page_without_a_job(
 ) -> None:
     async with web_sandbox(database_url, with_notes=False) as web:
         client, token = await web.signed_in("customer")
-        answer = await client.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, client, commit="true", csrf_token=token),
-        )
+        answer = await post_sync(web, client, token, commit=True)
         assert answer.status_code == 409
         assert 'data-code="notes_not_connected"' in answer.text
         assert await web.web.sync_jobs.latest(web.student_id) is None
@@ -208,12 +176,9 @@ async def test_a_customer_posting_to_another_customers_page_sees_nothing_of_it(
     database_url: str, htmx: bool
 ) -> None:
     async with web_sandbox(database_url) as web:
-        other = await second_customer(web)
+        other = await web.second_customer()
         owner, owner_token = await web.signed_in("customer")
-        await owner.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, owner, commit="false", csrf_token=owner_token),
-        )
+        await post_sync(web, owner, owner_token)
         job = await web.web.sync_jobs.latest(web.student_id)
         assert job is not None
         await web.web.sync_jobs.wait(job.id)

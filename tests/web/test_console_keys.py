@@ -14,7 +14,6 @@ from pmsgate.gateway.scopes import OPERATIONS_READ, TOOLS_READ, all_scopes
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.storage.models import GatewayKey
 from tests.web.support import WebSandbox, csrf, form_token_of, web_sandbox
-from tests.web.test_console import second_customer
 
 pytestmark = pytest.mark.anyio
 
@@ -277,7 +276,7 @@ async def test_a_customer_never_sees_or_touches_another_customers_keys(
 ) -> None:
     async with web_sandbox(database_url) as web:
         keys = await web.gateway.facilities.list_keys(web.hotel_id)
-        other = await second_customer(web)
+        other = await web.second_customer()
         intruder, token = await web.signed_in("customer", student_id=other)
         own = (await intruder.get(f"/console/customers/{other}")).text
         assert key_rows(own) == {}
@@ -301,7 +300,7 @@ async def test_key_routes_for_a_customer_without_facility_or_a_bad_key_id_answer
     database_url: str,
 ) -> None:
     async with web_sandbox(database_url) as web:
-        other = await second_customer(web)
+        other = await web.second_customer()
         admin, token = await web.signed_in("admin")
         page = (await admin.get(f"/console/customers/{other}")).text
         assert "no gateway keys" in page and "mint-key-form" not in page

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.customers.test_registry_check import FOUR_APARTMENTS, swap_mapping
-from tests.web.support import WebSandbox, login, web_sandbox
+from tests.web.support import WebSandbox, login, post_reconnect, web_sandbox
 from tests.web.test_customer_console import visible_text
 
 pytestmark = pytest.mark.anyio
@@ -121,14 +121,9 @@ async def test_the_reconnect_result_comes_first_in_the_panel(database_url: str) 
         panel = refused.text
         assert panel.index('id="reconnect-result"') < panel.index('id="reconnect"')
         assert 'data-testid="reconnect-error"' in panel and 'tabindex="-1"' in panel
-        done = await client.post(
-            f"/console/customers/{web.student_id}/reconnect",
-            data={
-                "csrf_token": token,
-                "username": facility["username"],
-                "password": f"{facility['password']}-changed",  # the password break_pms set
-            },
-            headers=HTMX,
+        # The password break_pms set.
+        done = await post_reconnect(
+            web, client, token, f"{facility['password']}-changed", headers=HTMX
         )
         panel = done.text
         heading = panel.index('id="pms-title"')

@@ -21,7 +21,14 @@ from pydantic import SecretStr
 
 from pmsgate.customers.service import link_pms
 from pmsgate.gateway.facilities import NewFacility
-from tests.web.support import WebSandbox, csrf, record_route, sync_form, web_sandbox
+from tests.web.support import (
+    WebSandbox,
+    post_reconnect,
+    post_sync,
+    record_route,
+    sync_form,
+    web_sandbox,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -250,11 +257,7 @@ async def test_a_running_sync_shows_its_progress_in_words(database_url: str) -> 
     async with web_sandbox(database_url) as web:
         client, token = await web.signed_in("customer")
         web.sleep.close()  # hold the sync at its first throttle wait
-        started = await client.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, client, commit="true"),
-            headers={**csrf(token), "HX-Request": "true"},
-        )
+        started = await post_sync(web, client, token, commit=True, htmx=True)
         assert started.status_code == 200
         assert "Updating your assistant's knowledge…" in visible_text(started.text)
         html, text = await customer_page(web, client)
@@ -291,10 +294,7 @@ async def test_a_live_assistant_with_the_connection_down_is_a_warning(database_u
 async def test_a_sync_refused_from_the_page_is_said_in_words(database_url: str) -> None:
     async with web_sandbox(database_url, with_notes=False) as web:
         client, token = await web.signed_in("customer")
-        answer = await client.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, client, commit="true", csrf_token=token),
-        )
+        answer = await post_sync(web, client, token, commit=True)
         assert answer.status_code == 409
         text = assert_plain(web, answer.text)
         assert "Your apartment notes are not connected yet." in text
@@ -310,11 +310,7 @@ async def test_a_customer_off_the_allowlist_sees_a_plain_message_and_no_buttons(
         assert 'data-testid="sync-closed"' in html
         assert 'data-testid="sync-commit"' not in html
         assert "Knowledge updates are not open to your account yet." in text
-        refused = await client.post(
-            f"/console/customers/{web.student_id}/sync",
-            data=sync_form(web, client, commit="true"),
-            headers={**csrf(token), "HX-Request": "true"},
-        )
+        refused = await post_sync(web, client, token, commit=True, htmx=True)
         assert refused.status_code == 200
         assert "Knowledge updates are not open to your account yet." in visible_text(refused.text)
         assert await web.web.sync_jobs.latest(web.student_id) is None
@@ -384,14 +380,7 @@ async def test_the_activity_page_tells_a_customer_its_events_in_words(database_u
     async with web_sandbox(database_url) as web:
         await web.enrolled.break_pms()
         client, token = await web.signed_in("customer")
-        refused = await client.post(
-            f"/console/customers/{web.student_id}/reconnect",
-            data={
-                "csrf_token": token,
-                "username": web.enrolled.facility["username"],
-                "password": "certainly-not-the-password",
-            },
-        )
+        refused = await post_reconnect(web, client, token, "certainly-not-the-password")
         assert refused.status_code == 422
         text = assert_plain(web, refused.text)
         assert "Your booking system refused these credentials." in text

@@ -23,7 +23,7 @@ from pmsgate.storage.knowledge import SyncJobView
 from pmsgate.storage.models import SyncJobKind
 from pmsgate.web.auth import not_authenticated
 from pmsgate.web.charts import Series, count_label, hourly_chart, time_chart, usd_label
-from pmsgate.web.console import HOURLY_EMPTY, USAGE_EMPTY, console_charts
+from pmsgate.web.customer_pages import HOURLY_EMPTY, USAGE_EMPTY, console_charts
 from pmsgate.web.customer_view import (
     CustomerHome,
     customer_home,

@@ -7,11 +7,9 @@ import re
 import pytest
 
 from pmsgate.customers.registry_check import check_and_record, latest_registry_check
-from pmsgate.customers.service import register_customer
 from pmsgate.storage.audit import AuditFilter
-from tests.customers.support import profile_of, student_id_of
 from tests.customers.test_registry_check import FOUR_APARTMENTS, swap_mapping
-from tests.web.support import WebSandbox, web_sandbox
+from tests.web.support import WebSandbox, post_reconnect, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -91,9 +89,7 @@ async def test_the_actions_need_the_csrf_token_and_the_customers_own_account(
 ) -> None:
     async with web_sandbox(database_url, student_index=FOUR_APARTMENTS) as web:
         await swap_mapping(web.enrolled)
-        facility = web.enrolled.sandbox.kross.facility_summaries()[0]  # not the enrolled one
-        await register_customer(web.web.customers, profile_of(facility))
-        other = student_id_of(facility)
+        other = await web.second_customer(0)  # not the enrolled one
         assert other != web.student_id
         client, token = await web.signed_in("customer")
         base = f"/console/customers/{web.student_id}/registry"
@@ -141,14 +137,8 @@ async def test_a_reconnect_checks_again_so_the_panel_does_not_stay_unchecked(
         assert (await check_and_record(customers, web.student_id)).status == "unchecked"
         client, token = await web.signed_in("customer")
         facility = web.enrolled.facility
-        answer = await client.post(
-            f"/console/customers/{web.student_id}/reconnect",
-            data={
-                "csrf_token": token,
-                "username": facility["username"],
-                "password": f"{facility['password']}-changed",  # the password break_pms set
-            },
-        )
+        # The password break_pms set.
+        answer = await post_reconnect(web, client, token, f"{facility['password']}-changed")
         assert answer.status_code == 303, answer.text
         latest = await latest_registry_check(customers, web.student_id)
         assert latest is not None and latest.status == "ok"

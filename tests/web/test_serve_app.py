@@ -13,7 +13,7 @@ from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.jobs.runs import JobRuns
-from pmsgate.jobs.scheduler import FLUSH_GATEWAY_USAGE
+from pmsgate.jobs.usage import FLUSH_GATEWAY_USAGE
 from pmsgate.storage.db import open_database, session_factory
 
 pytestmark = pytest.mark.anyio

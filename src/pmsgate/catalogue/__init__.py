@@ -22,6 +22,7 @@ from pmsgate.catalogue.loader import (
     CatalogueReport,
     inspect_catalogue,
     load_catalogue,
+    load_tools,
     read_catalogue,
     skills_for,
 )
@@ -31,7 +32,7 @@ from pmsgate.catalogue.skills import (
     CustomerProfile,
     SkillDefinition,
 )
-from pmsgate.catalogue.tools import SPEC_TOOL_NAMES, ToolDefinition, ToolParameter, load_tools
+from pmsgate.catalogue.tools import SPEC_TOOL_NAMES, ToolDefinition, ToolParameter
 
 __all__ = [
     "BLOCK_COUNT",

@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from pmsgate.catalogue.guardrails import ESCALATION_LANGUAGE_ID, MIN_GUARDRAILS, Guardrail
 
-# Spec §2.4 / §4.3 step 7: the guest's own language. The escalation language (Italian)
+# docs/requirements.md R15.2: the guest's own language. The escalation language (Italian)
 # is a guardrail; setting it here would make the agent answer guests in Italian.
 ORIGINAL_LANGUAGE = "Original"
 
@@ -35,7 +35,7 @@ class Trigger(BaseModel):
 
 
 class AgentDefinition(BaseModel):
-    """The guest agent as the catalogue defines it (spec §2.4)."""
+    """The guest agent as the catalogue defines it (docs/requirements.md R15.2)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -77,7 +77,7 @@ def agent_problems(
     guardrails: Sequence[Guardrail],
     required_skill_ids: Sequence[str] = (),
 ) -> list[str]:
-    """What an agent record read from the platform lacks against spec §4.3 step 7."""
+    """What an agent record read from the platform lacks against docs/requirements.md R15.2."""
     problems: list[str] = []
     if agent.get("operation_mode") != "copilot":
         problems.append(f"operation_mode is {agent.get('operation_mode')!r}, not 'copilot'")

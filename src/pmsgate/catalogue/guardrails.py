@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-MIN_GUARDRAILS = 21  # spec §2.4, §8
-ESCALATION_LANGUAGE_ID = "escalation-language"  # spec §4.3 step 7
+MIN_GUARDRAILS = 21  # docs/requirements.md R15.3
+ESCALATION_LANGUAGE_ID = "escalation-language"  # docs/requirements.md R15.3
 
 
 class Guardrail(BaseModel):
@@ -34,8 +34,7 @@ class GuardrailsFile(BaseModel):
     def _spec_guardrails(cls, guardrails: list[Guardrail]) -> list[Guardrail]:
         if len(guardrails) < MIN_GUARDRAILS:
             raise ValueError(
-                f"at least {MIN_GUARDRAILS} guardrails are required (spec §8), "
-                f"found {len(guardrails)}"
+                f"at least {MIN_GUARDRAILS} guardrails are required, found {len(guardrails)}"
             )
         ids = [g.id for g in guardrails]
         duplicated = sorted({i for i in ids if ids.count(i) > 1})
@@ -45,9 +44,7 @@ class GuardrailsFile(BaseModel):
         if len(set(titles)) != len(titles):
             raise ValueError("two guardrails have the same title")
         if ESCALATION_LANGUAGE_ID not in ids:
-            raise ValueError(
-                f"the guardrail {ESCALATION_LANGUAGE_ID!r} (spec §4.3 step 7) is required"
-            )
+            raise ValueError(f"the guardrail {ESCALATION_LANGUAGE_ID!r} is required")
         escalation = next(g for g in guardrails if g.id == ESCALATION_LANGUAGE_ID)
         if "italian" not in escalation.knowledge.casefold():
             raise ValueError(f"the guardrail {ESCALATION_LANGUAGE_ID!r} must require Italian")

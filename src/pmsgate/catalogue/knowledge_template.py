@@ -9,10 +9,10 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-SECTION_COUNT = 5  # spec §2.4, §8
-BLOCK_COUNT = 23  # spec §4.3 step 13, §8
+SECTION_COUNT = 5  # docs/requirements.md R16.1
+BLOCK_COUNT = 23  # docs/requirements.md R16.4
 PLACEHOLDERS = ("wifi_network", "wifi_password")
-# The notes workspace refuses a rich-text content longer than this (upstreams §3).
+# The notes workspace refuses a rich-text content longer than this (docs/knowledge-sync.md).
 RICH_TEXT_MAX = 2000
 # What a placeholder may become: one line, short enough to keep every block under the limit.
 _VALUE_MAX = 200
@@ -96,11 +96,10 @@ class KnowledgeTemplate(BaseModel):
     def _spec_template(self) -> KnowledgeTemplate:
         ids = [s.id for s in self.sections]
         if len(ids) != SECTION_COUNT or len(set(ids)) != SECTION_COUNT:
-            raise ValueError(f"exactly {SECTION_COUNT} distinct sections are required (spec §8)")
+            raise ValueError(f"exactly {SECTION_COUNT} distinct sections are required")
         if len(self.blocks) != BLOCK_COUNT:
             raise ValueError(
-                f"exactly {BLOCK_COUNT} canonical blocks are required (spec §8), "
-                f"found {len(self.blocks)}"
+                f"exactly {BLOCK_COUNT} canonical blocks are required, found {len(self.blocks)}"
             )
         by_id = {s.id: s for s in self.sections}
         unknown = sorted({b.section for b in self.blocks} - set(by_id))

@@ -1,6 +1,6 @@
 """The catalogue lint: nothing that looks like personal data or a code reaches a workspace.
 
-Spec §4.2 and §7: every tool parameter carries a description in words, and no
+docs/requirements.md R6.3: every tool parameter carries a description in words, and no
 description, example, skill, guardrail or instruction contains a real-looking
 name, phone number, e-mail address or code. The rules are data
 (``lint_rules.yaml``, always the installed package's copy); this module turns

@@ -79,7 +79,7 @@ class Catalogue(BaseModel):
 
     @property
     def escalation_guardrail(self) -> Guardrail:
-        """The escalation-language guardrail of spec §4.3 step 7."""
+        """The escalation-language guardrail (docs/requirements.md R15.3)."""
         return next(g for g in self.guardrails if g.id == ESCALATION_LANGUAGE_ID)
 
     def skills_for(self, profile: CustomerProfile | Mapping[str, bool]) -> list[SkillDefinition]:
@@ -95,11 +95,11 @@ class Catalogue(BaseModel):
     def agent_problems(
         self, agent: Mapping[str, Any], required_skill_ids: Sequence[str] = ()
     ) -> list[str]:
-        """What an agent read from the platform lacks against spec §4.3 step 7."""
+        """What an agent read from the platform lacks against docs/requirements.md R15.2."""
         return agent_problems(agent, self.guardrails, required_skill_ids)
 
     def counts(self) -> str:
-        """The counts the specification fixes, in one phrase."""
+        """The counts docs/requirements.md R15 and R16 fix, in one phrase."""
         return (
             f"{len(self.tools)} tools, {len(self.skills)} skills, "
             f"{len(self.guardrails)} guardrails, {len(self.knowledge.sections)} sections, "
@@ -249,6 +249,11 @@ def read_catalogue(path: Path | Traversable | None = None) -> Catalogue:
 def load_catalogue() -> Catalogue:
     """The packaged catalogue, validated and linted once per process."""
     return read_catalogue()
+
+
+def load_tools() -> dict[str, ToolDefinition]:
+    """The tools of the packaged catalogue, by name (checked and linted, cached)."""
+    return load_catalogue().tools
 
 
 def skills_for(

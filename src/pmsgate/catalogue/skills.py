@@ -6,7 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-# Spec §2.4: the three minimum skills, the same for every customer, and the optional one.
+# docs/requirements.md R15.4, R15.5: the three minimum skills, the same for every customer,
+# and the optional one.
 STANDARD_SKILL_NAMES = (
     "booking-extension-assistant",
     "check-in-access-manager",
@@ -110,13 +111,13 @@ class SkillsFile(BaseModel):
     def _spec_skills(cls, skills: dict[str, SkillDefinition]) -> dict[str, SkillDefinition]:
         missing = [n for n in (*STANDARD_SKILL_NAMES, PAYMENT_SKILL_NAME) if n not in skills]
         if missing:
-            raise ValueError(f"spec §2.4 skills missing: {', '.join(missing)}")
+            raise ValueError(f"standard skills missing: {', '.join(missing)}")
         not_always = [n for n in STANDARD_SKILL_NAMES if not skills[n].standard]
         if not_always:
             raise ValueError(f"standard skills must be attached always: {', '.join(not_always)}")
         if skills[PAYMENT_SKILL_NAME].standard:
             raise ValueError(
                 f"{PAYMENT_SKILL_NAME} is attached only for customers who handle upsell or "
-                "late check-in autonomously (spec §2.4), not always"
+                "late check-in autonomously, not always"
             )
         return skills

@@ -21,8 +21,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from pmsgate.boundary import INT64_MAX, INT64_MIN, bounded_schema
 
-# Spec §4.2: these six are always there (more may be declared), in the order onboarding
-# creates them (spec §4.3 step 6).
+# docs/requirements.md R6.2: these six are always there (more may be declared), in the order
+# onboarding creates them (docs/requirements.md R21.6).
 SPEC_TOOL_NAMES = (
     "check-availability",
     "check-portal-status",
@@ -274,14 +274,6 @@ class ToolsFile(BaseModel):
         missing = [n for n in SPEC_TOOL_NAMES if n not in tools]
         if missing:
             raise ValueError(
-                f"the catalogue must define the six tools of spec §4.2 (missing: "
-                f"{', '.join(missing)})"
+                f"the catalogue must define the six standard tools (missing: {', '.join(missing)})"
             )
         return tools
-
-
-def load_tools() -> dict[str, ToolDefinition]:
-    """The tools of the packaged catalogue, by name (checked and linted, cached)."""
-    from pmsgate.catalogue.loader import load_catalogue  # the loader imports this module
-
-    return load_catalogue().tools

@@ -1,11 +1,11 @@
-"""The knowledge bridge's beta allowlist as a service (spec §4.3 step 2).
+"""The knowledge bridge's beta allowlist as a service (docs/requirements.md R21.2).
 
 Checks the address and the comment, raises the caller-facing errors and runs each call
 in one transaction over :class:`pmsgate.storage.allowlist.AllowlistRepository`.
 Addresses are compared lower-cased.
 
-**What the allowlist admits** (issue 16): the knowledge sync of a *customer*, by the
-customer's e-mail as registered on its customer record (the customer file's ``email``,
+**What the allowlist admits** (docs/requirements.md R17.6): the knowledge sync of a *customer*,
+by the customer's e-mail as registered on its customer record (the customer file's ``email``,
 the address step 2 adds) — not the address of whoever is signed in. A customer may have
 several logins; an admin acting on a customer is admitted or refused by the customer's
 entry, never by the admin's own address. :meth:`Allowlist.require_customer` is the one
@@ -104,11 +104,6 @@ class Allowlist:
         if found is None:
             raise entry_not_found(email.strip().lower())
         return found
-
-    async def is_allowed(self, email: str) -> bool:
-        """True when the address is on the allowlist now."""
-        async with self._sessions() as session:
-            return await AllowlistRepository(session).contains(email.strip().lower())
 
     async def customer_allowed(self, student_id: str) -> bool:
         """True when the customer's registered e-mail is on the allowlist now (no cache)."""

@@ -1,4 +1,4 @@
-"""The apartment registry as a service (spec §2.4, §4.3 step 11).
+"""The apartment registry as a service (docs/requirements.md R14.4, R18).
 
 Checks the values, raises the caller-facing errors and runs each call in one transaction
 over :class:`pmsgate.storage.apartments.ApartmentRepository`. :meth:`Apartments.upsert`

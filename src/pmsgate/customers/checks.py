@@ -78,11 +78,12 @@ def one_of(value: str, allowed: tuple[str, ...], field: str) -> str:
 
 
 def customer_not_found(student_id: str) -> NotFound:
-    """The error for a record written for a customer that is not registered."""
+    """The error for a student_id that is not a registered customer (read or written)."""
     return NotFound(
         f"No customer with student_id {student_id}.",
         code="customer_not_found",
-        hint="Register the customer first (its record carries the student_id).",
+        hint="Register it first (`pmsgate customers add`, or onboarding); "
+        "`pmsgate customers list` shows the registered customers.",
     )
 
 

@@ -28,15 +28,17 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.allowlist import Allowlist
 from pmsgate.customers.apartments import Apartments
+from pmsgate.customers.checks import customer_not_found
 from pmsgate.customers.pms_integrations import PmsIntegrations
 from pmsgate.customers.registry import Customers
 from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.customers.workspaces import Workspaces
-from pmsgate.errors import ConfigurationError, Conflict, NotFound
-from pmsgate.gateway.facilities import FacilityService
+from pmsgate.errors import ConfigurationError, Conflict
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.vault import Vault
 from pmsgate.integrations.assistant.client import AssistantClient
-from pmsgate.integrations.notion.client import NotesClient, NotesThrottle
+from pmsgate.integrations.notion.client import NotesClient
+from pmsgate.integrations.notion.throttle import NotesThrottle
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.customers import CustomerView
 from pmsgate.storage.integrations import IntegrationView, token_context
@@ -80,16 +82,6 @@ class CustomerContext:
     def hotel_id(self) -> str | None:
         """The hotel_id of the gateway facility the booking-system row is linked to."""
         return self.pms.facility_hotel_id if self.pms is not None else None
-
-
-def customer_not_found(student_id: str) -> NotFound:
-    """The error for a student_id that is not a registered customer."""
-    return NotFound(
-        f"No customer with student_id {student_id}.",
-        code="customer_not_found",
-        hint="Register it first (`pmsgate customers add`, or onboarding); "
-        "`pmsgate customers list` shows the registered customers.",
-    )
 
 
 class NotesNotConnected(Conflict):

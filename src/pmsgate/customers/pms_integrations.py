@@ -1,4 +1,4 @@
-"""PMS integration rows as a service (spec §2.4, §3, §4.3 steps 4 and 17).
+"""PMS integration rows as a service (docs/requirements.md R14.3, R11).
 
 Checks the values, raises the caller-facing errors and runs each call in one transaction
 over :class:`pmsgate.storage.integrations.IntegrationRepository` (and, to link the
@@ -220,7 +220,7 @@ class PmsIntegrations:
             is_student = await CustomerRepository(session).find(value) is not None
             booking_system_row = await repository.for_student(value, "kross")
         if is_student:
-            # Spec §4.3 step 17: a custom tool's STUDENT parameter is the row id, not this.
+            # docs/requirements.md R21.17: a custom tool's STUDENT parameter is the row id.
             suggestion = (
                 f" Its booking-system integration row id is {booking_system_row.id}."
                 if booking_system_row is not None

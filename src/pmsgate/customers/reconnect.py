@@ -1,4 +1,4 @@
-"""Reconnecting a booking system with new credentials: the one path (spec §3, §4.3, §2.1).
+"""Reconnecting a booking system with new credentials: the one path (docs/requirements.md R11.4).
 
 :func:`reconnect_facility` is the one reconnect of a facility, whoever asks for it:
 ``pmsgate facilities reconnect``, the admin API (``POST /admin/facilities/{id}/reconnect``)
@@ -8,10 +8,10 @@ the listings sync of every customer whose kross row is linked to the facility (s
 below). :func:`connect_kross` is what ``PUT /api/admin/kross/connect`` (and the
 customer's own reconnect form) runs: it resolves the customer's facility first. In order:
 
-1. the credentials are checked against the rules of spec §2.1 (each rule its own code);
+1. the credentials are checked against docs/requirements.md R2 (each rule its own code);
 2. the customer must have a kross integration row linked to a gateway facility;
 3. the booking system is asked for a token with them **before anything is stored**
-   (:meth:`~pmsgate.gateway.facilities.FacilityService.reconnect` verifies, then
+   (:meth:`~pmsgate.gateway.credentials.FacilityCredentials.reconnect` verifies, then
    stores): a refusal is a 422 ``pms_credentials_rejected`` and nothing has changed —
    vault, facility, integration row, stored token;
 4. on success the vault holds the new ciphertext, the facility and its kross row are
@@ -41,7 +41,8 @@ from pmsgate.customers.registry_check import refresh_after_sync
 from pmsgate.customers.service import RegistrySyncResult, pms_not_linked, sync_registry
 from pmsgate.errors import Conflict, InvalidInput, PmsgateError
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.facilities import FacilityView, pms_verifier
+from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.verification import pms_verifier
 from pmsgate.integrations.assistant.errors import PlatformError
 from pmsgate.integrations.kross.client import Token
 from pmsgate.integrations.kross.credentials import credential_problems
@@ -54,7 +55,7 @@ ListingsSync = Literal["restarted", "scheduled", "not_applicable"]
 RECONNECT_ACTOR = Actor.system("reconnect")
 
 # Stands in for a value the caller may leave out (hotel_id, api_key) while the other
-# fields are checked against spec §2.1; the real ones are checked by the reconnect.
+# fields are checked (docs/requirements.md R2); the real ones are checked by the reconnect.
 _ANY_HOTEL_ID = "1"
 _ANY_API_KEY = "0" * 32
 
@@ -112,7 +113,7 @@ def pms_facility_not_registered(student_id: str, integration_id: str) -> Conflic
 def _check_rules(
     hotel_id: str | None, username: str, password: SecretStr, api_key: SecretStr | None
 ) -> None:
-    """Spec §2.1, each rule with its own code; a value left out is not checked here."""
+    """docs/requirements.md R2, each rule its own code; a value left out is not checked here."""
     given_key = api_key if api_key is not None and api_key.get_secret_value().strip() else None
     problems = credential_problems(
         hotel_id if hotel_id is not None else _ANY_HOTEL_ID,

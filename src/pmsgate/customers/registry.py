@@ -1,4 +1,4 @@
-"""Customers as a service (spec §2.4, §4.3 step 1).
+"""Customers as a service (docs/requirements.md R14.1, R21.1).
 
 Checks a customer's profile and subscription, raises the caller-facing errors and runs
 each call in one transaction over :class:`pmsgate.storage.customers.CustomerRepository`.

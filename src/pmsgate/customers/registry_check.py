@@ -1,7 +1,7 @@
-"""The registry check: every apartment maps to a listing of its room type (spec §7).
+"""The registry check: each apartment maps to its room type's listing (docs/requirements.md R18.3).
 
-Spec §7: "Apartment not mapped to the correct listing in the registry → the assistant
-gives no suggestions; message 'Listing unavailable'". This module finds every such
+An apartment not mapped to the right listing in the registry makes the assistant answer
+"Listing unavailable" (docs/requirements.md R18.3). This module finds every such
 apartment before a guest does, says why in plain words and how to fix it, and repairs
 what can be repaired without a person.
 
@@ -23,8 +23,8 @@ what can be repaired without a person.
   registry" run it.
 
 A workspace that lists no listings while the registry has apartments is never "fixed":
-that is the booking-system connection failing (spec §3, every apartment unavailable at
-once), and detaching every listing would only lose the mapping. The report says so
+that is the booking-system connection failing (docs/requirements.md R11.3: every apartment
+unavailable at once), and detaching every listing would only lose the mapping. The report says so
 (``unchecked``) with the reconnect as the fix.
 """
 
@@ -348,32 +348,53 @@ def assess(
         "listings": len(listings),
     }
     if not listings:
-        unverified = [
-            ApartmentMapping(r.pms_room_type_id, _apartment_name(r), r.assistant_listing_id)
-            for r in rows
-        ]
-        if not unverified:
-            return RegistryReport(
-                **base,
-                status="not_applicable",
-                reason="The workspace has no listings and the registry no apartments "
-                "(Route B: custom tools only, no per-listing knowledge).",
-            )
-        return RegistryReport(
-            **base,
-            status="unchecked",
-            apartments=unverified,
-            reason=f"The workspace lists no listings while the registry has {len(unverified)} "
-            "apartments: the platform's booking-system connection fails (or the partner is "
-            "not linked), so every apartment answers 'Listing unavailable'.",
-            fix=RECONNECT_FIX,
-        )
-    by_id = {listing.id: listing for listing in listings}
+        return _without_listings(base, rows)
     by_room_type: dict[str, list[Listing]] = {}
     for listing in listings:
         room_type = listing_room_type(listing)
         if room_type is not None:
             by_room_type.setdefault(room_type, []).append(listing)
+    mappings, problems, explained = _mapped_rows(rows, listings, by_room_type)
+    problems += _listings_without_apartment(rows, listings, by_room_type, explained)
+    return RegistryReport(
+        **base,
+        status="problems" if problems else "ok",
+        apartments=mappings,
+        problems=problems,
+    )
+
+
+def _without_listings(base: dict[str, Any], rows: Sequence[ApartmentView]) -> RegistryReport:
+    """The report when the workspace lists no listing: nothing to check, or nothing checkable."""
+    unverified = [
+        ApartmentMapping(r.pms_room_type_id, _apartment_name(r), r.assistant_listing_id)
+        for r in rows
+    ]
+    if not unverified:
+        return RegistryReport(
+            **base,
+            status="not_applicable",
+            reason="The workspace has no listings and the registry no apartments "
+            "(Route B: custom tools only, no per-listing knowledge).",
+        )
+    return RegistryReport(
+        **base,
+        status="unchecked",
+        apartments=unverified,
+        reason=f"The workspace lists no listings while the registry has {len(unverified)} "
+        "apartments: the platform's booking-system connection fails (or the partner is "
+        "not linked), so every apartment answers 'Listing unavailable'.",
+        fix=RECONNECT_FIX,
+    )
+
+
+def _mapped_rows(
+    rows: Sequence[ApartmentView],
+    listings: Sequence[Listing],
+    by_room_type: dict[str, list[Listing]],
+) -> tuple[list[ApartmentMapping], list[RegistryProblem], set[str]]:
+    """Each row's mapping and problem, and the listings those problems already name."""
+    by_id = {listing.id: listing for listing in listings}
     mappings: list[ApartmentMapping] = []
     problems: list[RegistryProblem] = []
     explained: set[str] = set()  # listings a row's problem already names
@@ -399,6 +420,17 @@ def assess(
                 problem=found,
             )
         )
+    return mappings, problems, explained
+
+
+def _listings_without_apartment(
+    rows: Sequence[ApartmentView],
+    listings: Sequence[Listing],
+    by_room_type: dict[str, list[Listing]],
+    explained: set[str],
+) -> list[RegistryProblem]:
+    """A problem for each listing no apartment maps to (and no row's problem names)."""
+    by_id = {listing.id: listing for listing in listings}
     # Listings mapped to an apartment of their own room type (a listing held by another
     # apartment is still looking for its own).
     mapped = {
@@ -408,60 +440,54 @@ def assess(
         and listing_room_type(by_id[row.assistant_listing_id]) == row.pms_room_type_id
     }
     room_types = {row.pms_room_type_id for row in rows}
-    for listing in listings:
-        if listing.id in mapped or listing.id in explained:
-            continue
-        room_type = listing_room_type(listing)
-        name = listing.name.strip() or "(no name)"
-        if room_type is None:
-            problems.append(
-                RegistryProblem(
-                    kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
-                    room_type=None,
-                    apartment=name,
-                    listing_id=listing.id,
-                    reason=f"Listing {_label(listing)} does not say which booking-system room "
-                    "type it mirrors, so no apartment can be mapped to it.",
-                    fix="Check the listing on the platform (its booking-system room type), "
-                    "then check again.",
-                )
-            )
-        elif room_type not in room_types and len(by_room_type[room_type]) == 1:
-            problems.append(
-                RegistryProblem(
-                    kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
-                    room_type=room_type,
-                    apartment=name,
-                    listing_id=listing.id,
-                    reason=f"Listing {_label(listing)} has no apartment in the registry: "
-                    "its knowledge is never synced.",
-                    fix=f"Add the apartment of room type {room_type} to the registry, mapped "
-                    "to this listing.",
-                    automatic=f"add apartment {name} (room type {room_type}) mapped to "
-                    f"listing {_label(listing)}",
-                    target_listing_id=listing.id,
-                    target_listing_name=listing.name,
-                )
-            )
-        else:
-            problems.append(
-                RegistryProblem(
-                    kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
-                    room_type=room_type,
-                    apartment=name,
-                    listing_id=listing.id,
-                    reason=f"Listing {_label(listing)} is one of "
-                    f"{len(by_room_type[room_type])} listings of room type {room_type}; "
-                    "no apartment maps to it.",
-                    fix="Remove the duplicate listing on the platform, or check which listing "
-                    "the apartment should map to.",
-                )
-            )
-    return RegistryReport(
-        **base,
-        status="problems" if problems else "ok",
-        apartments=mappings,
-        problems=problems,
+    return [
+        _listing_without_apartment(listing, room_types, by_room_type)
+        for listing in listings
+        if listing.id not in mapped and listing.id not in explained
+    ]
+
+
+def _listing_without_apartment(
+    listing: Listing, room_types: set[str], by_room_type: dict[str, list[Listing]]
+) -> RegistryProblem:
+    room_type = listing_room_type(listing)
+    name = listing.name.strip() or "(no name)"
+    if room_type is None:
+        return RegistryProblem(
+            kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
+            room_type=None,
+            apartment=name,
+            listing_id=listing.id,
+            reason=f"Listing {_label(listing)} does not say which booking-system room "
+            "type it mirrors, so no apartment can be mapped to it.",
+            fix="Check the listing on the platform (its booking-system room type), "
+            "then check again.",
+        )
+    if room_type not in room_types and len(by_room_type[room_type]) == 1:
+        return RegistryProblem(
+            kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
+            room_type=room_type,
+            apartment=name,
+            listing_id=listing.id,
+            reason=f"Listing {_label(listing)} has no apartment in the registry: "
+            "its knowledge is never synced.",
+            fix=f"Add the apartment of room type {room_type} to the registry, mapped "
+            "to this listing.",
+            automatic=f"add apartment {name} (room type {room_type}) mapped to "
+            f"listing {_label(listing)}",
+            target_listing_id=listing.id,
+            target_listing_name=listing.name,
+        )
+    return RegistryProblem(
+        kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
+        room_type=room_type,
+        apartment=name,
+        listing_id=listing.id,
+        reason=f"Listing {_label(listing)} is one of "
+        f"{len(by_room_type[room_type])} listings of room type {room_type}; "
+        "no apartment maps to it.",
+        fix="Remove the duplicate listing on the platform, or check which listing "
+        "the apartment should map to.",
     )
 
 
@@ -562,11 +588,6 @@ class RegistryChecks:
         async with self._sessions() as session:
             view = await RegistryCheckRepository(session).find(student_id.strip())
         return RegistryReport.from_dict(view.report) if view is not None else None
-
-    async def needing_attention(self) -> list[RegistryCheckView]:
-        """The customers whose latest check found problems or could not check, by student_id."""
-        async with self._sessions() as session:
-            return await RegistryCheckRepository(session).with_status(("problems", "unchecked"))
 
     async def all(self) -> list[RegistryCheckView]:
         """Every customer's latest check (its status and problem count), by student_id."""

@@ -1,4 +1,4 @@
-"""Enrolling a customer: the operations onboarding, the CLI and the tests run (spec §2.4, §4.3).
+"""Enrolling a customer: what onboarding, the CLI and the tests run (docs/requirements.md R14, R21).
 
 Each operation is safe to run again: it reads what is stored (and what the
 upstream holds) first and writes only what differs, so a second run of a finished
@@ -11,7 +11,7 @@ here, at this one boundary; secrets never appear in a message.
 - :func:`connect_notes` — the notes integration: the token is checked against the
   apartments database first, then stored only as vault ciphertext (step 4).
 - :func:`link_pms` / :func:`set_pms_status` — the booking-system integration row,
-  linked to the gateway facility, and its ``connected``/``error`` state (spec §3).
+  linked to the gateway facility, and its ``connected``/``error`` state (docs/requirements.md R11).
 - :func:`sync_registry` — the automatic listings sync: one registry row per
   apartment from the platform's listings and the notes apartments database (step 11).
 """
@@ -27,25 +27,28 @@ from typing import Any
 import structlog
 from pydantic import SecretStr
 
+from pmsgate.customers.checks import customer_not_found
 from pmsgate.customers.context import (
     NOTES_PROVIDER,
     PMS_PROVIDER,
+    CustomerContext,
     CustomerServices,
-    customer_not_found,
 )
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
-from pmsgate.gateway.facilities import FacilityView, integration_status
+from pmsgate.gateway.facilities import FacilityView
+from pmsgate.gateway.facility_status import integration_status
 from pmsgate.gateway.vault import VaultError
 from pmsgate.integrations.assistant.client import Listing
 from pmsgate.integrations.assistant.errors import PlatformError, PlatformNotFound
-from pmsgate.integrations.notion.client import (
-    ApartmentPage,
+from pmsgate.integrations.notion.errors import (
     NotesError,
     NotesForbidden,
     NotesNotFound,
-    NotesThrottle,
     NotesUnauthorized,
 )
+from pmsgate.integrations.notion.models import ApartmentPage
+from pmsgate.integrations.notion.throttle import NotesThrottle
+from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.customers import CustomerProfile, CustomerView
 from pmsgate.storage.integrations import IntegrationView, new_integration_id, token_context
 from pmsgate.storage.workspaces import WorkspaceConfigurationView
@@ -214,7 +217,7 @@ async def configure_workspace(
     """Upsert the configuration (``partner_markup``), ensure the platform workspace, record its id.
 
     A workspace id already recorded is kept while the platform still has that
-    workspace; otherwise the workspace is found by its slug or created (spec §4.3 step 5).
+    workspace; otherwise the workspace is found by its slug or created (docs/requirements.md R21.5).
     """
     customer = await require_customer(services, student_id)
     name = (workspace_name or customer.name).strip()
@@ -280,7 +283,7 @@ async def connect_notes(
     *,
     notes_workspace_id: str | None = None,
 ) -> NotesConnection:
-    """Check the token on the apartments database, then store it encrypted (spec §4.3 step 4).
+    """Check the token on the apartments database, store it encrypted (docs/requirements.md R21.4).
 
     Nothing is stored when the token or the database is refused.
     """
@@ -445,7 +448,7 @@ async def link_pms(services: CustomerServices, student_id: str, hotel_id: str) -
 async def set_pms_status(
     services: CustomerServices, student_id: str, status: str, error: str | None = None
 ) -> IntegrationView:
-    """Move the kross row to ``connected`` or ``error`` (spec §3), with the reason of an error."""
+    """Set the kross row ``connected`` or ``error`` with a reason (docs/requirements.md R11.1)."""
     customer = await require_customer(services, student_id)
     row = await services.integrations.for_student(customer.student_id, PMS_PROVIDER)
     if row is None:
@@ -490,25 +493,7 @@ async def sync_registry(services: CustomerServices, student_id: str) -> Registry
     integration the pages are not read and notes page ids are left as they are.
     """
     ctx = await services.context(student_id)
-    if ctx.workspace_id is None:
-        raise workspace_not_created(ctx.student_id)
-    try:
-        listings = await services.platform.list_listings(ctx.workspace_id)
-    except PlatformError as error:
-        raise upstream_error(error, "reading the listings") from None
-    pages: list[ApartmentPage] | None = None
-    if ctx.notes is not None and ctx.notes.has_token and ctx.notes.apartments_database_id:
-        try:
-            async with services.notes(ctx) as notes:
-                pages = await notes.query_database(ctx.notes.apartments_database_id)
-        except NotesError as error:
-            if isinstance(error, NotesUnauthorized):
-                # A revoked token is a state of the integration, not of this one sync.
-                await services.integrations.set_status(
-                    ctx.notes.id, "error", error="the notes API refused the integration token"
-                )
-            raise upstream_error(error, "reading the apartments database") from None
-
+    listings, pages = await _listings_and_pages(services, ctx)
     ignored_listings: list[str] = []
     by_listing: dict[str, Listing] = {}
     for listing in listings:
@@ -527,64 +512,9 @@ async def sync_registry(services: CustomerServices, student_id: str) -> Registry
             ignored_pages.append(page.id)
             continue
         by_page[room_type] = page
-
     rows = {row.pms_room_type_id: row for row in ctx.apartments}
-    wanted: dict[str, _Wanted] = {}
-    for room_type in sorted(set(rows) | set(by_listing) | set(by_page), key=_room_type_order):
-        row = rows.get(room_type)
-        its_listing = by_listing.get(room_type)
-        its_page = by_page.get(room_type)
-        name = (
-            (its_listing.name.strip() if its_listing is not None else "")
-            or (row.name if row is not None else "")
-            or (its_page.title.strip() if its_page is not None else "")
-        )
-        if its_page is not None:
-            page_id: str | None = its_page.id
-        elif pages is None:
-            # Pages not read: whatever the row holds stays.
-            page_id = row.notes_page_id if row is not None else None
-        else:
-            page_id = None
-        wanted[room_type] = _Wanted(
-            listing=its_listing.id if its_listing is not None else None, page=page_id, name=name
-        )
-
-    touched: set[str] = set()
-    current = {rt: (row.assistant_listing_id, row.notes_page_id) for rt, row in rows.items()}
-    # Detach first: a listing or page moving between apartments would otherwise meet the
-    # registry's UNIQUE (student_id, listing) / (student_id, page) half-way.
-    for room_type, (listing_id, page_id) in list(current.items()):
-        want = wanted[room_type]
-        if listing_id is not None and listing_id != want.listing:
-            await services.apartments.update_listing(ctx.student_id, room_type, None)
-            listing_id = None
-            touched.add(room_type)
-        if page_id is not None and page_id != want.page:
-            await services.apartments.update_notes_page(ctx.student_id, room_type, None)
-            page_id = None
-            touched.add(room_type)
-        current[room_type] = (listing_id, page_id)
-    created = 0
-    for room_type, want in wanted.items():
-        row = rows.get(room_type)
-        if (
-            row is not None
-            and current[room_type] == (want.listing, want.page)
-            and (not want.name or row.name == want.name)
-        ):
-            continue
-        _, was_created = await services.apartments.upsert(
-            ctx.student_id,
-            room_type,
-            assistant_listing_id=want.listing,
-            notes_page_id=want.page,
-            name=want.name or None,
-        )
-        if was_created:
-            created += 1
-        else:
-            touched.add(room_type)
+    wanted = _wanted_rows(rows, by_listing, by_page, pages_read=pages is not None)
+    created, touched = await _write_rows(services, ctx.student_id, rows, wanted)
 
     after = await services.apartments.of_student(ctx.student_id)
     result = RegistrySyncResult(
@@ -609,3 +539,103 @@ async def sync_registry(services: CustomerServices, student_id: str) -> Registry
         updated=result.updated,
     )
     return result
+
+
+async def _listings_and_pages(
+    services: CustomerServices, ctx: CustomerContext
+) -> tuple[list[Listing], list[ApartmentPage] | None]:
+    """The workspace's listings, and the notes database's pages (None: not read)."""
+    if ctx.workspace_id is None:
+        raise workspace_not_created(ctx.student_id)
+    try:
+        listings = await services.platform.list_listings(ctx.workspace_id)
+    except PlatformError as error:
+        raise upstream_error(error, "reading the listings") from None
+    if not (ctx.notes is not None and ctx.notes.has_token and ctx.notes.apartments_database_id):
+        return listings, None
+    try:
+        async with services.notes(ctx) as notes:
+            return listings, await notes.query_database(ctx.notes.apartments_database_id)
+    except NotesError as error:
+        if isinstance(error, NotesUnauthorized):
+            # A revoked token is a state of the integration, not of this one sync.
+            await services.integrations.set_status(
+                ctx.notes.id, "error", error="the notes API refused the integration token"
+            )
+        raise upstream_error(error, "reading the apartments database") from None
+
+
+def _wanted_rows(
+    rows: dict[str, ApartmentView],
+    by_listing: dict[str, Listing],
+    by_page: dict[str, ApartmentPage],
+    *,
+    pages_read: bool,
+) -> dict[str, _Wanted]:
+    """What each room type's row should hold, in room-type order."""
+    wanted: dict[str, _Wanted] = {}
+    for room_type in sorted(set(rows) | set(by_listing) | set(by_page), key=_room_type_order):
+        row = rows.get(room_type)
+        its_listing = by_listing.get(room_type)
+        its_page = by_page.get(room_type)
+        name = (
+            (its_listing.name.strip() if its_listing is not None else "")
+            or (row.name if row is not None else "")
+            or (its_page.title.strip() if its_page is not None else "")
+        )
+        if its_page is not None:
+            page_id: str | None = its_page.id
+        elif not pages_read:
+            # Pages not read: whatever the row holds stays.
+            page_id = row.notes_page_id if row is not None else None
+        else:
+            page_id = None
+        wanted[room_type] = _Wanted(
+            listing=its_listing.id if its_listing is not None else None, page=page_id, name=name
+        )
+    return wanted
+
+
+async def _write_rows(
+    services: CustomerServices,
+    student_id: str,
+    rows: dict[str, ApartmentView],
+    wanted: dict[str, _Wanted],
+) -> tuple[int, set[str]]:
+    """Bring the rows to ``wanted``: how many were created, and which existing ones changed."""
+    touched: set[str] = set()
+    current = {rt: (row.assistant_listing_id, row.notes_page_id) for rt, row in rows.items()}
+    # Detach first: a listing or page moving between apartments would otherwise meet the
+    # registry's UNIQUE (student_id, listing) / (student_id, page) half-way.
+    for room_type, (listing_id, page_id) in list(current.items()):
+        want = wanted[room_type]
+        if listing_id is not None and listing_id != want.listing:
+            await services.apartments.update_listing(student_id, room_type, None)
+            listing_id = None
+            touched.add(room_type)
+        if page_id is not None and page_id != want.page:
+            await services.apartments.update_notes_page(student_id, room_type, None)
+            page_id = None
+            touched.add(room_type)
+        current[room_type] = (listing_id, page_id)
+    created = 0
+    for room_type, want in wanted.items():
+        row = rows.get(room_type)
+        if (
+            row is not None
+            and current[room_type] == (want.listing, want.page)
+            and (not want.name or row.name == want.name)
+        ):
+            continue
+        _, was_created = await services.apartments.upsert(
+            student_id,
+            room_type,
+            assistant_listing_id=want.listing,
+            notes_page_id=want.page,
+            name=want.name or None,
+        )
+        if was_created:
+            created += 1
+        else:
+            touched.add(room_type)
+    return created, touched

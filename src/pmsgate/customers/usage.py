@@ -1,4 +1,4 @@
-"""Usage snapshots as a service (spec §2.4, §4.3 step 16, §6).
+"""Usage snapshots as a service (docs/requirements.md R14.5, R19).
 
 Checks the values of a snapshot, raises the caller-facing errors and runs each call in
 one transaction over :class:`pmsgate.storage.usage.UsageSnapshotRepository`. Recording

@@ -1,4 +1,4 @@
-"""Workspace configurations as a service (spec §2.4, §4.3 steps 3 and 5).
+"""Workspace configurations as a service (docs/requirements.md R14.2, R21.3, R21.5).
 
 Checks the values, raises the caller-facing errors and runs each call in one transaction
 over :class:`pmsgate.storage.workspaces.WorkspaceConfigurationRepository`.
@@ -176,10 +176,6 @@ class Workspaces:
             raise configuration_not_found(student_id)
         return found
 
-    async def by_workspace_id(self, workspace_id: str) -> WorkspaceConfigurationView | None:
-        """The configuration of the platform workspace with this id, if any."""
-        return await self._find_by("workspace_id", workspace_id.strip())
-
     async def by_slug(self, workspace_slug: str) -> WorkspaceConfigurationView | None:
         """The configuration with this workspace slug (unique), if any."""
         return await self._find_by("workspace_slug", workspace_slug.strip())
@@ -190,7 +186,7 @@ class Workspaces:
             return await WorkspaceConfigurationRepository(session).all()
 
     async def _find_by(
-        self, column: Literal["student_id", "workspace_id", "workspace_slug"], value: str
+        self, column: Literal["student_id", "workspace_slug"], value: str
     ) -> WorkspaceConfigurationView | None:
         async with self._sessions() as session:
             return await WorkspaceConfigurationRepository(session).find_by(column, value)

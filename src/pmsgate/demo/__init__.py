@@ -2,7 +2,8 @@
 
 Everything goes through the real clients and HTTP interfaces; only the network
 is replaced (an ``httpx.ASGITransport`` onto the emulators). Each chapter is a
-module of this package.
+module of this package; each tells its part through a :class:`~pmsgate.demo.story.Story`
+(readable at 80 columns) and notes its figures for the closing summary.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from pathlib import Path
 
 import httpx
 from pydantic import SecretStr
-from rich.console import Console
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
@@ -22,6 +22,7 @@ from pmsgate.demo.first_contact import first_contact_chapter
 from pmsgate.demo.gateway import GatewayTour, gateway_chapter
 from pmsgate.demo.onboarding import onboarding_chapter
 from pmsgate.demo.platform import platform_chapter
+from pmsgate.demo.story import Story
 from pmsgate.demo.web import web_chapter
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
@@ -30,8 +31,8 @@ from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 SANDBOX_HOST = "http://sandbox.local"
 
 
-async def run_demo(console: Console, *, seed: int = 1) -> None:
-    """Run every demo chapter against a fresh sandbox."""
+async def run_demo(story: Story, *, seed: int = 1) -> None:
+    """Run every demo chapter against a fresh sandbox, then sum up what they showed."""
     # A manual clock lets the demo show what happens as time passes, without waiting.
     clock = ManualClock(datetime.now(UTC).replace(microsecond=0))
     box = Sandbox(seed=seed, clock=clock)
@@ -39,7 +40,7 @@ async def run_demo(console: Console, *, seed: int = 1) -> None:
     async with httpx.AsyncClient(transport=transport, base_url=SANDBOX_HOST) as http:
         settings = Settings(kross_base_url=f"{SANDBOX_HOST}/kross")
         facility = box.kross.facility_summaries()[0]
-        await booking_system_chapter(console, settings, http, facility, clock)
+        await booking_system_chapter(story, settings, http, facility, clock)
         with tempfile.TemporaryDirectory(prefix="pmsgate-demo-") as data_dir:
             gateway_settings = Settings(
                 # Embedded defaults whatever the environment says: SQLite, in-memory limiter/cache.
@@ -51,10 +52,10 @@ async def run_demo(console: Console, *, seed: int = 1) -> None:
                 secret_keys=SecretStr(generate_key_spec("demo")),
                 limiter_wait_s=0.0,
             )
-            async with GatewayTour.open(console, gateway_settings, http, box, clock) as tour:
+            async with GatewayTour.open(story, gateway_settings, http, box, clock) as tour:
                 await gateway_chapter(tour)
                 await platform_chapter(
-                    console,
+                    story,
                     http,
                     f"{SANDBOX_HOST}/platform",
                     tour.app,
@@ -62,6 +63,7 @@ async def run_demo(console: Console, *, seed: int = 1) -> None:
                     today=clock.now().date(),
                 )
         with tempfile.TemporaryDirectory(prefix="pmsgate-onboarding-") as data_dir:
-            onboarded = await onboarding_chapter(console, Path(data_dir), seed=seed)
-            await web_chapter(console, onboarded)
-        await first_contact_chapter(console, seed=seed, start=clock.now())
+            onboarded = await onboarding_chapter(story, Path(data_dir), seed=seed)
+            await web_chapter(story, onboarded)
+        await first_contact_chapter(story, seed=seed, start=clock.now())
+    story.summary()

@@ -7,12 +7,10 @@ from typing import Any
 
 import httpx
 from pydantic import SecretStr
-from rich.console import Console
-from rich.panel import Panel
-from rich.table import Table
 
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
+from pmsgate.demo.story import Story
 from pmsgate.errors import PmsgateError
 from pmsgate.integrations.kross.client import PmsClient
 from pmsgate.integrations.kross.credentials import Credentials
@@ -23,14 +21,14 @@ from pmsgate.integrations.kross.reservation_rows import BOOKING_DATE_FORMAT, par
 
 
 async def booking_system_chapter(
-    console: Console,
+    story: Story,
     settings: Settings,
     http: httpx.AsyncClient,
     facility: dict[str, Any],
     clock: Clock,
 ) -> None:
     """The booking-system client: token, availability, reservations, the documented quirks."""
-    console.rule("[bold]1. The booking-system client (Kross API v5) against its emulator")
+    story.chapter(1, "The booking-system client (Kross API v5) on its emulator")
     client = PmsClient.from_settings(settings, http, clock)
     credentials = Credentials(
         hotel_id=facility["hotel_id"],
@@ -39,36 +37,50 @@ async def booking_system_chapter(
         api_key=SecretStr(facility["api_key"]),
     )
     token = await client.get_token(credentials)
-    console.print(
+    story.say(
         f"Facility [bold]{facility['name']}[/] (hotel_id {facility['hotel_id']}, "
         f"user {facility['username']}, {facility['kind']} key): token obtained, "
         f"valid until {token.expires_at:%Y-%m-%d %H:%M} UTC (the token itself is never shown)."
     )
-
     today = client.clock.now().date()
     week_end = today + dt.timedelta(days=6)
+    await _availability(story, client, token, today, week_end)
+    await _reservations(story, client, token, today, week_end)
+    await _mistakes(story, client, settings, http, facility, token)
+
+
+async def _availability(
+    story: Story, client: PmsClient, token: Any, today: dt.date, week_end: dt.date
+) -> None:
+    """The week's free rooms per night, one row per apartment."""
     result = await client.call(
         "calendar/get-availability",
         {"date_from": today.isoformat(), "date_to": week_end.isoformat()},
         token,
     )
-    nights = result.many(AvailabilityNight)
-    table = Table(title=f"Availability {today} … {week_end} (free rooms per night)")
-    table.add_column("apartment")
     days = [today + dt.timedelta(days=i) for i in range(7)]
-    for day in days:
-        table.add_column(f"{day:%a %d}", justify="right")
     by_apartment: dict[str, dict[dt.date, int]] = {}
-    for night in nights:
+    for night in result.many(AvailabilityNight):
         by_apartment.setdefault(night.name_room_type or str(night.id_room_type), {})[night.date] = (
             night.rooms_available
         )
-    for name, free in sorted(by_apartment.items()):
-        table.add_row(name, *(str(free.get(day, "-")) for day in days))
-    console.print(table)
+    story.table(
+        f"Free rooms per night, {today:%a %d %b} to {week_end:%a %d %b}",
+        ["apartment", *(f"{day:%a}\n{day:%d}" for day in days)],
+        [
+            [name, *(str(free.get(day, "-")) for day in days)]
+            for name, free in sorted(by_apartment.items())
+        ],
+        right={f"{day:%a}\n{day:%d}" for day in days},
+    )
 
+
+async def _reservations(
+    story: Story, client: PmsClient, token: Any, today: dt.date, week_end: dt.date
+) -> None:
+    """The reservation list, read by booking date, kept to the stays of the week."""
     # The filters public clients send: the booking (creation) date, not the stay dates; the
-    # stay dates are checked on our side (spec §7). Rows are read one by one.
+    # stay dates are checked on our side (docs/kross-api.md). Rows are read one by one.
     booked_from = client.clock.now() - dt.timedelta(days=400)
     listed = await client.call(
         "reservations/get-list",
@@ -81,37 +93,46 @@ async def booking_system_chapter(
     )
     response_fields = client.operations.resolve("reservations/get-list").response_fields
     parsed = parse_rows(listed.data if isinstance(listed.data, list) else [], response_fields)
-    reservations = parsed.items
-    kept = filter_by_stay(reservations, today, week_end)
-    console.print(
-        Panel(
-            f"Asked for stays overlapping {today} … {week_end}.\n"
-            f"The booking system returned [bold]{kept.returned}[/] reservations "
-            f"(it ignores date filters, spec §7); [bold]{kept.dropped_out_of_range}[/] were "
-            f"outside the range and dropped; [bold]{len(kept.items)}[/] kept.",
-            title="Date-filter enforcement",
-        )
+    kept = filter_by_stay(parsed.items, today, week_end)
+    story.say(
+        f"Asked for the stays overlapping {today} … {week_end}, the booking system "
+        f"returned [bold]{kept.returned}[/] reservations: it ignores date filters, so the "
+        f"gateway checks every stay itself. [bold]{kept.dropped_out_of_range}[/] were outside "
+        f"the week and dropped; [bold]{len(kept.items)}[/] kept."
+    )
+    story.table(
+        "Reservations this week",
+        ["id", "arrival", "departure", "apartment", "status", "portal"],
+        [
+            [
+                str(reservation.id_reservation),
+                reservation.arrival.isoformat(),
+                reservation.departure.isoformat(),
+                ", ".join(r.name_room_type or "" for r in reservation.rooms),
+                reservation.cod_reservation_status or "",
+                reservation.portal_status or "unknown",
+            ]
+            for reservation in sorted(kept.items, key=lambda r: r.arrival)[:10]
+        ],
+        wrap="apartment",
+    )
+    story.measured(
+        "Booking system",
+        f"a token; {kept.returned} reservations returned for one week, "
+        f"{kept.dropped_out_of_range} dropped by the gateway's date check, {len(kept.items)} kept",
     )
 
-    table = Table(title="Reservations this week")
-    for column in ("id", "arrival", "departure", "apartment", "status", "portal"):
-        table.add_column(column)
-    for reservation in sorted(kept.items, key=lambda r: r.arrival)[:10]:
-        table.add_row(
-            str(reservation.id_reservation),
-            reservation.arrival.isoformat(),
-            reservation.departure.isoformat(),
-            ", ".join(r.name_room_type or "" for r in reservation.rooms),
-            reservation.cod_reservation_status or "",
-            reservation.portal_status or "unknown",
-        )
-    console.print(table)
 
-    table = Table(title="Documented mistakes get their own clear error")
-    table.add_column("what was tried")
-    table.add_column("error code")
-    table.add_column("hint")
-    for label, attempt in [
+async def _mistakes(
+    story: Story,
+    client: PmsClient,
+    settings: Settings,
+    http: httpx.AsyncClient,
+    facility: dict[str, Any],
+    token: Any,
+) -> None:
+    """Each documented mistake, tried: its own error code and a hint saying what to do."""
+    attempts = [
         ("calendar/get-calendar (does not exist)", _call(client, "calendar/get-calendar", token)),
         ("channel/save-cm (out of scope)", _call(client, "channel/save-cm", token)),
         (
@@ -127,10 +148,17 @@ async def booking_system_chapter(
             ),
         ),
         ("an e-mail address as API username", _email_username(facility)),
-    ]:
+    ]
+    rows = []
+    for label, attempt in attempts:
         code, hint = await attempt
-        table.add_row(label, code, hint)
-    console.print(table)
+        rows.append([label, code, hint])
+    story.table(
+        "Documented mistakes get their own clear error",
+        ["what was tried", "error code", "hint"],
+        rows,
+    )
+    story.measured("Booking system", f"{len(rows)} documented mistakes, each its own error code")
 
 
 def _client(

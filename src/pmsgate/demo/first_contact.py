@@ -16,11 +16,11 @@ from pathlib import Path
 
 import httpx
 from pydantic import SecretStr
-from rich.console import Console
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import open_container
+from pmsgate.demo.story import Story
 from pmsgate.doctor.command import render
 from pmsgate.doctor.findings import Report
 from pmsgate.doctor.runner import Target, run_doctor
@@ -34,9 +34,9 @@ HOST = "http://first-contact.local"
 PROBED_AREAS = ("booking system", "assistant platform")
 
 
-async def first_contact_chapter(console: Console, *, seed: int, start: datetime) -> None:
+async def first_contact_chapter(story: Story, *, seed: int, start: datetime) -> None:
     """Run the doctor's live probe on a default sandbox, then on one in the public variants."""
-    console.rule("[bold]6. First contact: `pmsgate doctor --live` before the first customer")
+    story.chapter(6, "First contact: `pmsgate doctor --live` before the first customer")
     clock = ManualClock(start)
     box = Sandbox(seed=seed, clock=clock)
     app = box.asgi_app()
@@ -71,18 +71,21 @@ async def first_contact_chapter(console: Console, *, seed: int, start: datetime)
             )
         target = Target(hotel_id=record["hotel_id"], workspace_id=box.platform.workspaces()[0].id)
 
-        async def probe(title: str) -> Report:
+        async def probe(title: str, named: str) -> Report:
             before = box.kross.stats.requests_total
             report = await run_doctor(
                 settings, live=True, target=target, http_factory=http_factory, clock=clock
             )
             spent = box.kross.stats.requests_total - before
-            console.print(f"\n[bold]{title}[/] ({spent} booking-system requests)")
-            render(_only(report, PROBED_AREAS), console)
+            story.say(f"\n[bold]{title}[/] ({spent} booking-system requests)")
+            shown = _only(report, PROBED_AREAS)
+            render(shown, story.console)
+            counts = ", ".join(f"{n} {status}" for status, n in shown.counts().items() if n)
+            story.measured("First contact", f"{named}: {counts} ({spent} requests)")
             clock.advance(61)  # the next probe starts in a fresh minute window
             return report
 
-        await probe("The emulators as the public references describe them")
+        await probe("The emulators as the public references describe them", "as documented")
         box.kross.configure(
             guest_portal_shape="link",
             ignore_offset=True,
@@ -90,8 +93,11 @@ async def first_contact_chapter(console: Console, *, seed: int, start: datetime)
             grouped_paths=True,
         )
         box.platform.configure(undocumented_endpoints="absent")
-        await probe("The same probe, the emulators switched to the variants seen in public")
-    console.print(
+        await probe(
+            "The same probe, the emulators switched to the variants seen in public",
+            "the public variants",
+        )
+    story.say(
         "Every warning is a difference pmsgate copes with; the advice says what to set, "
         "and which onboarding steps become a person's task (docs/doctor.md)."
     )

@@ -1,4 +1,4 @@
-"""A fleet of generated customers for trying the admin console (issue 16: "300 customers").
+"""A fleet of generated customers for trying the admin console (300 customers).
 
 :func:`generate_customers` registers ``count`` customers through the real services (the
 customer registry, workspace configuration, the gateway's facility service, the

@@ -13,14 +13,14 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from pydantic import SecretStr
-from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from pmsgate.app import create_app
 from pmsgate.audit.trail import AuditTrail
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import open_container
+from pmsgate.demo.story import Story
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import Limits, NewFacility
@@ -34,7 +34,7 @@ GATEWAY_HOST = "http://gateway.local"
 
 async def gateway_chapter(tour: GatewayTour) -> None:
     """Register facilities, call the six tools, and show limits, staleness, writes, failures."""
-    tour.console.rule("[bold]2. The gateway: six tools over HTTP and MCP, inside the limits")
+    tour.story.chapter(2, "The gateway: six tools over HTTP and MCP, inside the limits")
     await tour.register_facilities()
     await tour.six_tools()
     await tour.rapid_calls()
@@ -42,13 +42,18 @@ async def gateway_chapter(tour: GatewayTour) -> None:
     await tour.exactly_once_payment()
     await tour.changed_password()
     await tour.mcp()
+    tour.story.measured(
+        "Gateway",
+        f"{tour.calls} tool calls over HTTP for {tour.facility['name']}, "
+        f"{tour.upstream_requests()} booking-system requests in all (token included)",
+    )
 
 
 @dataclass
 class GatewayTour:
     """One in-process gateway on the sandbox, and what the demo shows with it."""
 
-    console: Console
+    story: Story
     services: GatewayServices
     app: Any
     http: httpx.AsyncClient
@@ -57,12 +62,13 @@ class GatewayTour:
     facility: dict[str, Any]
     audit: AuditTrail
     key: str = ""
+    calls: int = 0  # tool calls made over HTTP
 
     @classmethod
     @asynccontextmanager
     async def open(
         cls,
-        console: Console,
+        story: Story,
         settings: Settings,
         kross_http: httpx.AsyncClient,
         box: Sandbox,
@@ -78,10 +84,11 @@ class GatewayTour:
                     facility = next(
                         f for f in box.kross.facility_summaries() if f["kind"] == "partner"
                     )
-                    yield cls(console, services, app, http, box, clock, facility, container.audit)
+                    yield cls(story, services, app, http, box, clock, facility, container.audit)
 
     async def tool(self, name: str, **arguments: Any) -> httpx.Response:
         """Call a tool the way the assistant does."""
+        self.calls += 1
         return await self.http.post(
             f"/v1/tools/{name}", json=arguments, headers={"Authorization": f"Bearer {self.key}"}
         )
@@ -104,13 +111,11 @@ class GatewayTour:
             )
         except PmsgateError as error:
             stored = [f.hotel_id for f in await self.services.facilities.list()]
-            self.console.print(
+            self.story.say(
                 f"A wrong password for {first['hotel_id']}: [red]{error.code}[/] "
-                f"({error.status}) — {error.message} Facilities stored: {len(stored)}."
+                f"({error.status}) — {escape(error.message)} Facilities stored: {len(stored)}."
             )
-        table = Table(title="Facilities registered (tried upstream, encrypted at rest)")
-        for column in ("hotel_id", "name", "kind", "status", "limits", "gateway key"):
-            table.add_column(column)
+        rows = []
         for record in records:
             view, key = await self.services.gateway.add_facility(_registration(record), verify=True)
             if record["hotel_id"] == self.facility["hotel_id"]:
@@ -118,15 +123,22 @@ class GatewayTour:
             limits = (
                 f"{view.limits.per_minute}/min {view.limits.per_hour}/h {view.limits.per_day}/d"
             )
-            table.add_row(
-                view.hotel_id,
-                view.name,
-                view.kind,
-                view.status,
-                limits,
-                key[:12] + "… (shown once)",
-            )
-        self.console.print(table)
+            rows.append([view.hotel_id, view.name, view.kind, view.status, limits])
+        self.story.table(
+            "Facilities registered (tried upstream, encrypted at rest)",
+            ["hotel_id", "name", "kind", "status", "limits"],
+            rows,
+        )
+        self.story.own_line(
+            f"Each got a gateway key, shown once; the key of {self.facility['name']}, "
+            "which the assistant uses below:",
+            self.key,
+        )
+        self.story.measured(
+            "Gateway",
+            f"{len(rows)} facilities registered, each tried upstream first "
+            "(a wrong password refused, nothing stored)",
+        )
 
     async def six_tools(self) -> None:
         """Each tool once, with where its answer came from."""
@@ -147,21 +159,31 @@ class GatewayTour:
             ("check-portal-status", {"reservation_id": reservation["reservation_id"]}),
             ("get-checkin-instructions", {"reservation_id": reservation["reservation_id"]}),
         ]
-        table = Table(title=f"The six tools for {self.facility['name']} (POST /v1/tools/…)")
-        for column in ("tool", "source", "count", "dropped out of range", "answer (excerpt)"):
-            table.add_column(column)
+        rows = []
         for name, arguments in calls:
             answer = (await self.tool(name, **arguments)).json()
             meta = answer["meta"]
-            table.add_row(
-                name,
-                meta["source"],
-                str(meta["count"]),
-                str(meta["dropped_out_of_range"]),
-                _excerpt(name, answer["data"]),
+            rows.append(
+                [
+                    name,
+                    meta["source"],
+                    str(meta["count"]),
+                    str(meta["dropped_out_of_range"]),
+                    _excerpt(name, answer["data"]),
+                ]
             )
-        self.console.print(table)
-        self.console.print(
+        self.story.table(
+            f"The six tools for {self.facility['name']} (POST /v1/tools/<tool>)",
+            ["tool", "from", "rows", "dropped", "answer"],
+            rows,
+            wrap="answer",
+            right={"rows", "dropped"},
+        )
+        self.story.say(
+            "(from: the gateway's cache or the booking system; dropped: rows outside the "
+            "dates asked for, removed by the gateway's own date check.)"
+        )
+        self.story.say(
             "The four reservation tools share one cached read of the reservation list; "
             f"the booking system has received {self.upstream_requests()} requests in total "
             "(token included)."
@@ -172,10 +194,15 @@ class GatewayTour:
         before = self.upstream_requests()
         answers = [await self.tool("get-in-house-guests") for _ in range(200)]
         ok = sum(a.status_code == 200 for a in answers)
-        self.console.print(
+        sent = self.upstream_requests() - before
+        refused = self.box.kross.stats.rate_limited.total()
+        self.story.say(
             f"200 rapid calls to get-in-house-guests: [bold]{ok}[/] answered, "
-            f"[bold]{self.upstream_requests() - before}[/] upstream requests, "
-            f"[bold]{self.box.kross.stats.rate_limited.total()}[/] upstream 429s."
+            f"[bold]{sent}[/] upstream requests, [bold]{refused}[/] upstream 429s."
+        )
+        self.story.measured(
+            "Gateway",
+            f"200 rapid calls: {ok} answered, {sent} upstream requests, {refused} upstream 429s",
         )
 
     async def exhausted_budget(self) -> None:
@@ -196,11 +223,16 @@ class GatewayTour:
             arrival=arrival.isoformat(),
             departure=(arrival + dt.timedelta(days=2)).isoformat(),
         )
-        self.console.print(
+        self.story.say(
             f"Budget spent (limits lowered to 2/h): a cached tool answers with "
             f"stale={stale['stale']}, age {stale['age_s']:.0f} s; an uncached one answers "
             f"{unavailable.status_code} {unavailable.json()['error']['code']} with "
             f"Retry-After {unavailable.headers.get('Retry-After')} s."
+        )
+        self.story.measured(
+            "Gateway",
+            f"budget spent: the last answer served stale ({stale['age_s']:.0f} s old), "
+            f"an uncached call refused with {unavailable.status_code}",
         )
         await self.services.facilities.set_limits(hotel_id, Limits())
         self.clock.advance(3600)
@@ -227,7 +259,7 @@ class GatewayTour:
         _, payment_key = await self.services.facilities.mint_key(
             self.facility["hotel_id"], "payments", scopes=[scope]
         )
-        self.console.print(
+        self.story.say(
             f"The tools-only key asking for a payment: {refused.status_code} "
             f"{refused.json()['error']['code']}, nothing sent; a key minted with {scope} "
             "makes it:"
@@ -241,32 +273,41 @@ class GatewayTour:
         )
         self.box.kross.clear_faults()
         sent = self.box.kross.stats.requests_by_operation["reservations/add-payment"]
-        self.console.print(
+        self.story.say(
             f"A payment whose answer was lost after it committed: first call {first.status_code} "
             f"(recovered={first.json()['meta'].get('recovered')}, read back), replay "
             f"{replay.status_code} (replayed={replay.headers.get('Idempotent-Replayed')}); "
             f"sent to the booking system [bold]{sent}[/] time(s)."
+        )
+        self.story.measured(
+            "Gateway",
+            f"a payment whose answer was lost, called twice: sent upstream {sent} time(s)",
         )
         await self._show_write_trail()
 
     async def _show_write_trail(self) -> None:
         """The payment attempts as the audit trail keeps them (what the console shows)."""
         page = await self.audit.page(AuditFilter(action_prefix="key.used_for_write"), limit=10)
-        table = Table(title="Audit trail: the writes (newest first; no secret is ever stored)")
-        for column in ("key", "operation", "Idempotency-Key", "outcome", "note"):
-            table.add_column(column, no_wrap=column != "note")
+        rows = []
         for event in page.events:
             details = event.details
             notes = [name for name in ("replayed", "recovered") if details.get(name)]
             notes += [str(details["error_code"])] if details.get("error_code") else []
-            table.add_row(
-                event.actor,
-                str(details.get("operation", "")).removeprefix("reservations/"),
-                str(details.get("idempotency_key", "")),
-                event.outcome,
-                ", ".join(notes) or "-",
+            rows.append(
+                [
+                    event.actor,
+                    str(details.get("operation", "")).removeprefix("reservations/"),
+                    str(details.get("idempotency_key", "")),
+                    event.outcome,
+                    ", ".join(notes) or "-",
+                ]
             )
-        self.console.print(table)
+        self.story.table(
+            "Audit trail: the writes (newest first; keys by prefix, no secret stored)",
+            ["key", "operation", "Idempotency-Key", "outcome", "note"],
+            rows,
+            wrap="note",
+        )
 
     async def changed_password(self) -> None:
         """The customer changes the API password: error state, no retry storm, reconnect."""
@@ -287,11 +328,16 @@ class GatewayTour:
         )
         await self.services.tokens.forget(hotel_id)
         recovered = await self.tool("get-in-house-guests")
-        self.console.print(
+        status = (await self.services.facilities.get(hotel_id)).status
+        self.story.say(
             f"Password changed upstream: calls answer [bold]{failed['code']}[/] "
-            f"({failed['hint'][:60]}…); 20 more calls sent {storm} requests upstream; after "
-            f"reconnecting with the new password: {recovered.status_code}, status "
-            f"{(await self.services.facilities.get(hotel_id)).status}."
+            f"(hint: {escape(failed['hint'])}). 20 more calls sent {storm} requests upstream; "
+            f"after reconnecting with the new password: {recovered.status_code}, status {status}."
+        )
+        self.story.measured(
+            "Gateway",
+            f"a changed password: 20 calls sent {storm} requests upstream (no retry storm), "
+            f"then reconnected ({status})",
         )
 
     async def _verify(self, credentials: Any) -> None:
@@ -307,7 +353,7 @@ class GatewayTour:
         ):
             listed = await client.list_tools()
             result = await client.call_tool("get-in-house-guests", {})
-        self.console.print(
+        self.story.say(
             f"MCP at /mcp: {len(listed.tools)} tools ({', '.join(t.name for t in listed.tools)}); "
             f"get-in-house-guests answered is_error={result.is_error}."
         )

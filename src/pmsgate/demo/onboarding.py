@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
@@ -10,17 +11,17 @@ from typing import Any
 
 import httpx
 from pydantic import SecretStr
-from rich.console import Console
 
 from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
 from pmsgate.demo.platform import served_on_loopback
+from pmsgate.demo.story import Story
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
-from pmsgate.onboarding.report import RunReport, render_report
+from pmsgate.onboarding.report import RunReport, StepOutcome
 from pmsgate.onboarding.runner import OnboardingRunner
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
@@ -117,15 +118,58 @@ def customer_file_of(sandbox: Sandbox, facility: dict[str, Any]) -> CustomerFile
 
 
 async def onboard_demo_customers(
-    runner: OnboardingRunner, sandbox: Sandbox, console: Console
+    runner: OnboardingRunner, sandbox: Sandbox, story: Story
 ) -> list[tuple[str, RunReport]]:
-    """Run the runbook for both demo customers, printing each checklist."""
+    """Run the runbook for both demo customers, then print their checklists side by side."""
     reports: list[tuple[str, RunReport]] = []
     for facility in demo_facilities(sandbox):
         report = await runner.run(customer_file_of(sandbox, facility))
-        console.print(render_report(report))
         reports.append((str(facility["name"]), report))
+    show_checklists(story, reports)
     return reports
+
+
+# A step's status in a column a few letters wide.
+SHORT_STATUS = {"waiting": "a person", "would_do": "would do", "not_done": "not done"}
+
+
+def show_checklists(story: Story, reports: list[tuple[str, RunReport]]) -> None:
+    """The customers' runs side by side, one row per step; then what waits for a person."""
+    for name, report in reports:
+        story.say(
+            f"Route {report.route}: [bold]{name}[/] (customer {report.student_id}), "
+            f"run {report.status}."
+        )
+    by_step: dict[int, tuple[str, list[str]]] = {}
+    for column, (_, report) in enumerate(reports):
+        for outcome in report.outcomes:
+            _, statuses = by_step.setdefault(outcome.number, (outcome.title, []))
+            statuses.extend(["-"] * (column - len(statuses)))
+            statuses.append(SHORT_STATUS.get(outcome.status, outcome.status))
+    routes = [f"Route {report.route}" for _, report in reports]
+    story.table(
+        "The 17 onboarding steps, as each run left them",
+        ["#", "step", *routes],
+        [[str(number), title, *statuses] for number, (title, statuses) in sorted(by_step.items())],
+        wrap="step",
+        right={"#"},
+    )
+    for _, report in reports:
+        for outcome in report.waiting:
+            _waiting(story, report.student_id, outcome)
+
+
+def _waiting(story: Story, student_id: str, outcome: StepOutcome) -> None:
+    """A step waiting for a person: its items, when it is due, the command that confirms it."""
+    items = re.findall(r"\[([\w-]+)\]", outcome.waiting_for or "")
+    due = f", due {outcome.due.isoformat()}" if outcome.due else ""
+    story.plain(
+        f"{student_id} waits for a person at step {outcome.number} ({outcome.title}{due}): "
+        + (", ".join(items) or outcome.message)
+        + "."
+    )
+    if outcome.fix:
+        story.own_line("Each item is confirmed with:", outcome.fix)
 
 
 @dataclass(frozen=True)
@@ -137,9 +181,9 @@ class Onboarded:
     clock: ManualClock
 
 
-async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> Onboarded:
+async def onboarding_chapter(story: Story, data_dir: Path, *, seed: int) -> Onboarded:
     """Onboard a partner customer with listings (Route A) and an own-key one without (Route B)."""
-    console.rule("[bold]4. Onboarding two customers (spec §4.3, 17 steps)")
+    story.chapter(4, "Onboarding two customers: the 17-step runbook")
     clock = ManualClock()
     sandbox = Sandbox(seed=seed, clock=clock)
     app = sandbox.asgi_app()
@@ -148,7 +192,7 @@ async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> 
     workspace_id = prepare_route_a(sandbox)
     async with live_gateway(base, app, clock) as served:
         runner = OnboardingRunner(served.onboarding)
-        reports = await onboard_demo_customers(runner, sandbox, console)
+        reports = await onboard_demo_customers(runner, sandbox, story)
         before = sandbox.platform.stats.requests_by_route.copy()
         invitations = len(list((data_dir / "outbox").glob("invite.*.eml")))
         again = await runner.run(customer_file_of(sandbox, partner))
@@ -159,17 +203,25 @@ async def onboarding_chapter(console: Console, data_dir: Path, *, seed: int) -> 
             if not route.startswith("GET ")
         )
     nodes = sum(1 for n in sandbox.platform.nodes(workspace_id) if not n.is_directory)
-    for name, report in reports:
+    for _, report in reports:
         done = sum(1 for o in report.outcomes if o.status == "done")
         waiting = [o.id for o in report.outcomes if o.status == "waiting"]
-        console.print(
-            f"{name}: route {report.route}, run {report.status}; {done} steps done, "
-            f"waiting for a person: {', '.join(waiting) or 'nothing'}."
+        story.measured(
+            "Onboarding",
+            f"Route {report.route}: {done} steps done, "
+            f"{len(waiting)} waiting for a person ({', '.join(waiting) or 'none'})",
         )
-    console.print(
+    changed = any(o.applied for o in again.outcomes) or writes or invitations_again
+    second = "changed something" if changed else "nothing changed"
+    story.say(
         f"Route A knowledge base: {nodes} nodes. Console accounts created and invited: "
         f"{invitations} (one per customer, a one-time link to choose a password). A second "
-        f"onboarding run of the Route A customer: {again.status}, {writes} platform writes, "
-        f"{invitations_again} invitations."
+        f"onboarding run of the Route A customer: {again.status}, [bold]{second}[/] "
+        f"({writes} platform writes, {invitations_again} invitations)."
+    )
+    story.measured(
+        "Onboarding",
+        f"{nodes} knowledge nodes, {invitations} console invitations; a second run: "
+        f"{second} ({writes} platform writes)",
     )
     return Onboarded(sandbox=sandbox, settings=base, clock=clock)

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 import uvicorn
 from pydantic import SecretStr
-from rich.console import Console
-from rich.table import Table
+from rich.markup import escape
 
 from pmsgate.catalogue import load_catalogue
+from pmsgate.demo.story import Story
 from pmsgate.integrations.assistant.client import AssistantClient, NewCustomTool
 from pmsgate.integrations.assistant.errors import PlatformError
 from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
@@ -40,7 +40,7 @@ async def served_on_loopback(app: Any) -> AsyncIterator[str]:
 
 
 async def platform_chapter(
-    console: Console,
+    story: Story,
     sandbox_http: httpx.AsyncClient,
     platform_url: str,
     gateway_app: Any,
@@ -49,9 +49,9 @@ async def platform_chapter(
 ) -> None:
     """Create a workspace, provision the six catalogue tools, run each on the platform
     (stay dates relative to ``today``, the gateway's clock: the gateway refuses absurd dates)."""
-    console.rule("[bold]3. The catalogue on the assistant platform, run through the gateway")
+    story.chapter(3, "The catalogue on the assistant platform, run through the gateway")
     catalogue = load_catalogue()
-    console.print(f"Catalogue v{catalogue.version} passes its lint: {catalogue.counts()}.")
+    story.say(f"Catalogue v{catalogue.version} passes its lint: {catalogue.counts()}.")
     platform = AssistantClient(
         sandbox_http,
         base_url=platform_url,
@@ -66,9 +66,6 @@ async def platform_chapter(
         for name, tool in catalogue.tools.items():
             body = NewCustomTool.model_validate(tool.custom_tool_body(workspace.id))
             tools[name] = await platform.create_custom_tool(body)
-        table = Table(title=f"Custom tools of workspace {workspace.id}, each run on the platform")
-        for column in ("tool", "success", "message"):
-            table.add_column(column)
         portals = await platform.run_custom_tool(tools["get-incomplete-portals"].id, {})
         rows = portals.raw_data["data"]["reservations"] if portals.success else []
         reservation = rows[0]["reservation_id"] if rows else 1
@@ -83,10 +80,22 @@ async def platform_chapter(
             "check-portal-status": {"reservation_id": reservation},
             "get-checkin-instructions": {"reservation_id": reservation},
         }
+        rows = []
         for name, parameters in runs.items():
             run = await platform.run_custom_tool(tools[name].id, parameters)
-            table.add_row(name, str(run.success), run.message[:90])
-        console.print(table)
+            rows.append([name, "yes" if run.success else "no", run.message])
+        story.table(
+            f"The custom tools of workspace {workspace.id}, each run on the platform",
+            ["tool", "success", "what the guest assistant reads"],
+            rows,
+            wrap="what the guest assistant reads",
+        )
+        succeeded = sum(row[1] == "yes" for row in rows)
+        story.measured(
+            "Catalogue",
+            f"v{catalogue.version} provisioned: {len(tools)} custom tools in a workspace, "
+            f"{succeeded} of {len(rows)} runs on the platform answered through the gateway",
+        )
 
     undocumented = {
         "workspace_id": workspace.id,
@@ -98,7 +107,8 @@ async def platform_chapter(
     try:
         await platform.create_custom_tool(NewCustomTool.model_validate(undocumented))
     except PlatformError as error:
-        console.print(
-            f"A tool with an undescribed parameter is refused by the platform: "
-            f"[bold]{error.upstream_message}[/] (spec §7)."
+        story.say(
+            "A tool with an undescribed parameter is refused by the platform: "
+            f"[bold]{escape(str(error.upstream_message))}[/]."
         )
+        story.measured("Catalogue", "a tool with an undescribed parameter refused")

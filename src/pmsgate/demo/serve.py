@@ -23,7 +23,7 @@ from typing import Any
 import uvicorn
 from pydantic import SecretStr
 from rich.console import Console
-from rich.table import Table
+from rich.text import Text
 
 from pmsgate.app import create_app
 from pmsgate.clock import FastForwardClock
@@ -36,7 +36,9 @@ from pmsgate.demo.onboarding import (
     prepare_route_a,
     sandbox_settings,
 )
+from pmsgate.demo.story import Story
 from pmsgate.errors import PmsgateError
+from pmsgate.jobs.connections import CHECK_CONNECTIONS
 from pmsgate.jobs.scheduler import build_scheduler
 from pmsgate.mail import outbox_dir
 from pmsgate.onboarding.runner import OnboardingRunner
@@ -123,7 +125,7 @@ def serve_settings(data_dir: Path, app_url: str) -> Settings:
     return sandbox_settings(
         data_dir,
         gateway_public_url=app_url,
-        pms_check_interval_s=DEMO_PMS_CHECK_INTERVAL_S,
+        job_intervals_s={CHECK_CONNECTIONS: DEMO_PMS_CHECK_INTERVAL_S},
         cookie_secure="never",
         notify_team_email=TEAM_EMAIL,
     )
@@ -151,52 +153,50 @@ def _print_welcome(
     outbox: Path,
 ) -> None:
     partner, own = demo_facilities(sandbox)
-    console.rule("[bold]pmsgate demo --serve (Ctrl-C to stop)")
-    console.print(f"Console:   [bold]{app_url}/console[/]")
-    table = Table(title="Demo logins (created for this run only)")
-    for column in ("e-mail", "password", "role", "customer"):
-        table.add_column(column)
+    story = Story(console)
+    console.print()
+    console.rule(Text("pmsgate demo --serve (Ctrl-C to stop)", style="bold"))
+    story.own_line("The console:", f"{app_url}/console")
+    story.plain("Demo logins (created for this run only):")
     for login in logins:
-        customer = f"{login.student_id} ({login.route})" if login.student_id else "all"
-        table.add_row(login.email, login.password, login.role, customer)
-    console.print(table)
-    console.print(
-        f"Gateway:   {app_url} (tools at /v1/tools, MCP at /mcp); a key of "
-        f"{partner['hotel_id']}: {gateway_key}"
-    )
-    console.print(f"Emulators: {sandbox_url}/kross, {sandbox_url}/platform, {sandbox_url}/notes")
-    console.print(
+        customer = f"customer {login.student_id}, {login.route}" if login.student_id else "all"
+        story.plain(f"  {login.role} ({customer})")
+        console.print(f"    e-mail:   {login.email}", soft_wrap=True, markup=False)
+        console.print(f"    password: {login.password}", soft_wrap=True, markup=False)
+    story.own_line("The gateway (tools at /v1/tools, MCP at /mcp):", app_url)
+    story.own_line(f"A gateway key of facility {partner['hotel_id']}:", gateway_key)
+    story.plain("The emulators (booking system, assistant platform, notes workspace):")
+    for path in ("kross", "platform", "notes"):
+        console.print(f"  {sandbox_url}/{path}", soft_wrap=True, markup=False, highlight=False)
+    story.plain(
         "Try: sign in as the Route A customer, run a dry run and a commit (onboarding already "
         "committed its knowledge, so the commit finds every node unchanged); then change its "
         "booking-system password in the emulator:"
     )
-    # One line whatever the terminal's width, so that it can be copied.
-    console.print(
-        "  curl -X POST -H 'Content-Type: application/json' "
-        '-d \'{"password": "new-secret-1"}\' '
-        f"{sandbox_url}/kross/_sandbox/facilities/{partner['hotel_id']}/password",
-        soft_wrap=True,
-        markup=False,
-    )
-    console.print(
+    # Never wrapped by the terminal: continued lines a shell takes as one, so it can be copied.
+    for line in (
+        "  curl -X POST -H 'Content-Type: application/json' \\",
+        '    -d \'{"password": "new-secret-1"}\' \\',
+        f"    {sandbox_url}/kross/_sandbox/facilities/{partner['hotel_id']}/password",
+    ):
+        console.print(line, soft_wrap=True, markup=False, highlight=False)
+    story.plain(
         f"Within about {2 * DEMO_PMS_CHECK_INTERVAL_S:.0f} s the console shows `error`; "
         f"reconnect on the customer's page with the API user {partner['username']} and the "
         "new password."
     )
-    console.print(f"Route B customer: {own['name']} ({own['hotel_id']}).")
-    console.print(
-        f"Notices: the customer's and the team's ({TEAM_EMAIL}) e-mails are written to "
-        f"{outbox}; the team's are incident-<facility>.<time>.<error|recovered>.team.eml. "
-        "Incidents: /console/attention.",
-        soft_wrap=True,
-        markup=False,
+    story.plain(f"Route B customer: {own['name']} ({own['hotel_id']}).")
+    story.own_line(
+        f"Notices: the customer's and the team's ({TEAM_EMAIL}) e-mails are written to this "
+        "directory; the team's are incident-<facility>.<time>.<error|recovered>.team.eml "
+        "(incidents: /console/attention):",
+        str(outbox),
     )
     for address, link in invitations:
-        console.print(
+        story.own_line(
             f"Invitation of {address} (onboarding sent it; open it in a private window to "
-            f"choose a password as the customer would): {link}",
-            soft_wrap=True,
-            markup=False,
+            "choose a password as the customer would):",
+            link,
         )
 
 
@@ -235,9 +235,11 @@ async def serve_demo(
             servers = [_server(sandbox_app, sandbox_port), _server(app, gateway_port)]
             serving = [asyncio.create_task(server.serve()) for server in servers]
             await _started(*servers)
-            console.rule("[bold]Onboarding the demo customers")
+            console.rule(Text("Onboarding the demo customers", style="bold"))
             prepare_route_a(sandbox)
-            await onboard_demo_customers(OnboardingRunner(container.onboarding), sandbox, console)
+            await onboard_demo_customers(
+                OnboardingRunner(container.onboarding), sandbox, Story(console)
+            )
             logins = await _create_logins(web, sandbox)
             if customers:
                 console.print(f"Generating {customers} customers in varied states…")

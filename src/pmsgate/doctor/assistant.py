@@ -25,7 +25,7 @@ from pmsgate.integrations.assistant.errors import (
 
 AREA = "assistant platform"
 
-# An undocumented endpoint → the onboarding step that needs it (spec §4.3).
+# An undocumented endpoint → the onboarding step that needs it (docs/requirements.md R21).
 ASSUMED: dict[str, str] = {
     "listings": "steps 9-10 (route choice, listings count)",
     "workspace secrets": "step 6 (the gateway key kept in workspace secrets)",

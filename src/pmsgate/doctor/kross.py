@@ -2,7 +2,7 @@
 
 The live probe spends at most :data:`PROBE_REQUESTS` requests of the facility's budget
 (10 a minute), each through the facility's limiter and token manager, and reads only.
-It finds out what public integrations disagree on (reference/upstreams.md §1): where
+It finds out what public integrations disagree on (docs/kross-api.md): where
 the token comes, whether the list envelope carries ``total_count``, the server's page
 cap, whether ``offset`` and the date filters are honoured, the ``guest_portal`` shape,
 and which path form the per-apartment reads live under.
@@ -395,7 +395,7 @@ async def _probe_filters(services: GatewayServices, facility: FacilityView, repo
             "date filters",
             Status.WARN,
             "The server ignores date_reservation_from/_to (rows booked outside came back).",
-            "Nothing to set: the gateway checks every date itself (spec §7); refreshes may "
+            "Nothing to set: the gateway checks every date itself; refreshes may "
             "read more pages, within the budget share.",
         )
     else:

@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
+from redis.asyncio import Redis
+
+from pmsgate.clock import SystemClock
 from pmsgate.config import Settings
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.vault import Vault, VaultKeyCheck
 from pmsgate.integrations.kross.client import BROWSER_UA_PREFIX
 from pmsgate.integrations.kross.operations import load_operations
+from pmsgate.storage.db import open_database, session_factory
 
 if TYPE_CHECKING:
     from sqlalchemy.ext.asyncio import AsyncEngine
@@ -21,26 +26,24 @@ AREA = "local"
 
 def check_configuration(settings: Settings, report: Report) -> None:
     """The settings a gateway cannot run without, and the ones that silently break calls."""
-    if settings.secret_keys is None:
-        report.add(
-            AREA,
-            "secret keys",
-            Status.FAIL,
-            "PMSGATE_SECRET_KEYS is not set: credentials cannot be stored or read.",
-            "Generate one with `pmsgate secrets generate-key` and set PMSGATE_SECRET_KEYS.",
-        )
-    else:
-        report.add(AREA, "secret keys", Status.OK, "PMSGATE_SECRET_KEYS is set.")
-    if settings.partner_api_key is None:
-        report.add(
-            AREA,
-            "partner api key",
-            Status.WARN,
-            "PMSGATE_PARTNER_API_KEY is not set: only 'own' facilities can log in.",
-            "Set PMSGATE_PARTNER_API_KEY to the shared generic key (spec §5.3).",
-        )
-    else:
-        report.add(AREA, "partner api key", Status.OK, "PMSGATE_PARTNER_API_KEY is set.")
+    _is_set(
+        report,
+        "secret keys",
+        "PMSGATE_SECRET_KEYS",
+        settings.secret_keys,
+        Status.FAIL,
+        "credentials cannot be stored or read.",
+        "Generate one with `pmsgate secrets generate-key` and set PMSGATE_SECRET_KEYS.",
+    )
+    _is_set(
+        report,
+        "partner api key",
+        "PMSGATE_PARTNER_API_KEY",
+        settings.partner_api_key,
+        Status.WARN,
+        "only 'own' facilities can log in.",
+        "Set PMSGATE_PARTNER_API_KEY to the shared generic key of partner facilities.",
+    )
     if settings.user_agent.startswith(BROWSER_UA_PREFIX):
         report.add(AREA, "user agent", Status.OK, "The booking-system User-Agent is browser-style.")
     else:
@@ -58,16 +61,31 @@ def check_configuration(settings: Settings, report: Report) -> None:
     else:
         overridden = ", ".join(sorted(settings.kross_paths)) or "none"
         report.add(AREA, "operation paths", Status.OK, f"Valid; overridden: {overridden}.")
-    if settings.platform_api_token is None:
-        report.add(
-            AREA,
-            "platform token",
-            Status.WARN,
-            "PMSGATE_PLATFORM_API_TOKEN is not set: onboarding and the knowledge sync cannot run.",
-            "Set PMSGATE_PLATFORM_API_TOKEN to an account API token of the assistant platform.",
-        )
+    _is_set(
+        report,
+        "platform token",
+        "PMSGATE_PLATFORM_API_TOKEN",
+        settings.platform_api_token,
+        Status.WARN,
+        "onboarding and the knowledge sync cannot run.",
+        "Set PMSGATE_PLATFORM_API_TOKEN to an account API token of the assistant platform.",
+    )
+
+
+def _is_set(
+    report: Report,
+    check: str,
+    variable: str,
+    value: object,
+    missing: Status,
+    consequence: str,
+    fix: str,
+) -> None:
+    """OK when the setting ``variable`` has a value; else ``missing``, with what it costs."""
+    if value is None:
+        report.add(AREA, check, missing, f"{variable} is not set: {consequence}", fix)
     else:
-        report.add(AREA, "platform token", Status.OK, "PMSGATE_PLATFORM_API_TOKEN is set.")
+        report.add(AREA, check, Status.OK, f"{variable} is set.")
 
 
 def check_console_address(settings: Settings, report: Report) -> None:
@@ -103,7 +121,6 @@ async def check_database(
     ``prepare`` checks the schema without migrating (the composition root's
     ``prepare_database(engine, migrate=False)``: its refusals are ``schema_*`` errors).
     """
-    from pmsgate.storage.db import open_database
 
     backend = settings.effective_database_url.split(":", 1)[0]
     try:
@@ -141,9 +158,6 @@ async def check_database(
 
 async def check_vault_keys(settings: Settings, report: Report) -> None:
     """The configured vault keys read the stored secrets: one sample per key id in use."""
-    from pmsgate.clock import SystemClock
-    from pmsgate.gateway.vault import Vault, VaultKeyCheck
-    from pmsgate.storage.db import open_database, session_factory
 
     try:
         vault = Vault(settings.secret_keys.get_secret_value() if settings.secret_keys else "")
@@ -180,7 +194,6 @@ async def check_redis(settings: Settings, report: Report) -> None:
             "Set PMSGATE_REDIS_URL before running more than one replica.",
         )
         return
-    from redis.asyncio import Redis
 
     client = Redis.from_url(settings.redis_url, socket_connect_timeout=3, socket_timeout=3)
     try:

@@ -57,14 +57,8 @@ from pmsgate.boundary import (
 )
 from pmsgate.errors import InvalidInput, PmsgateError, Unauthorized
 from pmsgate.gateway.context import gateway_services
-from pmsgate.gateway.facilities import (
-    KINDS,
-    FacilityService,
-    FacilityView,
-    KeyView,
-    Limits,
-    NewFacility,
-)
+from pmsgate.gateway.facilities import KINDS, FacilityView, KeyView, Limits, NewFacility
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.scopes import DEFAULT_SCOPES, all_scopes
 
 _bearer = HTTPBearer(auto_error=False, description="PMSGATE_ADMIN_TOKEN")
@@ -359,8 +353,27 @@ def build_admin_router(
     def service() -> FacilityService:
         return get_service()
 
-    Service = Annotated[FacilityService, Depends(service)]
     router = APIRouter(prefix="/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+    _facility_routes(router, service)
+    _key_routes(router, service)
+
+    @router.post("/facilities/{hotel_id}/reconnect", response_model=FacilityView)
+    async def reconnect(hotel_id: HotelIdPath, body: ReconnectBody) -> FacilityView:
+        """Replace the facility's credentials once the booking system accepts them."""
+        return await reconnect_facility(
+            hotel_id,
+            username=body.username,
+            password=body.password,
+            api_key=body.api_key,
+            actor=ADMIN_API_ACTOR,
+        )
+
+    return router
+
+
+def _facility_routes(router: APIRouter, service: Callable[[], FacilityService]) -> None:
+    """Register, list, show a facility; change its limits."""
+    Service = Annotated[FacilityService, Depends(service)]
 
     @router.post("/facilities", status_code=status.HTTP_201_CREATED, response_model=CreatedFacility)
     async def add_facility(
@@ -393,6 +406,11 @@ def build_admin_router(
     ) -> FacilityView:
         """Change a facility's upstream budget."""
         return await facilities.set_limits(hotel_id, body)
+
+
+def _key_routes(router: APIRouter, service: Callable[[], FacilityService]) -> None:
+    """Mint, change the scopes of, rotate, list and revoke a facility's gateway keys."""
+    Service = Annotated[FacilityService, Depends(service)]
 
     @router.post(
         "/facilities/{hotel_id}/keys",
@@ -468,16 +486,3 @@ def build_admin_router(
     async def revoke_key(hotel_id: HotelIdPath, key_id: KeyIdPath, facilities: Service) -> KeyView:
         """Revoke one gateway key of the facility."""
         return await facilities.revoke_key(hotel_id, key_id, actor=ADMIN_API_ACTOR)
-
-    @router.post("/facilities/{hotel_id}/reconnect", response_model=FacilityView)
-    async def reconnect(hotel_id: HotelIdPath, body: ReconnectBody) -> FacilityView:
-        """Replace the facility's credentials once the booking system accepts them."""
-        return await reconnect_facility(
-            hotel_id,
-            username=body.username,
-            password=body.password,
-            api_key=body.api_key,
-            actor=ADMIN_API_ACTOR,
-        )
-
-    return router

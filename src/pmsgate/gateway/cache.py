@@ -45,21 +45,27 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import re
+import time
 import uuid
 import warnings
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from cachetools import LRUCache
 from cashews import Cache
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import ExponentialBackoff
 
 from pmsgate.clock import Clock
 from pmsgate.gateway.locks import SingleFlight
+from pmsgate.gateway.pubsub import RedisChannel
 from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
 
 T = TypeVar("T")
@@ -70,19 +76,62 @@ _UNREACHABLE: Any = object()
 
 @dataclass(frozen=True)
 class Cached:
-    """A value with its provenance: when it was fetched, how old it is, whether it is stale."""
+    """A value with its provenance: when it was fetched, how old it is, whether it is stale.
+
+    ``version`` names the stored entry the value is (unique per write), None when the
+    value is not held by this process (a refill raced by an invalidation): what an answer
+    rendered from it may be kept by (:class:`pmsgate.gateway.tools.Tools`).
+    """
 
     value: Any
     fetched_at: datetime
     age_s: float
     stale: bool
     source: CacheSource
+    version: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Entry:
     value: Any
     fetched_at: datetime
+    version: str
+
+
+class _Held:
+    """An entry this process holds, and when Redis last confirmed it is the latest
+    (:func:`time.monotonic`; ``-inf``: to be checked on its next read)."""
+
+    __slots__ = ("confirmed", "entry")
+
+    def __init__(self, entry: _Entry, confirmed: float) -> None:
+        self.entry = entry
+        self.confirmed = confirmed
+
+
+class CacheChanges(RedisChannel):
+    """The read cache's writes and invalidations, heard by every other replica's cache.
+
+    A message is ``<origin> <w|i> <key>``: ``w``, a new entry of ``key`` was stored (the held
+    one is checked against Redis on its next read); ``i``, ``key`` and every key under it
+    were invalidated (the held ones are dropped). A process ignores its own messages.
+    """
+
+    not_published = "cache_change_not_published"
+    unheard = "cache_changes_unheard"
+    heard_again = "cache_changes_heard_again"
+
+    def __init__(self, cache: ReadCache, redis: Redis, channel: str, retry_interval_s: float):
+        super().__init__(redis, channel, retry_interval_s=retry_interval_s)
+        self._cache = cache
+
+    def _heard(self, data: str) -> None:
+        origin, _, rest = data.partition(" ")
+        kind, _, key = rest.partition(" ")
+        self._cache._changed(origin, kind, key)
+
+    def _subscribed(self) -> None:
+        self._cache._resubscribed()
 
 
 class ReadCache:
@@ -101,6 +150,8 @@ class ReadCache:
         max_parsed: int = 1_000,
         health: RedisHealth | None = None,
         redis_timeout_s: float = 1.0,
+        trust_s: float = 2.0,
+        timer: Callable[[], float] = time.monotonic,
     ) -> None:
         self._clock = clock
         self._namespace = namespace
@@ -108,8 +159,21 @@ class ReadCache:
         self._lock_ttl_s = lock_ttl_s
         self._lock_poll_s = lock_poll_s
         self._flights: SingleFlight[Cached] = SingleFlight()
-        self._decoded: OrderedDict[str, tuple[str, _Entry]] = OrderedDict()
+        self._decoded: OrderedDict[str, _Held] = OrderedDict()
         self._decoded_max = max_entries
+        self.max_entries = max_entries
+        # With Redis: a held entry is served without asking Redis for its version while the
+        # cache's channel is heard and Redis confirmed it at most trust_s ago (see listen()).
+        self._trust_s = trust_s
+        self._timer = timer
+        self._changes: CacheChanges | None = None
+        self._trusted_since = math.inf  # the last (re)subscription; nothing trusted before
+        self._heard = 0  # changes heard: a read that overlapped one confirms nothing
+        self._origin = uuid.uuid4().hex[:16]
+        self._stack = AsyncExitStack()
+        # Reads sent to Redis for a held or wanted entry (its version, its record): what a
+        # hit costs when it is not served from the held entry alone (tests, benchmarks).
+        self.store_reads = 0
         # key → (the held value, its parsed form); only for values held in _decoded.
         self._parsed: LRUCache[str, tuple[Any, Any]] = LRUCache(maxsize=max_parsed)
         self._pending_invalidations: set[str] = set()
@@ -124,6 +188,10 @@ class ReadCache:
                 suppress=False,
                 socket_connect_timeout=redis_timeout_s,
                 socket_timeout=redis_timeout_s,
+                # A connection dropped by a Redis restart is re-opened once, at once (as the
+                # container's client): a replica whose hits never touched Redis during an
+                # outage would otherwise find its pooled connection dead on the first read.
+                retry=Retry(ExponentialBackoff(cap=0.05, base=0.01), retries=1),
             )
         else:
             self._cache.setup("mem://", pickle_type="json", size=max_entries)
@@ -131,6 +199,30 @@ class ReadCache:
 
     def __repr__(self) -> str:
         return f"ReadCache(backend={self.backend}, namespace={self._namespace!r})"
+
+    async def listen(self, redis: Redis | None, *, retry_interval_s: float = 2.0) -> None:
+        """Hear the other replicas' writes and invalidations until :meth:`close`.
+
+        While heard, a cache hit costs no Redis round trip: the held entry is served as it
+        is, checked against Redis at most every ``trust_s`` seconds (a bound on how long a
+        lost message can go unseen). A write elsewhere makes the held entry be checked on
+        its next read; an invalidation drops it at once. While not heard (before the first
+        subscription, after a fault until subscribed again), every read asks Redis for the
+        entry's version, as without this. Without Redis, nothing to hear: this process is
+        the only writer.
+        """
+        if self.backend != "redis" or redis is None or self._changes is not None:
+            return
+        self._changes = await self._stack.enter_async_context(
+            CacheChanges(
+                self, redis, f"{self._namespace}:cache-changed", retry_interval_s=retry_interval_s
+            )
+        )
+
+    @property
+    def heard(self) -> CacheChanges | None:
+        """The channel this cache listens on (None when it does not)."""
+        return self._changes
 
     async def get(
         self,
@@ -174,7 +266,7 @@ class ReadCache:
         process does not hold (a refill raced by an invalidation) is parsed and not kept.
         """
         held = self._decoded.get(key)
-        if held is None or held[1].value is not value:
+        if held is None or held.entry.value is not value:
             return parse(value)
         memo = self._parsed.get(key)
         if memo is not None and memo[0] is value:
@@ -188,8 +280,7 @@ class ReadCache:
         """Drop ``key_or_prefix`` and every key under ``key_or_prefix:`` (e.g. one facility)."""
         prefix = key_or_prefix.rstrip(_SEPARATOR)
         _check_key(prefix)
-        for held in [k for k in self._decoded if k == prefix or k.startswith(prefix + _SEPARATOR)]:
-            self._forget(held)
+        self._forget_under(prefix)
         self._pending_invalidations.add(prefix)
         await self._shared("invalidate the cache", self._apply_invalidations, None)
 
@@ -205,11 +296,14 @@ class ReadCache:
             for stored in (self._entry_key(prefix), self._version_key(prefix)):
                 await self._cache.delete(stored)
                 await self._cache.delete_match(_glob_prefix(stored + _SEPARATOR) + "*")
+            await self._publish("i", prefix)
             self._pending_invalidations.discard(prefix)
 
     async def close(self) -> None:
-        """Stop refills in flight and close the store's connections."""
+        """Stop refills in flight and listening, close the store's connections."""
         await self._flights.cancel_all()
+        await self._stack.aclose()
+        self._changes = None
         with warnings.catch_warnings():
             # cashews 7.x closes its redis-py client with the deprecated close(); not ours to fix.
             warnings.simplefilter("ignore", DeprecationWarning)
@@ -226,7 +320,7 @@ class ReadCache:
     ) -> Cached:
         async with self._refill_lock(key):
             # Re-check: another replica (or a flight with another bound) may have just refilled.
-            entry = await self._read(key)
+            entry = await self._read(key, confirm=True)
             if entry is not None and self._age(entry) <= max_age_s:
                 return self._hit(entry, stale=False)
             markers = await self._markers(key)
@@ -237,14 +331,16 @@ class ReadCache:
                 if entry is None:
                     raise
                 return self._hit(entry, stale=True)
+            version = None
             if await self._markers(key) == markers:
-                await self._write(key, value, started)
+                version = await self._write(key, value, started)
             return Cached(
                 value=value,
                 fetched_at=started,
                 age_s=max(0.0, (self._clock.now() - started).total_seconds()),
                 stale=False,
                 source="upstream",
+                version=version,
             )
 
     async def _shared(self, what: str, work: Callable[[], Awaitable[T]], fallback: T) -> T:
@@ -287,12 +383,20 @@ class ReadCache:
                 return True
             await asyncio.sleep(self._lock_poll_s)
 
-    async def _read(self, key: str) -> _Entry | None:
-        entry = await self._shared("read the cache", lambda: self._read_stored(key), _UNREACHABLE)
+    async def _read(self, key: str, *, confirm: bool = False) -> _Entry | None:
+        held = self._decoded.get(key)
+        entry: Any
+        if held is not None and not confirm and self._trusted(held):
+            self._decoded.move_to_end(key)
+            entry = held.entry
+        else:
+            entry = await self._shared(
+                "read the cache", lambda: self._read_stored(key), _UNREACHABLE
+            )
         if entry is _UNREACHABLE:
             # Redis is away: what this process holds is all there is.
             held = self._decoded.get(key)
-            entry = held[1] if held is not None else None
+            entry = held.entry if held is not None else None
         # Also bounded on our clock, so keep_s means the same in tests and in production.
         if entry is None or self._age(entry) > self._keep_s:
             return None
@@ -310,22 +414,66 @@ class ReadCache:
             if held is None:
                 return None
             self._decoded.move_to_end(key)
-            return held[1]
+            return held.entry
+        heard = self._heard
+        self.store_reads += 1
         version = await self._cache.get(self._version_key(key))
         if not isinstance(version, str):
             return None
+        # Confirmed now, unless a change was heard while Redis answered (it may be newer).
+        confirmed = self._timer() if heard == self._heard else -math.inf
         held = self._decoded.get(key)
-        if held is not None and held[0] == version:
+        if held is not None and held.entry.version == version:
             self._decoded.move_to_end(key)
-            return held[1]
+            held.confirmed = confirmed
+            return held.entry
+        self.store_reads += 1
         raw = await self._cache.get(self._entry_key(key))
         if not isinstance(raw, dict) or "fetched_at" not in raw:
             return None
-        entry = _Entry(value=raw.get("value"), fetched_at=datetime.fromisoformat(raw["fetched_at"]))
-        self._remember(key, str(raw.get("version")), entry)
+        entry = _Entry(
+            value=raw.get("value"),
+            fetched_at=datetime.fromisoformat(raw["fetched_at"]),
+            version=str(raw.get("version")),
+        )
+        self._remember(key, entry, confirmed if entry.version == version else -math.inf)
         return entry
 
-    async def _write(self, key: str, value: Any, fetched_at: datetime) -> None:
+    def _trusted(self, held: _Held) -> bool:
+        """Whether ``held`` may be served without asking Redis (see :meth:`listen`)."""
+        if self.backend == "memory":
+            return True  # this process is the store's only writer
+        changes = self._changes
+        return (
+            changes is not None
+            and changes.listening
+            and not self._pending_invalidations
+            and held.confirmed >= self._trusted_since
+            and self._timer() - held.confirmed <= self._trust_s
+        )
+
+    def _changed(self, origin: str, kind: str, key: str) -> None:
+        """Another replica stored ``key`` (``w``) or invalidated it and the keys under it."""
+        if origin == self._origin or not key:
+            return
+        self._heard += 1
+        if kind == "i":
+            self._forget_under(key)
+        else:
+            held = self._decoded.get(key)
+            if held is not None:
+                held.confirmed = -math.inf
+
+    def _resubscribed(self) -> None:
+        """What was published while this process was not listening is unknown."""
+        self._heard += 1
+        self._trusted_since = self._timer()
+
+    async def _publish(self, kind: str, key: str) -> None:
+        if self._changes is not None:
+            await self._changes.publish(f"{self._origin} {kind} {key}")
+
+    async def _write(self, key: str, value: Any, fetched_at: datetime) -> str:
         # Unique per write: two fetches at the same instant must still differ.
         version = f"{fetched_at.isoformat()}/{uuid.uuid4().hex[:12]}"
         record = {"value": value, "fetched_at": fetched_at.isoformat(), "version": version}
@@ -336,18 +484,26 @@ class ReadCache:
             await self._cache.set(self._entry_key(key), record, expire=self._keep_s)
             # The version last: a reader that sees it finds the record it names.
             await self._cache.set(self._version_key(key), version, expire=self._keep_s)
+            await self._publish("w", key)
 
         # Without Redis the answer is kept in this process only (the module docstring);
         # the memory backend keeps it in the decoded map alone (its only reader).
         if self.backend == "redis":
             await self._shared("store in the cache", store, None)
-        self._remember(key, version, _Entry(value=value, fetched_at=fetched_at))
+        entry = _Entry(value=value, fetched_at=fetched_at, version=version)
+        self._remember(key, entry, self._timer())
+        return version
 
-    def _remember(self, key: str, version: str, entry: _Entry) -> None:
+    def _remember(self, key: str, entry: _Entry, confirmed: float) -> None:
         self._forget(key)
-        self._decoded[key] = (version, entry)
+        self._decoded[key] = _Held(entry, confirmed)
         while len(self._decoded) > self._decoded_max:
             self._forget(next(iter(self._decoded)))
+
+    def _forget_under(self, prefix: str) -> None:
+        """Drop the held entries of ``prefix`` and of every key under ``prefix:``."""
+        for held in [k for k in self._decoded if k == prefix or k.startswith(prefix + _SEPARATOR)]:
+            self._forget(held)
 
     def _forget(self, key: str) -> None:
         """Drop the held entry of ``key`` and its parsed form."""
@@ -371,6 +527,7 @@ class ReadCache:
             age_s=self._age(entry),
             stale=stale,
             source="cache",
+            version=entry.version,
         )
 
     def _entry_key(self, key: str) -> str:

@@ -22,7 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.gateway.cache import ReadCache
-from pmsgate.gateway.facilities import FacilityService
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.limiter import FacilityLimiter
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.operations import Operations

@@ -13,6 +13,12 @@ characters (:func:`~pmsgate.gateway.keys.display_prefix`, the same function that
 stored one), so naming the caller costs no database read. A write refused for want of
 its scope is recorded here, as ``refused`` (reads, cached or not, are never recorded).
 
+The documented tool and operation routes are answered by exact path ahead of FastAPI's
+router (:func:`front_routes`, served by :mod:`pmsgate.gateway.http_front`); they stay
+declared here, so /openapi.json is FastAPI's. A tool's answer is sent as the bytes kept from
+the last call with the same body while the reads it was made from stand
+(:mod:`pmsgate.gateway.rendered`).
+
 Every tool and operation call that reached a facility (its key authenticated) is logged in
 the facility's tool-call log (:mod:`pmsgate.gateway.call_log`): outcome, error code, cache
 or upstream, answer age, latency, the key's display prefix; an operation's payload never.
@@ -21,20 +27,21 @@ or upstream, answer age, latency, the key's display prefix; an operation's paylo
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import fastapi.routing
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
+from starlette.requests import ClientDisconnect
 
 from pmsgate.audit.actions import Actor
 from pmsgate.boundary import bounded_schema, loads_json, refuse_control_characters
-from pmsgate.catalogue.tools import ToolDefinition, load_tools
+from pmsgate.catalogue.loader import load_tools
+from pmsgate.catalogue.tools import ToolDefinition
 from pmsgate.errors import Forbidden, InvalidInput, Unauthorized
 from pmsgate.gateway.call_log import CallLog, CallStart, argument_shape
 from pmsgate.gateway.context import GatewayServicesDep, gateway_services
+from pmsgate.gateway.http_front import FrontRoute
 from pmsgate.gateway.keys import display_prefix, hash_key
 from pmsgate.gateway.operations import MAX_KEY_LENGTH, OperationAnswer, payload_schema
 from pmsgate.gateway.scopes import TOOLS_READ, operation_scope
@@ -61,7 +68,24 @@ def bearer_key(authorization: str | None) -> str:
 
 async def _json_object(request: Request) -> dict[str, Any]:
     """The body as a JSON object, checked by the input rules (pmsgate.boundary)."""
-    raw = await request.body()
+    return _json_object_of(await request.body())
+
+
+async def _read_body(request: Request) -> bytes:
+    """The whole body, read straight from ``receive`` (what ``request.body()`` reads, without
+    its stream generator: a tool call's body is one message of a few bytes)."""
+    chunks: list[bytes] = []
+    while True:
+        message = await request.receive()
+        if message["type"] == "http.request":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body", False):
+                return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        elif message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+
+
+def _json_object_of(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         return {}
     body = loads_json(raw)
@@ -100,17 +124,32 @@ async def call_tool(
     )
     outcome = "error"
     try:
-        arguments = await _json_object(request)
-        call.arguments = argument_shape(tool, arguments)
-        answer = await services.tools.call(facility, name, arguments)
-        outcome = "stale" if answer.meta.get("stale") else "ok"
-        services.gateway.call_log.answered(call, answer.meta)
-        return JSONResponse(answer.model_dump())
+        body = await _read_body(request)
+        # The answer kept from an earlier call with this body, while its reads stand
+        # (pmsgate.gateway.rendered); else made, rendered and kept.
+        rendered = await services.tools.kept(facility, name, body)
+        if rendered is None:
+            arguments = _json_object_of(body)
+            call.arguments = argument_shape(tool, arguments)
+            rendered = await services.tools.render(facility, name, arguments, body)
+        else:
+            call.arguments = argument_shape(tool, rendered.arguments)
+        outcome = "stale" if rendered.meta.get("stale") else "ok"
+        services.gateway.call_log.answered(call, rendered.meta)
+        return RenderedJSON(rendered.body)
     except BaseException as error:
         services.gateway.call_log.failed(call, error)
         raise
     finally:
-        services.metrics.tool_calls.labels(name, outcome).inc()
+        services.metrics.tool_called(name, outcome)
+
+
+class RenderedJSON(JSONResponse):
+    """A JSON answer whose body is already rendered (the bytes ``JSONResponse`` would make)."""
+
+    def render(self, content: Any) -> bytes:
+        assert isinstance(content, bytes)
+        return content
 
 
 async def call_operation(
@@ -169,7 +208,7 @@ async def call_operation(
         call_log.failed(call, error)
         raise
     finally:
-        services.metrics.tool_calls.labels(f"op:{path}"[:80], outcome).inc()
+        services.metrics.tool_called(f"op:{path}"[:80], outcome)
 
 
 def _log_operation_answer(
@@ -187,64 +226,42 @@ def _log_operation_answer(
         call_log.answered(call, meta if isinstance(meta, dict) else None, status=answer.status)
 
 
-# --- routes answered without FastAPI's dependency resolution -----------------------------------
+# --- routes answered ahead of FastAPI's router ------------------------------------------------
 
-DirectHandler = Callable[[Request], Awaitable[Response]]
-# Each documented tool and operation route's endpoint -> the same call with the headers read
-# straight from the request (what FastAPI's Header parameters would give: the first value).
-_DIRECT: dict[Callable[..., Any], DirectHandler] = {}
-# The paths served by a direct handler in an app (tests/e2e/test_http_front.py).
-direct_paths: set[str] = set()
+# Each documented tool and operation route's path -> the route and the same call with the
+# headers read straight from the request (what FastAPI's Header parameters would give: the
+# first value). Served by pmsgate.gateway.http_front.HttpFrontMiddleware (front_routes).
+_FRONT: dict[str, FrontRoute] = {}
 
 
-class DirectRoute(APIRoute):
-    """A documented route whose requests skip FastAPI's dependency resolution.
+def front_routes(app_dependencies: Sequence[Any]) -> dict[str, FrontRoute]:
+    """The documented tool and operation routes, for the app's HTTP layer to answer by exact
+    path ahead of FastAPI's router (route matching and dependency resolution cost a cached
+    tool call about a third of its CPU: bench/README.md).
 
-    Resolving a route's dependencies (the app-wide ``refuse_control_characters``, the
-    ``Header`` parameters) cost a cached tool call about a quarter of its CPU
-    (bench/README.md). The route keeps its endpoint's signature, so the OpenAPI schema is
-    FastAPI's; its requests are answered by the endpoint's direct handler (``_DIRECT``):
-    the path and query checked by :func:`~pmsgate.boundary.refuse_control_characters`, then
-    the endpoint's call with the headers read from the request. Only when the route's
-    effective dependencies (the app's, the routers', its own) are exactly that check and its
-    parameters only the request and headers; otherwise FastAPI answers as for any route.
+    Each is answered as FastAPI would: the app-wide control-character check
+    (:func:`~pmsgate.boundary.refuse_control_characters`), then the endpoint with its headers.
+    So only when that check is the app's one dependency (``app_dependencies``, e.g.
+    ``app.router.dependencies``) and this router adds none; otherwise none (FastAPI answers).
+    The routes stay declared on :data:`router`: /openapi.json is FastAPI's, unchanged.
     """
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        direct = _DIRECT.get(self.endpoint)
-        # The route as included in an app (with the app's dependencies): FastAPI builds its
-        # handler under this context (fastapi.routing, 0.16x); without it, FastAPI's handler.
-        context_var = getattr(fastapi.routing, "_effective_route_context_var", None)
-        context = None if context_var is None else context_var.get()
-        if (
-            direct is None
-            or context is None
-            or getattr(context, "original_route", None) is not self
-        ):
-            return super().get_route_handler()
-        dependant = getattr(context, "dependant", None)
-        if dependant is None or not _only_headers_and_the_character_check(dependant):
-            return super().get_route_handler()
-        direct_paths.add(self.path)
-
-        async def handler(request: Request) -> Response:
-            await refuse_control_characters(request)
-            return await direct(request)
-
-        return handler
+    declared = [getattr(depends, "dependency", None) for depends in app_dependencies]
+    if declared != [refuse_control_characters] or router.dependencies:
+        return {}
+    return dict(_FRONT)
 
 
-def _only_headers_and_the_character_check(dependant: Any) -> bool:
-    calls = [sub.call for sub in dependant.dependencies]
-    return (
-        calls == [refuse_control_characters]
-        and not dependant.path_params
-        and not dependant.query_params
-        and not dependant.cookie_params
-        and not dependant.body_params
-        and {field.name for field in dependant.header_params}
-        <= {"authorization", "idempotency_key"}
-    )
+def _front(handler: Callable[[Request], Awaitable[Response]]) -> FrontRoute:
+    """The route :data:`router` declared last, answered by ``handler`` after the check."""
+    route = router.routes[-1]
+
+    async def answer(request: Request) -> Response:
+        await refuse_control_characters(request)
+        return await handler(request)
+
+    front = FrontRoute(route=route, handler=answer)
+    _FRONT[front.path] = front
+    return front
 
 
 # --- routes: one documented route per tool and per allowed operation ---------------------------
@@ -276,17 +293,16 @@ def _add_tool_route(tool: ToolDefinition) -> None:
         authorization = request.headers.get("authorization")
         return await call_tool(tool.name, request, gateway_services(request), authorization)
 
-    _DIRECT[endpoint] = direct
     router.add_api_route(
         f"/tools/{tool.name}",
         endpoint,
-        route_class_override=DirectRoute,
         methods=["POST"],
         summary=f"Tool {tool.name}",
         description=tool.description,
         operation_id=f"tool_{tool.name}",
         openapi_extra=_body(tool.openapi_schema()),
     )
+    _front(direct)
 
 
 # A write's Idempotency-Key as the OpenAPI states it: printable ASCII, no space at either end
@@ -326,18 +342,17 @@ def _add_operation_route(name: str, write: bool) -> None:
             headers.get("idempotency-key"),
         )
 
-    _DIRECT[endpoint] = direct
     schema = payload_schema(name)
     router.add_api_route(
         f"/operations/{name}",
         endpoint,
-        route_class_override=DirectRoute,
         methods=["POST"],
         summary=f"{'Write' if write else 'Read'} operation {name}",
         description=call_operation.__doc__,
         operation_id=f"operation_{name.replace('/', '_')}",
         openapi_extra=_body(schema if schema is not None else {"type": "object"}),
     )
+    _front(direct)
 
 
 def _bounds_of_today(schema: dict[str, Any], today: dt.date) -> dict[str, Any]:

@@ -1,34 +1,42 @@
 """The service's HTTP middlewares as one pure-ASGI layer (:class:`HttpFrontMiddleware`).
 
-``create_app`` used to stack five middlewares of ours, each wrapping ``send`` (and one
-``receive``) in closures of its own on every request. They are one layer here, doing what
-each did, in the same order (outermost first):
+One layer does, in this order (outermost first):
 
 1. a trace's ``SERVER`` span, when traces are configured
    (:class:`~pmsgate.gateway.tracing.TracingMiddleware`, around the rest);
 2. the request's latency into ``pmsgate_http_request_duration_seconds`` by route template,
    method and status class, a request that raised counted as a 500
-   (:class:`~pmsgate.gateway.metrics.HttpMetricsMiddleware`);
+   (:meth:`~pmsgate.gateway.metrics.GatewayMetrics.observe_request`);
 3. the request id (the caller's ``X-Request-ID`` when acceptable, the last one sent) and
    the client address, in the context variables and structlog's context, and in the
-   answer's ``X-Request-ID`` (:class:`~pmsgate.request_context.RequestContextMiddleware`);
+   answer's ``X-Request-ID`` (:mod:`pmsgate.request_context`);
 4. the body limit: 413 for a declared ``Content-Length`` over the route's limit, and for a
-   body counted over it as it arrives (:class:`~pmsgate.http_limits.BodyLimitMiddleware`);
+   body counted over it as it arrives (:mod:`pmsgate.http_limits`);
 5. the last-resort guard: an unforeseen exception answered with the error body, only its
-   type logged (:class:`~pmsgate.errors.UnexpectedErrorMiddleware`).
+   type logged (as :class:`~pmsgate.errors.UnexpectedErrorMiddleware` does for other apps);
+6. the **front routes**: a ``POST`` to one of the exact paths given (the documented tool
+   and operation routes, :func:`pmsgate.gateway.http.front_routes`) is answered here, by
+   public means, ahead of FastAPI's router: ``scope["route"]`` set to the declared route
+   (so metrics and traces name it as before), its handler called, an exception answered by
+   the app's own exception handler for it, as Starlette's ``ExceptionMiddleware`` would.
+   Every other request goes on to the app.
 
-The classes named stay, for apps that want one of them alone; their tests and this
-layer's (tests/e2e/test_http_front.py) pin the same behaviour. Per request this layer
-allocates one :class:`_Exchange` (``__slots__``) instead of five closures.
+Per request this layer allocates one :class:`_Exchange` (``__slots__``), not a closure per
+concern. Its behaviour is pinned by tests/e2e/test_http_front.py.
 """
 
 from __future__ import annotations
 
+import inspect
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any
 
 import structlog
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pmsgate.errors import ErrorRenderer, error_response, unexpected_error
@@ -50,6 +58,45 @@ from pmsgate.request_context import (
 )
 
 log = structlog.get_logger("pmsgate.errors")
+
+
+class FrontRoute:
+    """A route answered by exact path ahead of the app's router: the declared ``route``
+    (``scope["route"]`` while it answers) and the ``handler`` that answers it."""
+
+    __slots__ = ("handler", "path", "route")
+
+    def __init__(self, route: BaseRoute, handler: Callable[[Request], Awaitable[Response]]):
+        self.route = route
+        self.handler = handler
+        self.path: str = getattr(route, "path", "")
+
+
+def route_path(scope: Scope) -> str:
+    """The path a router matches: ``scope["path"]`` without the ``root_path`` it starts with
+    (what Starlette's routing does)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    if not root or not path.startswith(root):
+        return path
+    if path == root:
+        return ""
+    return path[len(root) :] if path[len(root)] == "/" else path
+
+
+def exception_handler(app: Any, exc: Exception) -> Callable[..., Any] | None:
+    """The app's handler for ``exc`` (``app.exception_handlers``: by status for an
+    ``HTTPException``, else by class along its MRO), as Starlette's ``ExceptionMiddleware``
+    chooses it; None when it has none (the ``Exception`` handler is the server error's)."""
+    handlers: Mapping[Any, Callable[..., Any]] = getattr(app, "exception_handlers", {})
+    if isinstance(exc, HTTPException) and exc.status_code in handlers:
+        return handlers[exc.status_code]
+    for cls in type(exc).__mro__:
+        if cls is Exception:
+            return None
+        if cls in handlers:
+            return handlers[cls]
+    return None
 
 
 class _Exchange:
@@ -126,8 +173,10 @@ class HttpFrontMiddleware:
         upload_paths: Iterable[str] = UPLOAD_PATHS,
         render: ErrorRenderer | None = None,
         timer: Callable[[], float] = time.perf_counter,
+        routes: Mapping[str, FrontRoute] | None = None,
     ) -> None:
         self.app = app
+        self.routes = dict(routes or {})
         self.metrics = metrics
         self.tracing = tracing
         self.max_body_bytes = max_body_bytes
@@ -183,9 +232,15 @@ class HttpFrontMiddleware:
                 )
 
     async def _guarded(self, scope: Scope, exchange: _Exchange) -> None:
+        front = None
+        if self.routes and scope["method"] == "POST":
+            front = self.routes.get(route_path(scope))
         try:
             try:
-                await self.app(scope, exchange.receive, exchange.send)
+                if front is None:
+                    await self.app(scope, exchange.receive, exchange.send)
+                else:
+                    await self._front(front, scope, exchange)
             except Exception as exc:
                 log.error("unexpected_error", error_type=type(exc).__name__, path=scope.get("path"))
                 if exchange.started:
@@ -196,3 +251,19 @@ class HttpFrontMiddleware:
             # The app's read failed because of the limit; the caller already has the 413.
             if not exchange.answered:
                 raise
+
+    async def _front(self, front: FrontRoute, scope: Scope, exchange: _Exchange) -> None:
+        """``front`` answers, as the router and ``ExceptionMiddleware`` would have it."""
+        scope["route"] = front.route
+        scope["endpoint"] = getattr(front.route, "endpoint", None)
+        scope["path_params"] = {}
+        request = Request(scope, exchange.receive, exchange.send)
+        try:
+            response = await front.handler(request)
+        except Exception as exc:
+            handler = exception_handler(scope.get("app"), exc)
+            if handler is None:
+                raise
+            answered = handler(request, exc)
+            response = await answered if inspect.isawaitable(answered) else answered
+        await response(scope, exchange.receive, exchange.send)

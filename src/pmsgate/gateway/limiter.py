@@ -26,7 +26,7 @@ request arrives, and two requests 60 s apart by our clock may arrive closer toge
 the first one is slower. The windows' own Lua script (:data:`pmsgate.ratelimit.PUT_ITEM`)
 also counts permits stamped in the future, with no upper bound.
 
-Redis away (issues 12 and 25; :mod:`pmsgate.gateway.shared_state`). Fail closed: while
+Redis away (docs/requirements.md R7.7; :mod:`pmsgate.gateway.shared_state`). Fail closed: while
 Redis is unreachable, a replica grants a permit only within its **outage share** of what
 the window left, counted on the whole window as it last saw it in Redis — every replica's
 permits, not only its own. Every put's answer brings the window back (each window's count
@@ -139,6 +139,20 @@ DEFAULT_CLOCK_SYNC_S = 60.0
 
 # Hour rows of usage history, (start of the hour, upstream requests), for a limiter key.
 UsageHistory = Callable[[str, datetime], Awaitable[list[tuple[datetime, int]]]]
+
+# A budget per API account (Settings.limiter_scope "account") is kept under this prefix.
+_ACCOUNT_PREFIX = "account:"
+
+
+def limiter_key(hotel_id: str, username: str, *, by_account: bool) -> str:
+    """Whose budget a facility's request spends: its hotel_id, or ``account:<username>``
+    when budgets are per API account (every facility of that account shares it)."""
+    return f"{_ACCOUNT_PREFIX}{username}" if by_account else hotel_id
+
+
+def account_of(key: str) -> str | None:
+    """The API account (username) a :func:`limiter_key` names; None for a hotel_id."""
+    return key.removeprefix(_ACCOUNT_PREFIX) if key.startswith(_ACCOUNT_PREFIX) else None
 
 
 class WindowLimits(Protocol):

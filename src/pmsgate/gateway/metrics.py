@@ -7,10 +7,11 @@ tests/gateway/test_metrics_rules.py, so renaming a metric fails a test, not an a
 
 Three things here are built for cost, not only for meaning:
 
-- :class:`HttpMetricsMiddleware` observes one histogram per request, labelled by the
-  route *template* (``/v1/tools/{name}``, never the raw path), the method and the status
-  class: bounded label sets, whose children are cached so a request allocates nothing
-  but its own ``send`` wrapper.
+- :meth:`GatewayMetrics.observe_request` (called by the one HTTP layer,
+  :class:`pmsgate.gateway.http_front.HttpFrontMiddleware`) observes one histogram per
+  request, labelled by the route *template* (``/v1/tools/{name}``, never the raw path), the
+  method and the status class: bounded label sets, whose children are cached (so are the
+  tool-call counter's, :meth:`GatewayMetrics.tool_called`).
 - The facility gauges (counts by status, facilities in ``error``, remaining budgets) are
   read from a :class:`FacilitySnapshot`, refreshed at most every ``max_age_s`` seconds
   (60 by default) by a scrape: a scrape never queries every facility's budget.
@@ -26,7 +27,6 @@ Three things here are built for cost, not only for meaning:
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -36,7 +36,6 @@ import structlog
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from pmsgate.version import build_info
 
@@ -52,7 +51,7 @@ FACILITY_STATUSES = ("connected", "unverified", "error")
 JOB_OUTCOMES = ("succeeded", "failed")
 SYNC_MODES = ("dry_run", "commit")
 SYNC_OUTCOMES = ("succeeded", "failed", "cancelled")
-# Seconds: a knowledge sync takes seconds to many minutes (spec §8: up to 800 s and more).
+# Seconds: a knowledge sync takes seconds to many minutes (docs/requirements.md R17.2).
 SYNC_BUCKETS = (1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1800.0, 3600.0)
 
 
@@ -181,6 +180,23 @@ class GatewayMetrics:
 
     def __init__(self, snapshot_max_age_s: float = SNAPSHOT_MAX_AGE_S) -> None:
         self.registry = CollectorRegistry()
+        self._calls_and_upstream()
+        self._process_state()
+        self._jobs_and_sync()
+        self.audit_events = Counter(
+            "pmsgate_audit_events",
+            "Audit events recorded by this process, by action and outcome.",
+            ["action", "outcome"],
+            registry=self.registry,
+        )
+        self.facilities = FacilitySnapshot(snapshot_max_age_s)
+        self.registry.register(self.facilities)
+        self._http_children: dict[tuple[str, str, int], Histogram] = {}
+        self._upstream_children: dict[tuple[str, str], Histogram] = {}
+        self._tool_children: dict[tuple[str, str], Counter] = {}
+
+    def _calls_and_upstream(self) -> None:
+        """Tool calls, what reached the booking system, the read cache."""
         self.tool_calls = Counter(
             "pmsgate_tool_calls",
             "Tool and operation calls answered, by tool and outcome.",
@@ -217,6 +233,16 @@ class GatewayMetrics:
             ["hotel_id"],
             registry=self.registry,
         )
+        self.upstream_requests = Histogram(
+            "pmsgate_upstream_request_seconds",
+            "HTTP requests sent to the booking system, by operation and outcome, with latency.",
+            ["operation", "outcome"],
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+
+    def _process_state(self) -> None:
+        """The running build, Redis up or down, HTTP requests by route."""
         self.build_info = Gauge(
             "pmsgate_build_info",
             "Always 1: the running code's version and source revision as labels.",
@@ -237,6 +263,9 @@ class GatewayMetrics:
             buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
+
+    def _jobs_and_sync(self) -> None:
+        """Scheduled jobs and knowledge-sync jobs (every outcome present from the start)."""
         self.job_runs = Counter(
             "pmsgate_job_runs",
             "Scheduled job runs finished in this process, by job and outcome.",
@@ -253,13 +282,6 @@ class GatewayMetrics:
             "pmsgate_job_interval_seconds",
             "The interval of each job scheduled in this process.",
             ["scheduled_job"],
-            registry=self.registry,
-        )
-        self.upstream_requests = Histogram(
-            "pmsgate_upstream_request_seconds",
-            "HTTP requests sent to the booking system, by operation and outcome, with latency.",
-            ["operation", "outcome"],
-            buckets=LATENCY_BUCKETS,
             registry=self.registry,
         )
         self.sync_jobs_started = Counter(
@@ -285,18 +307,17 @@ class GatewayMetrics:
             self.sync_jobs_started.labels(mode)
             for outcome in SYNC_OUTCOMES:
                 self.sync_jobs_finished.labels(mode, outcome)
-        self.audit_events = Counter(
-            "pmsgate_audit_events",
-            "Audit events recorded by this process, by action and outcome.",
-            ["action", "outcome"],
-            registry=self.registry,
-        )
-        self.facilities = FacilitySnapshot(snapshot_max_age_s)
-        self.registry.register(self.facilities)
-        self._http_children: dict[tuple[str, str, int], Histogram] = {}
-        self._upstream_children: dict[tuple[str, str], Histogram] = {}
 
     # --- HTTP ----------------------------------------------------------------------------
+
+    def tool_called(self, tool: str, outcome: str) -> None:
+        """One tool or operation call answered (``pmsgate_tool_calls``)."""
+        key = (tool, outcome)
+        child = self._tool_children.get(key)
+        if child is None:
+            child = self.tool_calls.labels(tool, outcome)
+            self._tool_children[key] = child
+        child.inc()
 
     def observe_request(self, route: str, method: str, status: int, seconds: float) -> None:
         """One request answered (the labelled child looked up once per label set)."""
@@ -352,52 +373,3 @@ class GatewayMetrics:
     def render(self) -> bytes:
         """The text exposition format."""
         return generate_latest(self.registry)
-
-
-class HttpMetricsMiddleware:
-    """Times every HTTP request into ``pmsgate_http_request_duration_seconds``.
-
-    The route label is the template of the route that answered (Starlette leaves it in
-    the scope as ``scope["route"]``), ``unmatched`` when none did, so a scan of random
-    paths adds one series, not one per path. A request whose app raised before answering
-    counts as a 500. ``metrics`` is read per request: the app's container may be opened
-    after the middleware is built (``pmsgate serve``); without one nothing is recorded.
-    """
-
-    def __init__(
-        self,
-        app: ASGIApp,
-        metrics: Callable[[], GatewayMetrics | None],
-        timer: Callable[[], float] = time.perf_counter,
-    ) -> None:
-        self.app = app
-        self.metrics = metrics
-        self.timer = timer
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        started = self.timer()
-        status = 500
-
-        async def send_status(message: Message) -> None:
-            nonlocal status
-            if message["type"] == "http.response.start":
-                status = message["status"]
-            await send(message)
-
-        try:
-            await self.app(scope, receive, send_status)
-        finally:
-            metrics = self.metrics()
-            if metrics is not None:
-                route = scope.get("route")
-                template = getattr(route, "path", None) or UNMATCHED_ROUTE
-                method = scope["method"]
-                metrics.observe_request(
-                    template,
-                    method if method in HTTP_METHODS else "OTHER",
-                    status,
-                    self.timer() - started,
-                )

@@ -1,6 +1,6 @@
 """The scopes a gateway key may hold: the one vocabulary every route and command checks against.
 
-Least privilege (issue 14): a key holds only the powers it was given.
+Least privilege (docs/requirements.md R5.5): a key holds only the powers it was given.
 
 - ``tools:read`` — the six tools (``/v1/tools/*`` and every MCP tool). The default, and
   the only scope of the key onboarding stores in a workspace.

@@ -44,28 +44,28 @@ import structlog
 
 from pmsgate.audit.actions import Actor
 from pmsgate.clock import Clock
+from pmsgate.config import Settings
+from pmsgate.errors import NotFound
 from pmsgate.gateway.cache import Cached, ReadCache
 from pmsgate.gateway.call_log import CallLog
-from pmsgate.gateway.facilities import (
+from pmsgate.gateway.facilities import CLI_ACTOR, FacilityView, Limits, NewFacility
+from pmsgate.gateway.facility_service import FacilityService
+from pmsgate.gateway.facility_status import (
     CAUSE_ACCEPTED_AGAIN,
     CAUSE_REFUSED,
     CAUSE_VERIFIED_ON_FIRST_USE,
-    CLI_ACTOR,
-    FacilityService,
-    FacilityView,
-    Limits,
-    NewFacility,
-    pms_verifier,
 )
-from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, Priority
+from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, Priority, limiter_key
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tracing import Tracing, mark_failed, upstream_span
 from pmsgate.gateway.upstream_errors import auth_failed, translate
 from pmsgate.gateway.usage import UsageCounter
+from pmsgate.gateway.verification import pms_verifier
 from pmsgate.integrations.kit import RetryPolicy
 from pmsgate.integrations.kross import errors as pms
 from pmsgate.integrations.kross.client import PmsClient, PmsResult, Token
+from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.operations import Operation
 
 log = structlog.get_logger(__name__)
@@ -92,6 +92,16 @@ class GatewayPolicy:
     reauth_interval_s: float = 900.0
     limit_by_account: bool = False
     refresh_ahead_ratio: float = 0.75
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> GatewayPolicy:
+        """The policy the settings give (PMSGATE_LIMITER_*, PMSGATE_REAUTH_INTERVAL_S, …)."""
+        return cls(
+            limiter_wait_s=settings.limiter_wait_s,
+            reauth_interval_s=settings.reauth_interval_s,
+            limit_by_account=settings.limiter_scope == "account",
+            refresh_ahead_ratio=settings.cache_refresh_ahead_ratio,
+        )
 
     @property
     def read_retry(self) -> RetryPolicy:
@@ -325,7 +335,9 @@ class Gateway:
 
     def limit_key(self, facility: FacilityView) -> str:
         """Whose budget a call spends: the facility's, or its API account's when so configured."""
-        return f"account:{facility.username}" if self.policy.limit_by_account else facility.hotel_id
+        return limiter_key(
+            facility.hotel_id, facility.username, by_account=self.policy.limit_by_account
+        )
 
     async def token_permit(self, hotel_id: str) -> None:
         """Take a permit for an ``auth/get-token`` request: it counts against the limits too."""
@@ -355,7 +367,7 @@ class Gateway:
     async def add_facility(
         self, new: NewFacility, *, verify: bool = True, actor: Actor = CLI_ACTOR
     ) -> tuple[FacilityView, str]:
-        """Register a facility after one token request proved its credentials (DESIGN §3).
+        """Register a facility whose credentials a token request proved (docs/requirements.md R2.5).
 
         The request takes a permit of the new facility's budget (its hotel_id, or its API
         account's, with the limits it is being registered with) like every booking-system
@@ -368,8 +380,9 @@ class Gateway:
             return await self.facilities.add(new, unverified=True, actor=actor)
         issued: list[Token] = []
         verified_at = self.clock.now()
-        username = new.username.strip()
-        key = f"account:{username}" if self.policy.limit_by_account else new.hotel_id.strip()
+        key = limiter_key(
+            new.hotel_id.strip(), new.username.strip(), by_account=self.policy.limit_by_account
+        )
 
         async def permit(hotel_id: str) -> None:
             await self._acquire(key, new.limits, Priority.INTERACTIVE)
@@ -383,6 +396,40 @@ class Gateway:
             await self.tokens.adopt(view.hotel_id, issued[-1], verified_at)
         log.info("facility_verified", hotel_id=view.hotel_id)
         return view, raw_key
+
+    # --- tokens for a caller outside the tool path (the onboarding) ---------------------------
+
+    async def request_token(self, credentials: Credentials) -> Token:
+        """A new token for ``credentials`` (AuthenticationFailed when refused), after a permit.
+
+        The permit is the registered facility's (:meth:`token_permit`); for a facility not
+        registered yet, of the budget a new facility gets, under the key its calls will spend.
+        Nothing is stored: :meth:`adopt_token` makes the token the facility's once it holds
+        these credentials.
+        """
+        try:
+            await self.token_permit(credentials.hotel_id)
+        except NotFound:
+            key = limiter_key(
+                credentials.hotel_id,
+                credentials.username,
+                by_account=self.policy.limit_by_account,
+            )
+            await self._acquire(key, Limits(), Priority.INTERACTIVE)
+        return await self.pms.get_token(credentials)
+
+    async def adopt_token(self, hotel_id: str, token: Token, obtained_at: datetime) -> None:
+        """Make ``token``, issued for the credentials the facility now holds, its token.
+
+        A token is a session upstream (50 at most per facility): the one that proved the
+        credentials serves instead of a second one. Answers read with older credentials go.
+        """
+        await self.tokens.adopt(hotel_id, token, obtained_at)
+        await self.cache.invalidate(hotel_id)
+
+    async def facility_token(self, hotel_id: str) -> Token:
+        """The registered facility's token: the one held, a new one only when none is valid."""
+        return await self.tokens.token(hotel_id)
 
     async def _token(self, facility: FacilityView, priority: Priority) -> Any:
         try:

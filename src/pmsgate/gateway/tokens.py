@@ -17,7 +17,7 @@ booking system rejects it). Getting a new one is single-flight at two levels:
 
 Every ``auth/get-token`` first takes a permit (``acquire_permit``): it counts
 against the facility's budget like any other request, and each one opens an
-upstream session (at most 50 may be active, spec §8). Tokens are kept in memory
+upstream session (at most 50 may be active, docs/requirements.md R3.4). Tokens are kept in memory
 and, for other replicas, in the database encrypted by the vault (associated
 data ``facility_context(hotel_id, "token")``). A token value is never logged.
 """

@@ -1,4 +1,4 @@
-"""The catalogue's tools (spec §4.2): arguments checked, answers derived from cached reads.
+"""The catalogue's tools (docs/requirements.md R6): arguments checked, answers from cached reads.
 
 Each tool is declared once, in ``catalogue/tools.yaml``; its ``answer`` names one of
 the registered answers below (:data:`ANSWERS`, each an ``@answer("name")`` function),
@@ -10,7 +10,7 @@ See docs/extending.md, "How to add a tool".
 The four tools over ``reservations/get-list`` share **one** cached reservation
 window per facility (one upstream read serves them all); availability is cached
 per range and instructions per apartment. Dates are always filtered here, never
-trusted to the server (spec §7): ``meta.dropped_out_of_range`` counts the rows
+trusted to the server (docs/requirements.md R8): ``meta.dropped_out_of_range`` counts the rows
 the server returned outside what the tool asked for. Answers are made for a
 language model: short, counted, ISO dates, no guest e-mail or phone.
 
@@ -41,11 +41,19 @@ from pydantic import (
 )
 
 from pmsgate.boundary import INT64_MAX, INT64_MIN, check_json, years_always_inside
-from pmsgate.catalogue.tools import ToolDefinition, load_tools
+from pmsgate.catalogue.loader import load_tools
+from pmsgate.catalogue.tools import ToolDefinition
 from pmsgate.errors import InvalidInput, NotFound
 from pmsgate.gateway.cache import Cached
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.limiter import Priority
+from pmsgate.gateway.rendered import (
+    MAX_KEPT_BODY,
+    Rendered,
+    RenderedAnswers,
+    record_meta,
+    record_read,
+)
 from pmsgate.gateway.service import Gateway
 from pmsgate.gateway.window import DEFAULT_PAGE_SIZE, Pages, WindowPolicy, read_pages
 from pmsgate.integrations.kross import errors as pms_errors
@@ -265,6 +273,7 @@ class Tools:
         check_answers(self.definitions.values())
         self._models = {name: _argument_model(t) for name, t in self.definitions.items()}
         self._schemas: dict[tuple[str, int], dict[str, Any]] = {}
+        self._rendered: RenderedAnswers | None = None
 
     def max_age_s(self, tool: str) -> float:
         """How old a cached answer this tool accepts: PMSGATE_CACHE_MAX_AGE_S, else the
@@ -336,7 +345,66 @@ class Tools:
             self.gateway.metrics.stale_answers.labels(name).inc()
         return result
 
+    # --- answers as HTTP bodies, kept per version of their reads (pmsgate.gateway.rendered) ---
+
+    def _answers(self) -> RenderedAnswers:
+        if self._rendered is None:
+            fresh_hits = self.gateway.metrics.cache_hits.labels(stale="false")
+            self._rendered = RenderedAnswers(
+                self.gateway.cache,
+                max_answers=self.gateway.cache.max_entries,
+                refresh_ahead_ratio=self.gateway.policy.refresh_ahead_ratio,
+                on_hit=fresh_hits.inc,
+            )
+        return self._rendered
+
+    @property
+    def kept_answers(self) -> int:
+        """How many rendered answers this process keeps (at most PMSGATE_CACHE_MAX_ENTRIES)."""
+        return 0 if self._rendered is None else len(self._rendered)
+
+    def _kept_key(self, facility: FacilityView, name: str, body: bytes) -> tuple[Any, ...] | None:
+        if len(body) > MAX_KEPT_BODY:
+            return None
+        return (facility.id, name, body, self.today())
+
+    async def kept(self, facility: FacilityView, name: str, body: bytes) -> Rendered | None:
+        """The answer to ``body`` (a request body) kept from an earlier call, when every read
+        it was made from still stands (pmsgate.gateway.rendered); None otherwise."""
+        key = self._kept_key(facility, name, body)
+        if key is None or facility.status == "error":
+            return None
+        rendered = await self._answers().answer(key)
+        if rendered is not None:
+            self.gateway.usage.tool_call(facility.hotel_id)
+        return rendered
+
+    async def render(
+        self, facility: FacilityView, name: str, arguments: dict[str, Any], body: bytes
+    ) -> Rendered:
+        """:meth:`call`, its answer rendered as an HTTP body and kept for the next ``body``."""
+
+        async def make() -> tuple[dict[str, Any], dict[str, Any]]:
+            answer = await self.call(facility, name, arguments)
+            return answer.data, answer.meta
+
+        key = self._kept_key(facility, name, body)
+        return await self._answers().make(key, arguments, make)
+
     # --- shared reads -------------------------------------------------------------------
+
+    async def cached_read(
+        self,
+        facility: FacilityView,
+        key: str,
+        *,
+        max_age_s: float,
+        fetch: Callable[[Priority], Awaitable[Any]],
+    ) -> Cached:
+        """:meth:`Gateway.cached_read`, noted as one of the reads of the answer being made."""
+        cached = await self.gateway.cached_read(facility, key, max_age_s=max_age_s, fetch=fetch)
+        record_read(f"{facility.hotel_id}:{key}", max_age_s, cached)
+        return cached
 
     def today(self) -> dt.date:
         return self.gateway.clock.now().date()
@@ -356,7 +424,7 @@ class Tools:
                 return wire_field(op.request_fields, ours, LIST_REQUEST_FIELDS)
 
             # The only date filter public clients send is the booking (creation) date; the
-            # stay dates are checked here whatever the server does with it (spec §7).
+            # stay dates are checked here whatever the server does (docs/requirements.md R8.1).
             booked_from = now - dt.timedelta(days=policy.booked_days)
             # A day ahead: the booking system may keep local time, and no booking is lost.
             booked_to = now + dt.timedelta(days=1)
@@ -406,7 +474,7 @@ class Tools:
                 "truncated_reason": pages.reason,
             }
 
-        return await self.gateway.cached_read(
+        return await self.cached_read(
             facility, "reservations", max_age_s=self.max_age_s(tool), fetch=fetch
         )
 
@@ -457,7 +525,7 @@ class Tools:
             matches = [r for r in reservations if r.id_reservation == reservation_id]
             return {"rows": [_cacheable(r) for r in matches[:1]], "skipped_rows": skipped}
 
-        single = await self.gateway.cached_read(
+        single = await self.cached_read(
             facility,
             f"reservation:{reservation_id}",
             max_age_s=self.max_age_s(tool),
@@ -510,7 +578,7 @@ async def availability(
         rows, skipped = _availability_rows(facility, result.data, result.ruid)
         return {"rows": rows, "skipped_rows": skipped}
 
-    cached = await tools.gateway.cached_read(
+    cached = await tools.cached_read(
         facility, key, max_age_s=tools.max_age_s(tool.name), fetch=fetch
     )
 
@@ -523,7 +591,7 @@ async def availability(
     nights: list[AvailabilityNight] = (
         tools.decode(facility, key, cached.value, parse) if in_window else parse(cached.value)
     )
-    # Rows outside what was asked of the server are dropped and counted (spec §7);
+    # Rows outside what was asked of the server are dropped and counted (docs/requirements.md R8.2);
     # the stay's nights are then taken from what is left.
     asked = filter_availability(
         nights,
@@ -713,7 +781,7 @@ async def checkin_instructions(
         )
         return {"instructions": result.data or {}}
 
-    cached = await tools.gateway.cached_read(
+    cached = await tools.cached_read(
         facility,
         f"instructions:{apartment_id}",
         max_age_s=tools.max_age_s(tool.name),
@@ -824,6 +892,7 @@ def _check_range(
 
 
 def _meta(cached: Cached, *, count: int, dropped: int) -> dict[str, Any]:
+    record_meta(cached)  # the answer's age is this read's (pmsgate.gateway.rendered)
     value = cached.value if isinstance(cached.value, dict) else {}
     meta: dict[str, Any] = {
         "source": cached.source,

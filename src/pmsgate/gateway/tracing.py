@@ -62,6 +62,7 @@ def configured(settings: Settings, environ: Mapping[str, str] = os.environ) -> b
 def available() -> bool:
     """Whether the packages of ``pmsgate[otel]`` are installed."""
     try:
+        # Whether the optional extra pmsgate[otel] is installed: that is the question.
         import opentelemetry.exporter.otlp.proto.http.trace_exporter
         import opentelemetry.instrumentation.httpx
         import opentelemetry.sdk.trace  # noqa: F401
@@ -80,6 +81,7 @@ class Tracing:
 
     def instrument(self, client: httpx.AsyncClient) -> None:
         """A ``CLIENT`` span for each request ``client`` sends, with ``traceparent`` sent on."""
+        # The optional extra pmsgate[otel], loaded only when traces are on (as below).
         from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
         HTTPXClientInstrumentor.instrument_client(client, tracer_provider=self.provider)
@@ -87,6 +89,7 @@ class Tracing:
 
     def shutdown(self) -> None:
         """Flush the spans still held and stop exporting (the container's exit)."""
+        # The optional extra pmsgate[otel], loaded only when traces are on.
         from opentelemetry.instrumentation.httpx import HTTPXClientInstrumentor
 
         for client in self._instrumented:
@@ -115,6 +118,7 @@ def tracing_from_settings(
             "but the OpenTelemetry packages are not installed.",
             hint=INSTALL_HINT,
         )
+    # The optional extra pmsgate[otel]: present (checked above), loaded only when traces are on.
     from opentelemetry.sdk.resources import Resource
     from opentelemetry.sdk.trace import TracerProvider
     from opentelemetry.sdk.trace.export import BatchSpanProcessor, SimpleSpanProcessor
@@ -123,6 +127,7 @@ def tracing_from_settings(
     if exporter is not None:
         provider.add_span_processor(SimpleSpanProcessor(exporter))
     else:
+        # The OTLP exporter, loaded only when it is the one used (pmsgate[otel]).
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
         endpoint = None
@@ -150,6 +155,7 @@ def mark_failed(span: Any, code: str) -> None:
     """Record on ``span`` (None without tracing) that the call failed with ``code``."""
     if span is None:
         return
+    # A span exists, so pmsgate[otel] is installed: loaded only when traces are on.
     from opentelemetry.trace import Status, StatusCode
 
     span.set_attribute("pmsgate.error_code", code)
@@ -172,6 +178,7 @@ class TracingMiddleware:
         if tracing is None:
             await self.app(scope, receive, send)
             return
+        # Tracing is on, so pmsgate[otel] is installed: loaded only then.
         from opentelemetry import propagate, trace
 
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}

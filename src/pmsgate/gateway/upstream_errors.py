@@ -1,7 +1,7 @@
 """Translation of booking-system failures (``pms.errors``) into the service's own errors.
 
 This is the one boundary where an upstream failure becomes a code and an HTTP
-status a caller sees (DESIGN §2). Messages are ours; the upstream's own code is
+status a caller sees (docs/requirements.md R10.2). Messages are ours; the upstream's own code is
 named, its ruid kept for support, and nothing secret is ever included.
 """
 

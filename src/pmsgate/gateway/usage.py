@@ -8,10 +8,10 @@ job (:mod:`pmsgate.jobs.usage`) drains the counts every minute and adds them to
 counts add up. The console charts tool calls against upstream requests per hour from
 that table, and sums a week of upstream requests as the facility's budget use.
 
-Durable as they happen (issue 12). With Redis configured, the counts of one event-loop
-tick are written to Redis by one background task started on the tick's first count
-(one pipeline of ``HINCRBY`` into a hash per facility and hour), so a killed process
-loses at most the counts of its last tick instead of a minute's. The flush job then
+Durable as they happen (docs/gateway.md, When Redis is away). With Redis configured, the
+counts of one event-loop tick are written to Redis by one background task started on the
+tick's first count (one pipeline of ``HINCRBY`` into a hash per facility and hour), so a
+killed process loses at most the counts of its last tick instead of a minute's. The flush job then
 takes every hash — each in one ``MULTI`` (``HGETALL`` + ``DEL``), so two replicas
 flushing at once never count a hash twice — and adds them to the table. Without Redis,
 or while it is unreachable (:mod:`pmsgate.gateway.shared_state`), the counts stay in

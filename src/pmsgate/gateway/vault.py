@@ -26,6 +26,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock
+from pmsgate.config import Settings
 from pmsgate.errors import ConfigurationError, PmsgateError
 from pmsgate.storage.models import Ciphertext
 from pmsgate.storage.secrets import StoredSecrets
@@ -242,3 +243,9 @@ class VaultKeyCheck:
             if self._last is None or (now - self._last[0]).total_seconds() >= self._max_age_s:
                 self._last = (now, await self.check())
             return self._last[1]
+
+
+def vault_from_settings(settings: Settings) -> Vault:
+    """The vault of PMSGATE_SECRET_KEYS (a clear configuration error when unset)."""
+    spec = settings.secret_keys.get_secret_value() if settings.secret_keys else ""
+    return Vault(spec)

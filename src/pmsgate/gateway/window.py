@@ -2,8 +2,8 @@
 
 ``reservations/get-list`` is paged with ``limit``/``offset``, but a server may ignore
 ``offset`` (every page is the first), omit ``total_count``, cap the page length
-silently, or ignore every date filter and page the facility's whole history (spec
-§7, reference/upstreams.md §1). One refresh must never spend the facility's minute
+silently, or ignore every date filter and page the facility's whole history
+(docs/requirements.md R8.1, docs/kross-api.md). One refresh must never spend the facility's minute
 (10 requests) on that: paging stops
 
 - when a page is empty, shorter than the page length actually applied, or the rows

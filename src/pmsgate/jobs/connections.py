@@ -1,15 +1,15 @@
 """The connection check: one cheap read per connected facility, so a changed password shows.
 
-Without it, a customer who changes the booking-system password is only noticed
-when a guest's question makes the assistant call a tool — the spec's `error`
-state (§3) would wait for a guest. Every ``pms_check_interval_s`` each facility in
-``connected`` state gets one read through the gateway's normal path (state guard,
-token, permit from the facility's budget at **background** priority, so it never
-takes a permit an interactive call needs). The read is the smallest the booking
-system has: one reservation row without rooms (``limit: 1``). When the
-password changed, the booking system rejects the token, the gateway asks for a
-new one, that fails, and the gateway itself marks the facility (and its customer's
-kross integration row) ``error`` — the check adds no state logic of its own.
+Without it, a customer who changes the booking-system password is only noticed when a
+guest's question makes the assistant call a tool — the `error` state
+(docs/requirements.md R11.2) would wait for a guest. Every 15 minutes (by default) each
+facility in ``connected`` state gets one read through the gateway's normal path (state
+guard, token, permit from the facility's budget at **background** priority, so it never
+takes a permit an interactive call needs). The read is the smallest the booking system
+has: one reservation row without rooms (``limit: 1``). When the password changed, the
+booking system rejects the token, the gateway asks for a new one, that fails, and the
+gateway itself marks the facility (and its customer's kross integration row) ``error`` —
+the check adds no state logic of its own.
 
 Facilities already in ``error`` are skipped: the gateway retries their
 authentication once per re-auth interval, and a reconnect brings them back.
@@ -28,10 +28,11 @@ from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.limiter import BudgetExhausted, Priority
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.integrations.kross import errors as pms
-from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail
+from pmsgate.jobs.spec import JobPartlyFailed, error_detail
 
 log = structlog.get_logger(__name__)
 
+CHECK_CONNECTIONS = "check-connections"
 CHECK_OPERATION = "reservations/get-list"
 # Public filter names only (docs/kross-api.md): one row, without its rooms.
 CHECK_PAYLOAD: dict[str, Any] = {"limit": 1, "with_rooms": False}

@@ -1,10 +1,11 @@
-"""The listings-sync restart: after a reconnect, the registry is synced again (spec §3).
+"""The listings-sync restart: after a reconnect, the registry is synced again
+(docs/requirements.md R11.4, R18.6).
 
 A reconnect (``PUT /api/admin/kross/connect``) marks the customer's kross
 integration row with ``listings_sync_due_at``; this job runs
 :func:`pmsgate.customers.service.sync_registry` for every row that is due and
 clears the mark once the sync succeeded. A failed sync keeps the mark, so the
-next tick (every ``listings_sync_interval_s``) tries again.
+next tick (every minute by default) tries again.
 
 Replicas: a row is *claimed* by moving its due time a lease ahead with a
 compare-and-set, so one replica syncs it while the others skip it; a replica that
@@ -23,10 +24,11 @@ import structlog
 from pmsgate.customers.context import CustomerServices
 from pmsgate.customers.registry_check import refresh_after_sync
 from pmsgate.customers.service import sync_registry
-from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail
+from pmsgate.jobs.spec import JobPartlyFailed, error_detail
 
 log = structlog.get_logger(__name__)
 
+RESTART_LISTINGS_SYNCS = "restart-listings-syncs"
 # Longer than any listings sync takes (two reads and a few row updates).
 SYNC_LEASE = timedelta(minutes=10)
 

@@ -59,7 +59,7 @@ from pmsgate.jobs.notice_messages import (
     team_message,
     webhook_payload,
 )
-from pmsgate.jobs.scheduler import JobPartlyFailed
+from pmsgate.jobs.spec import JobPartlyFailed
 from pmsgate.storage.notices import FacilityState, IncidentNoticeRepository, NoticeRecord
 from pmsgate.web.context import WebServices
 from pmsgate.web.users import UserService

@@ -1,6 +1,6 @@
 """The scheduled jobs of pmsgate, each declared once (docs/jobs.md; docs/extending.md).
 
-Adding a job is one :class:`~pmsgate.jobs.scheduler.JobSpec` in :data:`JOB_SPECS`: its
+Adding a job is one :class:`~pmsgate.jobs.spec.JobSpec` in :data:`JOB_SPECS`: its
 name, default interval and the coroutine function it runs on the process's services
 (``WebServices``: ``.gateway``, ``.customers``, ``.settings``, ``.clock``). The
 scheduler, ``pmsgate jobs list|run`` and the console read this list; its interval is
@@ -15,20 +15,16 @@ from pmsgate.jobs.audit import (
     purge_audit_events,
     record_key_expiry,
 )
-from pmsgate.jobs.connections import check_connections
-from pmsgate.jobs.listings import restart_listings_syncs
+from pmsgate.jobs.connections import CHECK_CONNECTIONS, check_connections
+from pmsgate.jobs.listings import RESTART_LISTINGS_SYNCS, restart_listings_syncs
 from pmsgate.jobs.notify import NOTIFY_INCIDENTS, notify_incidents
 from pmsgate.jobs.registry_check import CHECK_REGISTRY, check_registries
-from pmsgate.jobs.scheduler import (
-    CHECK_CONNECTIONS,
-    FLUSH_GATEWAY_USAGE,
-    REFRESH_USAGE,
-    RESTART_LISTINGS_SYNCS,
-    JobSpec,
-    check_specs,
-)
+from pmsgate.jobs.spec import JobSpec, check_specs
 from pmsgate.jobs.usage import (
+    FLUSH_GATEWAY_USAGE,
     PURGE_TOOL_CALLS,
+    REFRESH_USAGE,
+    REFRESH_USAGE_EVERY_S,
     flush_gateway_usage,
     purge_tool_calls,
     refresh_usage,
@@ -37,8 +33,7 @@ from pmsgate.jobs.usage import (
 JOB_SPECS: tuple[JobSpec, ...] = (
     JobSpec(
         REFRESH_USAGE,
-        default_interval_s=21600.0,
-        setting="usage_refresh_interval_s",
+        default_interval_s=REFRESH_USAGE_EVERY_S,
         run=lambda web: refresh_usage(web.customers),
         description="Usage snapshot of every customer's workspace (platform spend, messages, "
         "tool calls) and its facility's upstream requests.",
@@ -46,7 +41,6 @@ JOB_SPECS: tuple[JobSpec, ...] = (
     JobSpec(
         FLUSH_GATEWAY_USAGE,
         default_interval_s=60.0,
-        setting="usage_flush_interval_s",
         run=lambda web: flush_gateway_usage(web.gateway),
         description="Add the counts of tool calls and upstream requests (this process's, and "
         "every replica's written to Redis) to the hourly table.",
@@ -57,7 +51,6 @@ JOB_SPECS: tuple[JobSpec, ...] = (
     JobSpec(
         CHECK_CONNECTIONS,
         default_interval_s=900.0,
-        setting="pms_check_interval_s",
         run=lambda web: check_connections(web.gateway),
         description="One background read per connected facility, so a changed password shows "
         "as error.",
@@ -65,7 +58,6 @@ JOB_SPECS: tuple[JobSpec, ...] = (
     JobSpec(
         RESTART_LISTINGS_SYNCS,
         default_interval_s=60.0,
-        setting="listings_sync_interval_s",
         run=lambda web: restart_listings_syncs(web.customers),
         description="Run the listings syncs a reconnect asked for (and retry those that failed).",
     ),
@@ -74,7 +66,8 @@ JOB_SPECS: tuple[JobSpec, ...] = (
         default_interval_s=3600.0,
         run=lambda web: check_registries(web.customers),
         description="Check that every apartment of every customer maps to a listing of its "
-        "room type (spec §7 'Listing unavailable'); the latest check of each customer is "
+        "room type (else the assistant answers 'Listing unavailable'); the latest check of each "
+        "customer is "
         "what the console shows.",
     ),
     JobSpec(

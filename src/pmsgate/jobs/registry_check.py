@@ -1,4 +1,5 @@
-"""check-registry: every customer's apartment registry checked against its listings (spec §7).
+"""check-registry: every customer's apartment registry checked against its listings
+(docs/requirements.md R18.3, R18.5).
 
 Each tick runs :func:`pmsgate.customers.registry_check.check_and_record` for every
 customer with a platform workspace: one listings read each, the report stored as the
@@ -16,7 +17,7 @@ import structlog
 
 from pmsgate.customers.context import CustomerServices
 from pmsgate.customers.registry_check import check_and_record
-from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail
+from pmsgate.jobs.spec import JobPartlyFailed, error_detail
 
 log = structlog.get_logger(__name__)
 

@@ -25,10 +25,8 @@ never wait for real.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Collection, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from types import TracebackType
 from typing import Any
 
@@ -37,53 +35,31 @@ import anyio.abc
 import structlog
 
 from pmsgate.clock import Clock
-from pmsgate.config import Settings
-from pmsgate.errors import NotFound, PmsgateError
+from pmsgate.errors import NotFound
 from pmsgate.gateway.metrics import GatewayMetrics
+from pmsgate.jobs.registry import JOB_SPECS
 from pmsgate.jobs.runs import JobRuns
+from pmsgate.jobs.spec import (
+    Job,
+    JobPartlyFailed,
+    JobSpec,
+    check_specs,
+    error_detail,
+    grid_start,
+)
 from pmsgate.storage.job_runs import JobRunView
 from pmsgate.web.context import WebServices
 
 log = structlog.get_logger(__name__)
 
 Sleep = Callable[[float], Awaitable[None]]
-JobFunction = Callable[[], Awaitable[dict[str, Any] | None]]
 
-EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Runs older than this are deleted (at most once an hour): a job ticking every minute
 # would otherwise add half a million rows a year.
 RUN_RETENTION = timedelta(days=14)
 PRUNE_EVERY = timedelta(hours=1)
 # How long a job may go on finishing its work when the scheduler stops (e.g. a last flush).
 EXIT_GRACE_S = 10.0
-
-
-@dataclass(frozen=True)
-class Job:
-    """A named piece of work run every ``interval_s`` seconds; returns a JSON-able summary."""
-
-    name: str
-    interval_s: float
-    run: JobFunction
-    description: str = ""
-    # Run once more when the scheduler stops (e.g. flushing counts still in memory).
-    run_at_exit: bool = False
-
-    def __post_init__(self) -> None:
-        if not self.name or not math.isfinite(self.interval_s) or self.interval_s <= 0:
-            raise ValueError("a job needs a name and a positive interval")
-
-
-class JobPartlyFailed(PmsgateError):
-    """A job did part of its work: the tick counts as failed (and is retried), its summary kept."""
-
-    code = "job_partly_failed"
-    status = 500
-    hint = "See the failures listed in the run's detail; the job runs again on its next tick."
-
-    def __init__(self, message: str, summary: dict[str, Any]) -> None:
-        super().__init__(message)
-        self.summary = summary
 
 
 def job_not_found(name: str, known: Sequence[str]) -> NotFound:
@@ -95,31 +71,12 @@ def job_not_found(name: str, known: Sequence[str]) -> NotFound:
     )
 
 
-def grid_start(now: datetime, interval_s: float) -> datetime:
-    """The start of the grid interval (counted from the Unix epoch) that ``now`` falls in."""
-    elapsed = (now - EPOCH).total_seconds()
-    return EPOCH + timedelta(seconds=math.floor(elapsed / interval_s) * interval_s)
-
-
 def next_tick(now: datetime, interval_s: float, after: datetime | None = None) -> datetime:
     """The first grid point after ``now`` (and after ``after``: no tick ever runs twice)."""
     due = grid_start(now, interval_s) + timedelta(seconds=interval_s)
     if after is not None and due <= after:
         due = after + timedelta(seconds=interval_s)
     return due
-
-
-def error_detail(error: BaseException) -> dict[str, str]:
-    """The code and message recorded for a failure: never a secret."""
-    if isinstance(error, PmsgateError):
-        return {"code": error.code, "message": error.message}
-    code = getattr(error, "code", None)
-    message = getattr(error, "message", None)
-    # The upstream clients' errors (platform, notes, booking system) carry their own safe
-    # code and scrubbed message; any other exception's text may quote a URL or a value.
-    if isinstance(code, str) and isinstance(message, str):
-        return {"code": code, "message": message}
-    return {"code": "unexpected_error", "message": f"The job raised {type(error).__name__}."}
 
 
 class Scheduler:
@@ -320,90 +277,10 @@ class Scheduler:
 
 # --- the jobs of pmsgate: declared once each, in pmsgate.jobs.registry.JOB_SPECS -----------------
 
-REFRESH_USAGE = "refresh-usage"
-FLUSH_GATEWAY_USAGE = "flush-gateway-usage"
-CHECK_CONNECTIONS = "check-connections"
-RESTART_LISTINGS_SYNCS = "restart-listings-syncs"
-
-# What a job runs: a coroutine function of the process's services, answering its summary.
-JobWork = Callable[[WebServices], Awaitable[dict[str, Any] | None]]
-
-
-@dataclass(frozen=True)
-class JobSpec:
-    """A scheduled job, declared once: its name, default interval and the work it runs.
-
-    Its interval is ``PMSGATE_JOB_INTERVALS_S`` (a JSON map by job name) when that names
-    it, else the job's own setting (``setting``: only the four first jobs have one, kept for
-    existing deployments), else ``default_interval_s``. A new job needs no new setting.
-    """
-
-    name: str
-    default_interval_s: float
-    run: JobWork
-    description: str
-    # The name of an older Settings field holding this job's interval (backwards compatible).
-    setting: str | None = None
-    # Run once more when the scheduler stops (e.g. flushing counts still in memory).
-    run_at_exit: bool = False
-    # Work only the process itself can do (its in-memory counts): it runs in every server
-    # process, even when an external scheduler runs the shared jobs.
-    per_process: bool = False
-
-    def __post_init__(self) -> None:
-        if (
-            not self.name
-            or self.name != self.name.strip().lower().replace("_", "-")
-            or not math.isfinite(self.default_interval_s)
-            or self.default_interval_s <= 0
-        ):
-            raise ValueError(f"job {self.name!r}: a kebab-case name and a positive interval")
-        if self.setting is not None and self.setting not in Settings.model_fields:
-            raise ValueError(f"job {self.name!r}: no setting named {self.setting!r}")
-
-    def interval_s(self, settings: Settings) -> float:
-        """The job's interval under these settings."""
-        if self.name in settings.job_intervals_s:
-            return float(settings.job_intervals_s[self.name])
-        if self.setting is not None:
-            return float(getattr(settings, self.setting))
-        return self.default_interval_s
-
-    def variable(self) -> str:
-        """The environment variable that sets this job's interval (for `pmsgate jobs list`)."""
-        if self.setting is not None:
-            return f"PMSGATE_{self.setting.upper()}"
-        return f'PMSGATE_JOB_INTERVALS_S["{self.name}"]'
-
-    def job(self, web: WebServices) -> Job:
-        """This job on a process's services, at the interval its settings give."""
-        return Job(
-            name=self.name,
-            interval_s=self.interval_s(web.settings),
-            run=lambda: self.run(web),
-            description=self.description,
-            run_at_exit=self.run_at_exit,
-        )
-
-
-def check_specs(specs: Sequence[JobSpec]) -> None:
-    """Refuse a job list with a name used twice (before anything is scheduled)."""
-    names = [spec.name for spec in specs]
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise ValueError(f"job names declared twice: {', '.join(repeated)}")
-
-
-def _registered() -> Sequence[JobSpec]:
-    # Imported here: the job modules import this one (Job, JobPartlyFailed, error_detail).
-    from pmsgate.jobs.registry import JOB_SPECS
-
-    return JOB_SPECS
-
 
 def build_jobs(web: WebServices, specs: Sequence[JobSpec] | None = None) -> list[Job]:
     """The jobs (pmsgate.jobs.registry.JOB_SPECS unless ``specs``) on this process's services."""
-    specs = _registered() if specs is None else specs
+    specs = JOB_SPECS if specs is None else specs
     check_specs(specs)
     return [spec.job(web) for spec in specs]
 
@@ -419,13 +296,3 @@ def build_scheduler(
     runs = JobRuns(web.customers.sessions, web.clock)
     jobs = [job for job in build_jobs(web, specs) if only is None or job.name in only]
     return Scheduler(jobs, web.clock, runs, sleep=sleep, metrics=web.gateway.metrics)
-
-
-def __getattr__(name: str) -> Any:
-    """``JOB_SPECS`` and ``PER_PROCESS_JOBS``, still importable from here (they moved to
-    :mod:`pmsgate.jobs.registry`, which imports the job modules, which import this one)."""
-    if name in ("JOB_SPECS", "PER_PROCESS_JOBS"):
-        from pmsgate.jobs import registry
-
-        return getattr(registry, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

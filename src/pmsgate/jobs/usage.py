@@ -1,6 +1,6 @@
 """The usage jobs: a usage snapshot of every customer every 6 hours, and the hourly gateway counts.
 
-:func:`refresh_usage` (spec §2.4, §6) reads each customer's cumulative consumption
+:func:`refresh_usage` (docs/requirements.md R19.1) reads each customer's cumulative consumption
 from the assistant platform (``GET /v1/workspaces/{id}/usage``, an assumed API:
 docs/platform-api.md) and records a ``periodic`` snapshot with the booking-system
 requests its facility made (``gateway_usage_hours``). The snapshot's ``taken_at``
@@ -28,10 +28,15 @@ from pmsgate.customers.context import CustomerServices
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.usage import UsageHistory, add_counts
 from pmsgate.integrations.assistant.client import AssistantClient
-from pmsgate.jobs.scheduler import JobPartlyFailed, error_detail, grid_start
+from pmsgate.jobs.spec import JobPartlyFailed, error_detail, grid_start, interval_setting
 from pmsgate.storage.db import session_factory
 
 log = structlog.get_logger(__name__)
+
+REFRESH_USAGE = "refresh-usage"
+# Every 6 hours: 00, 06, 12, 18 UTC (PMSGATE_JOB_INTERVALS_S changes it; a snapshot's slot too).
+REFRESH_USAGE_EVERY_S = 21600.0
+FLUSH_GATEWAY_USAGE = "flush-gateway-usage"
 
 SnapshotOutcome = Literal["recorded", "already_recorded", "without_workspace"]
 
@@ -44,7 +49,9 @@ def usage_slot(now: datetime, interval_s: float) -> datetime:
 async def refresh_usage(customers: CustomerServices) -> dict[str, Any]:
     """Record a ``periodic`` usage snapshot of every customer with a workspace (this slot's)."""
     now = customers.clock.now()
-    slot = usage_slot(now, customers.settings.usage_refresh_interval_s)
+    slot = usage_slot(
+        now, interval_setting(customers.settings, REFRESH_USAGE, REFRESH_USAGE_EVERY_S)
+    )
     # No platform token is a configuration error: the whole tick fails, nothing is half-done.
     platform = customers.platform
     hours = UsageHistory(customers.sessions)

@@ -35,7 +35,7 @@ import json
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from pmsgate.integrations.notion.client import Block
+from pmsgate.integrations.notion.models import Block
 
 FORMAT_VERSION = 1
 SOURCE_PREFIX = "pmsgate"

@@ -1,4 +1,4 @@
-"""The template patcher (spec §4.3 step 13): the changes that make a notes page canonical.
+"""The template patcher: what makes a notes page canonical (docs/requirements.md R16.4, R16.5).
 
 :func:`plan_patch` is pure: from a page's block tree and its :class:`PageCheck` it
 lists the changes, each with a human description in which the WiFi password is
@@ -26,7 +26,7 @@ What a plan contains, in the order it is applied:
    the password when a callout quotes them.
 4. **append_sections** — sections are missing: the catalogue's canonical blocks of
    the MISSING sections are appended at the end of the page (heading_2 + paragraphs,
-   placeholders filled). Spec §4.3 step 13 says "append the 23 canonical blocks";
+   placeholders filled). The runbook says "append the 23 canonical blocks";
    a page without any section gets exactly those 23, but on a page that has some
    sections the full 23 would duplicate them (two "House rules", one of them
    generic), so only the missing sections' blocks are appended. The appended WiFi
@@ -54,7 +54,10 @@ from typing import Any, Literal
 import structlog
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue
-from pmsgate.integrations.notion.client import Block, NotesClient, NotesError, rich_text
+from pmsgate.integrations.notion.builders import rich_text
+from pmsgate.integrations.notion.client import NotesClient
+from pmsgate.integrations.notion.errors import NotesError
+from pmsgate.integrations.notion.models import Block
 from pmsgate.knowledge.template import (
     CALLOUT_WORDS,
     GENERAL_QUALIFIER,
@@ -427,7 +430,7 @@ def _append_sections(
 
 
 # Callout rewording: why a table here and not in the catalogue — these are not section
-# titles but the spec's two words (§4.3 step 13) and their neutral replacements.
+# titles but the two words of docs/requirements.md R16.5 and their neutral replacements.
 _WORD = r"(?:wi[\s\-]?fi|internet)"
 # Frequent short words of each language: enough to tell which one a callout is written in.
 _ITALIAN_HINTS = frozenset(

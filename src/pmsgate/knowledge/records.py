@@ -1,4 +1,4 @@
-"""Page states and sync jobs as the knowledge sync and its job runner use them (issue 5).
+"""Page states and sync jobs as the knowledge sync and its job runner use them.
 
 Each call is one transaction over :class:`pmsgate.storage.knowledge.KnowledgeSyncRepository`;
 this service checks the values it is given and raises the caller-facing errors

@@ -1,21 +1,21 @@
-"""Knowledge-sync jobs: a sync runs in the background with a status to poll (issue 5, issue 7).
+"""Knowledge-sync jobs: a sync in the background, its status polled (docs/requirements.md R17.2).
 
 The web app's ``POST /api/{assistant}/sync-knowledge {commit}`` must never hold a
-request open longer than a proxy allows (spec §7: the 504 after 300 s), yet a
+request open longer than a proxy allows (a 504 after 300 s), yet a
 synchronous caller still wants the counters when the sync is quick. So:
 
 - :meth:`SyncJobs.start` records a job (``queued``) and runs the sync as an asyncio
   task of this process; :meth:`SyncJobs.status` reads it back (status, progress
   done/total in apartments, the counters so far, the error);
 - :meth:`SyncJobs.run_sync_within` starts one and waits for it at most
-  ``max_duration_s`` (800 s, spec §8): it answers the counters if the job finished
+  ``max_duration_s`` (800 s): it answers the counters if the job finished
   by then, else the job id to poll — the job keeps running either way;
 - :meth:`SyncJobs.run` runs one in the foreground (the CLI), recorded the same way.
 
 One active job per customer (a partial UNIQUE index, so across replicas too): a
 second start answers ``sync_already_running`` with the running job's id.
 
-**The allowlist** (spec §4.3 step 2, issue 16). Every job — the JSON API's, the
+**The allowlist** (docs/requirements.md R17.6). Every job — the JSON API's, the
 console's, ``pmsgate knowledge sync``'s — is created by :meth:`SyncJobs._create`, which
 first asks :meth:`pmsgate.customers.allowlist.Allowlist.require_customer`: a customer
 whose registered e-mail is not on the knowledge allowlist gets 403 ``not_on_allowlist``
@@ -53,10 +53,10 @@ from pmsgate.clock import Clock
 from pmsgate.errors import Conflict, PmsgateError
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.knowledge.records import KnowledgeSyncRecords
-from pmsgate.knowledge.sync import (
+from pmsgate.knowledge.sync import KnowledgeSync
+from pmsgate.knowledge.sync_reports import (
     CommitReport,
     DryRunReport,
-    KnowledgeSync,
     ProgressCallback,
     SyncProgress,
 )
@@ -64,7 +64,7 @@ from pmsgate.storage.knowledge import SyncJobView
 
 log = structlog.get_logger(__name__)
 
-# Spec §8: the sync route's maximum duration, as configured.
+# docs/requirements.md R17.2: the sync route's maximum duration, as configured.
 MAX_DURATION_S = 800.0
 
 
@@ -86,7 +86,7 @@ class SyncOutcome:
 
     @property
     def counters(self) -> dict[str, Any] | None:
-        """The specification's counters once the job succeeded."""
+        """The counters (docs/requirements.md R17.1) once the job succeeded."""
         return self.job.counters if self.job.status == "succeeded" else None
 
 

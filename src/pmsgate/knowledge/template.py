@@ -1,4 +1,5 @@
-"""The template check: a notes page's five canonical sections, found by their titles (spec §2.4).
+"""The template check: a notes page's five canonical sections, found by their titles
+(docs/requirements.md R16).
 
 **Where sections are looked for.** Among the page's top-level blocks (layout
 containers such as columns and synced blocks are see-through): a **toggle** is a
@@ -23,8 +24,8 @@ credentials written in it, is exactly a canonical title (``title_it`` or
 ``duplicates`` and in the notes.
 
 **WiFi credentials** come from the WiFi section's title and body, each field
-from the title first (the patcher makes the title the authoritative place; spec
-§4.3 step 13), then from the body, then from the other WiFi candidates. Patterns,
+from the title first (the patcher makes the title the authoritative place;
+docs/requirements.md R16.5), then from the body, then from the other WiFi candidates. Patterns,
 one line at a time (case-insensitive):
 
 - ``<label> <separator> <value>`` where a network label is ``Rete``, ``Rete WiFi``,
@@ -44,10 +45,10 @@ one line at a time (case-insensitive):
 - in a title only: ``WiFi: <network> / <password>`` (also a hyphen, en or em dash
   after the label and ``|`` or ``·`` between the values).
 
-**Complete and canonical.** A page is *complete* (spec §2.4; what the sync's
+**Complete and canonical.** A page is *complete* (docs/requirements.md R16.3; what the sync's
 ``incompleteTemplates`` counts) when the five sections are present and the WiFi
 network and password are known. It is *canonical* when, in addition, nothing is
-left for the patcher (spec §4.3 step 13): the WiFi title carries both credentials,
+left for the patcher (docs/requirements.md R16.5): the WiFi title carries both credentials,
 no callout inside the WiFi section says wifi or internet, and the page's first
 toggle is a section, or does not mention wifi in its children, or has already been
 renamed (its title holds :data:`GENERAL_QUALIFIER`).
@@ -76,16 +77,16 @@ from pydantic import (
 )
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue, normalise_title
-from pmsgate.integrations.notion.client import Block
+from pmsgate.integrations.notion.models import Block
 
 WIFI = "wifi"
 HEADINGS = {"heading_1": 1, "heading_2": 2, "heading_3": 3}
 # Blocks that only lay out their children: their content counts as the page's own level.
 LAYOUT_CONTAINERS = frozenset({"column_list", "column", "synced_block"})
 
-# The words spec §4.3 step 13 names: removed from the WiFi section's callouts.
+# The words docs/requirements.md R16.5 names: removed from the WiFi section's callouts.
 CALLOUT_WORDS = re.compile(r"(?<![0-9a-z])(?:wi[\s\-]?fi|internet)(?![0-9a-z])", re.IGNORECASE)
-# What makes a first toggle "mention wifi" (spec §4.3 step 13): the word wifi itself.
+# What makes a first toggle "mention wifi" (docs/requirements.md R16.5): the word wifi.
 WIFI_WORD = re.compile(r"(?<![0-9a-z])wi[\s\-]?fi(?![0-9a-z])", re.IGNORECASE)
 
 # What the patcher adds to a misleading first toggle's title (see pmsgate.knowledge.patcher);
@@ -216,7 +217,7 @@ class PageCheck(BaseModel):
     @computed_field  # type: ignore[prop-decorator]
     @property
     def canonical(self) -> bool:
-        """Complete, and nothing left for the patcher (spec §4.3 step 13) to change."""
+        """Complete, and nothing left for the patcher to change (docs/requirements.md R16.5)."""
         return (
             self.complete
             and self.wifi_title_complete

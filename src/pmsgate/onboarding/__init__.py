@@ -1,4 +1,4 @@
-"""Onboarding as a program: the 17 steps of spec §4.3, their runner, checklist and CLI.
+"""Onboarding as a program: the 17 steps (docs/requirements.md R21), runner, checklist and CLI.
 
 - :mod:`.steps` — what a step is (:class:`~.steps.Step`, :class:`~.steps.StepResult`,
   :class:`~.steps.OnboardingContext` and its typed :class:`~.steps.RunState`);
@@ -8,7 +8,7 @@
   :mod:`.steps_route_b` (17) — the steps themselves;
 - :mod:`.runner` — check → apply → check, persisted results, resume, dry run, confirm;
 - :mod:`.customer_file` — the YAML customer file; :mod:`.context` — the services;
-- :mod:`.report` — run reports and checklists; :mod:`.cli` — ``pmsgate onboard``.
+- :mod:`.report` — run reports and checklists; ``pmsgate onboard`` is :mod:`pmsgate.cli.onboard`.
 
 See ``docs/onboarding.md``.
 """

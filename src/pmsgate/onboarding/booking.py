@@ -1,11 +1,14 @@
-"""Every booking-system request of an onboarding run, through the gateway (DESIGN §3).
+"""Every booking-system request of an onboarding run, through the gateway (docs/architecture.md).
 
-The onboarding reaches the booking system only here, and only through the
-:class:`~pmsgate.gateway.service.Gateway` of the process (``ctx.gateway``): its
-limiter (each request takes a permit of the facility's budget, so onboarding and
-tool calls share one budget and the booking system never sees more than it allows)
-and its token manager (one token per facility, shared with the gateway; a re-run
-opens no new upstream session). The requests:
+The onboarding reaches the booking system only here, and only through the public
+booking-system access of the process's :class:`~pmsgate.gateway.service.Gateway`
+(``ctx.gateway``): :meth:`~pmsgate.gateway.service.Gateway.request_token`,
+:meth:`~pmsgate.gateway.service.Gateway.adopt_token`,
+:meth:`~pmsgate.gateway.service.Gateway.facility_token` and
+:meth:`~pmsgate.gateway.service.Gateway.read`. Each request takes a permit of the
+facility's budget, so onboarding and tool calls share one budget and the booking system
+never sees more than it allows; there is one token per facility, shared with the gateway,
+so a re-run opens no new upstream session. The requests:
 
 - **verifying credentials** (step 1 with the customer file's credentials, and
   ``ensure_facility`` when it moves a facility to them): one ``auth/get-token``,
@@ -32,8 +35,8 @@ from typing import Any
 
 from pydantic import SecretStr
 
-from pmsgate.errors import NotFound, PmsgateError
-from pmsgate.gateway.facilities import Limits, Verifier
+from pmsgate.errors import PmsgateError
+from pmsgate.gateway.verification import Verifier
 from pmsgate.integrations.kross.client import Token
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.dates import filter_availability
@@ -69,30 +72,15 @@ def _same(a: SecretStr, b: SecretStr) -> bool:
     return secrets.compare_digest(a.get_secret_value(), b.get_secret_value())
 
 
-async def _permit(ctx: OnboardingContext, credentials: Credentials) -> None:
-    """A permit for one ``auth/get-token`` with ``credentials``."""
-    gateway = ctx.gateway
-    try:
-        await gateway.token_permit(credentials.hotel_id)  # a registered facility's budget
-    except NotFound:
-        # Not registered yet (step 1 comes before step 3): the budget a new facility gets,
-        # under the key the facility's calls will spend.
-        key = (
-            f"account:{credentials.username}"
-            if gateway.policy.limit_by_account
-            else credentials.hotel_id
-        )
-        await gateway.limiter.acquire(key, Limits(), wait_s=gateway.policy.limiter_wait_s)
-
-
 async def verify_credentials(ctx: OnboardingContext, credentials: Credentials) -> Token:
     """A token for ``credentials`` (AuthenticationFailed when refused); once per run."""
     held = ctx.run.verified
     if held is not None and held.proves(credentials):
         return held.token
-    await _permit(ctx, credentials)
     obtained_at = ctx.clock.now()
-    token = await ctx.gateway.pms.get_token(credentials)
+    # A permit first: the facility's budget, or (not registered yet: step 1 comes before
+    # step 3) the budget a new facility gets, under the key its calls will spend.
+    token = await ctx.gateway.request_token(credentials)
     ctx.run.verified = VerifiedToken(credentials, token, obtained_at)
     return token
 
@@ -117,14 +105,13 @@ async def adopt_verified(ctx: OnboardingContext, hotel_id: str) -> None:
         return
     stored = await ctx.facilities.credentials(hotel_id)
     if held.proves(stored):
-        await ctx.gateway.tokens.adopt(hotel_id, held.token, held.obtained_at)
-        await ctx.gateway.cache.invalidate(hotel_id)  # answers read with older credentials
+        await ctx.gateway.adopt_token(hotel_id, held.token, held.obtained_at)
         ctx.run.verified = None  # done: the gateway holds it (a later call is a no-op)
 
 
 async def facility_token(ctx: OnboardingContext, hotel_id: str) -> Token:
     """The registered facility's token: the gateway's (a new one only when none is valid)."""
-    return await ctx.gateway.tokens.token(hotel_id)
+    return await ctx.gateway.facility_token(hotel_id)
 
 
 # --- the apartments --------------------------------------------------------------------------

@@ -17,12 +17,13 @@ from pmsgate.audit.trail import AuditTrail
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerServices
-from pmsgate.gateway.facilities import FacilityService
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.accounts import ConsoleAccounts
 from pmsgate.onboarding.customer_file import CustomerFile
 from pmsgate.onboarding.records import OnboardingRecords
+from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.steps import OnboardingContext
 
 
@@ -51,8 +52,9 @@ class OnboardingServices:
         manual_evidence: dict[str, dict[str, Any]] | None = None,
         previous: dict[str, dict[str, Any]] | None = None,
     ) -> OnboardingContext:
-        """The context of one run for the customer of ``file``."""
-        return OnboardingContext(
+        """The context of one run for the customer of ``file``, taking the whole runbook (the
+        runner puts the steps of its run in ``ctx.run.steps``)."""
+        ctx = OnboardingContext(
             file=file,
             customers=self.customers,
             facilities=self.facilities,
@@ -66,3 +68,5 @@ class OnboardingServices:
             previous=previous,
             accounts=self.accounts,
         )
+        ctx.run.steps = STEPS
+        return ctx

@@ -195,7 +195,7 @@ class CustomerFile(_Strict):
     email: str = Field(min_length=3, max_length=320)
     kind: Literal["partner", "own"]
     # What the customer reads is written in this language (the onboarding message, step 16).
-    # Italian by default: the spec's operators work in Italian (step 7's escalation guardrail).
+    # Italian by default: the operators work in Italian (step 7's escalation guardrail).
     language: Literal["it", "en"] = "it"
     # The time zone the customer reads times in: console pages and e-mails (IANA name).
     timezone: str = Field(default="Europe/Rome", min_length=1, max_length=64)

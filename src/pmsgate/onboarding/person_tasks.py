@@ -8,28 +8,17 @@ recorded as waiting, with what to do in the platform's dashboard and which evide
 record with ``pmsgate onboard confirm``; the run goes on. Once confirmed, the same refusal
 counts as done. Nothing here writes upstream.
 
-Each step declares its own :class:`PersonTask` (``Step.by_hand``, next to its check and
-apply); a step without one gets general instructions.
+Each step declares its own :class:`~pmsgate.onboarding.steps.PersonTask` (``Step.by_hand``,
+next to its check and apply); a step without one gets general instructions.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from pmsgate.onboarding.steps import OnboardingContext, Step, StepResult
+from pmsgate.onboarding.steps import OnboardingContext, PersonTask, Step, StepResult
 
 ENDPOINT_UNAVAILABLE = "platform_endpoint_unavailable"
-
-
-@dataclass(frozen=True)
-class PersonTask:
-    """The instructions of one step done by hand, and the evidence to record."""
-
-    instructions: str
-    evidence: str
-
 
 _DEFAULT = PersonTask(
     "Do this step in the platform dashboard: the platform offers no API for it.",
@@ -39,8 +28,6 @@ _DEFAULT = PersonTask(
 
 def person_task(ctx: OnboardingContext, step: Step, refused: str) -> StepResult:
     """The step as a person's task: waiting with instructions, or done once confirmed."""
-    from pmsgate.onboarding.steps import StepResult
-
     task = step.by_hand or _DEFAULT
     evidence: dict[str, Any] = {"person_task": True, "refused": refused, "record": task.evidence}
     confirmation = ctx.manual_evidence.get(step.id)

@@ -330,23 +330,3 @@ def render_report(report: RunReport) -> RenderableType:
         if report.fix:
             summary.append(f"\nfix: {report.fix}", style="yellow")
     return Group(outcomes_table(report.outcomes, title=title, evidence=False), summary)
-
-
-def render_checklist(checklist: Checklist) -> RenderableType:
-    """The standing checklist with evidence and due dates."""
-    title = f"Checklist of {checklist.student_id}" + (
-        f" - Route {checklist.route}" if checklist.route else ""
-    )
-    footer = Text()
-    if checklist.last_run is not None:
-        run = checklist.last_run
-        footer.append(
-            f"last run #{run.number} ({run.id}): {run.status}, started "
-            f"{run.started_at.isoformat(timespec='seconds')}",
-            style="dim",
-        )
-    counts = checklist.counts()
-    footer.append(
-        "\n" + ", ".join(f"{STATUS_LABELS[status][0]}: {count}" for status, count in counts.items())
-    )
-    return Group(outcomes_table(checklist.outcomes, title=title), footer)

@@ -44,6 +44,7 @@ from __future__ import annotations
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from datetime import date
 from typing import Any, Literal
 
 import anyio
@@ -192,66 +193,15 @@ class OnboardingRunner:
             )
             await _notify(progress, StepEvent(step, "finished", outcome))
             return outcome
-
-        applied = False
-        apply_started = False
-        error_code: str | None = None
-        status: OnboardingStepStatus | Literal["apply"]
         await _notify(progress, StepEvent(step, "checking"))
-        try:
-            result = await step.check(ctx)
-            status = _status_after_check(step, result)
-            if status == "apply":
-                if ctx.dry_run:
-                    what = await step.describe(ctx) if step.describe else "apply this step"
-                    result = StepResult(
-                        done=False,
-                        evidence=result.evidence,
-                        message=f"would do: {what}",
-                    )
-                    status = "would_do"
-                else:
-                    assert step.apply is not None  # _status_after_check said so
-                    await _notify(progress, StepEvent(step, "applying"))
-                    apply_started = True
-                    await step.apply(ctx)
-                    applied = True
-                    await _notify(progress, StepEvent(step, "rechecking"))
-                    result = await step.check(ctx)
-                    status = _status_after_check(step, result)
-                    if status == "apply":
-                        status = "failed"
-                        result = StepResult(
-                            done=False,
-                            evidence=result.evidence,
-                            message=f"still not done after applying: {result.message}",
-                            fix=result.fix,
-                        )
-        except Exception as error:
-            error_code, message, hint = error_details(error)
-            log.warning(
-                "onboarding_step_error", step=step.id, code=error_code, error=type(error).__name__
-            )
-            if error_code == ENDPOINT_UNAVAILABLE:
-                # Not a failure: the platform offers no API for it, so a person does it.
-                result = person_task(ctx, step, message)
-                status = "done" if result.done else "waiting"
-                error_code = None
-                apply_started = False  # refused outright: nothing changed outside
-            elif ctx.dry_run:
-                status = "not_done"
-                result = StepResult(
-                    done=False,
-                    evidence={"error": error_code},
-                    message=f"cannot check yet: {message}",
-                    fix=hint,
-                )
-            else:
-                status = "failed"
-                result = StepResult(
-                    done=False, evidence={"error": error_code}, message=message, fix=hint
-                )
+        attempt = await _attempt(ctx, step, progress)
+        outcome = await self._record(ctx, step, attempt)
+        await _notify(progress, StepEvent(step, "finished", outcome))
+        return outcome
 
+    async def _record(self, ctx: OnboardingContext, step: Step, attempt: _Attempt) -> StepOutcome:
+        """Store the step's result (and an apply's side effect); the outcome to report."""
+        result, status = attempt.result, attempt.status
         waiting_for = result.waiting_for
         if status == "waiting" and waiting_for is None:
             waiting_for = result.message or f"a person to do: {step.title}"
@@ -273,11 +223,13 @@ class OnboardingRunner:
             )
         )
         ctx.run.results[step.id] = result
-        if apply_started:
+        if attempt.apply_started:
             # An apply that ran (or broke off: part of it may have happened). One the platform
             # refused outright (a person's task now) changed nothing and is not recorded.
-            await self._record_side_effect(ctx, step, status, result, applied, error_code)
-        outcome = StepOutcome(
+            await self._record_side_effect(
+                ctx, step, status, result, attempt.applied, attempt.error_code
+            )
+        return StepOutcome(
             number=step.number,
             id=step.id,
             title=step.title,
@@ -289,13 +241,11 @@ class OnboardingRunner:
             fix=result.fix,
             waiting_for=waiting_for,
             due=result.due,
-            applied=applied,
-            error_code=error_code,
+            applied=attempt.applied,
+            error_code=attempt.error_code,
             recorded_at=record.recorded_at.isoformat(),
             recorded_by=record.recorded_by,
         )
-        await _notify(progress, StepEvent(step, "finished", outcome))
-        return outcome
 
     async def _record_side_effect(
         self,
@@ -341,6 +291,80 @@ class OnboardingRunner:
         if ctx.route not in step.routes:
             return f"not on Route {ctx.route}"
         return None
+
+
+@dataclass(frozen=True)
+class _Attempt:
+    """What checking (and applying) one step came to, before it is recorded."""
+
+    result: StepResult
+    status: OnboardingStepStatus
+    applied: bool = False  # an apply ran to its end
+    apply_started: bool = False  # an apply ran, or broke off part way
+    error_code: str | None = None
+
+
+async def _attempt(
+    ctx: OnboardingContext, step: Step, progress: ProgressCallback | None
+) -> _Attempt:
+    """Check → apply → check again (never applied in a dry run); errors become results."""
+    applied = apply_started = False
+    try:
+        result = await step.check(ctx)
+        status = _status_after_check(step, result)
+        if status != "apply":
+            return _Attempt(result, status)
+        if ctx.dry_run:
+            what = await step.describe(ctx) if step.describe else "apply this step"
+            would = StepResult(done=False, evidence=result.evidence, message=f"would do: {what}")
+            return _Attempt(would, "would_do")
+        assert step.apply is not None  # _status_after_check said so
+        await _notify(progress, StepEvent(step, "applying"))
+        apply_started = True
+        await step.apply(ctx)
+        applied = True
+        await _notify(progress, StepEvent(step, "rechecking"))
+        result = await step.check(ctx)
+        status = _status_after_check(step, result)
+        if status == "apply":
+            result = StepResult(
+                done=False,
+                evidence=result.evidence,
+                message=f"still not done after applying: {result.message}",
+                fix=result.fix,
+            )
+            return _Attempt(result, "failed", applied=True, apply_started=True)
+        return _Attempt(result, status, applied=True, apply_started=True)
+    except Exception as error:
+        return _after_error(ctx, step, error, applied=applied, apply_started=apply_started)
+
+
+def _after_error(
+    ctx: OnboardingContext,
+    step: Step,
+    error: Exception,
+    *,
+    applied: bool,
+    apply_started: bool,
+) -> _Attempt:
+    """The result of a check or apply that raised."""
+    error_code, message, hint = error_details(error)
+    log.warning("onboarding_step_error", step=step.id, code=error_code, error=type(error).__name__)
+    if error_code == ENDPOINT_UNAVAILABLE:
+        # Not a failure: the platform offers no API for it, so a person does it. Refused
+        # outright: nothing changed outside.
+        result = person_task(ctx, step, message)
+        return _Attempt(result, "done" if result.done else "waiting", applied=applied)
+    if ctx.dry_run:
+        result = StepResult(
+            done=False,
+            evidence={"error": error_code},
+            message=f"cannot check yet: {message}",
+            fix=hint,
+        )
+        return _Attempt(result, "not_done", applied, apply_started, error_code)
+    result = StepResult(done=False, evidence={"error": error_code}, message=message, fix=hint)
+    return _Attempt(result, "failed", applied, apply_started, error_code)
 
 
 def _status_after_check(step: Step, result: StepResult) -> OnboardingStepStatus | Literal["apply"]:
@@ -415,6 +439,42 @@ async def confirm_step(
             hint="Run `pmsgate onboard CUSTOMER.yaml` first; check the student_id.",
         )
     latest = checklist.get(step.id)
+    _refuse_unconfirmable(step, latest, item)
+    now = services.clock.now()
+    confirmation = {"evidence": text, "confirmed_at": now.isoformat(), "by": person}
+    earlier = (await repo.confirmations(student_id)).get(step.id)
+    confirmed = _confirmed(step, item, confirmation, earlier, latest)
+    view = await repo.record(
+        NewStepResult(
+            student_id=student_id,
+            step_id=step.id,
+            number=step.number,
+            kind=str(step.kind),
+            status=confirmed.status,
+            done=confirmed.status == "done",
+            evidence=_json_ready(confirmed.evidence),
+            message=confirmed.message,
+            waiting_for=confirmed.waiting_for,
+            due=confirmed.due,
+            recorded_by="person",
+            person=person,
+        )
+    )
+    await _audit_person_step(
+        services,
+        AuditAction.ONBOARDING_STEP_CONFIRMED,
+        student_id,
+        step,
+        item=item,
+        note=text,
+        actor=actor,
+        person=person,
+    )
+    return view
+
+
+def _refuse_unconfirmable(step: Step, latest: StepResultView | None, item: str | None) -> None:
+    """Refuse a confirmation the step does not take (not a person's step, a wrong item)."""
     if step.kind is not StepKind.MANUAL and (latest is None or latest.status != "waiting"):
         raise Conflict(
             f"Step {step.number} ({step.id}) is not a manual step and is not waiting for a person.",
@@ -438,71 +498,58 @@ async def confirm_step(
                 else "This step has no items: leave --item out."
             ),
         )
-    now = services.clock.now()
-    confirmation = {"evidence": text, "confirmed_at": now.isoformat(), "by": person}
-    earlier = (await repo.confirmations(student_id)).get(step.id)
+
+
+@dataclass(frozen=True)
+class _Confirmed:
+    """A step's result once a person's confirmation is added."""
+
+    evidence: dict[str, Any]
     status: OnboardingStepStatus
+    message: str
     waiting_for: str | None = None
-    due = None
-    if item is not None:
-        items = dict((earlier.evidence.get("items") or {}) if earlier else {})
-        items[item] = confirmation
-        recorded: dict[str, Any] = {"items": items}
-        known = latest.evidence if latest is not None else {}
-        required = known.get("required_items") or list(step.item_ids)
-        pending = [i for i in required if i not in items]
-        described = known.get("items") or {}
-        if pending:
-            waiting_for = "; ".join(
-                f"[{i}] {(described.get(i) or {}).get('what', i)}" for i in pending
+    due: date | None = None
+
+
+def _confirmed(
+    step: Step,
+    item: str | None,
+    confirmation: dict[str, Any],
+    earlier: StepResultView | None,
+    latest: StepResultView | None,
+) -> _Confirmed:
+    """The result ``confirmation`` makes of the step (with the items confirmed before it)."""
+    if item is None:
+        if step.kind is not StepKind.MANUAL:
+            return _Confirmed(
+                confirmation,
+                "not_done",
+                "a person's evidence is recorded; the next run re-checks this step",
             )
-            # The due date stands while an item with a lead time still waits.
-            dated = any(entry.dated for i in pending if (entry := step.item(i)) is not None)
-            due = latest.due if latest is not None and dated else None
-        done = not pending
-        message = (
-            f"{item} confirmed; {len(pending)} item(s) still waiting"
-            if pending
-            else f"{item} confirmed; every item confirmed"
-        )
-    else:
-        recorded = confirmation
-        done = step.kind is StepKind.MANUAL
-        message = (
-            "confirmed by a person"
-            if done
-            else "a person's evidence is recorded; the next run re-checks this step"
-        )
+        return _Confirmed(confirmation, "done", "confirmed by a person")
+    items = dict((earlier.evidence.get("items") or {}) if earlier else {})
+    items[item] = confirmation
+    known = latest.evidence if latest is not None else {}
+    required = known.get("required_items") or list(step.item_ids)
+    pending = [i for i in required if i not in items]
+    described = known.get("items") or {}
+    waiting_for = None
+    due = None
+    if pending:
+        waiting_for = "; ".join(f"[{i}] {(described.get(i) or {}).get('what', i)}" for i in pending)
+        # The due date stands while an item with a lead time still waits.
+        dated = any(entry.dated for i in pending if (entry := step.item(i)) is not None)
+        due = latest.due if latest is not None and dated else None
+    message = (
+        f"{item} confirmed; {len(pending)} item(s) still waiting"
+        if pending
+        else f"{item} confirmed; every item confirmed"
+    )
     if step.kind is not StepKind.MANUAL:
-        done = False
-    status = ("done" if done else "waiting") if step.kind is StepKind.MANUAL else "not_done"
-    view = await repo.record(
-        NewStepResult(
-            student_id=student_id,
-            step_id=step.id,
-            number=step.number,
-            kind=str(step.kind),
-            status=status,
-            done=status == "done",
-            evidence=_json_ready(recorded),
-            message=message,
-            waiting_for=waiting_for,
-            due=due,
-            recorded_by="person",
-            person=person,
-        )
-    )
-    await _audit_person_step(
-        services,
-        AuditAction.ONBOARDING_STEP_CONFIRMED,
-        student_id,
-        step,
-        item=item,
-        note=text,
-        actor=actor,
-        person=person,
-    )
-    return view
+        status: OnboardingStepStatus = "not_done"
+    else:
+        status = "waiting" if pending else "done"
+    return _Confirmed({"items": items}, status, message, waiting_for, due)
 
 
 async def _audit_person_step(

@@ -1,4 +1,4 @@
-"""What an onboarding step of spec §4.3 is, what it returns, and the context it runs in.
+"""What an onboarding step is (docs/requirements.md R20), what it returns, the context it runs in.
 
 A step is "binary: done or not done", declared once as a :class:`Step` (number, id,
 title, kind, routes, ``check``, ``apply``, its manual items and what a person does
@@ -44,17 +44,16 @@ from pmsgate.audit.actions import Actor
 from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerContext, CustomerServices
-from pmsgate.gateway.facilities import FacilityService
+from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.service import Gateway
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.accounts import ConsoleAccounts
 from pmsgate.onboarding.customer_file import CustomerFile
-from pmsgate.onboarding.person_tasks import PersonTask
 
 if TYPE_CHECKING:
     import datetime as dt
 
-    from pmsgate.integrations.notion.client import Block
+    from pmsgate.integrations.notion.models import Block
     from pmsgate.onboarding.booking import BookingSystemApartments, VerifiedToken
 
 ROUTE_A = "A"
@@ -102,6 +101,15 @@ class ManualItem:
     dated: bool = False  # the step's due date is this item's lead time (kept while it waits)
 
 
+@dataclass(frozen=True)
+class PersonTask:
+    """What a person does when the platform offers no API for a step, and the evidence to
+    record (``Step.by_hand``; :func:`pmsgate.onboarding.person_tasks.person_task` uses it)."""
+
+    instructions: str
+    evidence: str
+
+
 Check = Callable[["OnboardingContext"], Awaitable[StepResult]]
 Apply = Callable[["OnboardingContext"], Awaitable[None]]
 Describe = Callable[["OnboardingContext"], Awaitable[str]]
@@ -115,9 +123,9 @@ class StepDeclarationError(ValueError):
 
 @dataclass(frozen=True, kw_only=True)
 class Step:
-    """One step of spec §4.3, declared once: everything the runner, checklist and CLI need."""
+    """One step (docs/requirements.md R21), declared once: what runner, checklist and CLI need."""
 
-    number: int  # its place in the runbook (1..17, spec §4.3)
+    number: int  # the one place a step's number is written: the runbook is ordered by it
     id: str  # kebab-case, stable: the key of the step's results and of `confirm`
     title: str
     kind: StepKind
@@ -129,7 +137,7 @@ class Step:
     items: tuple[ManualItem, ...] = ()
     # What a person does instead when the platform refuses the step's endpoint (person_tasks).
     by_hand: PersonTask | None = None
-    # Ids of later steps this one runs after (its number stays the spec's): step 16's
+    # Ids of later steps this one runs after (its number stays the runbook's): step 16's
     # message waits for step 17's test conversation on Route B. See execution_order.
     runs_after: tuple[str, ...] = ()
 
@@ -153,23 +161,30 @@ class Step:
 
 
 def runbook(*steps: Step) -> tuple[Step, ...]:
-    """``steps`` as a runbook: ids unique, numbered 1, 2, 3, … in order (else an error, at once)."""
+    """``steps`` as a runbook, ordered by their numbers: ids unique, the numbers 1, 2, 3, …
+    each once, no gap (else an error, at once). A step's number is only its ``number``."""
     seen: set[str] = set()
-    for position, step in enumerate(steps, start=1):
+    for step in steps:
         if step.id in seen:
             raise StepDeclarationError(f"step id {step.id} appears twice in the runbook")
         seen.add(step.id)
-        if step.number != position:
-            raise StepDeclarationError(
-                f"step {step.id} is numbered {step.number} but is step {position} of the runbook"
-            )
-    return steps
+    for number in sorted({step.number for step in steps}):
+        holders = [step.id for step in steps if step.number == number]
+        if len(holders) > 1:
+            raise StepDeclarationError(f"step number {number} is used twice: {', '.join(holders)}")
+    missing = sorted(set(range(1, len(steps) + 1)) - {step.number for step in steps})
+    if missing:
+        raise StepDeclarationError(
+            f"the runbook has no step {missing[0]}: number its {len(steps)} steps 1 to "
+            f"{len(steps)}, once each"
+        )
+    return tuple(sorted(steps, key=lambda step: step.number))
 
 
 def execution_order(steps: Sequence[Step]) -> list[Step]:
     """The order a run takes: the runbook's, but a step with ``runs_after`` moved after those.
 
-    The numbers (the checklist, ``confirm``) stay the spec's; only the run goes 15, 17, 16.
+    The numbers (the checklist, ``confirm``) stay the runbook's; only the run goes 15, 17, 16.
     """
     order = list(steps)
     for step in [s for s in steps if s.runs_after]:
@@ -212,8 +227,9 @@ class RunState:
 
     # Step id → the result recorded for it in this run (set by the runner; step 16 reads it).
     results: dict[str, StepResult] = field(default_factory=dict)
-    # The steps this run takes (set by the runner; step 16 checks that every automatable one
-    # holds). Empty when a step is called on its own: the whole runbook is meant then.
+    # The steps this run takes (the whole runbook from OnboardingServices.context, the run's
+    # own from the runner); step 16 checks that every automatable one holds, and refuses to
+    # decide without them.
     steps: tuple[Step, ...] = ()
     # Step 1 → step 2's allowlist comment: the live pages of the apartments database.
     notes_apartment_pages: int | None = None

@@ -1,4 +1,4 @@
-"""Steps 15 and 16 of spec §4.3: the channels a person sets up, and the onboarding message.
+"""Steps 15 and 16 (docs/requirements.md R21.15, R21.16): the channels, the onboarding message.
 
 Step 15 is one manual step with sub-items, each confirmed on its own with
 ``pmsgate onboard confirm STUDENT channels --item ITEM --evidence "…"``:
@@ -85,7 +85,7 @@ CHANNEL_ITEMS = (WHATSAPP_NUMBER, VOICE_AGENT, CHECK_CALL, CHECK_WHATSAPP, CHECK
 _NOT_FILENAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-# --- 15 channels -------------------------------------------------------------------------------
+# --- channels ----------------------------------------------------------------------------------
 
 
 def _item_text(ctx: OnboardingContext, item: ManualItem) -> str:
@@ -107,7 +107,7 @@ def _item_text(ctx: OnboardingContext, item: ManualItem) -> str:
 def required_channel_items(ctx: OnboardingContext) -> list[ManualItem]:
     """The step-15 items the customer file asks for, in order."""
     channels = ctx.file.channels
-    # The voice agent and its call check are always required (spec step 15), with or
+    # The voice agent and its call check are always required (docs/requirements.md R21.15), with or
     # without a voice section in the file; the WhatsApp number only when the file asks.
     wanted = {VOICE_AGENT, CHECK_CALL, CHECK_ESCALATION}
     if channels.whatsapp_number:
@@ -173,7 +173,7 @@ async def check_channels(ctx: OnboardingContext) -> StepResult:
     )
 
 
-# --- 16 onboarding message ---------------------------------------------------------------------
+# --- onboarding message ------------------------------------------------------------------------
 
 
 def outbox_path(ctx: OnboardingContext) -> Path:
@@ -301,10 +301,13 @@ def steps_not_holding(ctx: OnboardingContext) -> list[Step]:
     step 16 runs after step 17 (``runs_after``); with the route undecided, every step of
     both routes (step 9 among them). Manual steps (15) never hold the message back: what a
     person still has to do is in it, as what is being finished with the customer.
-    """
-    from pmsgate.onboarding.registry import STEPS  # the runbook imports this module
 
-    steps = ctx.run.steps or STEPS
+    The run's steps are ``ctx.run.steps`` (set with the context); a context without them
+    is refused rather than read as "nothing else to hold".
+    """
+    steps = ctx.run.steps
+    if not steps:
+        raise RuntimeError("step 16 needs the run's steps (ctx.run.steps)")
     return [
         step
         for step in steps

@@ -1,10 +1,10 @@
-"""Steps 9-14 of spec §4.3: the route choice and Route A's per-listing knowledge.
+"""Steps 9-14 (docs/requirements.md R21.9-R21.14): route choice, Route A's per-listing knowledge.
 
 - **9 route choice** (check). Listings > 0 → Route A. Listings 0 → the booking system is
   asked (below): it authenticates → Route B (custom tools only); it refuses the
-  credentials → the run stops, saying so (spec §3: the integration goes to ``error``,
-  which is recorded on the facility and the kross row). The route is in the evidence
-  and in ``ctx.route``.
+  credentials → the run stops, saying so (docs/requirements.md R11.2: the integration
+  goes to ``error``, which is recorded on the facility and the kross row). The route is
+  in the evidence and in ``ctx.route``.
 - **10 listings count** (check). The platform's listings equal the booking system's
   active apartments. The honest source is the booking system itself: one
   ``calendar/get-availability`` read for one night (today), which lists every room type
@@ -49,17 +49,18 @@ from pmsgate.customers.service import listing_room_type, set_pms_status, sync_re
 from pmsgate.errors import NotFound, PmsgateError
 from pmsgate.integrations.assistant.client import KbNode, Listing
 from pmsgate.integrations.kross.errors import PmsError
-from pmsgate.integrations.notion.client import ApartmentPage, Block, NotesClient, NotesError
+from pmsgate.integrations.notion.client import NotesClient
+from pmsgate.integrations.notion.errors import NotesError
+from pmsgate.integrations.notion.models import ApartmentPage, Block
 from pmsgate.knowledge.nodes import SOURCE_PREFIX, content_hash, normalise_id
 from pmsgate.knowledge.patcher import PatchPlan, apply_patch, plan_patch
-from pmsgate.knowledge.sync import SYNC_FOLDER_KEY
+from pmsgate.knowledge.sync_plan import SYNC_FOLDER_KEY
 from pmsgate.knowledge.template import PageCheck, WifiCredentials, check_page
 from pmsgate.onboarding.booking import (
     CredentialsRefused,
     booking_system_apartments,
     room_type_order,
 )
-from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
     ONLY_A,
@@ -67,6 +68,7 @@ from pmsgate.onboarding.steps import (
     ROUTE_B,
     CommitSummary,
     OnboardingContext,
+    PersonTask,
     Step,
     StepKind,
     StepResult,
@@ -81,12 +83,12 @@ RECONNECT_FIX = (
     "update the booking-system credentials (`PUT /api/admin/kross/connect`, or "
     "`pmsgate facilities reconnect HOTEL_ID`) and the customer file, then run again"
 )
-NODES_PER_APARTMENT = (30, 40)  # spec §4.3 step 14: "about 30 to 40"
+NODES_PER_APARTMENT = (30, 40)  # docs/requirements.md R21.14: "about 30 to 40"
 WARNINGS_KEY = "warnings"  # evidence key the checklist shows as warnings (report.StepOutcome)
 
 
 async def _record_auth_failure(ctx: OnboardingContext, hotel_id: str) -> None:
-    """Spec §3: a failed authentication puts the integration in ``error`` (facility and row)."""
+    """A failed authentication puts facility and row in ``error`` (docs/requirements.md R11.2)."""
     if ctx.dry_run:
         return
     reason = "booking-system authentication failed (found by onboarding)"
@@ -112,7 +114,7 @@ async def _listings(ctx: OnboardingContext, workspace_id: str) -> list[Listing]:
         return await ctx.customers.platform.list_listings(workspace_id)
 
 
-# --- 9 route choice ----------------------------------------------------------------------------
+# --- route choice ------------------------------------------------------------------------------
 
 
 async def check_route_choice(ctx: OnboardingContext) -> StepResult:
@@ -174,7 +176,7 @@ async def check_route_choice(ctx: OnboardingContext) -> StepResult:
     )
 
 
-# --- 10 listings count -------------------------------------------------------------------------
+# --- listings count ----------------------------------------------------------------------------
 
 
 async def check_listings_count(ctx: OnboardingContext) -> StepResult:
@@ -242,7 +244,7 @@ async def check_listings_count(ctx: OnboardingContext) -> StepResult:
     )
 
 
-# --- 11 registry -------------------------------------------------------------------------------
+# --- registry ----------------------------------------------------------------------------------
 
 
 async def _notes_pages(ctx: OnboardingContext) -> list[ApartmentPage] | None:
@@ -295,9 +297,10 @@ async def check_registry(ctx: OnboardingContext) -> StepResult:
         "pages_to_attach": page_to_attach,
         "apartments_without_notes_page": without_page,
     }
-    # Spec §7: an apartment mapped to no listing, a deleted one or another room type's answers
-    # "Listing unavailable" (customers/registry_check.py; the same check the job and the
-    # console run). The step holds only when every apartment maps to its own listing.
+    # docs/requirements.md R18.3: an apartment mapped to no listing, a deleted one or another
+    # room type's answers "Listing unavailable" (customers/registry_check.py; the same check the
+    # job and the console run). The step holds only when every apartment maps to its own
+    # listing.
     mapping = assess(
         ctx.student_id,
         customer.apartments,
@@ -354,7 +357,7 @@ async def describe_registry(ctx: OnboardingContext) -> str:
     return "sync the apartment registry from the listings and the apartments database"
 
 
-# --- 12 knowledge dry run ----------------------------------------------------------------------
+# --- knowledge dry run -------------------------------------------------------------------------
 
 
 async def check_knowledge_dry_run(ctx: OnboardingContext) -> StepResult:
@@ -411,7 +414,7 @@ async def check_knowledge_dry_run(ctx: OnboardingContext) -> StepResult:
     )
 
 
-# --- 13 templates ------------------------------------------------------------------------------
+# --- templates ---------------------------------------------------------------------------------
 
 
 @dataclass
@@ -629,7 +632,7 @@ async def describe_templates(ctx: OnboardingContext) -> str:
     return " | ".join(lines) or "nothing: every page is canonical"
 
 
-# --- 14 knowledge commit -----------------------------------------------------------------------
+# --- knowledge commit --------------------------------------------------------------------------
 
 
 @dataclass
@@ -727,8 +730,8 @@ async def inspect_commit(ctx: OnboardingContext) -> list[_SyncedApartment]:
 def _node_count_warnings(apartments: list[_SyncedApartment]) -> list[str]:
     """Each synced apartment whose node count is outside "about 30 to 40", with the reason.
 
-    Not a failure (the spec says "about"): the step completes and the checklist shows the
-    warning, so a person looks at the page.
+    Not a failure (docs/requirements.md R21.14 says "about"): the step completes and the
+    checklist shows the warning, so a person looks at the page.
     """
     low, high = NODES_PER_APARTMENT
     out = []
@@ -742,7 +745,7 @@ def _node_count_warnings(apartments: list[_SyncedApartment]) -> list[str]:
         )
         out.append(
             f"room type {item.room_type}: {item.nodes} nodes, outside the {low}-{high} per "
-            f"apartment of spec step 14 ({why}); check its notes page"
+            f"apartment ({why}); check its notes page"
         )
     return out
 

@@ -1,4 +1,4 @@
-"""Steps 6 and 7 of spec §4.3: the six custom tools with the gateway secrets, the guest agent.
+"""Steps 6 and 7 (docs/requirements.md R21.6, R21.7): the six custom tools, the guest agent.
 
 Everything is provisioned **from the catalogue** (:func:`pmsgate.catalogue.load_catalogue`),
 never copied from another workspace, and every ``check`` reads the platform back:
@@ -61,15 +61,17 @@ from pmsgate.integrations.assistant.client import (
     Skill,
 )
 from pmsgate.integrations.assistant.errors import PlatformConflict, PlatformError
-from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, PersonTask, person_task
+from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, person_task
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
     ONBOARDING_ACTOR,
     OnboardingContext,
+    PersonTask,
     Step,
     StepKind,
     StepResult,
 )
+from pmsgate.onboarding.steps_setup import ensure_facility
 
 log = structlog.get_logger(__name__)
 
@@ -150,7 +152,7 @@ def _gateway_url_required(ctx: OnboardingContext) -> str:
     return url
 
 
-# --- 6 custom tools ----------------------------------------------------------------------------
+# --- custom tools ------------------------------------------------------------------------------
 
 
 def wanted_tool(name: str, workspace_id: str) -> dict[str, Any]:
@@ -477,8 +479,6 @@ async def provision_workspace_tools(
 
 async def apply_custom_tools(ctx: OnboardingContext) -> None:
     """Register the facility if needed, store the secrets, create or restore the six tools."""
-    from pmsgate.onboarding.steps_setup import ensure_facility  # a sibling step module
-
     workspace_id = await require_workspace(ctx)
     facility = await ensure_facility(ctx)
     await provision_workspace_tools(ctx, workspace_id, facility.hotel_id)
@@ -505,7 +505,7 @@ async def describe_custom_tools(ctx: OnboardingContext) -> str:
     return "; ".join(actions) or "nothing: the six tools and both secrets are in place"
 
 
-# --- 7 guest agent -----------------------------------------------------------------------------
+# --- guest agent -------------------------------------------------------------------------------
 
 
 def skill_profile(ctx: OnboardingContext) -> CustomerProfile:

@@ -1,4 +1,4 @@
-"""Step 17 of spec §4.3: Route B quick setup (workspace without listings, custom tools only).
+"""Step 17 (docs/requirements.md R21.17): Route B quick setup (no listings, custom tools only).
 
 What the step verifies, and does when missing:
 
@@ -36,8 +36,14 @@ from pmsgate.customers.service import upstream_error
 from pmsgate.errors import InvalidInput, PmsgateError
 from pmsgate.integrations.assistant.client import Agent, AgentConversation, AgentToolCall
 from pmsgate.integrations.assistant.errors import PlatformError, PlatformNotFound
-from pmsgate.onboarding.person_tasks import PersonTask
-from pmsgate.onboarding.steps import ONLY_B, OnboardingContext, Step, StepKind, StepResult
+from pmsgate.onboarding.steps import (
+    ONLY_B,
+    OnboardingContext,
+    PersonTask,
+    Step,
+    StepKind,
+    StepResult,
+)
 from pmsgate.onboarding.steps_provisioning import (
     ToolsState,
     apply_guest_agent,

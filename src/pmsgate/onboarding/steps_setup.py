@@ -1,4 +1,4 @@
-"""Steps 1-5 and 8 of spec §4.3: prerequisites, allowlist, records, notes, workspace, admin.
+"""Steps 1-5 and 8 (docs/requirements.md R21): prerequisites, allowlist, records, workspace, admin.
 
 Every ``check`` only reads (the database, and the upstreams' read endpoints); every
 ``apply`` goes through the enrolment operations of :mod:`pmsgate.customers.service`,
@@ -6,7 +6,7 @@ which write only what differs.
 
 :func:`ensure_facility` registers the booking-system facility in the gateway and
 links it to the customer's kross PMS integration row. Step 3 calls it (the kross row
-is one of the platform-side records of spec §2.4); step 6 calls it again before
+is one of the platform-side records, docs/requirements.md R14.3); step 6 calls it again before
 minting the gateway key it stores as a workspace secret (it is a no-op when done).
 """
 
@@ -35,19 +35,19 @@ from pmsgate.gateway.vault import VaultError
 from pmsgate.integrations.assistant.errors import PlatformError
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.errors import AuthenticationFailed, PmsError
-from pmsgate.integrations.notion.client import (
+from pmsgate.integrations.notion.errors import (
     NotesError,
     NotesForbidden,
     NotesNotFound,
-    NotesThrottle,
     NotesUnauthorized,
 )
+from pmsgate.integrations.notion.throttle import NotesThrottle
 from pmsgate.onboarding.booking import adopt_verified, facility_token, verifier, verify_credentials
-from pmsgate.onboarding.person_tasks import PersonTask
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
     ONBOARDING_ACTOR,
     OnboardingContext,
+    PersonTask,
     Problem,
     Step,
     StepKind,
@@ -128,7 +128,7 @@ def _same_secret(a: SecretStr | None, b: SecretStr | None) -> bool:
     return secrets.compare_digest(a.get_secret_value(), b.get_secret_value())
 
 
-# --- 1 prerequisites ---------------------------------------------------------------------------
+# --- prerequisites -----------------------------------------------------------------------------
 
 
 SubCheck = tuple[dict[str, Any], Problem | None]  # (evidence, what is wrong or None)
@@ -318,7 +318,7 @@ async def check_prerequisites(ctx: OnboardingContext) -> StepResult:
     )
 
 
-# --- 2 allowlist -------------------------------------------------------------------------------
+# --- allowlist ---------------------------------------------------------------------------------
 
 
 def _allowlist_comment(ctx: OnboardingContext, existing_date: Any = None) -> AllowlistComment:
@@ -512,7 +512,7 @@ async def ensure_facility(ctx: OnboardingContext) -> FacilityView:
     return facility
 
 
-# --- 3 workspace configuration -----------------------------------------------------------------
+# --- workspace configuration -------------------------------------------------------------------
 
 
 def _customer_differs(ctx: OnboardingContext, customer: CustomerView) -> list[str]:
@@ -629,7 +629,7 @@ async def describe_workspace_configuration(ctx: OnboardingContext) -> str:
     )
 
 
-# --- 4 notes integration -----------------------------------------------------------------------
+# --- notes integration -------------------------------------------------------------------------
 
 
 async def _notes_row(ctx: OnboardingContext) -> IntegrationView | None:
@@ -691,7 +691,7 @@ async def describe_notes_integration(ctx: OnboardingContext) -> str:
     )
 
 
-# --- 5 workspace -------------------------------------------------------------------------------
+# --- workspace ---------------------------------------------------------------------------------
 
 
 async def check_workspace(ctx: OnboardingContext) -> StepResult:
@@ -736,7 +736,7 @@ async def describe_workspace(ctx: OnboardingContext) -> str:
     return f"create workspace {workspace_slug(ctx)} on the platform if absent and record its id"
 
 
-# --- 8 platform-team admin ---------------------------------------------------------------------
+# --- platform-team admin -----------------------------------------------------------------------
 
 
 async def _workspace_id(ctx: OnboardingContext) -> str | None:

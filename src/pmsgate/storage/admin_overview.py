@@ -18,7 +18,6 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from sqlalchemy import and_, func, select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import (
     Customer,
@@ -30,6 +29,8 @@ from pmsgate.storage.models import (
     PmsIntegration,
     WorkspaceConfiguration,
 )
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 PMS_PROVIDER = "kross"
 
@@ -87,11 +88,8 @@ class SyncSummary:
     error_code: str | None
 
 
-class AdminOverviewRepository:
+class AdminOverviewRepository(Repository):
     """Aggregate reads over every customer (one statement per method)."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def customers(self) -> list[CustomerSummaryRow]:
         """Every customer with its workspace slug, booking-system row and facility."""
@@ -102,12 +100,12 @@ class AdminOverviewRepository:
                 Customer.email,
                 Customer.created_at,
                 WorkspaceConfiguration.workspace_slug,
-                PmsIntegration.status,
-                PmsIntegration.last_error,
-                PmsIntegration.status_changed_at,
+                PmsIntegration.status.label("pms_status"),
+                PmsIntegration.last_error.label("pms_error"),
+                PmsIntegration.status_changed_at.label("pms_status_changed_at"),
                 Facility.hotel_id,
-                Facility.name,
-                Facility.status,
+                Facility.name.label("facility_name"),
+                Facility.status.label("facility_status"),
                 Facility.limit_per_day,
             )
             .outerjoin(
@@ -125,23 +123,7 @@ class AdminOverviewRepository:
             .order_by(Customer.student_id)
         )
         rows = await self._session.execute(statement)
-        return [
-            CustomerSummaryRow(
-                student_id=row[0],
-                name=row[1],
-                email=row[2],
-                created_at=row[3],
-                workspace_slug=row[4],
-                pms_status=row[5],
-                pms_error=row[6],
-                pms_status_changed_at=row[7],
-                hotel_id=row[8],
-                facility_name=row[9],
-                facility_status=row[10],
-                limit_per_day=row[11],
-            )
-            for row in rows
-        ]
+        return [view_of(CustomerSummaryRow, row) for row in rows]
 
     async def last_runs(self) -> dict[str, RunSummary]:
         """Every customer's latest real onboarding run, by student_id."""
@@ -169,12 +151,7 @@ class AdminOverviewRepository:
                 ),
             )
         )
-        return {
-            row[0]: RunSummary(
-                student_id=row[0], number=row[1], status=row[2], route=row[3], started_at=row[4]
-            )
-            for row in rows
-        }
+        return {row.student_id: view_of(RunSummary, row) for row in rows}
 
     async def latest_steps(self) -> list[StepSummary]:
         """The latest real (not dry-run) result of every step of every customer."""
@@ -194,17 +171,7 @@ class AdminOverviewRepository:
                 OnboardingStepResult.recorded_at,
             ).join(newest, OnboardingStepResult.id == newest.c.id)
         )
-        return [
-            StepSummary(
-                student_id=row[0],
-                step_id=row[1],
-                status=row[2],
-                due=row[3],
-                waiting_for=row[4],
-                recorded_at=row[5],
-            )
-            for row in rows
-        ]
+        return [view_of(StepSummary, row) for row in rows]
 
     async def last_syncs(self) -> dict[str, SyncSummary]:
         """Every customer's latest knowledge sync (dry run or commit), by student_id."""
@@ -236,17 +203,7 @@ class AdminOverviewRepository:
         )
         latest: dict[str, SyncSummary] = {}
         for row in rows:  # two jobs created at the same instant: either is the latest
-            latest.setdefault(
-                row[0],
-                SyncSummary(
-                    student_id=row[0],
-                    kind=row[1],
-                    status=row[2],
-                    created_at=row[3],
-                    finished_at=row[4],
-                    error_code=row[5],
-                ),
-            )
+            latest.setdefault(row.student_id, view_of(SyncSummary, row))
         return latest
 
     async def upstream_calls_since(self, since: datetime) -> dict[str, int]:

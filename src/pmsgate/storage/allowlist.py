@@ -1,4 +1,4 @@
-"""The knowledge bridge's beta allowlist (spec §4.3 step 2): the only queries on its table.
+"""The knowledge bridge's allowlist (docs/requirements.md R14.6): the only queries on its table.
 
 Entries live in the database and are read on every check, so admitting a customer
 takes effect at once, with no redeploy. Each entry keeps the comment the
@@ -15,10 +15,11 @@ from dataclasses import dataclass
 from datetime import date, datetime
 
 from sqlalchemy import delete, func, select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import AllowlistEntry
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 
 @dataclass(frozen=True)
@@ -61,32 +62,19 @@ class AllowlistEntryView:
 
 
 def _view(row: AllowlistEntry) -> AllowlistEntryView:
-    return AllowlistEntryView(
-        email=row.email,
-        added_on=row.added_on,
-        contract=row.contract,
-        workspace=row.workspace,
-        apartments=row.apartments,
-        subscription=row.subscription,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    return view_of(AllowlistEntryView, row)
 
 
-class AllowlistRepository:
+class AllowlistRepository(Repository):
     """Inserts, upserts, reads and deletes allowlist entries (by lower-cased address), in the
     caller's session; never commits (a second insert of an address raises ``IntegrityError``)."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def insert(
         self, address: str, values: Mapping[str, object], now: datetime
     ) -> AllowlistEntryView:
         """Store a new entry (flushed)."""
         row = AllowlistEntry(email=address, **values, created_at=now, updated_at=now)
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _view(row)
 
     async def upsert(

@@ -1,4 +1,4 @@
-"""The apartment registry (spec §2.4, §4.3 step 11): the only queries on ``apartments``.
+"""The apartment registry (docs/requirements.md R14.4, R18): the only queries on ``apartments``.
 
 One row per apartment, identified by the customer and the booking system's room
 type (``UNIQUE (student_id, pms_room_type_id)``); the assistant listing and the
@@ -9,8 +9,8 @@ constraints). The listings sync and onboarding both write rows, in either order.
 pms_room_type_id) DO UPDATE`` on SQLite and PostgreSQL alike: atomic, so two
 writers racing on the same apartment both succeed and leave one row, and since the
 conflict target is a real UNIQUE constraint of the migration, the "no unique
-constraint matching the ON CONFLICT specification" failure of spec §4.3 step 11
-cannot happen. A value left out (None) keeps what is stored, so completing a row
+constraint matching the ON CONFLICT specification" failure cannot happen
+(docs/requirements.md R18.2). A value left out (None) keeps what is stored, so completing a row
 never erases what another writer attached. The ``update_*`` methods change one
 attribute of an existing row and never create one. The repository works in the caller's
 session and never commits; :class:`pmsgate.customers.apartments.Apartments` checks the
@@ -25,10 +25,11 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import Apartment
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 MAX_ROOM_TYPE_ID = 64
 MAX_REFERENCE = 100
@@ -50,24 +51,12 @@ class ApartmentView:
 
 
 def _view(row: Apartment) -> ApartmentView:
-    return ApartmentView(
-        id=row.id,
-        student_id=row.student_id,
-        pms_room_type_id=row.pms_room_type_id,
-        assistant_listing_id=row.assistant_listing_id,
-        notes_page_id=row.notes_page_id,
-        name=row.name,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    return view_of(ApartmentView, row)
 
 
-class ApartmentRepository:
+class ApartmentRepository(Repository):
     """Upserts, updates, reads and deletes registry rows (values already checked), in the
     caller's session; never commits (a broken constraint raises ``IntegrityError``)."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def upsert(
         self, student_id: str, room_type: str, given: Mapping[str, Any], now: datetime

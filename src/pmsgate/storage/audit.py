@@ -6,25 +6,23 @@ deletion of a single event: nothing a caller does can change the trail. The repo
 works in the caller's session and never commits; what goes into an event (the actor,
 the checked details, the request id) is :class:`pmsgate.audit.trail.AuditTrail`'s.
 
-Reads are newest first, ``(occurred_at, id)`` descending, paged by keyset: a page's
-cursor is the position of its last event, so a page never shifts when events are added.
+Reads are newest first, ``(occurred_at, id)`` descending, paged by keyset
+(:mod:`pmsgate.storage.keyset`).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, false, func, or_, select
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy import ColumnElement, delete, false, func, or_, select
 
+from pmsgate.storage.keyset import cursor_at, newest_first
 from pmsgate.storage.models import AuditEvent, Customer, Facility, PmsIntegration
-
-MAX_PAGE = 500
-_CURSOR = re.compile(r"(-?\d{1,20})\.(\d{1,20})")
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import json_fields, view_of
 
 
 @dataclass(frozen=True)
@@ -47,25 +45,11 @@ class AuditEventView:
     @property
     def cursor(self) -> str:
         """The keyset position of this event (a page after it starts with the next older one)."""
-        micros = int(self.occurred_at.timestamp() * 1_000_000)
-        return f"{micros}.{self.id}"
+        return cursor_at(self.occurred_at, self.id)
 
     def as_json(self) -> dict[str, Any]:
         """The event as an export line carries it."""
-        return {
-            "id": self.id,
-            "occurred_at": self.occurred_at.isoformat(),
-            "actor_kind": self.actor_kind,
-            "actor": self.actor,
-            "action": self.action,
-            "subject": self.subject,
-            "outcome": self.outcome,
-            "customer_id": self.customer_id,
-            "facility_id": self.facility_id,
-            "request_id": self.request_id,
-            "client_address": self.client_address,
-            "details": self.details,
-        }
+        return json_fields(self)
 
 
 @dataclass(frozen=True)
@@ -107,31 +91,10 @@ class AuditPage:
     next_cursor: str | None
 
 
-def parse_cursor(cursor: str) -> tuple[datetime, int] | None:
-    """The keyset position a cursor names, or None for a malformed one."""
-    found = _CURSOR.fullmatch(cursor)
-    if found is None:
-        return None
-    try:
-        when = datetime.fromtimestamp(int(found.group(1)) / 1_000_000, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return when, int(found.group(2))
-
-
 def _view(row: AuditEvent) -> AuditEventView:
-    return AuditEventView(
-        id=row.id,
-        occurred_at=row.occurred_at,
-        actor_kind=row.actor_kind,
-        actor=row.actor,
-        action=row.action,
-        subject=row.subject,
-        outcome=row.outcome,
-        customer_id=row.customer_id,
-        facility_id=row.facility_id,
-        request_id=row.request_id,
-        client_address=row.client_address,
+    return view_of(
+        AuditEventView,
+        row,
         details=dict(row.details or {}),
     )
 
@@ -170,11 +133,8 @@ def _conditions(where: AuditFilter) -> list[ColumnElement[bool]]:
     return conditions
 
 
-class AuditRepository:
+class AuditRepository(Repository):
     """Appends and reads audit events in the caller's session; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def append(
         self,
@@ -205,8 +165,7 @@ class AuditRepository:
             client_address=client_address,
             details=dict(details or {}),
         )
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _view(row)
 
     async def query(
@@ -216,26 +175,15 @@ class AuditRepository:
 
         A malformed cursor reads from the newest event (it can never widen the filter).
         """
-        limit = max(1, min(limit, MAX_PAGE))
-        conditions = _conditions(where)
-        position = parse_cursor(after) if after else None
-        if position is not None:
-            when, event_id = position
-            conditions.append(
-                or_(
-                    AuditEvent.occurred_at < when,
-                    and_(AuditEvent.occurred_at == when, AuditEvent.id < event_id),
-                )
-            )
-        statement = (
-            select(AuditEvent)
-            .where(*conditions)
-            .order_by(AuditEvent.occurred_at.desc(), AuditEvent.id.desc())
-            .limit(limit + 1)
+        rows, more = await newest_first(
+            self._session,
+            select(AuditEvent).where(*_conditions(where)),
+            AuditEvent.occurred_at,
+            AuditEvent.id,
+            limit=limit,
+            after=after,
         )
-        rows = (await self._session.execute(statement)).scalars().all()
-        events = [_view(row) for row in rows[:limit]]
-        more = len(rows) > limit
+        events = [_view(row) for (row,) in rows]
         return AuditPage(events=events, next_cursor=events[-1].cursor if more else None)
 
     async def actors_since(self, since: datetime, *, limit: int = 200) -> list[ActorSeen]:

@@ -1,4 +1,4 @@
-"""Customers (spec §2.4, §4.3 step 1): the only queries on ``customers``.
+"""Customers (docs/requirements.md R14.1): the only queries on ``customers``.
 
 A customer is keyed by its ``student_id``. Its profile (contact, kind, contract,
 autonomy) comes from the customer file and is upserted as a whole; its
@@ -12,13 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import cast
 
 from sqlalchemy import select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import Customer, CustomerKind, SubscriptionStatus
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 MAX_STUDENT_ID = 64
 MAX_NAME = 200
@@ -74,43 +74,23 @@ class CustomerView:
 
     @property
     def needs_payment_link_generator(self) -> bool:
-        """True when the guest agent also gets ``payment-link-generator`` (spec §2.4)."""
+        """Whether the agent also gets ``payment-link-generator`` (docs/requirements.md R15.5)."""
         return self.handles_upsell or self.handles_late_check_in
 
 
 def _view(row: Customer) -> CustomerView:
-    return CustomerView(
-        student_id=row.student_id,
-        email=row.email,
-        name=row.name,
-        kind=cast(CustomerKind, row.kind),
-        contract_ref=row.contract_ref,
-        contract_price_id=row.contract_price_id,
-        subscription_id=row.subscription_id,
-        subscription_status=cast(SubscriptionStatus | None, row.subscription_status),
-        subscription_price_id=row.subscription_price_id,
-        handles_upsell=row.handles_upsell,
-        handles_late_check_in=row.handles_late_check_in,
-        language=row.language,
-        timezone=row.timezone,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-    )
+    return view_of(CustomerView, row)
 
 
-class CustomerRepository:
+class CustomerRepository(Repository):
     """Inserts, upserts and reads customers and sets their subscription (values already
     checked), in the caller's session; never commits (a taken student_id on insert raises
     ``IntegrityError``)."""
 
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
-
     async def insert(self, values: Mapping[str, object], now: datetime) -> CustomerView:
         """Store a new customer (flushed)."""
         row = Customer(**values, created_at=now, updated_at=now)
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _view(row)
 
     async def upsert(self, values: Mapping[str, object], now: datetime) -> CustomerView:

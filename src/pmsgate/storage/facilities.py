@@ -10,7 +10,6 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, case, delete, func, literal, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import (
     Facility,
@@ -19,13 +18,11 @@ from pmsgate.storage.models import (
     PmsIntegration,
     UtcDateTime,
 )
+from pmsgate.storage.repository import Repository
 
 
-class FacilityRepository:
+class FacilityRepository(Repository):
     """Facilities, their stored tokens (for reconnect and key rotation)."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def by_hotel_id(self, hotel_id: str) -> Facility | None:
         """The facility with this hotel_id, if any."""
@@ -46,8 +43,7 @@ class FacilityRepository:
 
     async def add(self, facility: Facility) -> Facility:
         """Insert a facility (its id is set on return); a taken hotel_id raises IntegrityError."""
-        self._session.add(facility)
-        await self._session.flush()
+        await self._add(facility)
         return facility
 
     async def update(self, hotel_id: str, **values: Any) -> bool:
@@ -63,7 +59,7 @@ class FacilityRepository:
     async def set_integration_status(
         self, facility_id: int, status: str, last_error: str | None, when: datetime
     ) -> None:
-        """Give the kross integration row linked to the facility the same status (spec §3).
+        """Give the facility's linked kross integration row its status (docs/requirements.md R11.1).
 
         ``status_changed_at`` moves only when the status really changes; no linked row, no-op.
         """
@@ -98,16 +94,12 @@ class FacilityRepository:
         return [(token, hotel_id) for token, hotel_id in result.all()]
 
 
-class GatewayKeyRepository:
+class GatewayKeyRepository(Repository):
     """Gateway keys: stored by hash, looked up by hash, revoked by time stamp."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def add(self, key: GatewayKey) -> GatewayKey:
         """Insert a key (its id is set on return)."""
-        self._session.add(key)
-        await self._session.flush()
+        await self._add(key)
         return key
 
     async def for_facility(self, facility_id: int) -> list[GatewayKey]:

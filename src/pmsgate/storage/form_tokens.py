@@ -10,10 +10,11 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import FormTokenUse
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 
 @dataclass(frozen=True)
@@ -30,22 +31,11 @@ class FormTokenUseRecord:
 
 
 def _record(row: FormTokenUse) -> FormTokenUseRecord:
-    return FormTokenUseRecord(
-        token_hash=row.token_hash,
-        purpose=row.purpose,
-        session_hash=row.session_hash,
-        spent_at=row.spent_at,
-        result_path=row.result_path,
-        handoff=row.handoff,
-        handoff_expires_at=row.handoff_expires_at,
-    )
+    return view_of(FormTokenUseRecord, row)
 
 
-class FormTokenRepository:
+class FormTokenRepository(Repository):
     """Spends tokens and keeps what their one use left behind, in the caller's session."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def spend(
         self,

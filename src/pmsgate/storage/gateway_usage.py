@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import func, select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import GatewayUsageHour
+from pmsgate.storage.repository import Repository
 
 HOUR = timedelta(hours=1)
 # Rows per INSERT: four bound values each stays far below SQLite's limit on variables.
@@ -61,11 +61,8 @@ class UsageTotal:
     upstream_calls: int
 
 
-class GatewayUsageRepository:
+class GatewayUsageRepository(Repository):
     """Adds hourly deltas and reads series and totals of one facility (times are aware)."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def add(self, counts: Mapping[tuple[str, datetime], HourCounts]) -> int:
         """Add the counts to their hours; returns the number of hours touched."""

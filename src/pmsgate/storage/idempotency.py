@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import IdempotencyRecord
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 # States in which the outcome of a write is not settled yet.
 UNRESOLVED = ("in_flight", "unknown")
@@ -40,32 +41,16 @@ class WriteRecord:
 
 
 def _snapshot(row: IdempotencyRecord) -> WriteRecord:
-    return WriteRecord(
-        id=row.id,
-        facility_id=row.facility_id,
-        key=row.key,
-        operation=row.operation,
-        body_hash=row.body_hash,
-        state=row.state,
-        status_code=row.status_code,
-        response=row.response,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        owner=row.owner,
-        read_before=row.read_before,
-    )
+    return view_of(WriteRecord, row)
 
 
-class IdempotencyRepository:
+class IdempotencyRepository(Repository):
     """Inserts, changes and releases write records in the caller's session; never commits.
 
     The unique (facility, key) makes a claim atomic: :meth:`insert` raises the database's
     ``IntegrityError`` when the key is taken (:class:`pmsgate.gateway.write_records.WriteRecords`
     then reads the existing record).
     """
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def insert(
         self,
@@ -88,8 +73,7 @@ class IdempotencyRepository:
             created_at=now,
             updated_at=now,
         )
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _snapshot(row)
 
     async def get(self, *, facility_id: int, key: str) -> WriteRecord | None:

@@ -21,9 +21,9 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, and_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
+from pmsgate.storage.kross_links import facilities_with_customer
 from pmsgate.storage.models import (
     Customer,
     Facility,
@@ -33,6 +33,8 @@ from pmsgate.storage.models import (
     PmsIntegration,
     User,
 )
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 UNRESOLVED = ("open", "acknowledged", "snoozed")
 
@@ -120,26 +122,10 @@ _COLUMNS: tuple[Any, ...] = (
 
 def _record(row: Any) -> IncidentRecord:
     incident: Incident = row[0]
-    return IncidentRecord(
-        id=incident.id,
-        kind=incident.kind,
-        subject=incident.subject,
-        facility_id=incident.facility_id,
-        student_id=incident.student_id,
-        job=incident.job,
-        incident_at=incident.incident_at,
-        reason=incident.reason,
-        state=incident.state,
-        first_seen=incident.first_seen,
-        last_seen=incident.last_seen,
-        failures=incident.failures,
-        last_attempt_at=incident.last_attempt_at,
-        acknowledged_by=incident.acknowledged_by,
-        acknowledged_at=incident.acknowledged_at,
-        snoozed_until=incident.snoozed_until,
-        assignee_id=incident.assignee_id,
+    return view_of(
+        IncidentRecord,
+        incident,
         assignee_email=row[1],
-        resolved_at=incident.resolved_at,
         customer_name=row[2],
         hotel_id=row[3],
         facility_name=row[4],
@@ -147,55 +133,32 @@ def _record(row: Any) -> IncidentRecord:
 
 
 def _event(row: IncidentEvent) -> IncidentEventRecord:
-    return IncidentEventRecord(
-        id=row.id,
-        incident_id=row.incident_id,
-        at=row.at,
-        kind=row.kind,
-        actor=row.actor,
-        note=row.note,
+    return view_of(
+        IncidentEventRecord,
+        row,
         details=dict(row.details or {}),
     )
 
 
-class IncidentRepository:
+class IncidentRepository(Repository):
     """Opens, counts, changes and reads incidents in the caller's session; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     # --- what the reconciliation observes ---------------------------------------------------
 
     async def facilities_in_error(self) -> list[FacilityInError]:
         """Every facility in ``error`` with its kross customer (when linked)."""
-        rows = (
-            await self._session.execute(
-                select(
-                    Facility.id,
-                    Facility.hotel_id,
-                    Facility.status_changed_at,
-                    Facility.updated_at,
-                    Facility.last_auth_attempt_at,
-                    Facility.last_error,
-                    PmsIntegration.student_id,
-                )
-                .select_from(Facility)
-                .outerjoin(
-                    PmsIntegration,
-                    and_(
-                        PmsIntegration.facility_id == Facility.id,
-                        PmsIntegration.provider == "kross",
-                    ),
-                )
-                .where(Facility.status == "error")
-                .order_by(Facility.id, PmsIntegration.student_id)
-            )
-        ).all()
-        found: dict[int, FacilityInError] = {}
-        for row in rows:
-            if row[0] in found:  # one facility, one customer: the first link wins
-                continue
-            found[row[0]] = FacilityInError(
+        rows = await facilities_with_customer(
+            self._session,
+            Facility.hotel_id,
+            Facility.status_changed_at,
+            Facility.updated_at,
+            Facility.last_auth_attempt_at,
+            Facility.last_error,
+            PmsIntegration.student_id,
+            where=[Facility.status == "error"],
+        )
+        return [
+            FacilityInError(
                 facility_id=row[0],
                 hotel_id=row[1],
                 status_changed_at=row[2] or row[3],
@@ -203,7 +166,8 @@ class IncidentRepository:
                 last_error=row[5],
                 student_id=row[6],
             )
-        return list(found.values())
+            for row in rows
+        ]
 
     # --- reconciliation writes --------------------------------------------------------------
 
@@ -363,8 +327,7 @@ class IncidentRepository:
             note=note,
             details=details or {},
         )
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _event(row)
 
     async def events(self, incident_ids: Collection[int]) -> list[IncidentEventRecord]:

@@ -1,4 +1,4 @@
-"""PMS integration rows (spec §2.4, §3, §4.3 steps 4 and 17): the only queries on their table.
+"""PMS integration rows (docs/requirements.md R14.3, R11): the only queries on their table.
 
 A customer has at most one row per provider: ``notes`` (the notes workspace, with
 its apartments database and its integration token) and ``kross`` (the booking
@@ -19,10 +19,9 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import Select, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import (
     Ciphertext,
@@ -31,6 +30,8 @@ from pmsgate.storage.models import (
     IntegrationStatus,
     PmsIntegration,
 )
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 MAX_INTEGRATION_ID = 64
 MAX_REFERENCE = 100
@@ -68,20 +69,11 @@ class IntegrationView:
 
 
 def _view(row: PmsIntegration, hotel_id: str | None) -> IntegrationView:
-    return IntegrationView(
-        id=row.id,
-        student_id=row.student_id,
-        provider=cast(IntegrationProvider, row.provider),
-        status=cast(IntegrationStatus, row.status),
-        last_error=row.last_error,
-        status_changed_at=row.status_changed_at,
+    return view_of(
+        IntegrationView,
+        row,
         facility_hotel_id=hotel_id,
-        notes_workspace_id=row.notes_workspace_id,
-        apartments_database_id=row.apartments_database_id,
         has_token=row.token_enc is not None,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        listings_sync_due_at=row.listings_sync_due_at,
     )
 
 
@@ -91,19 +83,15 @@ def _with_hotel_id() -> Select[PmsIntegration, str | None]:
     )
 
 
-class IntegrationRepository:
+class IntegrationRepository(Repository):
     """Inserts, reads and updates PMS integration rows (values already checked), in the
     caller's session; never commits (a broken constraint raises ``IntegrityError``).
     "Not there" is None (or False), never an error."""
 
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
-
     async def insert(self, values: Mapping[str, Any], now: datetime) -> IntegrationView:
         """Store a new row (flushed, so a broken constraint surfaces here)."""
         row = PmsIntegration(**values, status_changed_at=now, created_at=now, updated_at=now)
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _view(row, await self._hotel_id(row.facility_id))
 
     async def find(self, integration_id: str) -> IntegrationView | None:

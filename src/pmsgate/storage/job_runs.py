@@ -14,12 +14,13 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import delete, func, select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import JobRun, JobRunStatus
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import json_fields, view_of
 
 MAX_JOB_NAME = 64
 FINISHED: tuple[JobRunStatus, ...] = ("succeeded", "failed")
@@ -52,25 +53,11 @@ class JobRunView:
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
-        return {
-            "id": self.id,
-            "job": self.job,
-            "status": self.status,
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
-            "detail": self.detail,
-        }
+        return json_fields(self)
 
 
 def _view(row: JobRun) -> JobRunView:
-    return JobRunView(
-        id=row.id,
-        job=row.job,
-        status=cast(JobRunStatus, row.status),
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        detail=row.detail,
-    )
+    return view_of(JobRunView, row)
 
 
 def _json(detail: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -81,17 +68,13 @@ def _json(detail: dict[str, Any] | None) -> dict[str, Any] | None:
     return loaded
 
 
-class JobRunRepository:
+class JobRunRepository(Repository):
     """Records job ticks and reads the latest ones, in the caller's session; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def start(self, job: str, at: datetime) -> JobRunView:
         """Record that a tick of ``job`` started ``at`` (flushed, so the run has its id)."""
         row = JobRun(job=job, status="running", started_at=at)
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _view(row)
 
     async def finish(

@@ -1,4 +1,4 @@
-"""Knowledge-sync records (issue 5): the only queries on page states and sync jobs.
+"""Knowledge-sync records (docs/knowledge-sync.md): the only queries on page states and sync jobs.
 
 - **Page states** remember, per apartment page, what the last read saw: the page's
   ``last_edited_time``, when the read began, the template check's outcome and the
@@ -21,10 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import ColumnElement, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import (
@@ -34,6 +33,8 @@ from pmsgate.storage.models import (
     SyncJobKind,
     SyncJobStatus,
 )
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 MAX_ERROR = 2000
 
@@ -58,20 +59,11 @@ class PageStateView:
 
 
 def _page_view(row: KnowledgePageState) -> PageStateView:
-    return PageStateView(
-        student_id=row.student_id,
-        notes_page_id=row.notes_page_id,
-        page_edited_at=row.page_edited_at,
-        read_at=row.read_at,
-        format_version=row.format_version,
-        template_complete=row.template_complete,
+    return view_of(
+        PageStateView,
+        row,
         missing_sections=tuple(row.missing_sections or ()),
-        wifi_found=row.wifi_found,
-        wifi_source_key=row.wifi_source_key,
         node_hashes=dict(row.node_hashes or {}),
-        synced_listing_id=row.synced_listing_id,
-        synced_at=row.synced_at,
-        updated_at=row.updated_at,
     )
 
 
@@ -102,31 +94,17 @@ class SyncJobView:
 
 
 def _job_view(row: KnowledgeSyncJob) -> SyncJobView:
-    return SyncJobView(
-        id=row.id,
-        student_id=row.student_id,
-        kind=cast(SyncJobKind, row.kind),
-        status=cast(SyncJobStatus, row.status),
-        progress_done=row.progress_done,
-        progress_total=row.progress_total,
+    return view_of(
+        SyncJobView,
+        row,
         counters=dict(row.counters) if row.counters is not None else None,
         report=dict(row.report) if row.report is not None else None,
-        error_code=row.error_code,
-        error=row.error,
-        runner_id=row.runner_id,
-        created_at=row.created_at,
-        started_at=row.started_at,
-        heartbeat_at=row.heartbeat_at,
-        finished_at=row.finished_at,
     )
 
 
-class KnowledgeSyncRepository:
+class KnowledgeSyncRepository(Repository):
     """Page states and sync jobs (values already checked), in the caller's session; never
     commits (a broken constraint raises ``IntegrityError``)."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     # --- page states ---------------------------------------------------------------------------
 
@@ -231,8 +209,7 @@ class KnowledgeSyncRepository:
             runner_id=runner_id,
             created_at=now,
         )
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _job_view(row)
 
     async def get_job(self, job_id: str) -> SyncJobView | None:

@@ -144,7 +144,7 @@ class IdempotencyRecord(Base):
 
 
 # ======================================================================================
-# Platform-side records (spec §2.4): customers, their workspace configuration, PMS
+# Platform-side records (docs/requirements.md R14): customers, their workspace configuration, PMS
 # integration rows, the apartment registry, usage snapshots and the knowledge allowlist.
 # Every value set a column may hold is declared once here as a Literal; the CHECK
 # constraints and the repositories' validation are both derived from it.
@@ -207,7 +207,7 @@ class Customer(Base):
 
 
 class WorkspaceConfiguration(Base):
-    """The customer's assistant workspace and its billing; one per customer (spec §4.3 step 3)."""
+    """A customer's assistant workspace and billing, one each (docs/requirements.md R14.2)."""
 
     __tablename__ = "workspace_configurations"
     __table_args__ = (
@@ -276,7 +276,7 @@ class Apartment(Base):
     """One apartment of the registry: its booking-system room type, listing and notes page.
 
     The booking-system room type is the apartment's identity (listings mirror the booking
-    system's apartments, spec §4.3 step 10); listing and notes page are attached to it
+    system's apartments, docs/requirements.md R21.10); listing and notes page are attached to it
     later, by the listings sync and by onboarding, in either order.
     """
 
@@ -302,7 +302,7 @@ class Apartment(Base):
 
 
 class UsageSnapshot(Base):
-    """A workspace's cumulative consumption at one moment (spec §6: every 6 hours)."""
+    """A workspace's cumulative consumption at one moment (docs/requirements.md R19.1)."""
 
     __tablename__ = "usage_snapshots"
     __table_args__ = (
@@ -341,7 +341,7 @@ class UsageSnapshot(Base):
 
 
 class AllowlistEntry(Base):
-    """An e-mail admitted to the knowledge bridge's beta, with why (spec §4.3 step 2)."""
+    """An e-mail admitted to the knowledge bridge's beta, with why (docs/requirements.md R14.6)."""
 
     __tablename__ = "knowledge_allowlist"
 
@@ -358,9 +358,9 @@ class AllowlistEntry(Base):
 
 
 # ======================================================================================
-# Knowledge sync (issue 5): what the last sync saw of each apartment's notes page, and
-# the sync jobs the web app and the CLI start. The platform's nodes (found by the source
-# key in their metadata) are the ground truth; these rows only let a sync skip work.
+# Knowledge sync (docs/knowledge-sync.md): what the last sync saw of each apartment's notes
+# page, and the sync jobs the web app and the CLI start. The platform's nodes (found by the
+# source key in their metadata) are the ground truth; these rows only let a sync skip work.
 # ======================================================================================
 
 SyncJobKind = Literal["dry_run", "commit"]
@@ -425,7 +425,7 @@ class KnowledgeSyncJob(Base):
     status: Mapped[str] = mapped_column(String(16))
     progress_done: Mapped[int] = mapped_column(Integer, default=0)
     progress_total: Mapped[int] = mapped_column(Integer, default=0)
-    # The specification's counters and the per-apartment details, once known.
+    # The counters (docs/requirements.md R17.1) and the per-apartment details, once known.
     counters: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     error_code: Mapped[str | None] = mapped_column(String(64), nullable=True)
@@ -439,7 +439,7 @@ class KnowledgeSyncJob(Base):
 
 
 # ======================================================================================
-# Onboarding (issue 6): the runs of the runbook of spec §4.3 and each step's results with
+# Onboarding (docs/requirements.md R20): the runs of the runbook and each step's results with
 # their evidence. The latest result per (student_id, step) of a real (not dry) run, or
 # recorded by a person with `confirm`, is the customer's checklist. No foreign key to
 # customers: a run starts (and may stop at step 1) before the customer row exists.
@@ -511,7 +511,7 @@ class OnboardingStepResult(Base):
     person: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
-# --- the web application and scheduled jobs (issue 7) ------------------------------------------
+# --- the web application and scheduled jobs (docs/web.md, docs/jobs.md) ------------------------
 
 UserRole = Literal["customer", "admin"]
 JobRunStatus = Literal["running", "succeeded", "failed"]
@@ -631,7 +631,7 @@ RegistryCheckStatus = Literal["ok", "problems", "unchecked", "not_applicable"]
 
 
 class RegistryCheck(Base):
-    """The latest registry check of one customer (spec §7 "Listing unavailable").
+    """The latest registry check of one customer (docs/requirements.md R18.5).
 
     One row per customer, replaced by each check (the scheduled ``check-registry`` job,
     the console, ``pmsgate customers check-registry``): the console and the admin's
@@ -654,7 +654,7 @@ class RegistryCheck(Base):
     report: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
 
 
-# --- incident notices and one-time sign-in links (issue 16 item 5) ------------------------------
+# --- incident notices and one-time sign-in links (docs/operations.md) ---------------------------
 
 NoticeKind = Literal["error", "recovered"]
 NoticeChannel = Literal["customer", "team", "webhook"]

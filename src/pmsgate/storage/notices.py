@@ -18,17 +18,18 @@ from datetime import datetime
 from typing import Any, cast
 
 from sqlalchemy import CursorResult, and_, delete, or_, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
+from pmsgate.storage.kross_links import facilities_with_customer
 from pmsgate.storage.models import (
     Customer,
     Facility,
     IncidentNotice,
     LoginLink,
-    PmsIntegration,
     User,
 )
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 
 @dataclass(frozen=True)
@@ -67,20 +68,7 @@ class NoticeRecord:
 
 
 def _notice(row: IncidentNotice) -> NoticeRecord:
-    return NoticeRecord(
-        id=row.id,
-        facility_id=row.facility_id,
-        incident_at=row.incident_at,
-        kind=row.kind,
-        channel=row.channel,
-        recipient=row.recipient,
-        student_id=row.student_id,
-        status=row.status,
-        attempts=row.attempts,
-        last_error=row.last_error,
-        created_at=row.created_at,
-        sent_at=row.sent_at,
-    )
+    return view_of(NoticeRecord, row)
 
 
 def _unclaimed_pending(now: datetime) -> Any:
@@ -94,16 +82,13 @@ def _rowcount(result: Any) -> int:
     return int(cast(CursorResult[Any], result).rowcount or 0)
 
 
-class IncidentNoticeRepository:
+class IncidentNoticeRepository(Repository):
     """Plans, claims and settles incident notices in the caller's session; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def facility_states(self) -> list[FacilityState]:
         """Every facility's status and when it changed, with its kross customer if linked."""
-        columns: list[Any] = [
-            Facility.id,
+        rows = await facilities_with_customer(
+            self._session,
             Facility.hotel_id,
             Facility.name,
             Facility.status,
@@ -115,27 +100,9 @@ class IncidentNoticeRepository:
             Customer.email,
             Customer.language,
             Customer.timezone,
-        ]
-        rows = (
-            await self._session.execute(
-                select(*columns)
-                .select_from(Facility)
-                .outerjoin(
-                    PmsIntegration,
-                    and_(
-                        PmsIntegration.facility_id == Facility.id,
-                        PmsIntegration.provider == "kross",
-                    ),
-                )
-                .outerjoin(Customer, Customer.student_id == PmsIntegration.student_id)
-                .order_by(Facility.id)
-            )
-        ).all()
-        states: dict[int, FacilityState] = {}
-        for row in rows:
-            if row[0] in states:  # one facility, one customer: the first link wins
-                continue
-            states[row[0]] = FacilityState(
+        )
+        return [
+            FacilityState(
                 facility_id=row[0],
                 hotel_id=row[1],
                 name=row[2] or "",
@@ -148,7 +115,8 @@ class IncidentNoticeRepository:
                 customer_language=row[10],
                 customer_timezone=row[11],
             )
-        return list(states.values())
+            for row in rows
+        ]
 
     async def plan(
         self,
@@ -305,22 +273,11 @@ class LoginLinkRecord:
 
 
 def _link(row: LoginLink) -> LoginLinkRecord:
-    return LoginLinkRecord(
-        id=row.id,
-        user_id=row.user_id,
-        target=row.target,
-        purpose=row.purpose,
-        created_at=row.created_at,
-        expires_at=row.expires_at,
-        used_at=row.used_at,
-    )
+    return view_of(LoginLinkRecord, row)
 
 
-class LoginLinkRepository:
+class LoginLinkRepository(Repository):
     """Creates, reads and uses one-time sign-in links in the caller's session."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def customer_login(self, student_id: str, preferred_email: str | None) -> int | None:
         """The console account a customer's link signs in: the one with the customer's
@@ -360,8 +317,7 @@ class LoginLinkRepository:
             expires_at=expires_at,
             used_at=None,
         )
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _link(row)
 
     async def by_hash(self, token_hash: str) -> LoginLinkRecord | None:

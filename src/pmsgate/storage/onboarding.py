@@ -1,4 +1,4 @@
-"""Onboarding runs and step results (spec §4.3): the only queries on their tables.
+"""Onboarding runs and step results (docs/requirements.md R20): the only queries on their tables.
 
 A run is one `pmsgate onboard` of one customer; each step it checks leaves a
 result (done or not, status, JSON evidence, message, what a person must do and
@@ -12,10 +12,9 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 from datetime import date, datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import (
     OnboardingRecorder,
@@ -24,6 +23,8 @@ from pmsgate.storage.models import (
     OnboardingStepResult,
     OnboardingStepStatus,
 )
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import json_fields, view_of
 
 MAX_MESSAGE = 2000
 
@@ -51,19 +52,7 @@ class RunView:
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
-        return {
-            "id": self.id,
-            "student_id": self.student_id,
-            "number": self.number,
-            "status": self.status,
-            "route": self.route,
-            "dry_run": self.dry_run,
-            "started_at": self.started_at.isoformat(),
-            "finished_at": self.finished_at.isoformat() if self.finished_at else None,
-            "ended_at_step": self.ended_at_step,
-            "error_code": self.error_code,
-            "message": self.message,
-        }
+        return json_fields(self)
 
 
 @dataclass(frozen=True)
@@ -131,40 +120,14 @@ class StepResultView:
 
 
 def _run_view(row: OnboardingRun) -> RunView:
-    return RunView(
-        id=row.id,
-        student_id=row.student_id,
-        number=row.number,
-        status=cast(OnboardingRunStatus, row.status),
-        route=row.route,
-        dry_run=row.dry_run,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        ended_at_step=row.ended_at_step,
-        error_code=row.error_code,
-        message=row.message,
-    )
+    return view_of(RunView, row)
 
 
 def _result_view(row: OnboardingStepResult) -> StepResultView:
-    return StepResultView(
-        id=row.id,
-        run_id=row.run_id,
-        student_id=row.student_id,
-        step_id=row.step_id,
-        number=row.number,
-        kind=row.kind,
-        status=cast(OnboardingStepStatus, row.status),
-        done=row.done,
-        dry_run=row.dry_run,
+    return view_of(
+        StepResultView,
+        row,
         evidence=dict(row.evidence or {}),
-        message=row.message,
-        fix=row.fix,
-        waiting_for=row.waiting_for,
-        due=row.due,
-        recorded_at=row.recorded_at,
-        recorded_by=cast(OnboardingRecorder, row.recorded_by),
-        person=row.person,
     )
 
 
@@ -172,12 +135,9 @@ def _clip(text: str | None) -> str | None:
     return text[:MAX_MESSAGE] if text is not None else None
 
 
-class OnboardingRepository:
+class OnboardingRepository(Repository):
     """Adds and finishes runs, records step results and reads them, in the caller's session;
     never commits (a run number taken at the same moment raises ``IntegrityError``)."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def add_run(self, student_id: str, *, dry_run: bool, started_at: datetime) -> RunView:
         """Add a run numbered after the customer's last one (flushed)."""
@@ -193,8 +153,7 @@ class OnboardingRepository:
             dry_run=dry_run,
             started_at=started_at,
         )
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _run_view(row)
 
     async def finish_run(
@@ -242,8 +201,7 @@ class OnboardingRepository:
             recorded_by=new.recorded_by,
             person=new.person,
         )
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _result_view(row)
 
     async def results(self, student_id: str, *, run_id: str | None = None) -> list[StepResultView]:

@@ -12,13 +12,14 @@ import json
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import RegistryCheck, RegistryCheckStatus
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 
 @dataclass(frozen=True)
@@ -33,20 +34,15 @@ class RegistryCheckView:
 
 
 def _view(row: RegistryCheck) -> RegistryCheckView:
-    return RegistryCheckView(
-        student_id=row.student_id,
-        checked_at=row.checked_at,
-        status=cast(RegistryCheckStatus, row.status),
-        problems=row.problems,
+    return view_of(
+        RegistryCheckView,
+        row,
         report=dict(row.report or {}),
     )
 
 
-class RegistryCheckRepository:
+class RegistryCheckRepository(Repository):
     """Replaces and reads the latest checks, in the caller's session; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def put(
         self,

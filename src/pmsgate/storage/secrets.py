@@ -14,10 +14,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from sqlalchemy import ColumnElement, select
-from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
 from pmsgate.storage.models import Facility, FacilityToken, PmsIntegration
+from pmsgate.storage.repository import Repository
 
 # Every column that holds vault ciphertext.
 CIPHERTEXT_COLUMNS: tuple[InstrumentedAttribute[str] | InstrumentedAttribute[str | None], ...] = (
@@ -43,11 +43,8 @@ def _under(
     return column.like(f"{key_id}:%")
 
 
-class StoredSecrets:
+class StoredSecrets(Repository):
     """Reads which key ids the stored ciphertexts name, and samples to decrypt."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def key_ids_besides(self, known: Iterable[str]) -> set[str]:
         """The key ids stored ciphertexts name other than ``known`` (empty when all are known)."""

@@ -16,9 +16,9 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import Ciphertext, Facility, FacilityToken
+from pmsgate.storage.repository import Repository
 
 
 @dataclass(frozen=True)
@@ -31,12 +31,9 @@ class StoredToken:
     obtained_at: datetime
 
 
-class TokenRepository:
+class TokenRepository(Repository):
     """Reads, upserts and compare-and-deletes a facility's stored token (by hotel_id), in the
     caller's session; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def get(self, hotel_id: str) -> StoredToken | None:
         """The facility's stored token, if any."""

@@ -18,22 +18,21 @@ Both repositories work in the caller's session and never commit;
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, case, delete, func, insert, or_, select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
+from pmsgate.storage.keyset import cursor_at, newest_first
 from pmsgate.storage.models import Facility, GatewayKey, ToolCall, UpstreamHealth
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import json_fields, view_of
 
-MAX_PAGE = 500
 # Rows per INSERT: 14 bound values each stays far below SQLite's limit on variables.
 ROWS_PER_STATEMENT = 200
-_CURSOR = re.compile(r"(-?\d{1,20})\.(\d{1,20})")
 
 
 @dataclass(slots=True)
@@ -78,26 +77,11 @@ class ToolCallView:
     @property
     def cursor(self) -> str:
         """The keyset position of this row (the next page starts with the next older one)."""
-        micros = int(self.at.timestamp() * 1_000_000)
-        return f"{micros}.{self.id}"
+        return cursor_at(self.at, self.id)
 
     def as_json(self) -> dict[str, Any]:
         """The call as an export line carries it."""
-        return {
-            "at": self.at.isoformat(),
-            "kind": self.kind,
-            "name": self.name,
-            "transport": self.transport,
-            "key_prefix": self.key_prefix,
-            "key_label": self.key_label,
-            "outcome": self.outcome,
-            "error_code": self.error_code,
-            "status": self.status,
-            "source": self.source,
-            "age_s": self.age_s,
-            "latency_ms": self.latency_ms,
-            "arguments": self.arguments,
-        }
+        return json_fields(self, leave_out={"id"})
 
 
 @dataclass(frozen=True)
@@ -138,18 +122,6 @@ class UpstreamHealthView:
     last_failure_code: str | None
 
 
-def parse_cursor(cursor: str) -> tuple[datetime, int] | None:
-    """The keyset position a cursor names, or None for a malformed one."""
-    found = _CURSOR.fullmatch(cursor)
-    if found is None:
-        return None
-    try:
-        when = datetime.fromtimestamp(int(found.group(1)) / 1_000_000, tz=UTC)
-    except (OverflowError, OSError, ValueError):
-        return None
-    return when, int(found.group(2))
-
-
 def _label() -> Any:
     """The label of the row's key: the facility's key with the row's display prefix."""
     return (
@@ -165,20 +137,10 @@ def _label() -> Any:
 
 
 def _view(row: ToolCall, label: str | None) -> ToolCallView:
-    return ToolCallView(
-        id=row.id,
-        at=row.at,
-        kind=row.kind,
-        name=row.name,
-        transport=row.transport,
-        key_prefix=row.key_prefix,
+    return view_of(
+        ToolCallView,
+        row,
         key_label=label or "",
-        outcome=row.outcome,
-        error_code=row.error_code,
-        status=row.status,
-        source=row.source,
-        age_s=row.age_s,
-        latency_ms=row.latency_ms,
         arguments=dict(row.arguments or {}),
     )
 
@@ -196,11 +158,8 @@ def _conditions(where: ToolCallFilter) -> list[ColumnElement[bool]]:
     return conditions
 
 
-class ToolCallRepository:
+class ToolCallRepository(Repository):
     """Appends, reads and purges logged calls in the caller's session; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def add(self, calls: Sequence[NewToolCall]) -> int:
         """Store the calls of facilities that still exist; how many were stored.
@@ -244,23 +203,15 @@ class ToolCallRepository:
 
         A malformed cursor reads from the newest call (it can never widen the filter).
         """
-        limit = max(1, min(limit, MAX_PAGE))
-        conditions = _conditions(where)
-        position = parse_cursor(after) if after else None
-        if position is not None:
-            when, call_id = position
-            conditions.append(
-                or_(ToolCall.at < when, and_(ToolCall.at == when, ToolCall.id < call_id))
-            )
-        statement = (
-            select(ToolCall, _label())
-            .where(*conditions)
-            .order_by(ToolCall.at.desc(), ToolCall.id.desc())
-            .limit(limit + 1)
+        rows, more = await newest_first(
+            self._session,
+            select(ToolCall, _label()).where(*_conditions(where)),
+            ToolCall.at,
+            ToolCall.id,
+            limit=limit,
+            after=after,
         )
-        rows = (await self._session.execute(statement)).all()
-        calls = [_view(row, label) for row, label in rows[:limit]]
-        more = len(rows) > limit
+        calls = [_view(row, label) for row, label in rows]
         return ToolCallPage(calls=calls, next_cursor=calls[-1].cursor if more else None)
 
     async def counts(
@@ -333,11 +284,8 @@ class ToolCallRepository:
         return removed
 
 
-class UpstreamHealthRepository:
+class UpstreamHealthRepository(Repository):
     """Each facility's latest booking-system success and failure; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def record(
         self,

@@ -1,4 +1,4 @@
-"""Usage snapshots (spec §2.4, §4.3 step 16, §6): the only queries on ``usage_snapshots``.
+"""Usage snapshots (docs/requirements.md R14.5, R19): the only queries on ``usage_snapshots``.
 
 A snapshot holds a workspace's cumulative consumption as the platform reports it at
 ``taken_at``; consumption over a period is the difference of two snapshots. The
@@ -15,12 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, cast
+from typing import Any
 
 from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import UsageSnapshot, UsageSnapshotKind
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 MAX_WORKSPACE_ID = 100
 # Numeric(14, 4): ten digits of dollars and sub-cent precision for per-token pricing.
@@ -51,33 +52,22 @@ class UsageSnapshotView:
 
 
 def _view(row: UsageSnapshot) -> UsageSnapshotView:
-    return UsageSnapshotView(
-        id=row.id,
-        student_id=row.student_id,
-        workspace_id=row.workspace_id,
-        kind=cast(UsageSnapshotKind, row.kind),
-        taken_at=row.taken_at,
+    return view_of(
+        UsageSnapshotView,
+        row,
         usd_spent=(
             Decimal(row.usd_spent).quantize(USD_PLACES) if row.usd_spent is not None else None
         ),
-        messages=row.messages,
-        tool_calls=row.tool_calls,
-        upstream_calls=row.upstream_calls,
-        details=row.details,
     )
 
 
-class UsageSnapshotRepository:
+class UsageSnapshotRepository(Repository):
     """Inserts snapshots and reads the latest one, one at an instant and a series, in the
     caller's session; never commits (a duplicate insert raises ``IntegrityError``)."""
 
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
-
     async def insert(self, row: UsageSnapshot) -> UsageSnapshotView:
         """Store a snapshot (flushed)."""
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _view(row)
 
     async def latest(self, student_id: str, kind: str | None) -> UsageSnapshotView | None:

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import cast
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.clock import Clock
 from pmsgate.storage.models import Customer, User, UserRole, WebSession
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 MAX_EMAIL = 254  # the column's length (RFC 5321 path limit)
 # The password hash of an account whose password is not set yet (created by onboarding,
@@ -61,38 +62,24 @@ class SessionRecord:
 
 
 def _record(row: User, customer: Customer | None = None) -> UserRecord:
-    return UserRecord(
-        id=row.id,
-        email=row.email,
-        role=cast(UserRole, row.role),
-        student_id=row.student_id,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        last_login_at=row.last_login_at,
-        password_hash=row.password_hash,
-        invited_at=row.invited_at,
+    return view_of(
+        UserRecord,
+        row,
         language=customer.language if customer is not None else None,
         timezone=customer.timezone if customer is not None else None,
     )
 
 
 def _session_record(row: WebSession) -> SessionRecord:
-    return SessionRecord(
-        id_hash=row.id_hash,
-        user_id=row.user_id,
-        csrf_token=row.csrf_token,
-        created_at=row.created_at,
-        expires_at=row.expires_at,
-        last_seen_at=row.last_seen_at,
-    )
+    return view_of(SessionRecord, row)
 
 
-class UserRepository:
+class UserRepository(Repository):
     """Adds, reads, changes and removes console accounts (by e-mail address), in the caller's
     session; never commits (an insert that breaks a constraint raises ``IntegrityError``)."""
 
     def __init__(self, session: AsyncSession, clock: Clock) -> None:
-        self._session = session
+        super().__init__(session)
         self._clock = clock
 
     async def add(
@@ -109,8 +96,7 @@ class UserRepository:
             updated_at=now,
             last_login_at=None,
         )
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _record(row)
 
     async def all(self) -> list[UserRecord]:
@@ -189,12 +175,9 @@ class UserRepository:
         return found
 
 
-class WebSessionRepository:
+class WebSessionRepository(Repository):
     """Creates, finds, touches and ends console sessions (by the hash of their id), in the
     caller's session; never commits."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def create(
         self,
@@ -214,8 +197,7 @@ class WebSessionRepository:
             expires_at=expires_at,
             last_seen_at=created_at,
         )
-        self._session.add(row)
-        await self._session.flush()
+        await self._add(row)
         return _session_record(row)
 
     async def live(self, id_hash: str, now: datetime) -> tuple[SessionRecord, UserRecord] | None:

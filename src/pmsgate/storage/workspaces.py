@@ -1,4 +1,4 @@
-"""Workspace configurations (spec §2.4, §4.3 steps 3 and 5): the only queries on their table.
+"""Workspace configurations (docs/requirements.md R14.2): the only queries on their table.
 
 One configuration per customer, upserted by ``student_id``. Its ``workspace_id`` is
 unknown when the configuration is first written (step 3) and read back from the
@@ -14,13 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
-from typing import Literal, cast
+from typing import Literal
 
 from sqlalchemy import func, select, update
-from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.models import BillingMode, WorkspaceConfiguration
+from pmsgate.storage.repository import Repository
+from pmsgate.storage.views import view_of
 
 MAX_WORKSPACE_ID = 100
 MAX_WORKSPACE_NAME = 200
@@ -46,26 +47,16 @@ class WorkspaceConfigurationView:
 
 
 def _view(row: WorkspaceConfiguration) -> WorkspaceConfigurationView:
-    return WorkspaceConfigurationView(
-        student_id=row.student_id,
-        workspace_id=row.workspace_id,
-        workspace_name=row.workspace_name,
-        workspace_slug=row.workspace_slug,
+    return view_of(
+        WorkspaceConfigurationView,
+        row,
         plan_limit_usd=Decimal(row.plan_limit_usd).quantize(Decimal("0.01")),
-        alert_threshold_pct=row.alert_threshold_pct,
-        billing_mode=cast(BillingMode, row.billing_mode),
-        notes=row.notes,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
     )
 
 
-class WorkspaceConfigurationRepository:
+class WorkspaceConfigurationRepository(Repository):
     """Upserts and reads workspace configurations (values already checked), in the caller's
     session; never commits (a broken constraint raises ``IntegrityError``)."""
-
-    def __init__(self, session: AsyncSession) -> None:
-        self._session = session
 
     async def upsert(
         self,

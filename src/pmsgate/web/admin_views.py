@@ -23,7 +23,6 @@ from urllib.parse import urlencode
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock
-from pmsgate.errors import InvalidInput
 from pmsgate.gateway.metrics import FacilitySnapshot
 from pmsgate.onboarding.registry import STEPS
 from pmsgate.storage.admin_overview import (
@@ -35,6 +34,7 @@ from pmsgate.storage.admin_overview import (
 )
 from pmsgate.storage.gateway_usage import hour_start
 from pmsgate.storage.job_runs import JobRunRepository, JobRunView
+from pmsgate.web.query_params import ParameterRules
 
 # A facility that spent this share of its daily budget needs attention, in percent.
 BUDGET_WARNING_PCT = 80.0
@@ -357,23 +357,11 @@ class AdminOverview:
 # --- the overview's query string -----------------------------------------------------------------
 
 
-def _bad(name: str, value: str, allowed: Sequence[str]) -> InvalidInput:
-    shown = value if len(value) <= 40 else value[:40] + "…"
-    return InvalidInput(
-        f"{shown!r} is not a valid value for {name!r}.",
-        code="invalid_overview_parameter",
-        hint=f"{name} is one of: {', '.join(allowed)}. Or open /console for the whole list.",
-    )
-
-
-def _choice(params: Mapping[str, str], name: str, allowed: Sequence[str], default: str) -> str:
-    value = params.get(name, "").strip()
-    if not value:
-        return default
-    for choice in allowed:
-        if value.casefold() == choice.casefold():
-            return choice
-    raise _bad(name, value, allowed)
+_RULES = ParameterRules(
+    code="invalid_overview_parameter", elsewhere="Or open /console for the whole list."
+)
+_bad = _RULES.bad
+_choice = _RULES.choice
 
 
 def _positive(params: Mapping[str, str], name: str, default: int) -> int:

@@ -1,14 +1,14 @@
-"""The web application's JSON API: the knowledge sync and the booking-system reconnect (issue 7).
+"""The web application's JSON API: the knowledge sync and the booking-system reconnect.
 
 Routes (every error is ``{"error": {"code", "message", "hint"}}``; docs/web.md):
 
 - ``POST /api/{assistant}/sync-knowledge`` ``{"commit": bool}`` — a dry run or a commit
-  (spec §4.3 steps 12, 14). It waits at most ``PMSGATE_SYNC_MAX_DURATION_S`` (800 s):
-  finished → 200 with the specification's counters; still running → 202 with the job
+  (docs/requirements.md R17.1, R17.2). It waits at most ``PMSGATE_SYNC_MAX_DURATION_S`` (800 s):
+  finished → 200 with the sync's counters; still running → 202 with the job
   to poll (``Location``). ``?wait=false`` answers 202 at once.
 - ``GET /api/{assistant}/sync-knowledge`` (the latest job) and
   ``GET /api/{assistant}/sync-knowledge/{job_id}`` (one job of the customer).
-- ``PUT /api/admin/kross/connect`` (platform admin, spec §5.6) and
+- ``PUT /api/admin/kross/connect`` (platform admin, docs/requirements.md R13.3) and
   ``PUT /api/{assistant}/kross/connect`` (the customer itself, or an admin): new
   booking-system credentials, tried before anything is stored
   (:func:`pmsgate.customers.reconnect.connect_kross`).
@@ -35,14 +35,13 @@ from pmsgate.boundary import (
     HOTEL_ID_SCHEMA,
     NOT_BLANK_TEXT_PATTERN,
 )
-from pmsgate.customers.context import CustomerContext, NotesNotConnected, customer_not_found
+from pmsgate.customers.checks import customer_not_found
 from pmsgate.customers.reconnect import connect_kross
-from pmsgate.customers.service import workspace_not_created
 from pmsgate.errors import Conflict, Forbidden, InvalidInput, PmsgateError
 from pmsgate.knowledge.records import job_not_found
 from pmsgate.knowledge.sync_jobs import job_summary
 from pmsgate.storage.knowledge import SyncJobView
-from pmsgate.web.audit import console_action
+from pmsgate.web.actions import console_action, ready_for_sync
 from pmsgate.web.auth import AdminWrite, SignedIn, SignedInWrite, actor_of, ensure_can_act_on
 from pmsgate.web.context import WebDep, WebServices
 from pmsgate.web.users import Principal, has_control_characters
@@ -202,14 +201,6 @@ def _status_url(request: Request, assistant: str, job_id: str) -> str:
     return f"{root}/api/{quote(assistant, safe='')}/sync-knowledge/{quote(job_id, safe='')}"
 
 
-def ready_for_sync(ctx: CustomerContext) -> None:
-    """Refuse at once what the job would fail on first (same codes as the job's)."""
-    if ctx.workspace_id is None:
-        raise workspace_not_created(ctx.student_id)
-    if ctx.notes is None or not ctx.notes.has_token:
-        raise NotesNotConnected(f"Customer {ctx.student_id} has no notes integration with a token.")
-
-
 def _running(job: SyncJobView, status_url: str) -> JSONResponse:
     """202: the job is still running; poll ``statusUrl`` (also the ``Location``)."""
     return JSONResponse(
@@ -338,7 +329,7 @@ def _job(request: Request, assistant: str, job: SyncJobView) -> JSONResponse:
 
 @router.put("/api/admin/kross/connect")
 async def admin_connect(web: WebDep, body: AdminConnectBody, principal: AdminWrite) -> JSONResponse:
-    """Platform admin: new booking-system credentials for a customer (spec §3, §4.3, §5.6)."""
+    """Platform admin: a customer's new booking-system credentials (docs/requirements.md R11.4)."""
     given = [value for value in (body.student_id, body.assistant) if value and value.strip()]
     if len(given) != 1:
         raise InvalidInput(

@@ -1,15 +1,31 @@
-"""Mounts the web application (accounts, API, console, static files) on the service's app."""
+"""Mounts the web application (accounts, API, console, static files) on the service's app.
+
+The routers (one module each) import none of each other: what several pages share is in
+:mod:`pmsgate.web.pages` (rendering, the error page, the sign-in redirect),
+:mod:`pmsgate.web.customer_pages` and :mod:`pmsgate.web.admin_pages` (what a customer's
+page is rendered with). Their errors become pages through one exception handler,
+:func:`pmsgate.web.pages.render_console_error`.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Request
-from fastapi.responses import RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 
 from pmsgate.errors import PmsgateError
+from pmsgate.web import (
+    admin_console,
+    api,
+    audit,
+    call_log_console,
+    console,
+    incident_console,
+    locale,
+    login,
+    registry_console,
+)
 
 STATIC_DIR = Path(__file__).parent / "static"
 
@@ -30,23 +46,11 @@ def install_web(app: FastAPI) -> None:
 
     Their dependencies read ``app.state.container``, set by the app's owner.
     """
-    from pmsgate.web import (
-        admin_console,
-        api,
-        audit,
-        auth,
-        call_log_console,
-        console,
-        incident_console,
-        locale,
-        registry_console,
-    )
-
     app.mount("/static", StaticFiles(directory=STATIC_DIR), name="static")
     # Every web route knows its reader (language, time zone) before it renders a word.
     guard = [Depends(require_web), Depends(locale.use_request_reader)]
     app.include_router(locale.router, dependencies=guard)
-    app.include_router(auth.router, dependencies=guard)
+    app.include_router(login.router, dependencies=guard)
     app.include_router(api.router, dependencies=guard)
     app.include_router(console.router, dependencies=guard)
     app.include_router(audit.router, dependencies=guard)
@@ -54,45 +58,3 @@ def install_web(app: FastAPI) -> None:
     app.include_router(registry_console.router, dependencies=guard)
     app.include_router(incident_console.router, dependencies=guard)
     app.include_router(call_log_console.router, dependencies=guard)
-
-
-# Paths whose errors a person reads in a browser: answered as pages, not JSON.
-PAGE_PATHS = ("/console", "/login", "/logout", "/language")
-
-
-def is_page(request: Request) -> bool:
-    """Whether the request is for a console page (or one of its htmx fragments)."""
-    path = request.url.path
-    return path == "/" or any(path == p or path.startswith(p + "/") for p in PAGE_PATHS)
-
-
-def login_redirect(request: Request, *, expired: bool = False) -> Response:
-    """To the login page, back here afterwards (htmx: the whole page goes, not a fragment).
-
-    ``expired``: the request came with a session that has ended; the sign-in page says so.
-    """
-    target = request.url.path + (f"?{request.url.query}" if request.url.query else "")
-    location = f"/login?next={quote(target, safe='/')}" + ("&expired=1" if expired else "")
-    if request.headers.get("HX-Request") == "true":
-        # htmx would swap the login page into a panel; it follows HX-Redirect instead.
-        return Response(status_code=200, headers={"HX-Redirect": location})
-    return RedirectResponse(location, status_code=303)
-
-
-def render_console_error(request: Request, error: PmsgateError) -> Response | None:
-    """A console page's error as a page: sign in again, reload, or the error page."""
-    if not is_page(request):
-        return None
-    if error.code == "not_authenticated":
-        from pmsgate.web.auth import SESSION_COOKIE
-        from pmsgate.web.kept_input import keep_on
-
-        response = login_redirect(request, expired=bool(request.cookies.get(SESSION_COOKIE)))
-        keep_on(response, request)  # what a refused form had typed, back after signing in
-        return response
-    if error.code == "csrf_failed" and request.headers.get("HX-Request") == "true":
-        # A page older than its session: reload it, which brings a fresh token.
-        return Response(status_code=200, headers={"HX-Refresh": "true"})
-    from pmsgate.web.console import error_page
-
-    return error_page(request, None, error)

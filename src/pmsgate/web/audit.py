@@ -1,5 +1,5 @@
-"""The web application's side of the audit trail: who the signed-in user is as an actor,
-the event every console action leaves, and the trail's pages.
+"""The audit trail's pages in the console (the event every console action leaves is
+:func:`pmsgate.web.actions.console_action`).
 
 ``/console/audit`` shows events newest first, filterable by action (a family such as
 ``key.`` or one action), outcome, actor (and its kind), first and last day and (admins
@@ -19,8 +19,7 @@ import csv
 import io
 import json
 import re
-from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, Any, Literal
@@ -31,13 +30,11 @@ from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from pmsgate import i18n
 from pmsgate.audit.actions import ACTOR_KINDS, AuditAction, Outcome
-from pmsgate.errors import Forbidden, InvalidInput, PmsgateError
+from pmsgate.errors import Forbidden, InvalidInput
 from pmsgate.storage.audit import AuditEventView, AuditFilter, Owner
-from pmsgate.web.app import login_redirect
-from pmsgate.web.auth import actor_of, optional_principal
 from pmsgate.web.context import WebDep, WebServices
 from pmsgate.web.customer_view import event_text
-from pmsgate.web.templating import templates
+from pmsgate.web.pages import PagePrincipal, render_page
 from pmsgate.web.users import Principal
 
 router = APIRouter(include_in_schema=False)
@@ -45,47 +42,9 @@ router = APIRouter(include_in_schema=False)
 PAGE_SIZE = 50
 _ACTION_PREFIX = re.compile(r"[a-z_.]{0,64}")
 _OUTCOMES = tuple(outcome.value for outcome in Outcome)
-MaybePrincipal = Annotated[Principal | None, Depends(optional_principal)]
 # The actor picker offers who acted in the last 30 days, the most recently active first.
 ACTORS_SEEN_FOR = timedelta(days=30)
 ACTORS_SHOWN = 200
-
-
-@asynccontextmanager
-async def console_action(
-    web: WebServices,
-    principal: Principal,
-    operation: str,
-    *,
-    student_id: str,
-    details: Mapping[str, Any] | None = None,
-) -> AsyncIterator[None]:
-    """Record ``console.action`` for what the block does: success, or failure with its code.
-
-    The event is written after the block, in its own transaction: a failed action still
-    leaves its event.
-    """
-    base = {"operation": operation, **(details or {})}
-    try:
-        yield
-    except PmsgateError as error:
-        await web.audit.record(
-            AuditAction.CONSOLE_ACTION,
-            actor=actor_of(principal),
-            subject=f"customer:{student_id}",
-            outcome=Outcome.FAILURE,
-            details={**base, "error": error.code},
-            student_id=student_id,
-        )
-        raise
-    await web.audit.record(
-        AuditAction.CONSOLE_ACTION,
-        actor=actor_of(principal),
-        subject=f"customer:{student_id}",
-        outcome=Outcome.SUCCESS,
-        details=base,
-        student_id=student_id,
-    )
 
 
 # --- the trail's pages ------------------------------------------------------------------------
@@ -265,19 +224,12 @@ QueryDep = Annotated[AuditQuery, Depends(audit_query)]
 async def audit_page(
     request: Request,
     web: WebDep,
-    principal: MaybePrincipal,
+    principal: PagePrincipal,
     query: QueryDep,
     after: Text = None,
 ) -> Response:
     """The audit trail: admins every event, a customer's user its own customer's."""
-    from pmsgate.web.console import PAGE_HEADERS, error_page
-
-    if principal is None:
-        return login_redirect(request)
-    try:
-        where, params = await _selection(web, principal, query)
-    except PmsgateError as error:
-        return error_page(request, principal, error)
+    where, params = await _selection(web, principal, query)
     page = await web.audit.page(where, limit=PAGE_SIZE, after=after)
     older = (
         "/console/audit?" + urlencode({**params, "after": page.next_cursor})
@@ -285,7 +237,7 @@ async def audit_page(
         else None
     )
     suffix = "?" + urlencode(params) if params else ""
-    return templates.TemplateResponse(
+    return render_page(
         request,
         "audit.html",
         {
@@ -303,7 +255,6 @@ async def audit_page(
             "export_csv": "/console/audit/export.csv" + suffix,
             **(await _pickers(web) if principal.is_admin else {}),
         },
-        headers=PAGE_HEADERS,
     )
 
 
@@ -387,7 +338,7 @@ def _csv_lines(web: WebServices, principal: Principal, where: AuditFilter) -> As
 async def audit_export(
     request: Request,
     web: WebDep,
-    principal: MaybePrincipal,
+    principal: PagePrincipal,
     query: QueryDep,
     export_format: Annotated[ExportFormat | None, Query(alias="format")] = None,
 ) -> Response:
@@ -395,8 +346,6 @@ async def audit_export(
 
     CSV with ``/console/audit/export.csv`` or ``format=csv``; same filters and scope.
     """
-    if principal is None:
-        return login_redirect(request)
     where, _ = await _selection(web, principal, query)
     as_csv = export_format == "csv" or request.url.path.endswith(".csv")
     if as_csv and export_format != "jsonl":

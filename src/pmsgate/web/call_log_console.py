@@ -25,29 +25,26 @@ import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta
-from typing import Annotated, Any
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
 
 from pmsgate import i18n
-from pmsgate.errors import Forbidden, InvalidInput, NotFound, PmsgateError
+from pmsgate.catalogue.loader import load_tools
+from pmsgate.errors import Forbidden, InvalidInput, NotFound
 from pmsgate.gateway.call_log import OUTCOMES
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.integrations.kross.client import TOKEN_OPERATION
 from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.storage.tool_calls import ToolCallFilter, ToolCallView
-from pmsgate.web.app import login_redirect
-from pmsgate.web.auth import optional_principal
 from pmsgate.web.connection_health import calls_path
 from pmsgate.web.context import WebDep, WebServices
-from pmsgate.web.templating import templates
+from pmsgate.web.pages import PagePrincipal, customer_path, render_page
 from pmsgate.web.users import Principal
 
 router = APIRouter(include_in_schema=False)
 
-MaybePrincipal = Annotated[Principal | None, Depends(optional_principal)]
 PAGE_SIZE = 50
 MAX_VALUE = 100
 PARAMETERS = ("since", "until", "tool", "outcome", "after")
@@ -81,8 +78,6 @@ CSV_COLUMNS = (
 
 def known_names() -> list[str]:
     """The names a call can have: the catalogue's tools and the callable operations."""
-    from pmsgate.catalogue.tools import load_tools
-
     operations = [op.name for op in load_operations() if op.name != TOKEN_OPERATION]
     return sorted(load_tools()) + sorted(operations)
 
@@ -197,16 +192,6 @@ def _age_words(age_s: float | None) -> str:
     return f"{seconds / 86400:.1f} days"
 
 
-def _page(
-    request: Request, template: str, context: dict[str, Any], *, status_code: int = 200
-) -> HTMLResponse:
-    from pmsgate.web.console import PAGE_HEADERS
-
-    return templates.TemplateResponse(
-        request, template, context, status_code=status_code, headers=PAGE_HEADERS
-    )
-
-
 async def _facility(web: WebServices, principal: Principal, student_id: str) -> FacilityView | None:
     """The customer's facility (None: none linked); 403 for a customer's login, 404 unknown."""
     if not principal.is_admin:
@@ -226,19 +211,12 @@ def _local_seconds(moment: datetime) -> str:
 
 @router.get("/console/customers/{student_id}/calls", response_class=HTMLResponse)
 async def call_log_page(
-    request: Request, student_id: str, web: WebDep, principal: MaybePrincipal
+    request: Request, student_id: str, web: WebDep, principal: PagePrincipal
 ) -> Response:
     """The facility's tool-call log: filters, a page of calls, links to older ones and exports."""
-    from pmsgate.web.console import customer_path, error_page
-
-    if principal is None:
-        return login_redirect(request)
     names = known_names()
-    try:
-        facility = await _facility(web, principal, student_id)
-        query = CallQuery.parse(dict(request.query_params), names)
-    except PmsgateError as error:
-        return error_page(request, principal, error)
+    facility = await _facility(web, principal, student_id)
+    query = CallQuery.parse(dict(request.query_params), names)
     base = calls_path(student_id)
     calls: list[ToolCallView] = []
     older = None
@@ -250,7 +228,7 @@ async def call_log_page(
         if page.next_cursor:
             older = base + "?" + urlencode({**query.shown, "after": page.next_cursor})
     suffix = "?" + urlencode(query.shown) if query.shown else ""
-    return _page(
+    return render_page(
         request,
         "admin_calls.html",
         {
@@ -298,18 +276,11 @@ def _csv_row(call: ToolCallView, reader: i18n.Reader) -> list[object]:
 @router.get("/console/customers/{student_id}/calls.csv")
 @router.get("/console/customers/{student_id}/calls.jsonl")
 async def call_log_export(
-    request: Request, student_id: str, web: WebDep, principal: MaybePrincipal
+    request: Request, student_id: str, web: WebDep, principal: PagePrincipal
 ) -> Response:
     """The page's selection, newest first, as CSV or JSON lines (one call per line)."""
-    from pmsgate.web.console import error_page
-
-    if principal is None:
-        return login_redirect(request)
-    try:
-        facility = await _facility(web, principal, student_id)
-        query = CallQuery.parse(dict(request.query_params), known_names())
-    except PmsgateError as error:
-        return error_page(request, principal, error)
+    facility = await _facility(web, principal, student_id)
+    query = CallQuery.parse(dict(request.query_params), known_names())
     call_log = web.gateway.gateway.call_log
     name = "tool-calls-" + re.sub(
         r"[^A-Za-z0-9_-]", "", facility.hotel_id if facility else student_id

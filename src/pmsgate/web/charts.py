@@ -251,8 +251,9 @@ def time_chart(
         len(times),
     ).format(
         count=len(times),
-        first=time_label(min(times)),
-        last=time_label(max(times)),
+        # A point in time in the reader's zone and language (24 nov 20:40).
+        first=_pattern_label(min(times), "dd MMM HH:mm"),
+        last=_pattern_label(max(times), "dd MMM HH:mm"),
         latest=latest,
     )
     return Chart(title=title, svg=_render(chart), empty=empty, summary=summary, key=key)
@@ -287,11 +288,6 @@ def hourly_chart(
     )
     summary = gettext("Totals over the hours shown: {totals}.").format(totals=totals)
     return Chart(title=title, svg=_render(chart), empty=empty, summary=summary, key=key)
-
-
-def time_label(when: datetime, *, with_date: bool = True) -> str:
-    """A short label for a point in time, in the reader's zone and language (24 nov 20:40)."""
-    return _pattern_label(when, "dd MMM HH:mm" if with_date else "HH:mm")
 
 
 def chart_figure(chart: Chart) -> Markup:

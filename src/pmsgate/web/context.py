@@ -11,7 +11,7 @@ Routes take it as a typed dependency, :data:`WebDep`, whose function reads
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 from fastapi import Depends, Request
 
@@ -21,12 +21,10 @@ from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerServices
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.knowledge.sync_jobs import SyncJobs
+from pmsgate.web.form_tokens import FormTokens
 from pmsgate.web.incidents import IncidentService
 from pmsgate.web.invitations import Invitations
 from pmsgate.web.users import UserService
-
-if TYPE_CHECKING:  # form_tokens reads the services through this module
-    from pmsgate.web.form_tokens import FormTokens
 
 
 @dataclass(frozen=True)

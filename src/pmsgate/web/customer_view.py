@@ -1,4 +1,4 @@
-"""What a customer's own console page says, in plain language (issue 16 item 3).
+"""What a customer's own console page says, in plain language (docs/web.md).
 
 A property operator signing in wants four answers — is my assistant live, is my booking
 system connected, is my knowledge up to date, what must I do now — and the results of
@@ -52,7 +52,7 @@ from pmsgate.web.views import CustomerPage
 Tone = Literal["ok", "warn", "bad", "busy", "info"]
 BookingState = Literal["connected", "unverified", "error", "not_linked"]
 
-# The step whose success means the customer was told the assistant is live (spec §4.3 16).
+# The step whose success means the customer was told it is live (docs/requirements.md R21.16).
 LIVE_STEP = "onboarding-message"
 # How the steps a person on our side finishes read to the customer (a clause after
 # "Wait for us:"; several are joined with "; ").

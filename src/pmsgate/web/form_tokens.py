@@ -9,7 +9,7 @@ sync. Such a form carries a one-time token:
   signed with itsdangerous (the session-cookie key, a salt naming the purpose and the
   session), timestamped on the injected clock: a page view writes nothing, and a token
   works only for its form, in its session, for ``PMSGATE_FORM_TOKEN_TTL_S``.
-* **Spent** by the route, first thing, with :func:`spend_form_token` (or
+* **Spent** by the route, first thing, with :func:`pmsgate.web.forms.spend_form_token` (or
   :meth:`FormTokens.spend`): one ``INSERT … ON CONFLICT DO NOTHING`` of its SHA-256 in
   ``form_token_uses``, so exactly one request wins however many replicas race (the
   database is the state every replica shares whatever the deployment: Redis is
@@ -34,14 +34,10 @@ import hashlib
 import secrets
 from dataclasses import dataclass
 from datetime import timedelta
-from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import structlog
-from fastapi import Request
 from itsdangerous import BadSignature, SignatureExpired, TimestampSigner
-from jinja2 import pass_context
-from markupsafe import Markup, escape
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock
@@ -49,9 +45,7 @@ from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import Vault
 from pmsgate.storage.form_tokens import FormTokenRepository
-from pmsgate.web.auth import current_session_hash, session_signing_key
-from pmsgate.web.context import web_services
-from pmsgate.web.templating import templates
+from pmsgate.web.signing import session_signing_key
 
 log = structlog.get_logger(__name__)
 
@@ -239,49 +233,3 @@ class FormTokens:
     @staticmethod
     def _context(token_hash: str, session_hash: str) -> str:
         return f"pmsgate/form-handoff/{token_hash}/{session_hash}"
-
-
-# --- the request side ------------------------------------------------------------------------
-
-
-def _session_hash(request: Request) -> str:
-    found = current_session_hash(request)
-    if found is None:  # the routes that spend tokens authenticate first
-        raise FormTokenRefused("This form needs a signed-in session.")
-    return found
-
-
-async def spend_form_token(request: Request, purpose: str) -> FormTokenSpend:
-    """Spend the ``form_token`` field of this request's form for ``purpose`` (see module)."""
-    form = await request.form()
-    value = form.get(FORM_TOKEN_FIELD)
-    token = value if isinstance(value, str) else ""
-    return await web_services(request).form_tokens.spend(
-        token, purpose=purpose, session_hash=_session_hash(request)
-    )
-
-
-async def take_handoff(request: Request, ref: str | None) -> str | None:
-    """The one-time hand-off ``ref`` names for this request's session, if still there."""
-    session_hash = current_session_hash(request)
-    if not ref or session_hash is None:
-        return None
-    return await web_services(request).form_tokens.take_handoff(ref, session_hash=session_hash)
-
-
-@pass_context
-def form_token_input(context: Any, purpose: str) -> Markup:
-    """The hidden input carrying a new one-time token for a form of ``purpose`` (Jinja)."""
-    request: Request = context["request"]
-    session_hash = current_session_hash(request)
-    if session_hash is None:
-        return Markup("")
-    token = web_services(request).form_tokens.issue(purpose, session_hash)
-    return Markup('<input type="hidden" name="{}" value="{}">').format(
-        FORM_TOKEN_FIELD, escape(token)
-    )
-
-
-# Every template may render ``{{ form_token("purpose") }}`` once this module is loaded (the
-# routes that spend tokens import it; it cannot live in templating, which auth imports).
-templates.env.globals["form_token"] = form_token_input

@@ -20,47 +20,35 @@ Every POST takes the session's CSRF token (:data:`pmsgate.web.auth.AdminWrite`).
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Annotated
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
-from pmsgate import i18n
-from pmsgate.errors import Forbidden, InvalidInput, PmsgateError
-from pmsgate.web.app import login_redirect
-from pmsgate.web.auth import AdminWrite, actor_of, optional_principal, safe_next
-from pmsgate.web.console import PAGE_HEADERS, error_page
+from pmsgate.audit.actions import Actor
+from pmsgate.errors import InvalidInput, PmsgateError
+from pmsgate.web.admin_pages import admin_only, panel_context, read_fleet
+from pmsgate.web.auth import AdminWrite, actor_of, safe_next
 from pmsgate.web.context import WebDep, WebServices
-from pmsgate.web.form_tokens import FormTokenSpend, repeated_path, spend_form_token
+from pmsgate.web.form_tokens import FormTokenSpend, repeated_path
+from pmsgate.web.forms import spend_form_token
 from pmsgate.web.incidents import (
     BULK_ACTIONS,
     KIND_LABELS,
-    SNOOZES,
     STATE_CHOICES,
     IncidentQuery,
     IncidentView,
     bulk_applies,
 )
-from pmsgate.web.templating import templates
+from pmsgate.web.pages import PagePrincipal, render_page
 from pmsgate.web.users import Principal
 
 router = APIRouter(include_in_schema=False)
 
-MaybePrincipal = Annotated[Principal | None, Depends(optional_principal)]
 LIST = "/console/attention"
-# The words of an action's confirmation box, by ``done=``.
-DONE_WORDS = {
-    "acknowledge": "Acknowledged.",
-    "assign": "Assignee changed.",
-    "snooze": "Snoozed.",
-    "note": "Note added.",
-    "check_connected": "Check now: the booking system accepted the stored credentials.",
-    "check_refused": "Check now: the booking system refused the stored credentials.",
-    "check_no_verdict": "Check now: no verdict (see the timeline).",
-    "resend_sign-in link": "The sign-in link was sent to the customer again.",
-    "resend_invitation": "The customer has no password yet: the invitation was sent again.",
-}
 
 
 def incident_path(incident_id: int) -> str:
@@ -68,17 +56,8 @@ def incident_path(incident_id: int) -> str:
     return f"/console/incidents/{incident_id}"
 
 
-def _page(
-    request: Request, template: str, context: dict[str, Any], *, status_code: int = 200
-) -> HTMLResponse:
-    return templates.TemplateResponse(
-        request, template, context, status_code=status_code, headers=PAGE_HEADERS
-    )
-
-
 def _admin_only(principal: Principal) -> None:
-    if not principal.is_admin:
-        raise Forbidden("Only an admin sees the incidents.")
+    admin_only(principal, "Only an admin sees the incidents.")
 
 
 def _back(next_path: str | None, fallback: str, **params: str) -> RedirectResponse:
@@ -97,55 +76,18 @@ def _back(next_path: str | None, fallback: str, **params: str) -> RedirectRespon
     return RedirectResponse(location, status_code=303)
 
 
-async def panel_context(web: WebServices, principal: Principal, request: Request) -> dict[str, Any]:
-    """What ``_incident_panel.html`` needs besides the incidents: the team, the choices, the
-    outcome box of the last action."""
-    team = await web.incidents.team()
-    return {
-        "team": team,
-        "snoozes": tuple(SNOOZES),
-        "today": i18n.local(web.clock.now()).date(),
-        "done": DONE_WORDS.get(request.query_params.get("done", "")),
-        "incident_error": request.query_params.get("incident_error"),
-        "repeated": request.query_params.get("repeated") == "1",
-        "here": request.url.path + (f"?{request.url.query}" if request.url.query else ""),
-    }
-
-
-async def incident_panel_context(
-    request: Request, principal: Principal, student_id: str
-) -> dict[str, Any]:
-    """The admin customer page's incident panel: the customer's incidents with timelines."""
-    from pmsgate.web.context import web_services
-
-    web = web_services(request)
-    context = await web.customers.context(student_id)
-    hotel_ids = [context.hotel_id] if context.hotel_id else []
-    return {
-        "customer_incidents": await web.incidents.of_customer(student_id, hotel_ids),
-        "incident_panel": await panel_context(web, principal, request),
-    }
-
-
 # --- the list --------------------------------------------------------------------------------
 
 
 @router.get(LIST, response_class=HTMLResponse)
-async def attention(request: Request, web: WebDep, principal: MaybePrincipal) -> Response:
+async def attention(request: Request, web: WebDep, principal: PagePrincipal) -> Response:
     """What needs a person now: the incidents (filtered, sorted) and failing scheduled jobs."""
-    if principal is None:
-        return login_redirect(request)
     team = await web.incidents.team()
-    try:
-        _admin_only(principal)
-        query = IncidentQuery.parse(dict(request.query_params), [m.email for m in team])
-    except PmsgateError as error:
-        return error_page(request, principal, error)
-    from pmsgate.web.admin_console import read_fleet
-
+    _admin_only(principal)
+    query = IncidentQuery.parse(dict(request.query_params), [m.email for m in team])
     incidents = await web.incidents.listed(query, principal.email)
     fleet = await read_fleet(web)
-    return _page(
+    return render_page(
         request,
         "admin_attention.html",
         {
@@ -168,17 +110,12 @@ async def attention(request: Request, web: WebDep, principal: MaybePrincipal) ->
 
 @router.get("/console/incidents/{incident_id}", response_class=HTMLResponse)
 async def incident_page(
-    request: Request, web: WebDep, principal: MaybePrincipal, incident_id: int
+    request: Request, web: WebDep, principal: PagePrincipal, incident_id: int
 ) -> Response:
     """One incident: facts, notices, timeline and actions."""
-    if principal is None:
-        return login_redirect(request)
-    try:
-        _admin_only(principal)
-        view = await web.incidents.get(incident_id)
-    except PmsgateError as error:
-        return error_page(request, principal, error)
-    return _page(
+    _admin_only(principal)
+    view = await web.incidents.get(incident_id)
+    return render_page(
         request,
         "admin_incident.html",
         {
@@ -189,162 +126,122 @@ async def incident_page(
     )
 
 
-async def _act(
-    request: Request,
-    web: WebServices,
-    principal: Principal,
-    incident_id: int,
-    next_path: str | None,
-    action: str,
-    work: Any,
-    *,
-    purpose: str | None = None,
-) -> Response:
-    """Run one action; 303 back with its outcome (``done``) or its error's code.
-
-    An action that creates something (``purpose``: a note, a check, an e-mail) spends the
-    form's one-time token first (:mod:`pmsgate.web.form_tokens`): a reload or a double
-    click is sent to the first one's page, marked ``repeated``, and does nothing again.
-    """
-    fallback = incident_path(incident_id)
-    spend: FormTokenSpend | None = None
-    try:
-        if purpose is not None:
-            spend = await spend_form_token(request, purpose)
-            if spend.repeated:
-                return RedirectResponse(repeated_path(spend, fallback), status_code=303)
-        outcome = await work()
-    except PmsgateError as error:
-        if spend is not None:
-            await web.form_tokens.release(spend)  # nothing was done: the form may be resent
-        if error.status == 404:
-            return error_page(request, principal, error)
-        return _back(next_path, fallback, incident_error=error.code)
-    done = f"{action}_{outcome}" if isinstance(outcome, str) else action
-    response = _back(next_path, fallback, done=done)
-    if spend is not None:
-        await web.form_tokens.finish(spend, result_path=response.headers["location"])
-    return response
-
-
 Next = Annotated[str | None, Form(alias="next")]
 
 
-@router.post("/console/incidents/{incident_id}/acknowledge", response_class=RedirectResponse)
-async def acknowledge(
+@dataclass(frozen=True)
+class IncidentAction:
+    """One action's request on an incident: who acts, on which, and the page to go back to."""
+
+    request: Request
+    web: WebServices
+    actor: Actor
+    incident_id: int
+    next_path: str | None
+
+    async def run(
+        self,
+        action: str,
+        work: Callable[[], Awaitable[object]],
+        *,
+        purpose: str | None = None,
+    ) -> Response:
+        """Run ``work``; 303 back with its outcome (``done``) or its error's code.
+
+        An action that creates something (``purpose``: a note, a check, an e-mail) spends
+        the form's one-time token first (:mod:`pmsgate.web.form_tokens`): a reload or a
+        double click is sent to the first one's page, marked ``repeated``, and does nothing
+        again. An unknown incident is the 404 page.
+        """
+        fallback = incident_path(self.incident_id)
+        spend: FormTokenSpend | None = None
+        try:
+            if purpose is not None:
+                spend = await spend_form_token(self.request, purpose)
+                if spend.repeated:
+                    return RedirectResponse(repeated_path(spend, fallback), status_code=303)
+            outcome = await work()
+        except PmsgateError as error:
+            if spend is not None:  # nothing was done: the form may be sent again
+                await self.web.form_tokens.release(spend)
+            if error.status == 404:
+                raise
+            return _back(self.next_path, fallback, incident_error=error.code)
+        done = f"{action}_{outcome}" if isinstance(outcome, str) else action
+        response = _back(self.next_path, fallback, done=done)
+        if spend is not None:
+            await self.web.form_tokens.finish(spend, result_path=response.headers["location"])
+        return response
+
+
+async def incident_action(
     request: Request, web: WebDep, principal: AdminWrite, incident_id: int, next_path: Next = None
-) -> Response:
+) -> IncidentAction:
+    """The admin's action on the incident of the path (CSRF-checked)."""
+    return IncidentAction(request, web, actor_of(principal), incident_id, next_path)
+
+
+Act = Annotated[IncidentAction, Depends(incident_action)]
+
+
+@router.post("/console/incidents/{incident_id}/acknowledge", response_class=RedirectResponse)
+async def acknowledge(act: Act) -> Response:
     """Acknowledge the incident (the admin as "acknowledged by")."""
-    actor = actor_of(principal)
-    return await _act(
-        request,
-        web,
-        principal,
-        incident_id,
-        next_path,
-        "acknowledge",
-        lambda: web.incidents.acknowledge(incident_id, actor=actor),
+    return await act.run(
+        "acknowledge", lambda: act.web.incidents.acknowledge(act.incident_id, actor=act.actor)
     )
 
 
 @router.post("/console/incidents/{incident_id}/assign", response_class=RedirectResponse)
-async def assign(
-    request: Request,
-    web: WebDep,
-    principal: AdminWrite,
-    incident_id: int,
-    assignee: Annotated[str, Form()] = "",
-    next_path: Next = None,
-) -> Response:
+async def assign(act: Act, assignee: Annotated[str, Form()] = "") -> Response:
     """Give the incident to a team member (empty: nobody)."""
-    actor = actor_of(principal)
-    return await _act(
-        request,
-        web,
-        principal,
-        incident_id,
-        next_path,
-        "assign",
-        lambda: web.incidents.assign(incident_id, assignee, actor=actor),
+    return await act.run(
+        "assign", lambda: act.web.incidents.assign(act.incident_id, assignee, actor=act.actor)
     )
 
 
 @router.post("/console/incidents/{incident_id}/snooze", response_class=RedirectResponse)
 async def snooze(
-    request: Request,
-    web: WebDep,
-    principal: AdminWrite,
-    incident_id: int,
+    act: Act,
     snooze_for: Annotated[str, Form(alias="for")] = "",
     until: Annotated[str, Form()] = "",
-    next_path: Next = None,
 ) -> Response:
     """Snooze it for 1 h, 4 h, 1 day (``for``), or until a date (``for=date``, ``until``)."""
-    actor = actor_of(principal)
+    incidents = act.web.incidents
 
     async def work() -> None:
-        await web.incidents.snooze(
-            incident_id, web.incidents.snooze_until(snooze_for, until), actor=actor
-        )
+        until_then = incidents.snooze_until(snooze_for, until)
+        await incidents.snooze(act.incident_id, until_then, actor=act.actor)
 
-    return await _act(request, web, principal, incident_id, next_path, "snooze", work)
+    return await act.run("snooze", work)
 
 
 @router.post("/console/incidents/{incident_id}/note", response_class=RedirectResponse)
-async def note(
-    request: Request,
-    web: WebDep,
-    principal: AdminWrite,
-    incident_id: int,
-    text: Annotated[str, Form()] = "",
-    next_path: Next = None,
-) -> Response:
+async def note(act: Act, text: Annotated[str, Form()] = "") -> Response:
     """Add a note to the incident's timeline."""
-    actor = actor_of(principal)
-    return await _act(
-        request,
-        web,
-        principal,
-        incident_id,
-        next_path,
+    return await act.run(
         "note",
-        lambda: web.incidents.add_note(incident_id, text, actor=actor),
+        lambda: act.web.incidents.add_note(act.incident_id, text, actor=act.actor),
         purpose="incident.note",
     )
 
 
 @router.post("/console/incidents/{incident_id}/check", response_class=RedirectResponse)
-async def check_now(
-    request: Request, web: WebDep, principal: AdminWrite, incident_id: int, next_path: Next = None
-) -> Response:
+async def check_now(act: Act) -> Response:
     """One verification of the facility's stored credentials, through its limiter."""
-    actor = actor_of(principal)
-    return await _act(
-        request,
-        web,
-        principal,
-        incident_id,
-        next_path,
+    return await act.run(
         "check",
-        lambda: web.incidents.check_now(incident_id, actor=actor),
+        lambda: act.web.incidents.check_now(act.incident_id, actor=act.actor),
         purpose="incident.check",
     )
 
 
 @router.post("/console/incidents/{incident_id}/resend", response_class=RedirectResponse)
-async def resend(
-    request: Request, web: WebDep, principal: AdminWrite, incident_id: int, next_path: Next = None
-) -> Response:
+async def resend(act: Act) -> Response:
     """E-mail the customer its sign-in link to the reconnect form (or the invitation)."""
-    actor = actor_of(principal)
-    return await _act(
-        request,
-        web,
-        principal,
-        incident_id,
-        next_path,
+    return await act.run(
         "resend",
-        lambda: web.incidents.resend_link(incident_id, actor=actor),
+        lambda: act.web.incidents.resend_link(act.incident_id, actor=act.actor),
         purpose="incident.resend",
     )
 
@@ -363,23 +260,18 @@ def _bulk_action(value: str) -> str:
 
 
 @router.get("/console/attention/bulk", response_class=HTMLResponse)
-async def bulk_confirm(request: Request, web: WebDep, principal: MaybePrincipal) -> Response:
+async def bulk_confirm(request: Request, web: WebDep, principal: PagePrincipal) -> Response:
     """The confirmation: the action, and the incidents of the selection it applies to."""
-    if principal is None:
-        return login_redirect(request)
     team = await web.incidents.team()
-    try:
-        _admin_only(principal)
-        action = _bulk_action(request.query_params.get("action", ""))
-        query = IncidentQuery.parse(dict(request.query_params), [m.email for m in team])
-    except PmsgateError as error:
-        return error_page(request, principal, error)
+    _admin_only(principal)
+    action = _bulk_action(request.query_params.get("action", ""))
+    query = IncidentQuery.parse(dict(request.query_params), [m.email for m in team])
     selected: list[IncidentView] = [
         view
         for view in await web.incidents.listed(query, principal.email)
         if bulk_applies(action, view)
     ]
-    return _page(
+    return render_page(
         request,
         "admin_incident_bulk.html",
         {
@@ -398,12 +290,9 @@ async def bulk_act(request: Request, web: WebDep, principal: AdminWrite) -> Resp
     """Carry out the confirmed action on the incidents listed in the form; 303 to the list."""
     form = await request.form()
     back = safe_next(str(form.get("next") or "")) or LIST
-    try:
-        action = _bulk_action(str(form.get("action") or ""))
-        ids = [int(str(value)) for value in form.getlist("incident") if str(value).isdigit()]
-        spend = await spend_form_token(request, "incident.bulk")
-    except PmsgateError as error:
-        return error_page(request, principal, error)
+    action = _bulk_action(str(form.get("action") or ""))
+    ids = [int(str(value)) for value in form.getlist("incident") if str(value).isdigit()]
+    spend = await spend_form_token(request, "incident.bulk")
     if spend.repeated:  # a reload of the confirmation's answer: done once already
         return RedirectResponse(repeated_path(spend, back), status_code=303)
     outcome = await web.incidents.bulk(action, ids, actor=actor_of(principal))

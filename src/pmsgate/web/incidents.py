@@ -34,7 +34,7 @@ one interval (60 s) governs both. A resolved incident that recurs opens a new on
 the admin as actor): acknowledge, assign to a team member (an admin console account),
 snooze (1 h, 4 h, 1 day or until a date; it wakes up by itself), add a note, *check now*
 (one token request with the stored credentials, through the facility's limiter like any
-booking-system request: :func:`pmsgate.gateway.facilities.pms_verifier` with the gateway's
+booking-system request: :func:`pmsgate.gateway.verification.pms_verifier` with the gateway's
 ``token_permit``) and *resend the sign-in link* (the customer's one-time link to its
 reconnect form, as the error notice carries it, or the invitation when its account has no
 password yet).
@@ -59,7 +59,9 @@ from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerServices
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.facilities import CAUSE_REFUSED, is_refusal, pms_verifier, subject_of
+from pmsgate.gateway.facilities import subject_of
+from pmsgate.gateway.facility_status import CAUSE_REFUSED
+from pmsgate.gateway.verification import is_refusal, pms_verifier
 from pmsgate.integrations.kross.client import Token
 from pmsgate.integrations.kross.errors import PmsError
 from pmsgate.storage.gateway_usage import hour_start
@@ -74,6 +76,7 @@ from pmsgate.storage.models import RegistryCheckStatus
 from pmsgate.storage.registry_checks import RegistryCheckRepository
 from pmsgate.web.admin_views import AdminOverview
 from pmsgate.web.invitations import Invitations, no_console_address
+from pmsgate.web.query_params import ParameterRules
 from pmsgate.web.users import UserService, UserView
 
 log = structlog.get_logger(__name__)
@@ -341,24 +344,12 @@ def _notice_line(notice: IncidentNoticeLine) -> TimelineLine:
 # --- the list's query string ------------------------------------------------------------------
 
 
-def _bad(name: str, value: str, allowed: Sequence[str]) -> InvalidInput:
-    shown = value if len(value) <= 40 else value[:40] + "…"
-    return InvalidInput(
-        f"{shown!r} is not a valid value for {name!r}.",
-        code="invalid_incident_filter",
-        hint=f"{name} is one of: {', '.join(allowed)}. Or open /console/attention for every "
-        "active incident.",
-    )
-
-
-def _choice(params: Mapping[str, str], name: str, allowed: Sequence[str], default: str) -> str:
-    value = params.get(name, "").strip()
-    if not value:
-        return default
-    for choice in allowed:
-        if value.casefold() == choice.casefold():
-            return choice
-    raise _bad(name, value, allowed)
+_RULES = ParameterRules(
+    code="invalid_incident_filter",
+    elsewhere="Or open /console/attention for every active incident.",
+)
+_bad = _RULES.bad
+_choice = _RULES.choice
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.customers.context import CustomerServices
 from pmsgate.errors import ConfigurationError
+from pmsgate.web.invitation_mail import invitation_message
 from pmsgate.web.users import UserService, UserView
 
 log = structlog.get_logger(__name__)
@@ -118,8 +119,6 @@ class Invitations:
         The link's expiry is returned. :class:`ConfigurationError` ``public_url_missing``
         when no console address is configured (nothing is sent, no link is made).
         """
-        from pmsgate.web.invitation_mail import invitation_message
-
         base = self._settings.console_url
         if base is None:
             raise no_console_address()

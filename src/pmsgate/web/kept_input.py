@@ -16,6 +16,9 @@ from fastapi import Request
 from fastapi.responses import Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
+from pmsgate.web.context import web_services
+from pmsgate.web.signing import session_signing_key
+
 KEPT_COOKIE = "pmsgate_kept"
 KEPT_MAX_AGE_S = 600
 # Never kept: a secret is typed again, not stored in a cookie.
@@ -27,9 +30,6 @@ _FORM_TYPES = ("application/x-www-form-urlencoded", "multipart/form-data")
 
 
 def _serializer(request: Request) -> URLSafeTimedSerializer:
-    from pmsgate.web.auth import session_signing_key
-    from pmsgate.web.context import web_services
-
     key = session_signing_key(web_services(request).settings)
     return URLSafeTimedSerializer(key, salt="pmsgate.web.kept-input")
 

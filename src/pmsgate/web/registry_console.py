@@ -1,4 +1,5 @@
-"""The console's registry panel actions: check the registry now, and fix it (spec §7).
+"""The console's registry panel actions: check the registry now, and fix it
+(docs/requirements.md R18.3, R18.4).
 
 ``_registry_panel.html`` shows, for each apartment, the listing it maps to (name and room
 type) and any problem with its fix, from the customer's latest stored check
@@ -31,20 +32,15 @@ from pmsgate.customers.registry_check import (
     latest_registry_check,
 )
 from pmsgate.errors import PmsgateError
-from pmsgate.web.audit import console_action
+from pmsgate.web.actions import console_action
 from pmsgate.web.auth import SignedInWrite, actor_of, ensure_can_act_on
-from pmsgate.web.console import PAGE_HEADERS, customer_path, error_page
 from pmsgate.web.context import WebDep, WebServices
-from pmsgate.web.templating import templates
+from pmsgate.web.pages import customer_path, is_htmx, render_page
 from pmsgate.web.users import Principal
 
 router = APIRouter(include_in_schema=False)
 
 PANEL = "_registry_panel.html"
-
-
-def _is_htmx(request: Request) -> bool:
-    return request.headers.get("HX-Request") == "true"
 
 
 async def registry_panel_context(web: WebServices, student_id: str) -> dict[str, Any]:
@@ -67,25 +63,35 @@ async def _panel(
         **await registry_panel_context(web, student_id),
         **extra,
     }
-    return templates.TemplateResponse(
-        request, PANEL, context, status_code=status_code, headers=PAGE_HEADERS
-    )
+    return render_page(request, PANEL, context, status_code=status_code)
 
 
 def _back(student_id: str) -> RedirectResponse:
     return RedirectResponse(customer_path(student_id) + "#registry", status_code=303)
 
 
-async def _act_on(
-    request: Request, web: WebServices, principal: Principal, student_id: str
-) -> Response | None:
-    """The error page when the user may not act on this customer (or it does not exist)."""
-    try:
-        ensure_can_act_on(principal, student_id)
-        await web.customers.context(student_id)
-    except PmsgateError as error:
-        return error_page(request, principal, error)
-    return None
+async def _act_on(web: WebServices, principal: Principal, student_id: str) -> None:
+    """403 when the user may not act on this customer, 404 when it does not exist."""
+    ensure_can_act_on(principal, student_id)
+    await web.customers.context(student_id)
+
+
+async def _answer(
+    request: Request,
+    web: WebServices,
+    principal: Principal,
+    student_id: str,
+    error: PmsgateError | None = None,
+    **extra: Any,
+) -> Response:
+    """Without JavaScript: 303 back to the panel (a refusal: the error page); htmx: the panel."""
+    if not is_htmx(request):
+        if error is not None:
+            raise error
+        return _back(student_id)
+    if error is not None:
+        extra["registry_error"] = error
+    return await _panel(request, web, principal, student_id, **extra)
 
 
 @router.post("/console/customers/{student_id}/registry/check", response_class=HTMLResponse)
@@ -93,17 +99,12 @@ async def check_registry_now(
     request: Request, web: WebDep, student_id: str, principal: SignedInWrite
 ) -> Response:
     """Check the registry against the workspace's listings now and store the result."""
-    if (refused := await _act_on(request, web, principal, student_id)) is not None:
-        return refused
+    await _act_on(web, principal, student_id)
     try:
         await check_and_record(web.customers, student_id)
     except PmsgateError as error:
-        if not _is_htmx(request):
-            return error_page(request, principal, error)
-        return await _panel(request, web, principal, student_id, registry_error=error)
-    if not _is_htmx(request):
-        return _back(student_id)
-    return await _panel(request, web, principal, student_id)
+        return await _answer(request, web, principal, student_id, error)
+    return await _answer(request, web, principal, student_id)
 
 
 @router.post("/console/customers/{student_id}/registry/fix", response_class=HTMLResponse)
@@ -111,8 +112,7 @@ async def fix_registry_now(
     request: Request, web: WebDep, student_id: str, principal: SignedInWrite
 ) -> Response:
     """Repair the mappings that have one right answer; the rest stays listed for a person."""
-    if (refused := await _act_on(request, web, principal, student_id)) is not None:
-        return refused
+    await _act_on(web, principal, student_id)
     result: RegistryFix | None = None
     try:
         async with console_action(web, principal, "registry.fix", student_id=student_id):
@@ -120,9 +120,5 @@ async def fix_registry_now(
                 web.customers, student_id, audit=web.audit, actor=actor_of(principal)
             )
     except PmsgateError as error:
-        if not _is_htmx(request):
-            return error_page(request, principal, error)
-        return await _panel(request, web, principal, student_id, registry_error=error)
-    if not _is_htmx(request):
-        return _back(student_id)
-    return await _panel(request, web, principal, student_id, registry_fix=result)
+        return await _answer(request, web, principal, student_id, error)
+    return await _answer(request, web, principal, student_id, registry_fix=result)

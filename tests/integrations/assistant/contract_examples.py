@@ -67,15 +67,15 @@ def _tool() -> dict[str, Any]:
     }
 
 
+def _sent(answer: dict[str, Any], fields: str, **extra: Any) -> dict[str, Any]:
+    """The create request of an example answer: its workspace, the named fields, ``extra``."""
+    picked = {k: answer[k] for k in fields.split()}
+    return {"workspace_id": "{workspace_id}", **picked, **extra}
+
+
 def _tool_body() -> dict[str, Any]:
-    tool = _tool()
-    body = {k: tool[k] for k in ("name", "description", "language", "code", "parameters")}
-    return {
-        "workspace_id": "{workspace_id}",
-        **body,
-        "execution_message_description": "Checking the room",
-        "enable_globally": False,
-    }
+    fields = "name description language code parameters execution_message_description"
+    return _sent(_tool(), fields, enable_globally=False)
 
 
 def _skill() -> dict[str, Any]:
@@ -92,6 +92,11 @@ def _skill() -> dict[str, Any]:
         "created_at": "2030-01-02T10:00:00.000Z",
         "updated_at": "2030-01-02T10:00:00.000Z",
     }
+
+
+def _skill_body() -> dict[str, Any]:
+    fields = "name display_name description body allowed_tools tags enabled"
+    return _sent(_skill(), fields, auto_assign_to_existing_v2_agents=False)
 
 
 def _agent() -> dict[str, Any]:
@@ -247,17 +252,7 @@ EXAMPLES: tuple[Example, ...] = (
         "/v1/skills",
         201,
         {"data": _skill()},
-        body={
-            "workspace_id": "{workspace_id}",
-            "name": "late-arrivals",
-            "display_name": "Late arrivals",
-            "description": "For guests arriving after the desk closes.",
-            "body": "Send the self check-in steps.",
-            "allowed_tools": ["room-is-free"],
-            "tags": ["arrivals"],
-            "enabled": True,
-            "auto_assign_to_existing_v2_agents": False,
-        },
+        body=_skill_body(),
     ),
     Example(
         "list-skills",

@@ -150,6 +150,14 @@ async def set_emulator_limit(http: httpx.AsyncClient, per_minute: int) -> None:
     assert answer.status_code == 200
 
 
+async def eager_client(
+    http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, emulator_limit: int
+) -> AssistantClient:
+    """A client that does not throttle itself, against an emulator allowing so many a minute."""
+    await set_emulator_limit(http, emulator_limit)
+    return make_client(http, clock, sleep, requests_per_minute=10_000)
+
+
 # --- workspaces -----------------------------------------------------------------------------
 
 
@@ -440,6 +448,30 @@ async def test_workspace_without_a_booking_system_connection_has_no_listings(
     assert await client.list_listings(workspace_id) == []
 
 
+async def test_pms_connection_is_none_until_set_then_read_back_without_the_password(
+    client: AssistantClient, workspace_id: str, kross_store: KrossStore
+) -> None:
+    facility = kross_store.facilities()[0]
+    assert await client.get_pms_connection(workspace_id) is None
+
+    stored = await client.set_pms_connection(
+        workspace_id,
+        hotel_id=facility.hotel_id,
+        username=facility.username,
+        password=SecretStr(facility.password),
+    )
+    read = await client.get_pms_connection(workspace_id)
+
+    assert read is not None
+    assert (read.hotel_id, read.username, read.healthy) == (
+        facility.hotel_id,
+        facility.username,
+        True,
+    )
+    assert stored.model_dump() == read.model_dump()
+    assert facility.password not in repr(read.model_dump())
+
+
 # --- knowledge nodes ------------------------------------------------------------------------
 
 
@@ -571,9 +603,7 @@ async def test_client_never_triggers_the_rate_limit_over_300_requests_for_one_wo
 async def test_rate_limited_read_waits_for_retry_after_and_then_succeeds(
     platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
 ) -> None:
-    # A client that does not throttle itself, against an emulator that allows 2 per minute.
-    eager = make_client(platform_http, clock, sleep, requests_per_minute=10_000)
-    await set_emulator_limit(platform_http, 2)
+    eager = await eager_client(platform_http, clock, sleep, 2)
     await eager.list_listings(workspace_id)
     await eager.list_listings(workspace_id)
 
@@ -587,8 +617,7 @@ async def test_rate_limited_read_waits_for_retry_after_and_then_succeeds(
 async def test_rate_limited_write_without_idempotency_key_is_not_retried(
     platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
 ) -> None:
-    eager = make_client(platform_http, clock, sleep, requests_per_minute=10_000)
-    await set_emulator_limit(platform_http, 1)
+    eager = await eager_client(platform_http, clock, sleep, 1)
     await eager.list_custom_tools(workspace_id)
 
     with pytest.raises(PlatformRateLimited) as caught:
@@ -609,8 +638,7 @@ async def test_rate_limited_write_with_idempotency_key_is_retried_after_retry_af
     workspace_id: str,
     platform_store: PlatformStore,
 ) -> None:
-    eager = make_client(platform_http, clock, sleep, requests_per_minute=10_000)
-    await set_emulator_limit(platform_http, 1)
+    eager = await eager_client(platform_http, clock, sleep, 1)
     await eager.list_custom_tools(workspace_id)
 
     created = await eager.create_custom_tool(echo_tool(workspace_id), idempotency_key="tool-1")

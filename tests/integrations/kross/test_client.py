@@ -14,23 +14,10 @@ import structlog
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import DEFAULT_USER_AGENT
+from pmsgate.integrations.kross import errors
 from pmsgate.integrations.kross.client import PmsClient, Token
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.dates import enforce_reservation_filters, filter_availability
-from pmsgate.integrations.kross.errors import (
-    AuthenticationFailed,
-    EdgeBlocked,
-    HtmlInsteadOfJson,
-    InvalidRequest,
-    OutOfScopeOperation,
-    PmsError,
-    RateLimited,
-    TokenRejected,
-    TooManySessions,
-    UnknownOperation,
-    UpstreamUnavailable,
-    WriteOutcomeUnknown,
-)
 from pmsgate.integrations.kross.models import (
     AddPayment,
     AvailabilityNight,
@@ -201,7 +188,7 @@ async def test_a_token_past_its_expiry_on_the_clock_is_rejected_upstream(
     kross_http: httpx.AsyncClient, client: PmsClient, token: Token, clock: ManualClock
 ) -> None:
     clock.advance(timedelta(days=7, seconds=1).total_seconds())
-    with pytest.raises(TokenRejected) as caught:
+    with pytest.raises(errors.TokenRejected) as caught:
         await client.call("reservations/get-list", {}, token.value.get_secret_value())
     assert caught.value.code == "pms_token_rejected"
     assert caught.value.upstream_code == "INVALID_TOKEN"
@@ -213,7 +200,7 @@ async def test_a_token_refused_as_a_200_with_error_code_401_is_a_rejected_token(
 ) -> None:
     await kross_http.put("/_sandbox/config", json={"token_rejection": "200-401"})
     clock.advance(timedelta(days=7, seconds=1).total_seconds())
-    with pytest.raises(TokenRejected) as caught:
+    with pytest.raises(errors.TokenRejected) as caught:
         await client.call("reservations/get-list", {}, token.value.get_secret_value())
     assert caught.value.status == 200
     assert caught.value.upstream_code == "401"
@@ -225,7 +212,7 @@ async def test_a_token_known_to_be_expired_is_not_sent_at_all(
 ) -> None:
     clock.advance(timedelta(days=7).total_seconds())
     before = await requests_seen(kross_http)
-    with pytest.raises(TokenRejected):
+    with pytest.raises(errors.TokenRejected):
         await client.call("reservations/get-list", {}, token)
     assert await requests_seen(kross_http) == before
 
@@ -247,7 +234,7 @@ async def test_wrong_credentials_are_authentication_failed(
         password="not-the-password",
         api_key=facility["api_key"],
     )
-    with pytest.raises(AuthenticationFailed) as caught:
+    with pytest.raises(errors.AuthenticationFailed) as caught:
         await client.get_token(wrong)
     assert caught.value.code == "pms_auth_failed"
     assert not caught.value.retryable
@@ -260,9 +247,9 @@ async def test_a_changed_password_turns_tokens_and_credentials_into_failures(
     await kross_http.post(
         f"/_sandbox/facilities/{credentials.hotel_id}/password", json={"password": "new-one"}
     )
-    with pytest.raises(TokenRejected):
+    with pytest.raises(errors.TokenRejected):
         await client.call("reservations/get-list", {}, token)
-    with pytest.raises(AuthenticationFailed):
+    with pytest.raises(errors.AuthenticationFailed):
         await client.get_token(credentials)
 
 
@@ -271,7 +258,7 @@ async def test_the_fifty_first_session_is_refused_with_too_many_sessions(
 ) -> None:
     for _ in range(50):
         await client.get_token(credentials)
-    with pytest.raises(TooManySessions) as caught:
+    with pytest.raises(errors.TooManySessions) as caught:
         await client.get_token(credentials)
     assert caught.value.code == "pms_too_many_sessions"
     assert not caught.value.retryable
@@ -371,7 +358,7 @@ async def test_an_override_to_a_path_the_server_lacks_is_an_unknown_operation(
         kross_http, clock, overrides={"calendar/get-availability": "calendar/get-availabilty"}
     )
     token = await client.get_token(credentials)
-    with pytest.raises(UnknownOperation) as caught:
+    with pytest.raises(errors.UnknownOperation) as caught:
         await client.call("calendar/get-availability", {}, token)
     assert caught.value.status == 404
     assert caught.value.upstream_code == "OPERATION_NOT_FOUND"
@@ -403,7 +390,7 @@ async def test_extending_into_another_reservation_is_refused_as_not_available(
         arrival=res.arrival,
         departure=other.arrival + timedelta(days=1),
     )
-    with pytest.raises(InvalidRequest) as caught:
+    with pytest.raises(errors.InvalidRequest) as caught:
         await client.call("reservations/save", change, token)
     assert caught.value.status == 409
     assert caught.value.upstream_code == "NOT_AVAILABLE"
@@ -414,7 +401,7 @@ async def test_a_reservation_that_does_not_exist_is_an_invalid_request_not_found
     client: PmsClient, token: Token
 ) -> None:
     payment = AddPayment(id_reservation=999999, amount=10, currency="EUR", method="card")
-    with pytest.raises(InvalidRequest) as caught:
+    with pytest.raises(errors.InvalidRequest) as caught:
         await client.call("reservations/add-payment", payment, token)
     assert caught.value.upstream_code == "NOT_FOUND"
     assert caught.value.status == 404
@@ -470,14 +457,14 @@ async def test_a_picture_type_the_server_refuses_is_an_invalid_request_415(
         "id_reservation": res.id_reservation,
         "pictures": [{"filename": "a.gif", "content_type": "image/gif", "data_base64": "R0lGODlh"}],
     }
-    with pytest.raises(InvalidRequest) as caught:
+    with pytest.raises(errors.InvalidRequest) as caught:
         await client.call("save-guest-pictures", body, token)
     assert caught.value.status == 415
     assert caught.value.upstream_code == "UNSUPPORTED_MEDIA_TYPE"
 
 
 async def test_a_malformed_body_is_an_invalid_request_400(client: PmsClient, token: Token) -> None:
-    with pytest.raises(InvalidRequest) as caught:
+    with pytest.raises(errors.InvalidRequest) as caught:
         await client.call("calendar/get-availability", {"date_from": "tomorrow"}, token)
     assert caught.value.status == 400
     assert caught.value.upstream_code == "INVALID_REQUEST"
@@ -522,19 +509,19 @@ async def test_enforcement_changes_nothing_when_the_server_honours_the_filter(
 @pytest.mark.parametrize(
     ("operation", "error"),
     [
-        ("calendar/get-calendar", UnknownOperation),
-        ("reservations/change-channel", UnknownOperation),
-        ("channel/save-cm", OutOfScopeOperation),
-        ("messaging/send", OutOfScopeOperation),
-        ("users/create", OutOfScopeOperation),
-        ("apiv5/reservations/get-list", UnknownOperation),
+        ("calendar/get-calendar", errors.UnknownOperation),
+        ("reservations/change-channel", errors.UnknownOperation),
+        ("channel/save-cm", errors.OutOfScopeOperation),
+        ("messaging/send", errors.OutOfScopeOperation),
+        ("users/create", errors.OutOfScopeOperation),
+        ("apiv5/reservations/get-list", errors.UnknownOperation),
     ],
 )
 async def test_refused_operations_never_reach_the_booking_system(
     kross_http: httpx.AsyncClient,
     client: PmsClient,
     operation: str,
-    error: type[PmsError],
+    error: type[errors.PmsError],
 ) -> None:
     with pytest.raises(error) as caught:
         await client.call(operation, {}, "any-token")
@@ -549,12 +536,12 @@ async def test_a_request_without_a_browser_user_agent_is_edge_blocked(
     kross_http: httpx.AsyncClient, clock: ManualClock, credentials: Credentials
 ) -> None:
     client = make_client(kross_http, clock, user_agent="python-httpx")
-    with pytest.raises(EdgeBlocked) as caught:
+    with pytest.raises(errors.EdgeBlocked) as caught:
         await client.get_token(credentials)
     assert caught.value.code == "pms_edge_blocked"
     assert caught.value.status == 403
     assert not caught.value.retryable
-    with pytest.raises(EdgeBlocked):
+    with pytest.raises(errors.EdgeBlocked):
         await client.call("reservations/get-list", {}, "token")
     stats = (await kross_http.get("/_sandbox/stats")).json()
     assert stats["user_agent_blocked"] == 2
@@ -564,7 +551,7 @@ async def test_a_base_url_on_apiv5_gets_html_instead_of_json(
     kross_http: httpx.AsyncClient, clock: ManualClock, credentials: Credentials
 ) -> None:
     client = make_client(kross_http, clock, base_url=f"{BASE_URL}/apiv5")
-    with pytest.raises(HtmlInsteadOfJson) as caught:
+    with pytest.raises(errors.HtmlInsteadOfJson) as caught:
         await client.get_token(credentials)
     assert caught.value.code == "pms_html_instead_of_json"
     assert not caught.value.retryable
@@ -585,7 +572,7 @@ async def test_a_spent_rate_limit_is_rate_limited_with_retry_after(
     token = await client.get_token(credentials)
     await client.call("get-contract", {"id_room_type": 10}, token)
     await client.call("get-contract", {"id_room_type": 10}, token)
-    with pytest.raises(RateLimited) as caught:
+    with pytest.raises(errors.RateLimited) as caught:
         await client.call("get-contract", {"id_room_type": 10}, token)
     assert caught.value.code == "pms_rate_limited"
     assert caught.value.retryable
@@ -602,7 +589,7 @@ async def test_a_server_error_is_upstream_unavailable_and_retryable(
     kross_http: httpx.AsyncClient, client: PmsClient, token: Token
 ) -> None:
     await kross_http.post("/_sandbox/faults", json={"error_rate": 1.0})
-    with pytest.raises(UpstreamUnavailable) as caught:
+    with pytest.raises(errors.UpstreamUnavailable) as caught:
         await client.call("reservations/get-list", {}, token)
     assert caught.value.retryable
     assert caught.value.status is not None and caught.value.status >= 500
@@ -614,7 +601,7 @@ async def test_a_server_error_on_a_write_is_retryable_because_nothing_was_commit
 ) -> None:
     await kross_http.post("/_sandbox/faults", json={"error_rate": 1.0})
     payment = AddPayment(id_reservation=1001, amount=1, currency="EUR", method="card")
-    with pytest.raises(UpstreamUnavailable):
+    with pytest.raises(errors.UpstreamUnavailable):
         await client.call("reservations/add-payment", payment, token)
 
 
@@ -635,7 +622,7 @@ async def test_a_write_that_commits_and_then_times_out_has_an_unknown_outcome(
     payment = AddPayment(
         id_reservation=res.id_reservation, amount=12.34, currency="EUR", method="card"
     )
-    with pytest.raises(WriteOutcomeUnknown) as caught:
+    with pytest.raises(errors.WriteOutcomeUnknown) as caught:
         await client.call("reservations/add-payment", payment, token)
     assert not caught.value.retryable
     assert caught.value.code == "pms_write_outcome_unknown"
@@ -652,7 +639,7 @@ async def test_a_read_that_times_out_is_upstream_unavailable(
     client = make_client(kross_http, clock, timeout_s=0.05)
     token = await client.get_token(credentials)
     await kross_http.post("/_sandbox/faults", json={"latency_s": 30})
-    with pytest.raises(UpstreamUnavailable) as caught:
+    with pytest.raises(errors.UpstreamUnavailable) as caught:
         await client.call("reservations/get-list", {}, token)
     assert caught.value.retryable
 
@@ -675,7 +662,7 @@ async def test_no_password_api_key_or_token_in_logs_reprs_or_errors(
         secrets.append(token.value.get_secret_value())
         rendered += [repr(token), str(token), str(token.model_dump())]
         await client.call("reservations/get-list", {"limit": 1}, token)
-        failures: list[PmsError] = []
+        failures: list[errors.PmsError] = []
         await kross_http.post(
             f"/_sandbox/facilities/{credentials.hotel_id}/password", json={"password": "other"}
         )
@@ -685,7 +672,7 @@ async def test_no_password_api_key_or_token_in_logs_reprs_or_errors(
             client.get_token(credentials),
             make_client(kross_http, clock, user_agent="curl/8").get_token(credentials),
         ):
-            with pytest.raises(PmsError) as caught:
+            with pytest.raises(errors.PmsError) as caught:
                 await attempt
             failures.append(caught.value)
     assert [e.code for e in failures] == [

@@ -14,23 +14,9 @@ import pytest
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import DEFAULT_USER_AGENT, Settings
+from pmsgate.integrations.kross import errors
 from pmsgate.integrations.kross.client import PmsClient
 from pmsgate.integrations.kross.credentials import Credentials
-from pmsgate.integrations.kross.errors import (
-    AccessDenied,
-    AuthenticationFailed,
-    EdgeBlocked,
-    HtmlInsteadOfJson,
-    InvalidRequest,
-    PmsError,
-    RateLimited,
-    TokenRejected,
-    TooManySessions,
-    UnexpectedResponse,
-    UnknownOperation,
-    UpstreamUnavailable,
-    WriteOutcomeUnknown,
-)
 from pmsgate.integrations.kross.operations import load_operations
 
 pytestmark = pytest.mark.anyio
@@ -79,7 +65,7 @@ async def test_a_request_that_never_left_is_retryable_for_reads_and_writes(
     clock: ManualClock, exc_type: type[httpx.TransportError], operation: str
 ) -> None:
     client = _client(_raise(exc_type), clock)
-    with pytest.raises(UpstreamUnavailable) as caught:
+    with pytest.raises(errors.UpstreamUnavailable) as caught:
         await client.call(operation, {}, "tok")
     assert caught.value.retryable
     assert caught.value.code == "pms_unavailable"
@@ -92,7 +78,7 @@ async def test_a_read_whose_answer_is_lost_is_retryable(
     clock: ManualClock, exc_type: type[httpx.TransportError]
 ) -> None:
     client = _client(_raise(exc_type), clock)
-    with pytest.raises(UpstreamUnavailable) as caught:
+    with pytest.raises(errors.UpstreamUnavailable) as caught:
         await client.call("calendar/get-availability", {}, "tok")
     assert caught.value.retryable
 
@@ -108,7 +94,7 @@ async def test_a_write_whose_answer_is_lost_has_an_unknown_outcome(
     clock: ManualClock, exc_type: type[httpx.TransportError], operation: str
 ) -> None:
     client = _client(_raise(exc_type), clock)
-    with pytest.raises(WriteOutcomeUnknown) as caught:
+    with pytest.raises(errors.WriteOutcomeUnknown) as caught:
         await client.call(operation, {}, "tok")
     assert not caught.value.retryable
     assert caught.value.code == "pms_write_outcome_unknown"
@@ -118,29 +104,29 @@ async def test_a_lost_token_answer_is_retryable_because_a_token_request_is_repla
     clock: ManualClock,
 ) -> None:
     client = _client(_raise(httpx.ReadTimeout), clock)
-    with pytest.raises(UpstreamUnavailable):
+    with pytest.raises(errors.UpstreamUnavailable):
         await client.get_token(CREDS)
 
 
 async def test_a_gateway_timeout_on_a_write_is_an_unknown_outcome(clock: ManualClock) -> None:
     client = _client(_answer(504, text="upstream timed out"), clock)
-    with pytest.raises(WriteOutcomeUnknown):
+    with pytest.raises(errors.WriteOutcomeUnknown):
         await client.call("reservations/add-payment", {}, "tok")
-    with pytest.raises(UpstreamUnavailable):
+    with pytest.raises(errors.UpstreamUnavailable):
         await client.call("reservations/get-list", {}, "tok")
 
 
 async def test_an_html_error_page_from_a_proxy_on_5xx_is_retryable(clock: ManualClock) -> None:
     page = "<!DOCTYPE html><html><body>502 Bad Gateway</body></html>"
     client = _client(_answer(502, text=page, headers={"content-type": "text/html"}), clock)
-    with pytest.raises(UpstreamUnavailable) as caught:
+    with pytest.raises(errors.UpstreamUnavailable) as caught:
         await client.call("reservations/get-list", {}, "tok")
     assert caught.value.status == 502
 
 
 async def test_an_html_page_on_200_is_html_instead_of_json(clock: ManualClock) -> None:
     client = _client(_answer(200, text="<html><h1>API v5</h1></html>"), clock)
-    with pytest.raises(HtmlInsteadOfJson):
+    with pytest.raises(errors.HtmlInsteadOfJson):
         await client.call("reservations/get-list", {}, "tok")
 
 
@@ -149,7 +135,7 @@ async def test_retry_after_as_an_http_date_is_turned_into_seconds(clock: ManualC
     header = when.astimezone(UTC).strftime("%a, %d %b %Y %H:%M:%S GMT")
     body = {"error_code": "RATE_LIMITED", "error_message": "slow down", "ruid": "r-1"}
     client = _client(_answer(429, body, headers={"Retry-After": header}), clock)
-    with pytest.raises(RateLimited) as caught:
+    with pytest.raises(errors.RateLimited) as caught:
         await client.call("reservations/get-list", {}, "tok")
     assert caught.value.retry_after == pytest.approx(42)
     assert caught.value.retryable
@@ -158,7 +144,7 @@ async def test_retry_after_as_an_http_date_is_turned_into_seconds(clock: ManualC
 
 async def test_a_rate_limit_without_retry_after_has_none(clock: ManualClock) -> None:
     client = _client(_answer(429, {"error_code": "RATE_LIMITED"}), clock)
-    with pytest.raises(RateLimited) as caught:
+    with pytest.raises(errors.RateLimited) as caught:
         await client.call("reservations/get-list", {}, "tok")
     assert caught.value.retry_after is None
 
@@ -167,34 +153,34 @@ async def test_a_forbidden_answer_that_is_not_the_edge_block_is_access_denied(
     clock: ManualClock,
 ) -> None:
     client = _client(_answer(403, {"error_code": "IP_NOT_ALLOWED"}), clock)
-    with pytest.raises(AccessDenied) as caught:
+    with pytest.raises(errors.AccessDenied) as caught:
         await client.call("reservations/get-list", {}, "tok")
     assert caught.value.upstream_code == "IP_NOT_ALLOWED"
 
 
 async def test_an_error_envelope_on_http_200_is_still_an_error(clock: ManualClock) -> None:
     client = _client(_answer(200, {"error_code": "NOT_FOUND", "error_message": "no"}), clock)
-    with pytest.raises(InvalidRequest) as caught:
+    with pytest.raises(errors.InvalidRequest) as caught:
         await client.call("get-contract", {"id_room_type": 1}, "tok")
     assert caught.value.upstream_code == "NOT_FOUND"
 
 
 async def test_a_json_answer_that_is_not_an_envelope_is_unexpected(clock: ManualClock) -> None:
     client = _client(_answer(200, [1, 2, 3]), clock)
-    with pytest.raises(UnexpectedResponse):
+    with pytest.raises(errors.UnexpectedResponse):
         await client.call("reservations/get-list", {}, "tok")
 
 
 async def test_a_plain_404_without_json_is_an_unknown_operation(clock: ManualClock) -> None:
     client = _client(_answer(404, text="Not Found"), clock)
-    with pytest.raises(UnknownOperation) as caught:
+    with pytest.raises(errors.UnknownOperation) as caught:
         await client.call("get-contract", {}, "tok")
     assert caught.value.status == 404
 
 
 async def test_a_token_answer_without_a_token_is_unexpected(clock: ManualClock) -> None:
     client = _client(_answer(200, {"data": {"token": "x"}, "ruid": "r"}), clock)
-    with pytest.raises(UnexpectedResponse):
+    with pytest.raises(errors.UnexpectedResponse):
         await client.get_token(CREDS)
 
 
@@ -265,7 +251,7 @@ async def test_from_settings_applies_base_url_path_overrides_and_user_agent(
 
 async def test_every_pms_error_carries_a_stable_pms_code(clock: ManualClock) -> None:
     client = _client(_answer(500, {"error_code": "SERVER_ERROR"}), clock)
-    with pytest.raises(PmsError) as caught:
+    with pytest.raises(errors.PmsError) as caught:
         await client.call("reservations/get-list", {}, "tok")
     assert caught.value.code.startswith("pms_")
     assert caught.value.retryable
@@ -273,7 +259,7 @@ async def test_every_pms_error_carries_a_stable_pms_code(clock: ManualClock) -> 
 
 async def test_a_success_answer_without_data_is_unexpected(clock: ManualClock) -> None:
     client = _client(_answer(200, {"ruid": "r", "count": 0}), clock)
-    with pytest.raises(UnexpectedResponse):
+    with pytest.raises(errors.UnexpectedResponse):
         await client.call("reservations/get-list", {}, "tok")
 
 
@@ -292,7 +278,7 @@ async def test_every_non_transient_refusal_of_a_login_is_an_authentication_failu
     clock: ManualClock, status: int, body: dict[str, object]
 ) -> None:
     client = _client(_answer(status, body), clock)
-    with pytest.raises(AuthenticationFailed) as caught:
+    with pytest.raises(errors.AuthenticationFailed) as caught:
         await client.get_token(CREDS)
     assert caught.value.code == "pms_auth_failed"
     assert caught.value.may_have_been_sent is False
@@ -301,14 +287,17 @@ async def test_every_non_transient_refusal_of_a_login_is_an_authentication_failu
 @pytest.mark.parametrize(
     ("status", "body", "error_class"),
     [
-        (429, {"error_code": "TOO_MANY_SESSIONS"}, TooManySessions),
-        (429, {"error_code": "RATE_LIMITED"}, RateLimited),
-        (503, {"error_code": "SERVER_ERROR"}, UpstreamUnavailable),
-        (408, None, UpstreamUnavailable),
+        (429, {"error_code": "TOO_MANY_SESSIONS"}, errors.TooManySessions),
+        (429, {"error_code": "RATE_LIMITED"}, errors.RateLimited),
+        (503, {"error_code": "SERVER_ERROR"}, errors.UpstreamUnavailable),
+        (408, None, errors.UpstreamUnavailable),
     ],
 )
 async def test_a_transient_refusal_of_a_login_is_not_a_verdict_on_the_credentials(
-    clock: ManualClock, status: int, body: dict[str, object] | None, error_class: type[PmsError]
+    clock: ManualClock,
+    status: int,
+    body: dict[str, object] | None,
+    error_class: type[errors.PmsError],
 ) -> None:
     client = _client(_answer(status, body), clock)
     with pytest.raises(error_class):
@@ -317,7 +306,7 @@ async def test_a_transient_refusal_of_a_login_is_not_a_verdict_on_the_credential
 
 async def test_the_edge_block_on_a_login_stays_a_configuration_fault(clock: ManualClock) -> None:
     client = _client(_answer(403, text="error code: 1010"), clock)
-    with pytest.raises(EdgeBlocked) as caught:
+    with pytest.raises(errors.EdgeBlocked) as caught:
         await client.get_token(CREDS)
     assert caught.value.upstream_code == "1010"
 
@@ -327,7 +316,7 @@ async def test_a_token_refused_in_a_200_answer_is_a_rejected_token(
     clock: ManualClock, code: str
 ) -> None:
     client = _client(_answer(200, {"error_code": code, "ruid": "r-7"}), clock)
-    with pytest.raises(TokenRejected) as caught:
+    with pytest.raises(errors.TokenRejected) as caught:
         await client.call("reservations/get-list", {}, "tok")
     assert caught.value.ruid == "r-7"
     assert caught.value.may_have_been_sent is False
@@ -338,7 +327,7 @@ async def test_an_unknown_error_code_in_a_200_answer_is_an_error_not_data(
 ) -> None:
     body = {"data": [], "error_code": "QUOTA_RULE_42", "ruid": "r"}
     client = _client(_answer(200, body), clock)
-    with pytest.raises(InvalidRequest) as caught:
+    with pytest.raises(errors.InvalidRequest) as caught:
         await client.call("reservations/get-list", {}, "tok")
     assert caught.value.upstream_code == "QUOTA_RULE_42"
 
@@ -354,7 +343,7 @@ async def test_an_empty_error_code_on_a_success_is_data(
 
 async def test_a_request_that_never_left_was_not_sent(clock: ManualClock) -> None:
     client = _client(_raise(httpx.ConnectError), clock)
-    with pytest.raises(UpstreamUnavailable) as caught:
+    with pytest.raises(errors.UpstreamUnavailable) as caught:
         await client.call("reservations/save", {}, "tok")
     assert caught.value.may_have_been_sent is False
 
@@ -363,6 +352,6 @@ async def test_a_service_unavailable_answer_carries_its_retry_after(clock: Manua
     client = _client(
         _answer(503, {"error_code": "SERVER_ERROR"}, headers={"Retry-After": "5"}), clock
     )
-    with pytest.raises(UpstreamUnavailable) as caught:
+    with pytest.raises(errors.UpstreamUnavailable) as caught:
         await client.call("reservations/get-list", {}, "tok")
     assert caught.value.retry_after == 5

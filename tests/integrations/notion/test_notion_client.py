@@ -17,17 +17,7 @@ from pydantic import SecretStr
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.integrations.kit import ErrorKind, UpstreamError
-from pmsgate.integrations.notion.client import (
-    DEFAULT_NOTION_VERSION,
-    ERROR_TABLE,
-    Block,
-    NotesClient,
-    NotesInvalidRequest,
-    NotesNotFound,
-    NotesRateLimited,
-    NotesThrottle,
-    NotesUnauthorized,
-    NotesUnavailable,
+from pmsgate.integrations.notion.builders import (
     bulleted_list_item,
     callout,
     divider,
@@ -35,27 +25,26 @@ from pmsgate.integrations.notion.client import (
     rich_text,
     toggle,
 )
+from pmsgate.integrations.notion.client import DEFAULT_NOTION_VERSION, NotesClient
+from pmsgate.integrations.notion.errors import (
+    ERROR_TABLE,
+    NotesInvalidRequest,
+    NotesNotFound,
+    NotesRateLimited,
+    NotesUnauthorized,
+    NotesUnavailable,
+)
+from pmsgate.integrations.notion.models import Block
+from pmsgate.integrations.notion.throttle import NotesThrottle
 from pmsgate.sandbox.notion.app import create_notes_app
 from pmsgate.sandbox.notion.store import Block as StoredBlock
 from pmsgate.sandbox.notion.store import NotesStore
 from pmsgate.sandbox.notion.store import Page as StoredPage
+from tests.support.clocks import RecordingSleep
 
 pytestmark = pytest.mark.anyio
 
 BASE_URL = "http://notes.test"
-
-
-class Sleeper:
-    """An injected sleep: moves the shared ManualClock instead of waiting."""
-
-    def __init__(self, clock: ManualClock) -> None:
-        self.clock = clock
-        self.calls: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.calls.append(seconds)
-        self.clock.advance(seconds)
-        await anyio.lowlevel.checkpoint()
 
 
 MakeClient = Callable[..., NotesClient]
@@ -67,8 +56,8 @@ def store(clock: ManualClock) -> NotesStore:
 
 
 @pytest.fixture
-def sleeper(clock: ManualClock) -> Sleeper:
-    return Sleeper(clock)
+def sleeper(clock: ManualClock) -> RecordingSleep:
+    return RecordingSleep(clock)
 
 
 @pytest.fixture
@@ -78,7 +67,7 @@ def workspace(store: NotesStore) -> dict[str, Any]:
 
 @pytest.fixture
 async def make_client(
-    store: NotesStore, clock: ManualClock, sleeper: Sleeper, workspace: dict[str, Any]
+    store: NotesStore, clock: ManualClock, sleeper: RecordingSleep, workspace: dict[str, Any]
 ) -> AsyncIterator[MakeClient]:
     """Builds clients on the emulator; each gets its own httpx client (the SDK takes it over)."""
     app = create_notes_app(store)
@@ -313,7 +302,7 @@ async def test_a_deleted_block_is_gone_from_the_tree(
 
 
 async def test_the_throttle_spaces_requests_at_the_configured_rate(
-    clock: ManualClock, sleeper: Sleeper
+    clock: ManualClock, sleeper: RecordingSleep
 ):
     for rate, per_window, window in ((3.0, 3, 1.0), (2.5, 5, 2.0)):
         throttle = NotesThrottle(rate, clock=clock, sleep=sleeper)
@@ -345,7 +334,7 @@ async def test_the_throttle_keeps_concurrent_reads_under_the_emulator_limit_with
 
 
 async def test_a_429_is_retried_after_retry_after_while_the_whole_client_holds_back(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], sleeper: Sleeper
+    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], sleeper: RecordingSleep
 ):
     store.set_rate_limit(requests_per_second=1, burst=1)
     client = make_client()
@@ -520,7 +509,7 @@ async def test_a_read_that_keeps_failing_makes_the_documented_worst_case_of_5_at
 
 
 async def test_a_429_on_a_write_is_retried_because_notion_did_not_process_it(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], sleeper: Sleeper
+    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], sleeper: RecordingSleep
 ):
     page_id = workspace["pages"][0]["page_id"]
     store.set_rate_limit(requests_per_second=0.5, burst=1)
@@ -542,7 +531,7 @@ async def test_a_429_on_a_write_is_retried_because_notion_did_not_process_it(
 async def test_a_write_is_resent_only_after_a_failure_that_proves_nothing_was_sent(
     store: NotesStore,
     clock: ManualClock,
-    sleeper: Sleeper,
+    sleeper: RecordingSleep,
     workspace: dict[str, Any],
     error: Exception,
     attempts: int,

@@ -1,4 +1,4 @@
-"""The upstream kit: what the three outbound clients share (DESIGN §2 "One upstream kit").
+"""The upstream kit: what the three outbound clients share (docs/requirements.md R10.2-R10.4).
 
 pmsgate speaks to three systems it does not own: the booking system (``integrations/kross/``), the
 assistant platform (``integrations/assistant/client.py``) and the notes workspace

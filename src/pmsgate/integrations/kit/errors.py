@@ -2,8 +2,8 @@
 
 An :class:`UpstreamError` describes the upstream, not the caller's problem: it is
 deliberately not a :class:`pmsgate.errors.PmsgateError`. The gateway, onboarding and
-the knowledge sync each decide what to tell their own users (DESIGN §2: errors
-translate at one boundary). Messages are written by us and never contain a token,
+the knowledge sync each decide what to tell their own users (errors translate
+at one boundary: docs/requirements.md R10.2). Messages are written by us and never contain a token,
 password or secret value; the upstream's own text is kept apart, scrubbed and cut
 short, in ``upstream_message``.
 """

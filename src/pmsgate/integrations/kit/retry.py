@@ -9,7 +9,7 @@ gave one. Nothing is retried that should not be:
 - never a request that **may have been applied** (``may_have_been_sent``) unless the
   caller says it is replay-safe (reads, idempotent writes);
 - never past a ``Retry-After`` longer than :attr:`RetryPolicy.max_retry_after_s` or
-  the deadline: very long waits would pile requests up (reference/upstreams.md §4);
+  the deadline: very long waits would pile requests up;
   the failure goes back to the caller, who can plan (serve stale, report, reschedule).
 
 Retries are not stacked: a client retries at one level only (the gateway around the

@@ -1,4 +1,4 @@
-"""Booking-system credentials: the body of ``auth/get-token`` (spec §2.1), validated.
+"""Booking-system credentials: the body of ``auth/get-token`` (docs/requirements.md R2).
 
 Each rule has its own error code so that a caller (onboarding, the reconnect
 form) can say exactly what is wrong. Messages never repeat the password or the
@@ -33,7 +33,7 @@ _API_USER_HINT = (
 
 
 class InvalidCredentials(InvalidInput):
-    """A token-request field breaks a rule of spec §2.1; ``field`` names which."""
+    """A token-request field breaks a rule of docs/requirements.md R2; ``field`` names which."""
 
     code = "invalid_credentials"
 
@@ -58,7 +58,7 @@ def _text(value: Any) -> str:
 def credential_problems(
     hotel_id: Any, username: Any, password: Any, api_key: Any
 ) -> list[InvalidCredentials]:
-    """Every rule of spec §2.1 the given values break, in field order (empty when valid)."""
+    """Every rule of docs/requirements.md R2 the values break, in field order (empty when valid)."""
     problems: list[InvalidCredentials] = []
     hotel = _text(hotel_id).strip()
     if not _HOTEL_ID_RE.match(hotel):
@@ -145,7 +145,7 @@ class Credentials(BaseModel):
     @classmethod
     def _check_rules(cls, data: Any) -> Any:
         # Raising our own error (not ValueError) lets pydantic pass it through unchanged,
-        # so every construction path reports the spec §2.1 codes.
+        # so every construction path reports the codes of docs/requirements.md R2.
         if not isinstance(data, dict):
             return data
         try:

@@ -1,4 +1,4 @@
-"""Date filters enforced on our side (spec §7: the server may ignore them).
+"""Date filters enforced on our side (docs/requirements.md R8: the server may ignore them).
 
 ``reservations/get-list`` returns every reservation whatever the date filters
 say, so nothing it returns is passed on before its dates are checked here. The

@@ -1,4 +1,4 @@
-"""What went wrong upstream, described for the gateway (DESIGN §2: translate at one boundary).
+"""What went wrong upstream, described for the gateway (docs/requirements.md R10.2).
 
 These errors describe the booking system; they are deliberately *not*
 :class:`pmsgate.errors.PmsgateError` subclasses. They derive from the upstream kit's
@@ -184,7 +184,7 @@ class OutOfScopeOperation(PmsError):
 
     code: ClassVar[str] = "pms_out_of_scope_operation"
     sent_by_default: ClassVar[bool] = False
-    hint = "This integration does not call it; see spec §4.1 for what is out of scope."
+    hint = "This integration does not call it: the operation is out of its scope."
 
 
 # --- what one request came to, for the gateway's latency histogram -------------------------

@@ -346,8 +346,8 @@ class ReservationQuery(WirePayload):
     The filters public integrations use (:data:`UPSTREAM_LIST_FILTERS`) are sent upstream;
     the stay filters (``arrival_*``, ``departure_*``, ``in_house``/``date``) are ours: they
     are applied by the gateway and never sent (no public client uses those names, and the
-    server may ignore filters anyway, spec §7). ``with_guest_portal`` is accepted for
-    compatibility and ignored.
+    server may ignore filters anyway, docs/requirements.md R8.3). ``with_guest_portal`` is
+    accepted for compatibility and ignored.
     """
 
     id_reservation: PositiveInt | None = None
@@ -377,7 +377,7 @@ class ReservationQuery(WirePayload):
         return body
 
 
-# reservations/get-list filters seen in public integrations (reference/upstreams.md §1).
+# reservations/get-list filters seen in public integrations (docs/kross-api.md).
 UPSTREAM_LIST_FILTERS = frozenset(
     {
         "id_reservation",

@@ -2,7 +2,7 @@
 
 The table is data (``operations.yaml``, shipped inside the package) so that a
 deployment can move an operation to another path (``PMSGATE_KROSS_PATHS``)
-without code changes (reference/upstreams.md §1: some integrations see the
+without code changes (docs/kross-api.md: some integrations see the
 read operations under ``reservations/``). Resolving a name is the gate every
 request passes: operations that do not exist or are out of scope are refused
 here, before anything is sent.

@@ -27,7 +27,7 @@ REQUIRED_FIELDS = frozenset({"id_reservation", "arrival", "departure"})
 # Each pass drops one unreadable optional field; a row needing more is skipped.
 MAX_DROPPED_FIELDS = 8
 
-# Our names of the reservations/get-list request fields → public names (upstreams.md §1);
+# Our names of the reservations/get-list request fields → public names (docs/kross-api.md);
 # the operation table's request_fields overrides any of them.
 LIST_REQUEST_FIELDS: Mapping[str, str] = {
     "reservation_id": "id_reservation",
@@ -38,8 +38,8 @@ LIST_REQUEST_FIELDS: Mapping[str, str] = {
     "offset": "offset",
 }
 
-# Our names of the reservations/save body → the public names (upstreams.md §1); ``room.*``
-# are the fields of each element of ``rooms``.
+# Our names of the reservations/save body → the public names (docs/kross-api.md);
+# ``room.*`` are the fields of each element of ``rooms``.
 SAVE_REQUEST_FIELDS: Mapping[str, str] = {
     "reservation_id": "id_reservation",
     "property_id": "id_property",

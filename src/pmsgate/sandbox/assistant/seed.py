@@ -3,15 +3,13 @@
 The seeded workspace stands for "another customer" already on the platform: it
 has its own tool and skill, so tests can show that onboarding provisions from the
 catalogue and never copies from someone else's workspace. Everything is added
-through the store's own methods, so the seed obeys the same validation as requests.
+through the store's own methods (``PlatformStore.reset``), so the seed obeys the same
+validation as requests; this module is the data only.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pmsgate.sandbox.assistant.store import PlatformStore
+from typing import Any
 
 # The account (organisation-wide) token of the sandbox; a sandbox value, not a real one.
 SANDBOX_PLATFORM_TOKEN = "sbx-platform-7f3a9c2e5b8d4016a1c7e9f2"
@@ -28,33 +26,28 @@ def main(**params):
 '''
 
 
-def populate(store: PlatformStore) -> None:
-    """Fill a freshly reset store with the seed data."""
-    store.add_token(SANDBOX_PLATFORM_TOKEN, name="sandbox account token", workspace_ids=None)
-    workspace = store.create_workspace(EXISTING_WORKSPACE_NAME, EXISTING_WORKSPACE_SLUG)
-    store.create_tool(
-        workspace.id,
-        name="existing-customer-greeting",
-        description="Greets the guest; a tool of another customer, not part of the catalogue.",
-        language="python",
-        code=_EXISTING_TOOL_CODE,
-        parameters={
-            "guest_name": {
-                "type": "string",
-                "required": False,
-                "description": "How the guest wants to be called, as written by the guest.",
-            }
-        },
-        execution_message_description="Greeting the guest",
-        enable_globally=False,
-    )
-    store.create_skill(
-        workspace.id,
-        name="existing-customer-skill",
-        display_name="Existing customer skill",
-        description="A skill of another customer.",
-        body="Answer politely.",
-        allowed_tools=["existing-customer-greeting"],
-        tags=["seed"],
-        enabled=True,
-    )
+# The existing customer's own tool and skill, as the store's create calls take them.
+EXISTING_TOOL: dict[str, Any] = {
+    "name": "existing-customer-greeting",
+    "description": "Greets the guest; a tool of another customer, not part of the catalogue.",
+    "language": "python",
+    "code": _EXISTING_TOOL_CODE,
+    "parameters": {
+        "guest_name": {
+            "type": "string",
+            "required": False,
+            "description": "How the guest wants to be called, as written by the guest.",
+        }
+    },
+    "execution_message_description": "Greeting the guest",
+    "enable_globally": False,
+}
+EXISTING_SKILL: dict[str, Any] = {
+    "name": "existing-customer-skill",
+    "display_name": "Existing customer skill",
+    "description": "A skill of another customer.",
+    "body": "Answer politely.",
+    "allowed_tools": ["existing-customer-greeting"],
+    "tags": ["seed"],
+    "enabled": True,
+}

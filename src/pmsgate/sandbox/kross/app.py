@@ -6,7 +6,7 @@ server are assumed to apply them (docs/kross-api.md):
 1. User-Agent check (403, plain text ``error code: 1010``), before anything else;
 2. injected latency;
 3. operation lookup (404 ``OPERATION_NOT_FOUND``, or as the ``unknown_operation`` variant says;
-   with ``grouped_paths`` the spec's ungrouped operations exist only under ``reservations/``);
+   with ``grouped_paths`` the ungrouped operations exist only under ``reservations/``);
 4. attribution to a facility (bearer token, or the ``hotel_id`` of ``auth/get-token``)
    and the facility's rate limits (429 ``RATE_LIMITED`` with ``Retry-After``);
 5. injected 503s;
@@ -157,8 +157,8 @@ OPERATIONS: dict[str, Operation] = {
     "save-guest-pictures": _save_guest_pictures,
 }
 
-# The spec writes these without a group; community clients call them under reservations/
-# (reference/upstreams.md §1). Both spellings answer, unless grouped_paths is switched on.
+# docs/requirements.md R5.1 writes these without a group; community clients call them under
+# reservations/ (docs/kross-api.md). Both spellings answer, unless grouped_paths is switched on.
 UNGROUPED = (
     "get-check-in-instructions",
     "get-house-manual",

@@ -120,29 +120,30 @@ class SandboxConfig:
     other public source sees the real system, so a client can be tested against all of them.
     """
 
-    # Spec §7: the server ignores every date filter of reservations/get-list (stay and booking
-    # dates alike) and answers all reservations.
+    # docs/requirements.md R8.1: the server ignores every date filter of reservations/get-list
+    # (stay and booking dates alike) and answers all reservations.
     ignore_date_filters: bool = True
-    # upstreams.md §1: the spec says data.auth_token, most clients read a top-level auth_token,
-    # one older client reads data.data.auth_token.
+    # docs/kross-api.md: docs/requirements.md R3.1 says data.auth_token, most clients read a
+    # top-level auth_token, one older client reads data.data.auth_token.
     token_location: TokenLocation = "data"
-    # upstreams.md §1: no public source shows the guest_portal block; an older scraper saw a
+    # docs/kross-api.md: no public source shows the guest_portal block; an older scraper saw a
     # plain guest_portal_link ("link"); a server may have neither ("absent").
     guest_portal_shape: GuestPortalShape = "block"
-    # upstreams.md §1: some servers ignore offset and always answer from the first row.
+    # docs/kross-api.md: some servers ignore offset and always answer from the first row.
     ignore_offset: bool = False
-    # upstreams.md §1: some list answers carry no total_count (and then no count either).
+    # docs/kross-api.md: some list answers carry no total_count (and then no count either).
     omit_total_count: bool = False
     # Public servers cap pages silently: limit above this is lowered, the answer's limit says so.
     max_page_size: int | None = None
-    # upstreams.md §1: a refused login is seen as 401, as 400/403 with an error_code, and as 200
-    # with an error_code; the non-401 ones use other codes than AUTH_FAILED (errors.LOGIN_REFUSALS).
+    # docs/kross-api.md: a refused login is seen as 401, as 400/403 with an error_code, and as
+    # 200 with an error_code; the non-401 ones use other codes than AUTH_FAILED
+    # (errors.LOGIN_REFUSALS).
     login_refusal: LoginRefusal = "401"
-    # upstreams.md §1: an expired token is seen as 401 and as 200 with an error_code; public
+    # docs/kross-api.md: an expired token is seen as 401 and as 200 with an error_code; public
     # client code shows that family as {error_code: 401, error_message, ruid} ("200-401").
     token_rejection: TokenRejection = "401"
-    # upstreams.md §1: community clients call the spec's ungrouped operations under
-    # reservations/; True answers only that spelling, False answers both.
+    # docs/kross-api.md: clients call the ungrouped operations of docs/requirements.md R5.1
+    # under reservations/; True answers only that spelling, False answers both.
     grouped_paths: bool = False
     # How a path that names no operation is answered: 404 OPERATION_NOT_FOUND ("named"), a JSON
     # 404 whose error_code is the number 404 ("404"), or a plain-text 404 ("plain").

@@ -1,4 +1,4 @@
-"""Emulator of the notes workspace (the Notion API), following reference/upstreams.md §3.
+"""Emulator of the notes workspace (the Notion API), following docs/knowledge-sync.md.
 
 ``store.NotesStore`` holds the state (per workspace / integration token) and the
 limits, ``app.create_notes_app`` puts the Notion wire shapes and the ``/_sandbox/``

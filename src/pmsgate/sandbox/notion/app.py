@@ -33,8 +33,10 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pmsgate.sandbox.core import bearer_token, json_object
+from pmsgate.sandbox.emulator_app import common_controls, emulator_app, request_error_text
 from pmsgate.sandbox.notion import errors
 from pmsgate.sandbox.notion.errors import NotesApiError, validation
+from pmsgate.sandbox.notion.properties import rich_text_items
 from pmsgate.sandbox.notion.store import (
     DATA_SOURCES_VERSION,
     POSITION_VERSION,
@@ -68,12 +70,6 @@ _NOT_EMULATED = re.compile(
 # --- control bodies ----------------------------------------------------------------------------
 
 
-class AdvanceBody(BaseModel):
-    """POST /_sandbox/clock/advance."""
-
-    seconds: float = Field(ge=0)
-
-
 class RateLimitBody(BaseModel):
     """PUT /_sandbox/rate-limit: the bucket of one workspace, or of all when none is named."""
 
@@ -95,115 +91,20 @@ class FaultsBody(BaseModel):
 
 def create_notes_app(store: NotesStore) -> FastAPI:
     """The emulator as an ASGI app over ``store``."""
-    app = FastAPI(title="Notion API emulator", docs_url=None, redoc_url=None, openapi_url=None)
-    _install_error_handlers(app, store)
-    app.include_router(_api_router(store))
-    app.include_router(_control_router(store), prefix="/_sandbox")
-    return app
+    return emulator_app(
+        "Notion API emulator",
+        _api_router(store),
+        _control_router(store),
+        lambda app: _install_error_handlers(app, store),
+    )
 
 
 def _api_router(store: NotesStore) -> APIRouter:
     router = APIRouter()
-
-    @router.post("/v1/search")
-    async def search(request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        hits, cursor = store.search(workspace, await _json_body(request), version)
-        kind = "page_or_data_source" if version >= DATA_SOURCES_VERSION else "page_or_database"
-        return _json(list_json([hit_json(store, h, version) for h in hits], cursor, kind))
-
-    @router.get("/v1/users/me")
-    async def me(request: Request) -> JSONResponse:
-        workspace, _ = await _enter(store, request)
-        return _json(user_json(workspace, store.bot(workspace)))
-
-    @router.get("/v1/users")
-    async def list_users(request: Request) -> JSONResponse:
-        workspace, _ = await _enter(store, request)
-        params = request.query_params
-        users, cursor = store.users(workspace, params.get("start_cursor"), params.get("page_size"))
-        return _json(list_json([user_json(workspace, u) for u in users], cursor, "user"))
-
-    @router.get("/v1/users/{user_id}")
-    async def get_user(user_id: str, request: Request) -> JSONResponse:
-        workspace, _ = await _enter(store, request)
-        return _json(user_json(workspace, store.user(workspace, user_id)))
-
-    @router.post("/v1/databases/{database_id}/query")
-    async def query_database(database_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        if version >= DATA_SOURCES_VERSION:
-            # 2025-09-03 moved database queries to the data sources (upgrade guide).
-            raise NotesApiError(errors.INVALID_REQUEST_URL)
-        database = store.database(workspace, database_id)
-        return _query(store, database, version, await _json_body(request), "page_or_database")
-
-    @router.get("/v1/databases/{database_id}")
-    async def get_database(database_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        return _json(database_json(store.database(workspace, database_id), version))
-
-    @router.post("/v1/data_sources/{data_source_id}/query")
-    async def query_data_source(data_source_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request, since=DATA_SOURCES_VERSION)
-        database = store.data_source(workspace, data_source_id)
-        body = await _json_body(request)
-        return _query(store, database, version, body, "page_or_data_source")
-
-    @router.get("/v1/data_sources/{data_source_id}")
-    async def get_data_source(data_source_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request, since=DATA_SOURCES_VERSION)
-        return _json(data_source_json(store.data_source(workspace, data_source_id), version))
-
-    @router.get("/v1/pages/{page_id}")
-    async def get_page(page_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        return _json(page_json(store, store.page(workspace, page_id), version))
-
-    @router.post("/v1/pages")
-    async def create_page(request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        raw = await request.body()
-        page = store.create_page(workspace, _parse_json(raw), version, len(raw))
-        return _json(page_json(store, page, version))
-
-    @router.patch("/v1/pages/{page_id}")
-    async def update_page(page_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        page = store.update_page(workspace, page_id, await _json_body(request), version)
-        return _json(page_json(store, page, version))
-
-    @router.get("/v1/blocks/{block_id}/children")
-    async def list_children(block_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        params = request.query_params
-        blocks, cursor = store.children(
-            workspace, block_id, params.get("start_cursor"), params.get("page_size")
-        )
-        return _json(list_json([block_json(store, b, version) for b in blocks], cursor, "block"))
-
-    @router.patch("/v1/blocks/{block_id}/children")
-    async def append_children(block_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        raw = await request.body()
-        created = store.append_children(workspace, block_id, _parse_json(raw), len(raw), version)
-        return _json(list_json([block_json(store, b, version) for b in created], None, "block"))
-
-    @router.get("/v1/blocks/{block_id}")
-    async def get_block(block_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        return _json(node_json(store, store.node(workspace, block_id), version))
-
-    @router.patch("/v1/blocks/{block_id}")
-    async def update_block(block_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        block = store.update_block(workspace, block_id, await _json_body(request), version)
-        return _json(block_json(store, block, version))
-
-    @router.delete("/v1/blocks/{block_id}")
-    async def delete_block(block_id: str, request: Request) -> JSONResponse:
-        workspace, version = await _enter(store, request)
-        return _json(block_json(store, store.archive_block(workspace, block_id), version))
+    router.include_router(_search_and_user_routes(store))
+    router.include_router(_database_routes(store))
+    router.include_router(_page_routes(store))
+    router.include_router(_block_routes(store))
 
     @router.api_route("/v1/{rest:path}", methods=["GET", "POST", "PATCH", "PUT", "DELETE"])
     async def not_served(rest: str, request: Request) -> JSONResponse:
@@ -214,6 +115,130 @@ def _api_router(store: NotesStore) -> APIRouter:
                 f"The emulator does not implement {request.method} /v1/{rest}.",
             )
         raise NotesApiError(errors.INVALID_REQUEST_URL)
+
+    return router
+
+
+def _search_and_user_routes(store: NotesStore) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+
+    @router.post("/search")
+    async def search(request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        hits, cursor = store.search(workspace, await _json_body(request), version)
+        kind = "page_or_data_source" if version >= DATA_SOURCES_VERSION else "page_or_database"
+        return _json(list_json([hit_json(store, h, version) for h in hits], cursor, kind))
+
+    @router.get("/users/me")
+    async def me(request: Request) -> JSONResponse:
+        workspace, _ = await _enter(store, request)
+        return _json(user_json(workspace, store.bot(workspace)))
+
+    @router.get("/users")
+    async def list_users(request: Request) -> JSONResponse:
+        workspace, _ = await _enter(store, request)
+        params = request.query_params
+        users, cursor = store.users(workspace, params.get("start_cursor"), params.get("page_size"))
+        return _json(list_json([user_json(workspace, u) for u in users], cursor, "user"))
+
+    @router.get("/users/{user_id}")
+    async def get_user(user_id: str, request: Request) -> JSONResponse:
+        workspace, _ = await _enter(store, request)
+        return _json(user_json(workspace, store.user(workspace, user_id)))
+
+    return router
+
+
+def _database_routes(store: NotesStore) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+
+    @router.post("/databases/{database_id}/query")
+    async def query_database(database_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        if version >= DATA_SOURCES_VERSION:
+            # 2025-09-03 moved database queries to the data sources (upgrade guide).
+            raise NotesApiError(errors.INVALID_REQUEST_URL)
+        database = store.database(workspace, database_id)
+        return _query(store, database, version, await _json_body(request), "page_or_database")
+
+    @router.get("/databases/{database_id}")
+    async def get_database(database_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        return _json(database_json(store.database(workspace, database_id), version))
+
+    @router.post("/data_sources/{data_source_id}/query")
+    async def query_data_source(data_source_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request, since=DATA_SOURCES_VERSION)
+        database = store.data_source(workspace, data_source_id)
+        body = await _json_body(request)
+        return _query(store, database, version, body, "page_or_data_source")
+
+    @router.get("/data_sources/{data_source_id}")
+    async def get_data_source(data_source_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request, since=DATA_SOURCES_VERSION)
+        return _json(data_source_json(store.data_source(workspace, data_source_id), version))
+
+    return router
+
+
+def _page_routes(store: NotesStore) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+
+    @router.get("/pages/{page_id}")
+    async def get_page(page_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        return _json(page_json(store, store.page(workspace, page_id), version))
+
+    @router.post("/pages")
+    async def create_page(request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        raw = await request.body()
+        page = store.create_page(workspace, _parse_json(raw), version, len(raw))
+        return _json(page_json(store, page, version))
+
+    @router.patch("/pages/{page_id}")
+    async def update_page(page_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        page = store.update_page(workspace, page_id, await _json_body(request), version)
+        return _json(page_json(store, page, version))
+
+    return router
+
+
+def _block_routes(store: NotesStore) -> APIRouter:
+    router = APIRouter(prefix="/v1")
+
+    @router.get("/blocks/{block_id}/children")
+    async def list_children(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        params = request.query_params
+        blocks, cursor = store.children(
+            workspace, block_id, params.get("start_cursor"), params.get("page_size")
+        )
+        return _json(list_json([block_json(store, b, version) for b in blocks], cursor, "block"))
+
+    @router.patch("/blocks/{block_id}/children")
+    async def append_children(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        raw = await request.body()
+        created = store.append_children(workspace, block_id, _parse_json(raw), len(raw), version)
+        return _json(list_json([block_json(store, b, version) for b in created], None, "block"))
+
+    @router.get("/blocks/{block_id}")
+    async def get_block(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        return _json(node_json(store, store.node(workspace, block_id), version))
+
+    @router.patch("/blocks/{block_id}")
+    async def update_block(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        block = store.update_block(workspace, block_id, await _json_body(request), version)
+        return _json(block_json(store, block, version))
+
+    @router.delete("/blocks/{block_id}")
+    async def delete_block(block_id: str, request: Request) -> JSONResponse:
+        workspace, version = await _enter(store, request)
+        return _json(block_json(store, store.archive_block(workspace, block_id), version))
 
     return router
 
@@ -254,28 +279,11 @@ def _query(
 
 
 def _control_router(store: NotesStore) -> APIRouter:
-    router = APIRouter()
-
-    @router.post("/reset")
-    async def reset() -> dict[str, Any]:
-        store.reset()
-        return {"ok": True}
+    router = common_controls(store)
 
     @router.get("/workspaces")
     async def workspaces() -> list[dict[str, Any]]:
         return store.workspaces()
-
-    @router.get("/stats")
-    async def stats() -> dict[str, Any]:
-        return store.stats.as_dict()
-
-    @router.get("/clock")
-    async def clock() -> dict[str, Any]:
-        return {"now": store.clock.now().isoformat()}
-
-    @router.post("/clock/advance")
-    async def advance_clock(body: AdvanceBody) -> dict[str, Any]:
-        return {"now": store.advance_clock(body.seconds).isoformat()}
 
     @router.put("/rate-limit")
     async def set_rate_limit(body: RateLimitBody) -> dict[str, Any]:
@@ -319,25 +327,6 @@ def _user(user_id: str) -> dict[str, Any]:
     return {"object": "user", "id": user_id}
 
 
-def _rich(text: str) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "text",
-            "text": {"content": text, "link": None},
-            "annotations": {
-                "bold": False,
-                "italic": False,
-                "strikethrough": False,
-                "underline": False,
-                "code": False,
-                "color": "default",
-            },
-            "plain_text": text,
-            "href": None,
-        }
-    ]
-
-
 def _url(title: str, object_id: str) -> str:
     slug = "-".join(title.split())
     return f"https://www.notion.so/{slug}-{object_id.replace('-', '')}"
@@ -350,25 +339,44 @@ def _trash(archived: bool, version: str) -> dict[str, bool]:
     return {"archived": archived, "in_trash": archived}
 
 
+def _edits(store: NotesStore, item: Page | Block) -> dict[str, Any]:
+    """When and by whom an object was created and last edited (always the bot here)."""
+    bot = store.workspace_of(item).bot_id
+    return {
+        "created_time": _iso(item.created_time),
+        "last_edited_time": _iso(item.last_edited_time),
+        "created_by": _user(bot),
+        "last_edited_by": _user(bot),
+    }
+
+
+def _block_object(
+    store: NotesStore,
+    item: Page | Block,
+    parent: dict[str, Any],
+    version: str,
+    kind: str,
+    content: Any,
+) -> dict[str, Any]:
+    return {
+        "object": "block",
+        "id": item.id,
+        "parent": parent,
+        **_edits(store, item),
+        "has_children": store.has_children(item),
+        **_trash(item.archived, version),
+        "type": kind,
+        kind: content,
+    }
+
+
 def block_json(
     store: NotesStore, block: Block, version: str = DATA_SOURCES_VERSION
 ) -> dict[str, Any]:
     """A block object."""
-    bot = store.workspace_of(block).bot_id
+    parent = {"type": block.parent_type, block.parent_type: block.parent_id}
     content = json.loads(json.dumps(block.content))  # callers must never alias the store
-    return {
-        "object": "block",
-        "id": block.id,
-        "parent": {"type": block.parent_type, block.parent_type: block.parent_id},
-        "created_time": _iso(block.created_time),
-        "last_edited_time": _iso(block.last_edited_time),
-        "created_by": _user(bot),
-        "last_edited_by": _user(bot),
-        "has_children": store.has_children(block),
-        **_trash(block.archived, version),
-        "type": block.type,
-        block.type: content,
-    }
+    return _block_object(store, block, parent, version, block.type, content)
 
 
 def node_json(
@@ -377,20 +385,8 @@ def node_json(
     """A block object; a page is seen as a ``child_page`` block."""
     if isinstance(node, Block):
         return block_json(store, node, version)
-    bot = store.workspace_of(node).bot_id
-    return {
-        "object": "block",
-        "id": node.id,
-        "parent": _page_parent(store.database_of(node), version),
-        "created_time": _iso(node.created_time),
-        "last_edited_time": _iso(node.last_edited_time),
-        "created_by": _user(bot),
-        "last_edited_by": _user(bot),
-        "has_children": store.has_children(node),
-        **_trash(node.archived, version),
-        "type": "child_page",
-        "child_page": {"title": node.title},
-    }
+    parent = _page_parent(store.database_of(node), version)
+    return _block_object(store, node, parent, version, "child_page", {"title": node.title})
 
 
 def _page_parent(database: Database, version: str) -> dict[str, Any]:
@@ -405,17 +401,13 @@ def _page_parent(database: Database, version: str) -> dict[str, Any]:
 
 def page_json(store: NotesStore, page: Page, version: str) -> dict[str, Any]:
     """A page object (a row of the apartments database)."""
-    bot = store.workspace_of(page).bot_id
     database = store.database_of(page)
     # Callers must never alias the store's values.
     properties = json.loads(json.dumps(database.schema.render(page.values)))
     return {
         "object": "page",
         "id": page.id,
-        "created_time": _iso(page.created_time),
-        "last_edited_time": _iso(page.last_edited_time),
-        "created_by": _user(bot),
-        "last_edited_by": _user(bot),
+        **_edits(store, page),
         "cover": json.loads(json.dumps(page.cover)),
         "icon": json.loads(json.dumps(page.icon)),
         "parent": _page_parent(database, version),
@@ -432,7 +424,7 @@ def _container(database: Database, object_id: str, version: str) -> dict[str, An
         "id": object_id,
         "created_time": _iso(database.created_time),
         "last_edited_time": _iso(database.last_edited_time),
-        "title": _rich(database.title),
+        "title": rich_text_items(database.title),
         "description": [],
         "icon": None,
         "cover": None,
@@ -544,9 +536,7 @@ def _install_error_handlers(app: FastAPI, store: NotesStore) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(part) for part in first.get("loc", ())) or "body"
-        return render(validation(f"{where}: {first.get('msg', 'invalid')}"))
+        return render(validation(request_error_text(exc)))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:

@@ -2,7 +2,7 @@
 
 Every refusal is ``{"object": "error", "status", "code", "message", "request_id"}``
 with the HTTP status in ``status``; codes and default messages follow the public
-Notion API reference (reference/upstreams.md §3).
+Notion API reference (docs/knowledge-sync.md).
 """
 
 from __future__ import annotations

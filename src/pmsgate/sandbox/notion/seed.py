@@ -4,7 +4,7 @@ One notes workspace (one integration token) per booking-system facility, i.e. pe
 customer; one "Apartments" database per workspace whose pages are the facility's
 apartments (title = apartment name, number property ``PMS room type id`` = the
 booking-system room type). Each page holds 30-40 toggles of house information in
-Italian and/or English, and the quirks the knowledge bridge must survive (issue 5):
+Italian and/or English, and the quirks the knowledge bridge must survive (docs/knowledge-sync.md):
 
 * a share of pages lacks one or two of the five canonical sections;
 * on some pages the FIRST toggle is a welcome toggle whose children mention wifi;

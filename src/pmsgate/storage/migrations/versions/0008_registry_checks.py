@@ -1,6 +1,6 @@
 """registry_checks: the latest apartment-registry check of each customer
 
-Spec §7 "Apartment not mapped to the correct listing → 'Listing unavailable'": one row
+An apartment mapped to the wrong listing (docs/requirements.md R18.3, R18.5): one row
 per customer, replaced by each check (the ``check-registry`` job, the console, the CLI),
 so the console and the admin's "needs attention" view read it without a platform call.
 

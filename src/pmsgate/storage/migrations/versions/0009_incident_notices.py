@@ -1,10 +1,11 @@
 """incident notices and one-time sign-in links; when a facility's status last changed
 
-Issue 16 item 5 ("Told, not discovered"): ``facilities.status_changed_at`` names an
-incident (the moment the facility went to ``error``); ``incident_notices`` holds one row
-per (facility, incident, kind, channel) — the unique key that makes every replica send
-each notice at most once; ``login_links`` holds the SHA-256 of each one-time sign-in
-link (never the token), bound to one console account, with its expiry and its use.
+Incidents told, not discovered (docs/operations.md, Notifications):
+``facilities.status_changed_at`` names an incident (the moment the facility went to
+``error``); ``incident_notices`` holds one row per (facility, incident, kind, channel) —
+the unique key that makes every replica send each notice at most once; ``login_links``
+holds the SHA-256 of each one-time sign-in link (never the token), bound to one console
+account, with its expiry and its use.
 
 Revision ID: 0009
 Revises: 0008

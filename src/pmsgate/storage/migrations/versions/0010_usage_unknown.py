@@ -1,6 +1,6 @@
 """usage snapshots: the platform's figures may be unknown (NULL) — never invented zeros
 
-Issue 16 item 1: onboarding step 16 records the baseline from the platform's usage read;
+docs/requirements.md R19.2: onboarding step 16 records the baseline from the platform's usage read;
 when the platform offers no usage API, the baseline is recorded with ``usd_spent``,
 ``messages`` and ``tool_calls`` unknown (NULL) and the reason in ``details``.
 ``upstream_calls`` is the gateway's own count and stays required.

@@ -1,4 +1,4 @@
-"""customers.language: the language the customer reads (incident notices, issue 16 item 5)
+"""customers.language: the language the customer reads (incident notices, docs/i18n.md)
 
 The customer file's ``language`` (``it`` or ``en``) is kept on the customer record, so a
 message sent long after onboarding (a facility in error, its recovery) is written in it.

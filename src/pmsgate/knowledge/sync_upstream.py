@@ -1,0 +1,60 @@
+"""Upstream patience: a 429 or an outage that outlasts a client's own retries, waited out."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import structlog
+
+from pmsgate.clock import Sleep
+from pmsgate.integrations.assistant.errors import PlatformRateLimited, PlatformUnavailable
+from pmsgate.integrations.notion.errors import NotesConflict, NotesRateLimited, NotesUnavailable
+
+log = structlog.get_logger(__name__)
+
+T = TypeVar("T")
+
+
+class UpstreamPatience:
+    """How long a sync waits for the notes workspace and the assistant platform."""
+
+    def __init__(
+        self,
+        sleep: Sleep,
+        *,
+        max_upstream_rounds: int,
+        max_upstream_wait_s: float,
+        max_rate_limited_wait_s: float,
+    ) -> None:
+        self._sleep = sleep
+        self.max_upstream_rounds = max_upstream_rounds
+        self.max_upstream_wait_s = max_upstream_wait_s
+        self.max_rate_limited_wait_s = max_rate_limited_wait_s
+
+    async def call(self, call: Callable[[], Awaitable[T]]) -> T:
+        """One upstream call; a 429 or outage that outlasts the client's retries is waited out.
+
+        A rate limit is waited out for as long as ``max_rate_limited_wait_s`` in total (the
+        budget is shared with the agent: a storm passes), an outage ``max_upstream_rounds``
+        times with a growing pause; then the error stands.
+        """
+        outages = 0
+        limited_s = 0.0
+        while True:
+            try:
+                return await call()
+            except (PlatformRateLimited, NotesRateLimited) as error:
+                wait = error.retry_after if error.retry_after is not None else 5.0
+                limited_s += wait
+                if wait > self.max_upstream_wait_s or limited_s > self.max_rate_limited_wait_s:
+                    raise
+                log.info("knowledge_upstream_wait", code=error.code, wait_s=wait)
+                await self._sleep(wait)
+            except (PlatformUnavailable, NotesUnavailable, NotesConflict) as error:
+                outages += 1
+                if outages >= self.max_upstream_rounds:
+                    raise
+                wait = min(60.0, 2.0**outages)
+                log.info("knowledge_upstream_wait", code=error.code, wait_s=wait, round=outages)
+                await self._sleep(wait)

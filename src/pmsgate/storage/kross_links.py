@@ -1,0 +1,38 @@
+"""Each facility with the customer its kross integration links it to, read in one query.
+
+The reconciliation (incidents) and the notices both read every facility once with its
+customer; a facility without a link reads ``None`` for the customer's columns, and of
+several links the one of the lowest customer id wins, so every reader sees the same one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from sqlalchemy import ColumnElement, and_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from pmsgate.storage.models import Customer, Facility, PmsIntegration
+
+
+async def facilities_with_customer(
+    session: AsyncSession, *columns: Any, where: Sequence[ColumnElement[bool]] = ()
+) -> list[Any]:
+    """Rows of ``(Facility.id, *columns)``, one a facility matching ``where``, by facility id;
+    ``columns`` may name ``PmsIntegration`` and ``Customer`` columns of its kross link."""
+    statement = (
+        select(Facility.id, *columns)
+        .select_from(Facility)
+        .outerjoin(
+            PmsIntegration,
+            and_(PmsIntegration.facility_id == Facility.id, PmsIntegration.provider == "kross"),
+        )
+        .outerjoin(Customer, Customer.student_id == PmsIntegration.student_id)
+        .where(*where)
+        .order_by(Facility.id, PmsIntegration.student_id)
+    )
+    first: dict[int, Any] = {}
+    for row in (await session.execute(statement)).all():
+        first.setdefault(row[0], row)
+    return list(first.values())
