@@ -52,8 +52,8 @@ from pmsgate.customers.context import CustomerServices
 from pmsgate.customers.service import (
     Subscription,
     configure_workspace,
-    connect_notes,
-    link_pms,
+    connect_notion,
+    link_kross,
     register_customer,
     sync_registry,
 )
@@ -64,16 +64,16 @@ from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.template import WifiCredentials, check_page
 from pmsgate.sandbox.app import Sandbox
-from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
-from pmsgate.sandbox.assistant.store import PlatformStore
+from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
+from pmsgate.sandbox.assistant.store import AssistantStore
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
-from pmsgate.sandbox.notion.store import NotesStore
+from pmsgate.sandbox.notion.store import NotionStore
 from pmsgate.storage.customers import CustomerProfile
 
 SANDBOX_URL = "http://sandbox.bench"
 STUDENT_ID = "stu-bench-knowledge"
-NOTES_RATE_PER_S = 3.0  # the notes client's own pace (the emulator averages 3/s too)
+NOTION_RATE_PER_S = 3.0  # the notes client's own pace (the emulator averages 3/s too)
 QUIET_GAP_S = 120.0  # between the first sync and the re-sync: windows empty, pages settled
 
 Progress = Callable[[str], None]
@@ -85,7 +85,7 @@ class KnowledgeSyncConfig:
 
     apartments: int = 50
     seed: int = 11
-    platform_requests_per_minute: int = 100  # the client's budget (the platform allows 120)
+    assistant_requests_per_minute: int = 100  # the client's budget (the platform allows 120)
     max_concurrent_apartments: int = 4
     page_read_concurrency: int = 2
 
@@ -184,8 +184,8 @@ def _sandbox(config: KnowledgeSyncConfig, clock: ManualClock) -> Sandbox:
             first.apartments[room_type] = apartment
             del other.apartments[room_type]
     box.kross = kross
-    box.platform = PlatformStore(seed=config.seed, clock=clock, kross=kross)
-    box.notes = NotesStore(seed=config.seed, clock=clock, kross=kross)
+    box.assistant = AssistantStore(seed=config.seed, clock=clock, kross=kross)
+    box.notion = NotionStore(seed=config.seed, clock=clock, kross=kross)
     return box
 
 
@@ -195,10 +195,10 @@ def _settings(database_url: str) -> Settings:
         secret_keys=SecretStr(generate_key_spec("bench1")),
         partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
         kross_base_url=f"{SANDBOX_URL}/kross",
-        platform_api_url=f"{SANDBOX_URL}/platform",
-        platform_api_token=SecretStr(SANDBOX_PLATFORM_TOKEN),
-        notes_api_url=f"{SANDBOX_URL}/notes",
-        notes_requests_per_second=NOTES_RATE_PER_S,
+        assistant_api_url=f"{SANDBOX_URL}/assistant",
+        assistant_api_token=SecretStr(SANDBOX_ASSISTANT_TOKEN),
+        notion_api_url=f"{SANDBOX_URL}/notion",
+        notion_requests_per_second=NOTION_RATE_PER_S,
         log_level="WARNING",
     )
 
@@ -206,7 +206,7 @@ def _settings(database_url: str) -> Settings:
 async def _enrol(services: CustomerServices, box: Sandbox) -> None:
     """The customer of the first facility, enrolled through the service functions."""
     facility = box.kross.facility_summaries()[0]
-    notes = next(w for w in box.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    notes = next(w for w in box.notion.workspaces() if w["hotel_id"] == facility["hotel_id"])
     await register_customer(
         services,
         CustomerProfile(
@@ -227,11 +227,11 @@ async def _enrol(services: CustomerServices, box: Sandbox) -> None:
         workspace_slug="bench-knowledge",
     )
     assert config.workspace_id is not None
-    box.platform.set_pms_connection(
+    box.assistant.set_kross_connection(
         config.workspace_id, facility["hotel_id"], facility["username"], facility["password"]
     )
-    await link_pms(services, STUDENT_ID, facility["hotel_id"])
-    await connect_notes(
+    await link_kross(services, STUDENT_ID, facility["hotel_id"])
+    await connect_notion(
         services,
         STUDENT_ID,
         SecretStr(notes["token"]),
@@ -244,9 +244,9 @@ async def _enrol(services: CustomerServices, box: Sandbox) -> None:
 async def _patch_pages(services: CustomerServices, box: Sandbox) -> int:
     """Make every page canonical (setup: the sync is measured on complete templates)."""
     ctx = await services.context(STUDENT_ID)
-    truth = {p["page_id"]: p for w in box.notes.workspaces() for p in w["pages"]}
+    truth = {p["page_id"]: p for w in box.notion.workspaces() for p in w["pages"]}
     patched = 0
-    async with services.notes(ctx) as notes:
+    async with services.notion(ctx) as notes:
         for row in ctx.apartments:
             assert row.notes_page_id is not None
             page = truth[row.notes_page_id]
@@ -266,20 +266,20 @@ async def _patch_pages(services: CustomerServices, box: Sandbox) -> int:
 
 @dataclass
 class _Tally:
-    platform: Counter[str]
+    assistant: Counter[str]
     notes: Counter[str]
-    platform_429: int
-    notes_429: int
+    assistant_429: int
+    notion_429: int
     at: datetime
     wall: float
 
     @classmethod
     def of(cls, box: Sandbox, clock: ManualClock) -> _Tally:
         return cls(
-            platform=Counter(box.platform.stats.requests_by_route),
-            notes=Counter(box.notes.stats.requests_by_endpoint),
-            platform_429=box.platform.stats.rate_limited.total(),
-            notes_429=box.notes.stats.rate_limited.total(),
+            assistant=Counter(box.assistant.stats.requests_by_route),
+            notes=Counter(box.notion.stats.requests_by_endpoint),
+            assistant_429=box.assistant.stats.rate_limited.total(),
+            notion_429=box.notion.stats.rate_limited.total(),
             at=clock.now(),
             wall=time.perf_counter(),
         )
@@ -288,31 +288,31 @@ class _Tally:
 def _phase(
     before: _Tally, after: _Tally, config: KnowledgeSyncConfig, counters: dict[str, Any]
 ) -> dict[str, Any]:
-    platform = after.platform - before.platform
+    assistant = after.assistant - before.assistant
     notes = after.notes - before.notes
-    platform_total = sum(platform.values())
-    notes_total = sum(notes.values())
-    writes = {r: n for r, n in platform.items() if not r.startswith("GET ")}
-    platform_floor = platform_total / config.platform_requests_per_minute * 60
-    platform_floor_hard = platform_total / 120 * 60
-    notes_floor = notes_total / NOTES_RATE_PER_S
-    floor = max(platform_floor, notes_floor)
+    assistant_total = sum(assistant.values())
+    notion_total = sum(notes.values())
+    writes = {r: n for r, n in assistant.items() if not r.startswith("GET ")}
+    assistant_floor = assistant_total / config.assistant_requests_per_minute * 60
+    assistant_floor_hard = assistant_total / 120 * 60
+    notion_floor = notion_total / NOTION_RATE_PER_S
+    floor = max(assistant_floor, notion_floor)
     simulated = (after.at - before.at).total_seconds()
     return {
         "counters": counters,
         "simulated_s": round(simulated, 1),
         "wall_s": round(after.wall - before.wall, 2),
-        "platform_requests": platform_total,
-        "platform_writes": sum(writes.values()),
-        "platform_by_route": dict(platform),
-        "notes_requests": notes_total,
-        "notes_by_endpoint": dict(notes),
-        "platform_429": after.platform_429 - before.platform_429,
-        "notes_429": after.notes_429 - before.notes_429,
-        "floor_platform_s": round(platform_floor, 1),
-        "floor_platform_at_120_per_min_s": round(platform_floor_hard, 1),
-        "floor_notes_s": round(notes_floor, 1),
-        "binding_upstream": "platform" if platform_floor >= notes_floor else "notes",
+        "assistant_requests": assistant_total,
+        "assistant_writes": sum(writes.values()),
+        "assistant_by_route": dict(assistant),
+        "notion_requests": notion_total,
+        "notion_by_endpoint": dict(notes),
+        "assistant_429": after.assistant_429 - before.assistant_429,
+        "notion_429": after.notion_429 - before.notion_429,
+        "floor_assistant_s": round(assistant_floor, 1),
+        "floor_assistant_at_120_per_min_s": round(assistant_floor_hard, 1),
+        "floor_notion_s": round(notion_floor, 1),
+        "binding_upstream": "platform" if assistant_floor >= notion_floor else "notes",
         "floor_s": round(floor, 1),
         "ratio_to_floor": round(simulated / floor, 3) if floor else None,
     }
@@ -340,14 +340,14 @@ async def run_knowledge_sync(
             ) as container,
         ):
             # The same services, with the platform client's budget as configured here.
-            platform_http = http_factory()
-            platform = AssistantClient(
-                platform_http,
-                base_url=settings.platform_api_url,
-                token=SecretStr(SANDBOX_PLATFORM_TOKEN),
+            assistant_http = http_factory()
+            assistant = AssistantClient(
+                assistant_http,
+                base_url=settings.assistant_api_url,
+                token=SecretStr(SANDBOX_ASSISTANT_TOKEN),
                 clock=clock,
                 sleep=virtual.sleep,
-                requests_per_minute=config.platform_requests_per_minute,
+                requests_per_minute=config.assistant_requests_per_minute,
             )
             services = CustomerServices(
                 settings=settings,
@@ -355,7 +355,7 @@ async def run_knowledge_sync(
                 sessions=container.sessions,
                 vault=container.vault,
                 facilities=container.gateway.facilities,
-                platform=platform,
+                assistant=assistant,
                 http_factory=http_factory,
                 sleep=virtual.sleep,
             )
@@ -405,15 +405,15 @@ async def run_knowledge_sync(
                 )
                 results["virtual_time_jumps"] = virtual.jumps
             finally:
-                await platform_http.aclose()
+                await assistant_http.aclose()
     first_sync = results["first_sync"]
     results["targets"] = {
         "first_sync_within_1_15_floor": first_sync["ratio_to_floor"] <= 1.15,
         "zero_429": all(
-            results[p]["platform_429"] == results[p]["notes_429"] == 0
+            results[p]["assistant_429"] == results[p]["notion_429"] == 0
             for p in ("dry_run", "first_sync", "resync_unchanged")
         ),
-        "resync_zero_writes": results["resync_unchanged"]["platform_writes"] == 0,
+        "resync_zero_writes": results["resync_unchanged"]["assistant_writes"] == 0,
     }
     return results
 
@@ -433,8 +433,8 @@ def print_knowledge_sync(results: dict[str, Any]) -> None:
         print(
             f"{phase:<18} {row['simulated_s']:>11.1f} {row['floor_s']:>8.1f} "
             f"{row['ratio_to_floor'] or 0:>6.3f} {row['binding_upstream']:>8} "
-            f"{row['platform_requests']:>12} {row['platform_writes']:>7} "
-            f"{row['notes_requests']:>9} {row['platform_429'] + row['notes_429']:>5} "
+            f"{row['assistant_requests']:>12} {row['assistant_writes']:>7} "
+            f"{row['notion_requests']:>9} {row['assistant_429'] + row['notion_429']:>5} "
             f"{row['wall_s']:>7.1f}"
         )
     print("first sync counters:", results["first_sync"]["counters"])

@@ -2,7 +2,7 @@
 
 What a typical credential/MCP gateway does: for every tool call, log in
 (``auth/get-token``, a new token each time) and send exactly one operation through
-the real :class:`~pmsgate.integrations.kross.client.PmsClient`; no cache, no limiter, no
+the real :class:`~pmsgate.integrations.kross.client.KrossClient`; no cache, no limiter, no
 single-flight, no retries. Same URL and key scheme as pmsgate (``POST
 /v1/tools/{name}`` with ``Authorization: Bearer <key>``), so the workload drives
 both with the same requests. Answers are the upstream data, lightly shaped; the
@@ -20,8 +20,8 @@ from fastapi import FastAPI, Header
 from fastapi.responses import JSONResponse
 
 from pmsgate.gateway.upstream_errors import translate
-from pmsgate.integrations.kross import errors as pms
-from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross import errors as kross
+from pmsgate.integrations.kross.client import KrossClient
 from pmsgate.integrations.kross.credentials import Credentials
 
 
@@ -61,8 +61,8 @@ def _operation(name: str, args: dict[str, Any]) -> tuple[str, dict[str, Any]] | 
 class NaiveGateway:
     """Keys → credentials in a dict; every call is token + one request upstream."""
 
-    def __init__(self, pms_client: PmsClient) -> None:
-        self.pms = pms_client
+    def __init__(self, kross_client: KrossClient) -> None:
+        self.kross = kross_client
         self._credentials: dict[str, Credentials] = {}
 
     def add(self, credentials: Credentials) -> str:
@@ -88,9 +88,9 @@ class NaiveGateway:
                 return _error("unknown_tool", 404, f"There is no tool named {name!r}.")
             operation, payload = mapped
             try:
-                token = await self.pms.get_token(credentials)
-                result = await self.pms.call(operation, payload, token)
-            except pms.PmsError as error:
+                token = await self.kross.get_token(credentials)
+                result = await self.kross.call(operation, payload, token)
+            except kross.KrossError as error:
                 translated = translate(error)
                 return _error(translated.code, translated.status, translated.message)
             data = result.data

@@ -62,7 +62,7 @@ from pmsgate.clock import SystemClock
 from pmsgate.config import DEFAULT_USER_AGENT
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView
-from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.client import KrossClient
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.sandbox.kross.app import create_kross_app
@@ -136,7 +136,7 @@ async def _kinds(setup: Setup) -> list[Kind]:
     bearer = {"Authorization": f"Bearer {setup.key}"}
     apartment_id = setup.record["apartments"][0]["id_room_type"]
     reservation_id = await _reservation_in_window(setup)
-    token = await PmsClient(
+    token = await KrossClient(
         client,
         base_url=kross,
         operations=load_operations(),

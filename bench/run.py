@@ -108,7 +108,7 @@ def _parser() -> argparse.ArgumentParser:
     knowledge.add_argument(
         "--platform-requests-per-minute",
         type=int,
-        default=KnowledgeSyncConfig.platform_requests_per_minute,
+        default=KnowledgeSyncConfig.assistant_requests_per_minute,
         help="the platform client's budget per workspace (the platform allows 120)",
     )
     knowledge.add_argument(
@@ -240,7 +240,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     if args.benchmark in ("knowledge-sync", "all"):
         knowledge = KnowledgeSyncConfig(
             apartments=args.apartments,
-            platform_requests_per_minute=args.platform_requests_per_minute,
+            assistant_requests_per_minute=args.assistant_requests_per_minute,
             max_concurrent_apartments=args.apartment_concurrency,
         )
         results["knowledge_sync"] = await run_knowledge_sync(knowledge, _progress)

@@ -45,7 +45,7 @@ from bench.common import (
 from bench.naive import NaiveGateway
 from pmsgate.clock import ManualClock
 from pmsgate.config import DEFAULT_USER_AGENT
-from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.client import KrossClient
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.sandbox.kross.app import create_kross_app
@@ -331,14 +331,14 @@ async def _pmsgate(
 async def _naive(
     store: KrossStore, kross_http: httpx.AsyncClient, clock: ManualClock
 ) -> AsyncIterator[_Target]:
-    pms_client = PmsClient(
+    kross_client = KrossClient(
         kross_http,
         base_url=KROSS_HOST,
         operations=load_operations(),
         user_agent=DEFAULT_USER_AGENT,
         clock=clock,
     )
-    naive = NaiveGateway(pms_client)
+    naive = NaiveGateway(kross_client)
     keys = [naive.add(_credentials(record)) for record in store.facility_summaries()]
     transport = httpx.ASGITransport(app=naive.app())
     async with httpx.AsyncClient(transport=transport, base_url=GATEWAY_HOST) as http:

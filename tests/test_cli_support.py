@@ -8,7 +8,7 @@ import typer
 
 from pmsgate.cli.support import run
 from pmsgate.errors import NotFound
-from pmsgate.integrations.assistant.errors import PlatformUnavailable
+from pmsgate.integrations.assistant.errors import AssistantUnavailable
 
 
 async def _failing_in_a_task_group(*errors: Exception) -> None:
@@ -38,11 +38,11 @@ def test_an_upstream_error_inside_a_task_group_ends_as_a_service_error(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     with pytest.raises(typer.Exit) as ended:
-        run(_failing_in_a_task_group(PlatformUnavailable("The platform is down.")))
+        run(_failing_in_a_task_group(AssistantUnavailable("The platform is down.")))
 
     assert ended.value.exit_code == 2
     err = capsys.readouterr().err
-    assert f"error {PlatformUnavailable.code}:" in err and "assistant platform" in err
+    assert f"error {AssistantUnavailable.code}:" in err and "assistant platform" in err
 
 
 def test_an_unexpected_error_inside_a_task_group_is_an_internal_error_naming_its_type(

@@ -8,16 +8,35 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 log = logging.getLogger(__name__)
 
 # The deprecated interval settings (removed in the next release) → the job each one sets.
+# Settings renamed to the one word per upstream (docs/architecture.md, Glossary): the old
+# environment name is still read for one release, with a warning naming the new one.
+RENAMED_SETTINGS = {
+    "PMSGATE_PLATFORM_API_URL": "PMSGATE_ASSISTANT_API_URL",
+    "PMSGATE_PLATFORM_API_TOKEN": "PMSGATE_ASSISTANT_API_TOKEN",
+    "PMSGATE_NOTES_API_URL": "PMSGATE_NOTION_API_URL",
+    "PMSGATE_NOTES_VERSION": "PMSGATE_NOTION_VERSION",
+    "PMSGATE_NOTES_REQUESTS_PER_SECOND": "PMSGATE_NOTION_REQUESTS_PER_SECOND",
+    "PMSGATE_NOTES_TIMEOUT_S": "PMSGATE_NOTION_TIMEOUT_S",
+}
+
 DEPRECATED_JOB_INTERVALS = {
     "usage_refresh_interval_s": "refresh-usage",
     "usage_flush_interval_s": "flush-gateway-usage",
@@ -35,7 +54,11 @@ class Settings(BaseSettings):
     """Every knob of the service; each field maps to one ``PMSGATE_*`` variable."""
 
     model_config = SettingsConfigDict(
-        env_prefix="PMSGATE_", env_nested_delimiter="__", extra="ignore"
+        env_prefix="PMSGATE_",
+        env_nested_delimiter="__",
+        extra="ignore",
+        # the renamed settings (RENAMED_SETTINGS) are read by field name as well
+        populate_by_name=True,
     )
 
     data_dir: Path = Field(
@@ -319,37 +342,47 @@ class Settings(BaseSettings):
         description="After the booking system refuses a facility's credentials, at most one "
         "re-authentication attempt per this many seconds (no retry storm that locks the account).",
     )
-    # --- assistant platform (docs/platform-api.md) ---
-    platform_api_url: str = Field(
+    # --- assistant platform (docs/assistant-api.md) ---
+    assistant_api_url: str = Field(
+        validation_alias=AliasChoices("PMSGATE_ASSISTANT_API_URL", "PMSGATE_PLATFORM_API_URL"),
         default="https://api.assistant.example",
         description="Assistant-platform base URL WITHOUT /v1 (the client appends /v1/…); "
-        "a placeholder by default, the sandbox serves it at <sandbox>/platform.",
+        "a placeholder by default, the sandbox serves it at <sandbox>/assistant.",
     )
-    platform_api_token: SecretStr | None = Field(
+    assistant_api_token: SecretStr | None = Field(
+        validation_alias=AliasChoices("PMSGATE_ASSISTANT_API_TOKEN", "PMSGATE_PLATFORM_API_TOKEN"),
         default=None,
         description="Bearer token of the assistant-platform /v1 API (account-wide to create "
         "workspaces).",
     )
     # --- notes workspace (the Notion API, docs/knowledge-sync.md) ---
-    notes_api_url: str = Field(
+    notion_api_url: str = Field(
+        validation_alias=AliasChoices("PMSGATE_NOTION_API_URL", "PMSGATE_NOTES_API_URL"),
         default="https://api.notion.com",
         description="Notes-workspace (Notion API) base URL WITHOUT /v1 (the SDK appends /v1/…); "
-        "the sandbox serves it at <sandbox>/notes.",
+        "the sandbox serves it at <sandbox>/notion.",
     )
-    notes_version: str = Field(
+    notion_version: str = Field(
+        validation_alias=AliasChoices("PMSGATE_NOTION_VERSION", "PMSGATE_NOTES_VERSION"),
         default="2025-09-03",
         description="Notion-Version header sent on every notes request (2022-06-28, 2025-09-03 "
         "or 2026-03-11); from 2025-09-03 on the apartments database is queried through its "
         "data source.",
     )
-    notes_requests_per_second: float = Field(
+    notion_requests_per_second: float = Field(
+        validation_alias=AliasChoices(
+            "PMSGATE_NOTION_REQUESTS_PER_SECOND", "PMSGATE_NOTES_REQUESTS_PER_SECOND"
+        ),
         default=3.0,
         gt=0,
         description="Requests per second the notes client allows itself per integration token "
         "(the API averages about 3; 429 answers are still honoured).",
     )
-    notes_timeout_s: float = Field(
-        default=30.0, gt=0, description="Timeout of one notes-workspace request, in seconds."
+    notion_timeout_s: float = Field(
+        validation_alias=AliasChoices("PMSGATE_NOTION_TIMEOUT_S", "PMSGATE_NOTES_TIMEOUT_S"),
+        default=30.0,
+        gt=0,
+        description="Timeout of one notes-workspace request, in seconds.",
     )
     # --- onboarding message (docs/requirements.md R21.16) ---
     smtp_url: SecretStr | None = Field(
@@ -549,6 +582,16 @@ class Settings(BaseSettings):
     log_json: bool = Field(default=False, description="Write logs as JSON lines.")
 
     @model_validator(mode="after")
+    def _warn_renamed(self) -> Settings:
+        """A renamed setting read under its old name says which name to use."""
+        for old, new in RENAMED_SETTINGS.items():
+            if old in os.environ and new not in os.environ:
+                log.warning(
+                    "%s is deprecated and goes in the next release: set %s instead", old, new
+                )
+        return self
+
+    @model_validator(mode="after")
     def _fold_deprecated_intervals(self) -> Settings:
         """Each deprecated interval setting still sets its job, unless the map names it."""
         for setting, job in DEPRECATED_JOB_INTERVALS.items():
@@ -596,7 +639,7 @@ class Settings(BaseSettings):
         base = self.public_url or self.gateway_public_url
         return base.strip().rstrip("/") if base and base.strip() else None
 
-    @field_validator("kross_base_url", "platform_api_url")
+    @field_validator("kross_base_url", "assistant_api_url")
     @classmethod
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")

@@ -60,7 +60,7 @@ from pmsgate.gateway.vault import Vault, VaultKeyCheck, vault_from_settings
 from pmsgate.gateway.window import WindowPolicy
 from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.integrations.assistant.client import AssistantClient
-from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.client import KrossClient
 from pmsgate.jobs.notify import ReconnectLinkMailer
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
@@ -284,7 +284,7 @@ async def open_container(
             sessions=sessions,
             vault=vault,
             facilities=gateway.facilities,
-            platform=_open_platform(stack, settings, factory, clock, sleep),
+            assistant=_open_assistant(stack, settings, factory, clock, sleep),
             http_factory=factory,
             sleep=sleep,
         )
@@ -318,15 +318,15 @@ def _open_tracing(
     return tracing
 
 
-def _open_platform(
+def _open_assistant(
     stack: AsyncExitStack, settings: Settings, factory: HttpFactory, clock: Clock, sleep: Sleep
 ) -> AssistantClient | None:
     """The assistant platform's client, when its token is configured (closed by ``stack``)."""
-    if settings.platform_api_token is None:
+    if settings.assistant_api_token is None:
         return None
-    platform_http = factory()
-    stack.push_async_callback(platform_http.aclose)
-    return AssistantClient.from_settings(settings, platform_http, clock=clock, sleep=sleep)
+    assistant_http = factory()
+    stack.push_async_callback(assistant_http.aclose)
+    return AssistantClient.from_settings(settings, assistant_http, clock=clock, sleep=sleep)
 
 
 async def _open_services(
@@ -428,13 +428,13 @@ async def _open_gateway(
     stack.push_async_callback(usage.settle)  # the last tick's counts reach Redis
     facilities = await _open_facilities(stack, settings, clock, sessions, redis, vault, audit)
     # Every request to the booking system is timed (pmsgate_upstream_request_seconds).
-    pms_client = PmsClient.from_settings(
+    kross_client = KrossClient.from_settings(
         settings, kross_http, clock, observer=metrics.observe_upstream
     )
     limiter = _open_limiter(stack, settings, clock, sessions, redis, health, facilities, reference)
     cache = await _open_cache(stack, settings, clock, redis, health)
     tokens = TokenManager(
-        pms=pms_client,
+        kross=kross_client,
         sessions=sessions,
         vault=vault,
         clock=clock,
@@ -458,7 +458,7 @@ async def _open_gateway(
     )
     gateway = Gateway(
         facilities=facilities,
-        pms_client=pms_client,
+        kross_client=kross_client,
         tokens=tokens,
         limiter=limiter,
         cache=cache,
@@ -480,7 +480,7 @@ async def _open_gateway(
         redis=redis,
         redis_health=health,
         facilities=facilities,
-        pms=pms_client,
+        kross=kross_client,
         limiter=limiter,
         cache=cache,
         tokens=tokens,

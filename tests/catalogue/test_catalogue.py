@@ -50,7 +50,7 @@ def test_catalogue_has_the_six_tools_of_the_spec_and_the_gateway_serves_the_same
             assert len(parameter.description.split()) >= 4
 
 
-def test_custom_tool_body_has_the_platform_shape(catalogue):
+def test_custom_tool_body_has_the_assistant_shape(catalogue):
     body = catalogue.tools["check-availability"].custom_tool_body("ws-1")
     assert set(body) == {
         "workspace_id",
@@ -93,7 +93,7 @@ def test_three_standard_skills_for_everyone_and_payment_links_only_when_autonomo
         assert [s.name for s in skills_for(profile)] == [*standard, PAYMENT_SKILL_NAME]
     for skill in catalogue.skills.values():
         assert set(skill.allowed_tools) <= set(catalogue.tools)
-        body = skill.platform_body("ws-1")
+        body = skill.assistant_body("ws-1")
         assert set(body) == {
             "workspace_id",
             "name",

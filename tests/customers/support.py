@@ -35,27 +35,27 @@ from pmsgate.customers.service import (
     RegistrySyncResult,
     Subscription,
     configure_workspace,
-    connect_notes,
-    link_pms,
+    connect_notion,
+    link_kross,
     register_customer,
-    set_pms_status,
+    set_kross_status,
     sync_registry,
 )
 from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
-from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.integrations import IntegrationView
 from tests.support.clocks import RecordingSleep
 
 SANDBOX_URL = "http://sandbox.test"
-PLATFORM_URL = f"{SANDBOX_URL}/platform"
-NOTES_URL = f"{SANDBOX_URL}/notes"
+ASSISTANT_URL = f"{SANDBOX_URL}/assistant"
+NOTION_URL = f"{SANDBOX_URL}/notion"
 KROSS_URL = f"{SANDBOX_URL}/kross"
 CONTRACT_PRICE = "price_sandbox_partner"
-PMS_ERROR_REASON = "booking-system authentication failed (the API password was changed)"
+KROSS_ERROR_REASON = "booking-system authentication failed (the API password was changed)"
 
 
 ClockSleep = RecordingSleep  # the name these tests know it by
@@ -77,9 +77,9 @@ def sandbox_settings(database_url: str, **overrides: Any) -> Settings:
         "secret_keys": SecretStr(generate_key_spec("t1")),
         "partner_api_key": SecretStr(SANDBOX_PARTNER_API_KEY),
         "kross_base_url": KROSS_URL,
-        "platform_api_url": PLATFORM_URL,
-        "platform_api_token": SecretStr(SANDBOX_PLATFORM_TOKEN),
-        "notes_api_url": NOTES_URL,
+        "assistant_api_url": ASSISTANT_URL,
+        "assistant_api_token": SecretStr(SANDBOX_ASSISTANT_TOKEN),
+        "notion_api_url": NOTION_URL,
     }
     values.update(overrides)
     return Settings(**values)
@@ -110,7 +110,7 @@ class EnrolledSandbox:
     container: Container  # the test process's container, on the sandbox
     student_id: str
     facility: dict[str, Any]  # the kross facility summary: hotel_id, credentials, apartments
-    notes_ground_truth: dict[str, Any]  # the notes workspace: token, database_id, pages
+    notion_ground_truth: dict[str, Any]  # the notes workspace: token, database_id, pages
     settings: Settings
     clock: ManualClock
     sleep: ClockSleep
@@ -138,7 +138,7 @@ class EnrolledSandbox:
     @property
     def notes_pages(self) -> list[dict[str, Any]]:
         """The ground truth of every seeded notes page of the customer."""
-        pages: list[dict[str, Any]] = self.notes_ground_truth["pages"]
+        pages: list[dict[str, Any]] = self.notion_ground_truth["pages"]
         return pages
 
     async def context(self) -> CustomerContext:
@@ -156,19 +156,19 @@ class EnrolledSandbox:
         self.last_sync = await sync_registry(self.services, self.student_id)
         return self.last_sync
 
-    async def break_pms(self, reason: str = PMS_ERROR_REASON) -> IntegrationView:
+    async def break_kross(self, reason: str = KROSS_ERROR_REASON) -> IntegrationView:
         """Spec §3: the API password changes upstream → listings 0, the kross row in ``error``."""
         self.sandbox.kross.change_password(self.hotel_id, self._original_password + "-changed")
         if self.gateway_facility_registered:
             await self.services.facilities.mark_error(self.hotel_id, reason)
-        return await set_pms_status(self.services, self.student_id, "error", error=reason)
+        return await set_kross_status(self.services, self.student_id, "error", error=reason)
 
-    async def restore_pms(self) -> IntegrationView:
+    async def restore_kross(self) -> IntegrationView:
         """Back to the enrolled password: listings return, the kross row ``connected``."""
         self.sandbox.kross.change_password(self.hotel_id, self._original_password)
         if self.gateway_facility_registered:
             await self.services.facilities.mark_connected(self.hotel_id)
-        return await set_pms_status(self.services, self.student_id, "connected")
+        return await set_kross_status(self.services, self.student_id, "connected")
 
 
 @asynccontextmanager
@@ -180,13 +180,13 @@ async def enrolled_sandbox(
     student_index: int = 0,
     settings_overrides: Mapping[str, Any] | None = None,
     register_facility: bool = True,
-    with_notes: bool = True,
+    with_notion: bool = True,
     sync: bool = True,
     allowlisted: bool = True,
 ) -> AsyncIterator[EnrolledSandbox]:
     """A sandbox with one seeded facility enrolled as a customer (see the module docstring).
 
-    ``with_notes=False`` leaves the notes integration out, ``sync=False`` the registry
+    ``with_notion=False`` leaves the notes integration out, ``sync=False`` the registry
     empty, ``register_facility=False`` the kross row unlinked to a gateway facility,
     ``allowlisted=False`` the customer's e-mail off the knowledge allowlist (step 2).
     """
@@ -196,7 +196,7 @@ async def enrolled_sandbox(
     app = sandbox.asgi_app()
     settings = sandbox_settings(database_url, **dict(settings_overrides or {}))
     facility = sandbox.kross.facility_summaries()[student_index]
-    truth = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    truth = next(w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"])
     async with open_container(
         settings, clock=clock, http_factory=sandbox_http_factory(app), sleep=sleep
     ) as container:
@@ -205,7 +205,7 @@ async def enrolled_sandbox(
             container=container,
             student_id=student_id_of(facility),
             facility=facility,
-            notes_ground_truth=truth,
+            notion_ground_truth=truth,
             settings=settings,
             clock=clock,
             sleep=sleep,
@@ -215,7 +215,7 @@ async def enrolled_sandbox(
         await enrol(
             enrolled,
             register_facility=register_facility,
-            with_notes=with_notes,
+            with_notion=with_notion,
             allowlisted=allowlisted,
         )
         if sync:
@@ -227,7 +227,7 @@ async def enrol(
     enrolled: EnrolledSandbox,
     *,
     register_facility: bool = True,
-    with_notes: bool = True,
+    with_notion: bool = True,
     allowlisted: bool = True,
 ) -> None:
     """Enrol the facility's customer step by step through the service functions."""
@@ -251,7 +251,7 @@ async def enrol(
     assert config.workspace_id is not None
     async with enrolled.http() as http:
         answer = await http.put(
-            f"/platform/_sandbox/workspaces/{config.workspace_id}/pms-connection",
+            f"/assistant/_sandbox/workspaces/{config.workspace_id}/pms-connection",
             json={
                 "hotel_id": enrolled.hotel_id,
                 "username": facility["username"],
@@ -260,7 +260,7 @@ async def enrol(
         )
         answer.raise_for_status()
     # The natural order: the row first (its id is what the facility is registered with).
-    row = await link_pms(services, enrolled.student_id, enrolled.hotel_id)
+    row = await link_kross(services, enrolled.student_id, enrolled.hotel_id)
     if register_facility:
         await services.facilities.add(
             NewFacility(
@@ -273,13 +273,13 @@ async def enrol(
                 name=facility["name"],
             )
         )
-        await link_pms(services, enrolled.student_id, enrolled.hotel_id)
+        await link_kross(services, enrolled.student_id, enrolled.hotel_id)
         enrolled.gateway_facility_registered = True
-    if with_notes:
-        await connect_notes(
+    if with_notion:
+        await connect_notion(
             services,
             enrolled.student_id,
-            SecretStr(enrolled.notes_ground_truth["token"]),
-            enrolled.notes_ground_truth["database_id"],
-            notes_workspace_id=enrolled.notes_ground_truth["workspace_id"],
+            SecretStr(enrolled.notion_ground_truth["token"]),
+            enrolled.notion_ground_truth["database_id"],
+            notes_workspace_id=enrolled.notion_ground_truth["workspace_id"],
         )

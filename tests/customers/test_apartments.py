@@ -24,7 +24,7 @@ from .records_support import add_customer, code_of
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_row_created_by_the_listings_sync_is_completed_with_its_notes_page_in_place(
+async def test_a_row_created_by_the_listings_sync_is_completed_with_its_notion_page_in_place(
     sessions: async_sessionmaker[AsyncSession],
     customers: Customers,
     clock: ManualClock,
@@ -60,11 +60,11 @@ async def test_separate_updates_complete_an_existing_row_and_never_create_one(
     registry = Apartments(sessions)
     await registry.upsert("stu-1001", "rt-101", assistant_listing_id="lst-9")
 
-    await registry.update_notes_page("stu-1001", "rt-101", "page-abc")
+    await registry.update_notion_page("stu-1001", "rt-101", "page-abc")
     await registry.update_name("stu-1001", "rt-101", "Casa Blu")
     relisted = await registry.update_listing("stu-1001", "rt-101", "lst-10")
     with pytest.raises(PmsgateError) as missing:
-        await registry.update_notes_page("stu-1001", "rt-999", "page-zzz")
+        await registry.update_notion_page("stu-1001", "rt-999", "page-zzz")
 
     assert (relisted.assistant_listing_id, relisted.notes_page_id, relisted.name) == (
         "lst-10",
@@ -75,7 +75,7 @@ async def test_separate_updates_complete_an_existing_row_and_never_create_one(
     assert await registry.count("stu-1001") == 1
 
 
-async def test_a_listing_or_notes_page_maps_to_one_apartment_only(
+async def test_a_listing_or_notion_page_maps_to_one_apartment_only(
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
@@ -86,7 +86,7 @@ async def test_a_listing_or_notes_page_maps_to_one_apartment_only(
     with pytest.raises(PmsgateError) as listing:
         await registry.upsert("stu-1001", "rt-102", assistant_listing_id="lst-1")
     with pytest.raises(PmsgateError) as page:
-        await registry.update_notes_page("stu-1001", "rt-102", "p-1")
+        await registry.update_notion_page("stu-1001", "rt-102", "p-1")
     # Detaching first, then attaching, moves the listing without a conflict.
     await registry.update_listing("stu-1001", "rt-101", None)
     moved = await registry.update_listing("stu-1001", "rt-102", "lst-1")

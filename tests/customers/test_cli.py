@@ -16,7 +16,7 @@ from typer.testing import CliRunner, Result
 from pmsgate.cli import app
 from pmsgate.config import get_settings
 from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 
 from ..e2e.processes import free_port, serving
 from ..gateway.facility_support import all_stored_text
@@ -37,7 +37,7 @@ def sandbox_url() -> Iterator[str]:
         str(port),
         "--seed",
         str(SEED),
-        ready_url=f"{url}/platform/_sandbox/config",
+        ready_url=f"{url}/assistant/_sandbox/config",
     ):
         yield url
 
@@ -47,9 +47,9 @@ def cli_env(database_url: str, sandbox_url: str, monkeypatch: pytest.MonkeyPatch
     """The CLI's configuration in the environment; the settings cache and logging restored."""
     monkeypatch.setenv("PMSGATE_DATABASE_URL", database_url)
     monkeypatch.setenv("PMSGATE_SECRET_KEYS", generate_key_spec("c1"))
-    monkeypatch.setenv("PMSGATE_PLATFORM_API_URL", f"{sandbox_url}/platform")
-    monkeypatch.setenv("PMSGATE_PLATFORM_API_TOKEN", SANDBOX_PLATFORM_TOKEN)
-    monkeypatch.setenv("PMSGATE_NOTES_API_URL", f"{sandbox_url}/notes")
+    monkeypatch.setenv("PMSGATE_ASSISTANT_API_URL", f"{sandbox_url}/assistant")
+    monkeypatch.setenv("PMSGATE_ASSISTANT_API_TOKEN", SANDBOX_ASSISTANT_TOKEN)
+    monkeypatch.setenv("PMSGATE_NOTION_API_URL", f"{sandbox_url}/notion")
     get_settings.cache_clear()
     saved_logging = structlog.get_config()
     yield database_url
@@ -87,7 +87,7 @@ async def sandbox_truth(sandbox_url: str) -> tuple[dict[str, Any], dict[str, Any
     """The first seeded facility and its notes workspace, from the emulators' controls."""
     async with httpx.AsyncClient(base_url=sandbox_url) as http:
         facilities = (await http.get("/kross/_sandbox/facilities")).json()
-        workspaces = (await http.get("/notes/_sandbox/workspaces")).json()
+        workspaces = (await http.get("/notion/_sandbox/workspaces")).json()
     facility = facilities[0]
     notes = next(w for w in workspaces if w["hotel_id"] == facility["hotel_id"])
     return facility, notes
@@ -147,7 +147,7 @@ async def test_a_customer_is_enrolled_and_synced_from_the_command_line(
     assert workspace_id and configured["workspace"]["billing_mode"] == "partner_markup"
     async with httpx.AsyncClient(base_url=sandbox_url) as http:
         answer = await http.put(
-            f"/platform/_sandbox/workspaces/{workspace_id}/pms-connection",
+            f"/assistant/_sandbox/workspaces/{workspace_id}/pms-connection",
             json={
                 "hotel_id": facility["hotel_id"],
                 "username": facility["username"],
@@ -157,7 +157,7 @@ async def test_a_customer_is_enrolled_and_synced_from_the_command_line(
         answer.raise_for_status()
 
     linked = await pmsgate(
-        "customers", "link-pms", student, "--hotel-id", facility["hotel_id"], "--json"
+        "customers", "link-kross", student, "--hotel-id", facility["hotel_id"], "--json"
     )
     body = one_json(linked)
     assert body["linked"] is False and body["integration"]["status"] == "connected"
@@ -165,7 +165,7 @@ async def test_a_customer_is_enrolled_and_synced_from_the_command_line(
 
     connected = await pmsgate(
         "customers",
-        "connect-notes",
+        "connect-notion",
         student,
         "--database-id",
         notes["database_id"],
@@ -211,7 +211,7 @@ async def test_the_token_prompt_is_hidden_and_a_wrong_token_stores_nothing(
 
     refused = await pmsgate(
         "customers",
-        "connect-notes",
+        "connect-notion",
         student,
         "--database-id",
         notes["database_id"],
@@ -233,7 +233,7 @@ async def test_errors_are_a_code_a_message_and_a_hint_with_exit_status_2(cli_env
     assert_failed_with(
         await pmsgate(
             "customers",
-            "connect-notes",
+            "connect-notion",
             "stu-ghost",
             "--database-id",
             "db",

@@ -12,7 +12,7 @@ from pmsgate.customers.context import CustomerServices
 from pmsgate.errors import PmsgateError
 from pmsgate.storage.db import open_database
 from pmsgate.storage.integrations import token_context
-from pmsgate.storage.models import PmsIntegration
+from pmsgate.storage.models import CustomerIntegration
 
 from ..gateway.facility_support import all_stored_text
 from .support import enrolled_sandbox, sandbox_settings
@@ -25,7 +25,7 @@ async def test_context_holds_the_customer_workspace_integrations_and_registry(
 ) -> None:
     async with enrolled_sandbox(database_url) as box:
         ctx = await box.context()
-        workspaces = box.sandbox.platform.workspaces()
+        workspaces = box.sandbox.assistant.workspaces()
 
     assert ctx.student_id == box.student_id
     assert ctx.customer.email == f"owner-{box.hotel_id}@example.com"
@@ -33,12 +33,12 @@ async def test_context_holds_the_customer_workspace_integrations_and_registry(
     assert ctx.workspace is not None and ctx.workspace.billing_mode == "partner_markup"
     assert ctx.workspace_id == ctx.workspace.workspace_id
     assert ctx.workspace_id in {w.id for w in workspaces}
-    assert ctx.pms is not None and ctx.pms.provider == "kross"
-    assert ctx.pms.status == "connected" and ctx.pms_connected
-    assert ctx.pms.facility_hotel_id == box.hotel_id == ctx.hotel_id
-    assert ctx.pms.id != ctx.student_id
+    assert ctx.kross is not None and ctx.kross.provider == "kross"
+    assert ctx.kross.status == "connected" and ctx.kross_connected
+    assert ctx.kross.facility_hotel_id == box.hotel_id == ctx.hotel_id
+    assert ctx.kross.id != ctx.student_id
     assert ctx.notes is not None and ctx.notes.provider == "notes" and ctx.notes_connected
-    assert ctx.apartments_database_id == box.notes_ground_truth["database_id"]
+    assert ctx.apartments_database_id == box.notion_ground_truth["database_id"]
     assert sorted(a.pms_room_type_id for a in ctx.apartments) == box.room_type_ids
 
 
@@ -46,8 +46,8 @@ async def test_the_facility_is_linked_by_its_integration_id(database_url: str) -
     async with enrolled_sandbox(database_url) as box:
         ctx = await box.context()
         facility = await box.services.facilities.get(box.hotel_id)
-    assert ctx.pms is not None
-    assert facility.integration_id == ctx.pms.id
+    assert ctx.kross is not None
+    assert facility.integration_id == ctx.kross.id
 
 
 async def test_an_unknown_student_is_customer_not_found_with_a_hint(database_url: str) -> None:
@@ -59,15 +59,15 @@ async def test_an_unknown_student_is_customer_not_found_with_a_hint(database_url
     assert "customers add" in caught.value.hint
 
 
-async def test_the_notes_token_is_stored_only_encrypted_and_used_decrypted(
+async def test_the_notion_token_is_stored_only_encrypted_and_used_decrypted(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url, sync=False) as box:
-        token = box.notes_ground_truth["token"]
+        token = box.notion_ground_truth["token"]
         ctx = await box.context()
         assert ctx.notes is not None
-        async with box.services.notes(ctx) as notes:
-            pages = await notes.query_database(box.notes_ground_truth["database_id"])
+        async with box.services.notion(ctx) as notes:
+            pages = await notes.query_database(box.notion_ground_truth["database_id"])
             assert token not in repr(notes)
         vault = box.services.vault
 
@@ -78,14 +78,14 @@ async def test_the_notes_token_is_stored_only_encrypted_and_used_decrypted(
     async with open_database(database_url, migrate=False) as engine, engine.connect() as conn:
         ciphertext = (
             await conn.execute(
-                select(PmsIntegration.token_enc).where(PmsIntegration.id == ctx.notes.id)
+                select(CustomerIntegration.token_enc).where(CustomerIntegration.id == ctx.notes.id)
             )
         ).scalar_one()
     assert ciphertext is not None and ciphertext.startswith(f"{vault.primary_key_id}:")
     assert vault.decrypt(ciphertext, context=token_context(ctx.notes.id)) == token
 
 
-async def test_each_notes_client_gets_its_own_http_client_closed_on_exit(
+async def test_each_notion_client_gets_its_own_http_client_closed_on_exit(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url, sync=False) as box:
@@ -99,10 +99,10 @@ async def test_each_notes_client_gets_its_own_http_client_closed_on_exit(
 
         box.services.http_factory = counting_factory
         ctx = await box.context()
-        async with box.services.notes(ctx) as first, box.services.notes(ctx) as second:
+        async with box.services.notion(ctx) as first, box.services.notion(ctx) as second:
             assert first is not second
-            await first.query_database(box.notes_ground_truth["database_id"])
-            await second.query_database(box.notes_ground_truth["database_id"])
+            await first.query_database(box.notion_ground_truth["database_id"])
+            await second.query_database(box.notion_ground_truth["database_id"])
             assert len(made) == 2 and made[0] is not made[1]
             assert not any(client.is_closed for client in made)
             # Clients of one token share one throttle: together they keep its rate.
@@ -110,35 +110,35 @@ async def test_each_notes_client_gets_its_own_http_client_closed_on_exit(
     assert all(client.is_closed for client in made)
 
 
-async def test_notes_without_a_notes_integration_is_notes_not_connected(
+async def test_notion_without_a_notion_integration_is_notion_not_connected(
     database_url: str,
 ) -> None:
-    async with enrolled_sandbox(database_url, with_notes=False, sync=False) as box:
+    async with enrolled_sandbox(database_url, with_notion=False, sync=False) as box:
         ctx = await box.context()
         assert ctx.notes is None and not ctx.notes_connected
         with pytest.raises(PmsgateError) as caught:
-            async with box.services.notes(ctx):
+            async with box.services.notion(ctx):
                 pass
     assert caught.value.code == "notes_not_connected"
-    assert "connect-notes" in caught.value.hint
+    assert "connect-notion" in caught.value.hint
 
 
-async def test_without_a_platform_token_the_platform_is_a_configuration_error(
+async def test_without_a_assistant_token_the_assistant_is_a_configuration_error(
     database_url: str,
 ) -> None:
-    settings = sandbox_settings(database_url, platform_api_token=None)
+    settings = sandbox_settings(database_url, assistant_api_token=None)
     async with open_container(settings) as container:
         services = container.customers
         assert isinstance(services, CustomerServices)
         with pytest.raises(PmsgateError) as caught:
-            _ = services.platform
+            _ = services.assistant
     assert caught.value.code == "platform_not_configured"
 
 
 async def test_the_services_never_show_a_secret_in_their_repr(database_url: str) -> None:
     secret = "platform-token-that-must-stay-hidden"
-    settings = sandbox_settings(database_url, platform_api_token=SecretStr(secret))
+    settings = sandbox_settings(database_url, assistant_api_token=SecretStr(secret))
     async with open_container(settings) as container:
         services = container.customers
         assert secret not in repr(services)
-        assert secret not in repr(services.platform)
+        assert secret not in repr(services.assistant)

@@ -36,8 +36,8 @@ class Reconnectable:
 
     async def row(self) -> IntegrationView:
         ctx = await self.enrolled.context()
-        assert ctx.pms is not None
-        return ctx.pms
+        assert ctx.kross is not None
+        return ctx.kross
 
     async def call_tool(self) -> Any:
         facility = await self.gateway.facilities.get(self.hotel_id)
@@ -129,7 +129,7 @@ async def test_a_reconnect_stores_verified_credentials_and_restarts_the_listings
         await r.gateway.facilities.mark_error(r.hotel_id, "authentication failed")
         ctx = await r.enrolled.context()
         assert ctx.workspace_id is not None
-        assert r.enrolled.sandbox.platform.listings(ctx.workspace_id) == []
+        assert r.enrolled.sandbox.assistant.listings(ctx.workspace_id) == []
 
         result = await r.connect()
 
@@ -145,11 +145,11 @@ async def test_a_reconnect_stores_verified_credentials_and_restarts_the_listings
         assert credentials.password.get_secret_value() == NEW_PASSWORD
         # The answers read with the old credentials are gone: the next call goes upstream.
         assert (await r.call_tool()).meta["source"] == "upstream"
-        assert len(r.enrolled.sandbox.platform.listings(ctx.workspace_id)) == apartments
+        assert len(r.enrolled.sandbox.assistant.listings(ctx.workspace_id)) == apartments
         assert NEW_PASSWORD not in repr(result) + str(result.as_json())
 
 
-async def test_a_refused_reconnect_raises_pms_credentials_rejected_and_stores_nothing(
+async def test_a_refused_reconnect_raises_kross_credentials_rejected_and_stores_nothing(
     database_url: str,
 ) -> None:
     async with reconnectable(database_url) as r:
@@ -203,19 +203,19 @@ async def test_a_partner_facility_refuses_an_api_key_of_its_own(database_url: st
         assert await r.row() == before
 
 
-async def test_the_platform_client_reads_and_sets_the_workspace_connection_without_echoes(
+async def test_the_assistant_client_reads_and_sets_the_workspace_connection_without_echoes(
     database_url: str,
 ) -> None:
     async with reconnectable(database_url) as r:
-        platform = r.enrolled.services.platform
+        assistant = r.enrolled.services.assistant
         ctx = await r.enrolled.context()
         assert ctx.workspace_id is not None
 
-        current = await platform.get_pms_connection(ctx.workspace_id)
-        r.enrolled.sandbox.platform.clear_pms_connection(ctx.workspace_id)
-        missing = await platform.get_pms_connection(ctx.workspace_id)
+        current = await assistant.get_kross_connection(ctx.workspace_id)
+        r.enrolled.sandbox.assistant.clear_kross_connection(ctx.workspace_id)
+        missing = await assistant.get_kross_connection(ctx.workspace_id)
         r.enrolled.sandbox.kross.change_password(r.hotel_id, NEW_PASSWORD)
-        updated = await platform.set_pms_connection(
+        updated = await assistant.set_kross_connection(
             ctx.workspace_id,
             hotel_id=r.hotel_id,
             username=r.enrolled.facility["username"],
@@ -226,7 +226,7 @@ async def test_the_platform_client_reads_and_sets_the_workspace_connection_witho
         assert missing is None
         assert (updated.hotel_id, updated.healthy) == (r.hotel_id, True)
         assert NEW_PASSWORD not in updated.model_dump_json()
-        assert len(r.enrolled.sandbox.platform.listings(ctx.workspace_id)) == len(
+        assert len(r.enrolled.sandbox.assistant.listings(ctx.workspace_id)) == len(
             r.enrolled.facility["apartments"]
         )
 

@@ -44,18 +44,18 @@ async def enrolled(database_url: str) -> AsyncIterator[EnrolledSandbox]:
         ctx = await box.context()
         assert ctx.workspace_id is not None
         # The platform's own connection no longer authenticates: its listings are gone.
-        assert box.sandbox.platform.listings(ctx.workspace_id) == []
+        assert box.sandbox.assistant.listings(ctx.workspace_id) == []
         yield box
 
 
 async def listings_after_reconnect(box: EnrolledSandbox) -> int:
     """How many listings the platform shows, and the kross row connected again."""
     ctx = await box.context()
-    assert ctx.pms is not None and ctx.pms.status == "connected"
+    assert ctx.kross is not None and ctx.kross.status == "connected"
     assert ctx.workspace_id is not None
     credentials = await box.container.gateway.facilities.credentials(box.hotel_id)
     assert credentials.password.get_secret_value() == NEW_PASSWORD
-    return len(box.sandbox.platform.listings(ctx.workspace_id))
+    return len(box.sandbox.assistant.listings(ctx.workspace_id))
 
 
 async def test_the_admin_api_reconnect_restarts_the_listings_sync(
@@ -82,10 +82,10 @@ async def test_the_cli_reconnect_restarts_the_listings_sync(
     env = {
         "PMSGATE_DATABASE_URL": settings.effective_database_url,
         "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
-        "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
-        "PMSGATE_NOTES_API_URL": settings.notes_api_url,
+        "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
+        "PMSGATE_NOTION_API_URL": settings.notion_api_url,
     }
-    for name in ("secret_keys", "partner_api_key", "platform_api_token"):
+    for name in ("secret_keys", "partner_api_key", "assistant_api_token"):
         env[f"PMSGATE_{name.upper()}"] = getattr(settings, name).get_secret_value()
     for key, value in env.items():
         monkeypatch.setenv(key, value)

@@ -155,7 +155,7 @@ async def test_a_deleted_listing_is_left_for_a_person_and_a_missing_row_is_creat
 
 async def test_no_listings_at_all_is_the_connection_not_the_registry(database_url: str) -> None:
     async with enrolled_sandbox(database_url, student_index=FOUR_APARTMENTS) as enrolled:
-        await enrolled.break_pms()
+        await enrolled.break_kross()
         report = await check_registry(enrolled.services, enrolled.student_id)
         assert report.status == "unchecked"
         assert report.fix is not None and "Reconnect" in report.fix

@@ -32,7 +32,7 @@ async def enrolled(sandbox_url: str) -> tuple[str, list[str]]:
     workspace_id = configured["workspace"]["workspace_id"]
     async with httpx.AsyncClient(base_url=sandbox_url) as http:
         answer = await http.put(
-            f"/platform/_sandbox/workspaces/{workspace_id}/pms-connection",
+            f"/assistant/_sandbox/workspaces/{workspace_id}/pms-connection",
             json={
                 "hotel_id": facility["hotel_id"],
                 "username": facility["username"],

@@ -10,10 +10,10 @@ from pydantic import SecretStr
 from pmsgate.customers.service import (
     Subscription,
     configure_workspace,
-    connect_notes,
-    link_pms,
+    connect_notion,
+    link_kross,
     register_customer,
-    set_pms_status,
+    set_kross_status,
     sync_registry,
 )
 from pmsgate.errors import PmsgateError
@@ -33,7 +33,7 @@ def by_room_type(rows: list[ApartmentView]) -> dict[str, ApartmentView]:
 
 
 def listings_by_room_type(box: EnrolledSandbox, workspace_id: str) -> dict[str, Any]:
-    return {str(li.id_room_type): li for li in box.sandbox.platform.listings(workspace_id)}
+    return {str(li.id_room_type): li for li in box.sandbox.assistant.listings(workspace_id)}
 
 
 # --- the registry ------------------------------------------------------------------------------
@@ -79,18 +79,18 @@ async def test_a_second_sync_changes_nothing(database_url: str) -> None:
     assert after == before
 
 
-async def test_a_row_made_by_the_listings_sync_is_completed_in_place_with_the_notes_page(
+async def test_a_row_made_by_the_listings_sync_is_completed_in_place_with_the_notion_page(
     database_url: str,
 ) -> None:
-    async with enrolled_sandbox(database_url, with_notes=False) as box:
+    async with enrolled_sandbox(database_url, with_notion=False) as box:
         first = box.last_sync
         assert first is not None and first.notes_pages is None
         listed = by_room_type((await box.context()).apartments)
         assert all(row.notes_page_id is None for row in listed.values())
         assert all(row.assistant_listing_id is not None for row in listed.values())
 
-        truth = box.notes_ground_truth
-        await connect_notes(
+        truth = box.notion_ground_truth
+        await connect_notion(
             box.services, box.student_id, SecretStr(truth["token"]), truth["database_id"]
         )
         completed = await box.sync()
@@ -110,14 +110,14 @@ async def test_with_the_integration_in_error_there_are_no_listings_and_rows_stay
 ) -> None:
     async with enrolled_sandbox(database_url) as box:
         resolved = by_room_type((await box.context()).apartments)
-        row = await box.break_pms()
+        row = await box.break_kross()
         assert row.status == "error" and row.last_error
         broken = await box.sync()
         ctx = await box.context()
-        assert not ctx.pms_connected
+        assert not ctx.kross_connected
         unresolved = by_room_type(ctx.apartments)
 
-        await box.restore_pms()
+        await box.restore_kross()
         restored = await box.sync()
         back = by_room_type((await box.context()).apartments)
 
@@ -137,11 +137,11 @@ async def test_with_the_integration_in_error_there_are_no_listings_and_rows_stay
     }
 
 
-async def test_a_new_customer_whose_integration_is_in_error_gets_rows_from_the_notes_pages(
+async def test_a_new_customer_whose_integration_is_in_error_gets_rows_from_the_notion_pages(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url, sync=False) as box:
-        await box.break_pms()
+        await box.break_kross()
         result = await box.sync()
         rows = by_room_type((await box.context()).apartments)
 
@@ -167,17 +167,17 @@ async def test_the_sync_needs_the_workspace(database_url: str) -> None:
 # --- notes -------------------------------------------------------------------------------------
 
 
-async def test_connect_notes_with_a_wrong_token_is_refused_and_nothing_is_stored(
+async def test_connect_notion_with_a_wrong_token_is_refused_and_nothing_is_stored(
     database_url: str,
 ) -> None:
     wrong = "ntn_" + "x" * 46
-    async with enrolled_sandbox(database_url, with_notes=False, sync=False) as box:
+    async with enrolled_sandbox(database_url, with_notion=False, sync=False) as box:
         with pytest.raises(PmsgateError) as caught:
-            await connect_notes(
+            await connect_notion(
                 box.services,
                 box.student_id,
                 SecretStr(wrong),
-                box.notes_ground_truth["database_id"],
+                box.notion_ground_truth["database_id"],
             )
         ctx = await box.context()
     assert caught.value.code == "notes_token_refused"
@@ -187,33 +187,33 @@ async def test_connect_notes_with_a_wrong_token_is_refused_and_nothing_is_stored
     assert wrong not in await all_stored_text(database_url)
 
 
-async def test_connect_notes_with_a_database_the_token_cannot_read_is_refused(
+async def test_connect_notion_with_a_database_the_token_cannot_read_is_refused(
     database_url: str,
 ) -> None:
-    async with enrolled_sandbox(database_url, with_notes=False, sync=False) as box:
+    async with enrolled_sandbox(database_url, with_notion=False, sync=False) as box:
         others = next(
             w
-            for w in box.sandbox.notes.workspaces()
-            if w["workspace_id"] != box.notes_ground_truth["workspace_id"]
+            for w in box.sandbox.notion.workspaces()
+            if w["workspace_id"] != box.notion_ground_truth["workspace_id"]
         )
         with pytest.raises(PmsgateError) as caught:
-            await connect_notes(
+            await connect_notion(
                 box.services,
                 box.student_id,
-                SecretStr(box.notes_ground_truth["token"]),
+                SecretStr(box.notion_ground_truth["token"]),
                 others["database_id"],
             )
         assert (await box.context()).notes is None
     assert caught.value.code == "notes_database_not_found"
 
 
-async def test_connecting_the_same_notes_again_writes_nothing(database_url: str) -> None:
+async def test_connecting_the_same_notion_again_writes_nothing(database_url: str) -> None:
     async with enrolled_sandbox(database_url, sync=False) as box:
         first = (await box.context()).notes
         assert first is not None
         box.clock.advance(60)
-        truth = box.notes_ground_truth
-        again = await connect_notes(
+        truth = box.notion_ground_truth
+        again = await connect_notion(
             box.services, box.student_id, SecretStr(truth["token"]), truth["database_id"]
         )
         ctx = await box.context()
@@ -222,7 +222,7 @@ async def test_connecting_the_same_notes_again_writes_nothing(database_url: str)
     assert ctx.notes == first  # not even updated_at moved
 
 
-async def test_connecting_another_notes_workspace_replaces_token_and_database_in_place(
+async def test_connecting_another_notion_workspace_replaces_token_and_database_in_place(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url, sync=False) as box:
@@ -230,33 +230,33 @@ async def test_connecting_another_notes_workspace_replaces_token_and_database_in
         assert first is not None
         other = next(
             w
-            for w in box.sandbox.notes.workspaces()
-            if w["workspace_id"] != box.notes_ground_truth["workspace_id"]
+            for w in box.sandbox.notion.workspaces()
+            if w["workspace_id"] != box.notion_ground_truth["workspace_id"]
         )
-        again = await connect_notes(
+        again = await connect_notion(
             box.services, box.student_id, SecretStr(other["token"]), other["database_id"]
         )
         ctx = await box.context()
-        token = await box.services.notes_token(first.id)
+        token = await box.services.notion_token(first.id)
     assert not again.created and again.apartment_pages == len(other["pages"])
     assert ctx.notes is not None and ctx.notes.id == first.id
     assert ctx.notes.apartments_database_id == other["database_id"]
     assert token.get_secret_value() == other["token"]
 
 
-async def test_a_revoked_notes_token_fails_the_sync_and_puts_the_notes_row_in_error(
+async def test_a_revoked_notion_token_fails_the_sync_and_puts_the_notion_row_in_error(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url) as box:
         before = (await box.context()).apartments
         # The emulator has no revoke control: forgetting the token is what revoking does.
-        box.sandbox.notes._by_token.pop(box.notes_ground_truth["token"])
+        box.sandbox.notion._by_token.pop(box.notion_ground_truth["token"])
         with pytest.raises(PmsgateError) as caught:
             await box.sync()
         ctx = await box.context()
     assert caught.value.code == "notes_unauthorized"
     assert "Reconnect" in caught.value.hint
-    assert box.notes_ground_truth["token"] not in str(caught.value)
+    assert box.notion_ground_truth["token"] not in str(caught.value)
     assert ctx.notes is not None and ctx.notes.status == "error" and not ctx.notes_connected
     assert ctx.apartments == before
 
@@ -264,12 +264,12 @@ async def test_a_revoked_notes_token_fails_the_sync_and_puts_the_notes_row_in_er
 # --- the booking-system row --------------------------------------------------------------------
 
 
-async def test_link_pms_before_the_facility_exists_creates_an_unlinked_row_then_links_it(
+async def test_link_kross_before_the_facility_exists_creates_an_unlinked_row_then_links_it(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url, register_facility=False, sync=False) as box:
         ctx = await box.context()
-        assert ctx.pms is not None and ctx.pms.facility_hotel_id is None
+        assert ctx.kross is not None and ctx.kross.facility_hotel_id is None
         facility = box.facility
         await box.services.facilities.add(
             NewFacility(
@@ -278,22 +278,22 @@ async def test_link_pms_before_the_facility_exists_creates_an_unlinked_row_then_
                 password=SecretStr(facility["password"]),
                 kind=facility["kind"],
                 api_key=SecretStr(facility["api_key"]) if facility["kind"] == "own" else None,
-                integration_id=ctx.pms.id,
+                integration_id=ctx.kross.id,
                 name=facility["name"],
             )
         )
         await box.services.facilities.mark_error(box.hotel_id, "authentication failed")
-        linked = await link_pms(box.services, box.student_id, box.hotel_id)
-        again = await link_pms(box.services, box.student_id, box.hotel_id)
+        linked = await link_kross(box.services, box.student_id, box.hotel_id)
+        again = await link_kross(box.services, box.student_id, box.hotel_id)
 
-    assert linked.id == ctx.pms.id
+    assert linked.id == ctx.kross.id
     assert linked.facility_hotel_id == box.hotel_id
     # The row takes the facility's state.
     assert (linked.status, linked.last_error) == ("error", "authentication failed")
     assert again == linked
 
 
-async def test_link_pms_to_a_facility_registered_for_another_row_is_a_conflict(
+async def test_link_kross_to_a_facility_registered_for_another_row_is_a_conflict(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url, register_facility=False, sync=False) as box:
@@ -310,31 +310,31 @@ async def test_link_pms_to_a_facility_registered_for_another_row_is_a_conflict(
             )
         )
         with pytest.raises(PmsgateError) as caught:
-            await link_pms(box.services, box.student_id, box.hotel_id)
+            await link_kross(box.services, box.student_id, box.hotel_id)
     assert caught.value.code == "facility_of_another_integration"
 
 
-async def test_link_pms_to_an_unknown_facility_while_linked_elsewhere_is_a_conflict(
+async def test_link_kross_to_an_unknown_facility_while_linked_elsewhere_is_a_conflict(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url, sync=False) as box:
         with pytest.raises(PmsgateError) as caught:
-            await link_pms(box.services, box.student_id, "999999")
+            await link_kross(box.services, box.student_id, "999999")
         ctx = await box.context()
     assert caught.value.code == "pms_linked_to_another_facility"
-    assert ctx.pms is not None and ctx.pms.facility_hotel_id == box.hotel_id
+    assert ctx.kross is not None and ctx.kross.facility_hotel_id == box.hotel_id
 
 
-async def test_set_pms_status_moves_the_row_and_without_a_row_says_so(database_url: str) -> None:
+async def test_set_kross_status_moves_the_row_and_without_a_row_says_so(database_url: str) -> None:
     async with enrolled_sandbox(database_url, sync=False) as box:
-        broken = await set_pms_status(box.services, box.student_id, "error", error="auth failed")
-        fixed = await set_pms_status(box.services, box.student_id, "connected")
+        broken = await set_kross_status(box.services, box.student_id, "error", error="auth failed")
+        fixed = await set_kross_status(box.services, box.student_id, "connected")
         await register_customer(
             box.services,
             CustomerProfile(student_id="stu-bare", email="bare@example.com", name="B", kind="own"),
         )
         with pytest.raises(PmsgateError) as caught:
-            await set_pms_status(box.services, "stu-bare", "error")
+            await set_kross_status(box.services, "stu-bare", "error")
     assert (broken.status, broken.last_error) == ("error", "auth failed")
     assert (fixed.status, fixed.last_error) == ("connected", None)
     assert caught.value.code == "pms_not_linked"
@@ -343,13 +343,13 @@ async def test_set_pms_status_moves_the_row_and_without_a_row_says_so(database_u
 # --- customer and workspace --------------------------------------------------------------------
 
 
-async def test_enrolling_again_changes_nothing_on_the_platform_or_in_the_records(
+async def test_enrolling_again_changes_nothing_on_the_assistant_or_in_the_records(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url) as box:
         before = await box.context()
-        workspaces = len(box.sandbox.platform.workspaces())
-        posts = box.sandbox.platform.stats.requests_by_route["POST /v1/workspaces"]
+        workspaces = len(box.sandbox.assistant.workspaces())
+        posts = box.sandbox.assistant.stats.requests_by_route["POST /v1/workspaces"]
         await register_customer(
             box.services,
             profile_of(box.facility),
@@ -366,25 +366,25 @@ async def test_enrolling_again_changes_nothing_on_the_platform_or_in_the_records
             alert_threshold_pct=80,
             workspace_slug=f"sandbox-{box.hotel_id}",
         )
-        await link_pms(box.services, box.student_id, box.hotel_id)
+        await link_kross(box.services, box.student_id, box.hotel_id)
         await box.sync()
         after = await box.context()
-        posts_after = box.sandbox.platform.stats.requests_by_route["POST /v1/workspaces"]
+        posts_after = box.sandbox.assistant.stats.requests_by_route["POST /v1/workspaces"]
 
     assert config.workspace_id == before.workspace_id
-    assert len(box.sandbox.platform.workspaces()) == workspaces
-    assert after.pms == before.pms and after.notes == before.notes
+    assert len(box.sandbox.assistant.workspaces()) == workspaces
+    assert after.kross == before.kross and after.notes == before.notes
     assert after.apartments == before.apartments
     assert after.workspace is not None and before.workspace is not None
     assert after.workspace.workspace_id == before.workspace.workspace_id
     assert posts == 1 and posts_after == 1
 
 
-async def test_configure_workspace_finds_a_workspace_the_platform_already_has_by_slug(
+async def test_configure_workspace_finds_a_workspace_the_assistant_already_has_by_slug(
     database_url: str,
 ) -> None:
     async with enrolled_sandbox(database_url, sync=False) as box:
-        existing = box.sandbox.platform.create_workspace("Precreated", "precreated-ws")
+        existing = box.sandbox.assistant.create_workspace("Precreated", "precreated-ws")
         await register_customer(
             box.services,
             CustomerProfile(student_id="stu-pre", email="pre@example.com", name="Pre", kind="own"),
@@ -409,8 +409,8 @@ async def test_operations_on_an_unknown_customer_are_customer_not_found(
             configure_workspace(
                 box.services, "stu-ghost", plan_limit_usd=1, alert_threshold_pct=50
             ),
-            connect_notes(box.services, "stu-ghost", SecretStr("t"), "db"),
-            link_pms(box.services, "stu-ghost", box.hotel_id),
+            connect_notion(box.services, "stu-ghost", SecretStr("t"), "db"),
+            link_kross(box.services, "stu-ghost", box.hotel_id),
             sync_registry(box.services, "stu-ghost"),
         ):
             with pytest.raises(PmsgateError) as caught:

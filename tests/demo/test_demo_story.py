@@ -69,7 +69,7 @@ def test_the_log_lines_are_in_the_file_it_names_not_in_the_story(demo: DemoRun) 
     assert demo.stdout.count(str(demo.log.resolve())) == 1
     logged = demo.log.read_text()
     # The chapter that tries a request without a browser User-Agent is warned about it.
-    assert "[warning" in logged and "pms_user_agent_not_browser_style" in logged
+    assert "[warning" in logged and "kross_user_agent_not_browser_style" in logged
 
 
 def test_no_reference_leads_outside_the_repository(demo: DemoRun) -> None:

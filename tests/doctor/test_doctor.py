@@ -17,12 +17,12 @@ from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.doctor.kross import PROBE_REQUESTS, offset_verdict, page_cap
-from pmsgate.doctor.notes import probe_notes
+from pmsgate.doctor.notion import probe_notion
 from pmsgate.doctor.runner import Target, run_doctor
 from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
-from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.storage.db import current_revision, open_database
 
@@ -49,9 +49,9 @@ def settings(tmp_path: Path) -> Settings:
         database_url=f"sqlite+aiosqlite:///{tmp_path / 'doctor.db'}",
         redis_url=None,
         kross_base_url=f"{HOST}/kross",
-        platform_api_url=f"{HOST}/platform",
-        platform_api_token=SecretStr(SANDBOX_PLATFORM_TOKEN),
-        notes_api_url=f"{HOST}/notes",
+        assistant_api_url=f"{HOST}/assistant",
+        assistant_api_token=SecretStr(SANDBOX_ASSISTANT_TOKEN),
+        notion_api_url=f"{HOST}/notion",
         partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
         secret_keys=SecretStr(generate_key_spec("doc")),
         limiter_wait_s=0.0,
@@ -100,7 +100,7 @@ class Probe:
 
     @property
     def workspace_id(self) -> str:
-        return self.sandbox.platform.workspaces()[0].id
+        return self.sandbox.assistant.workspaces()[0].id
 
     async def run(self, *, live: bool = True, **target: Any) -> Report:
         return await run_doctor(
@@ -329,10 +329,10 @@ async def test_a_refused_login_fails_the_probe_after_a_single_token_request(
     assert report.failed
 
 
-async def test_assumed_platform_endpoints_that_are_missing_become_warnings_naming_the_step(
+async def test_assumed_assistant_endpoints_that_are_missing_become_warnings_naming_the_step(
     probe: Probe,
 ) -> None:
-    probe.sandbox.platform.configure(undocumented_endpoints="absent")
+    probe.sandbox.assistant.configure(undocumented_endpoints="absent")
 
     report = await probe.run(workspace_id=probe.workspace_id)
 
@@ -343,7 +343,7 @@ async def test_assumed_platform_endpoints_that_are_missing_become_warnings_namin
     assert not report.failed
 
 
-async def test_present_platform_endpoints_hold(
+async def test_present_assistant_endpoints_hold(
     probe: Probe,
 ) -> None:
 
@@ -354,18 +354,18 @@ async def test_present_platform_endpoints_hold(
 
 
 @pytest.mark.parametrize("version", ["2022-06-28", "2025-09-03"])
-async def test_the_notes_probe_names_the_workspace_and_finds_the_database(
+async def test_the_notion_probe_names_the_workspace_and_finds_the_database(
     settings: Settings,
     sandbox: Sandbox,
     http_factory: Callable[[], httpx.AsyncClient],
     version: str,
 ) -> None:
-    workspace = next(iter(sandbox.notes._workspaces.values()))
+    workspace = next(iter(sandbox.notion._workspaces.values()))
     report = Report()
 
     async with http_factory() as http:
-        await probe_notes(
-            settings.model_copy(update={"notes_version": version}),
+        await probe_notion(
+            settings.model_copy(update={"notion_version": version}),
             http,
             SecretStr(workspace.token),
             workspace.database_id,
@@ -379,12 +379,12 @@ async def test_the_notes_probe_names_the_workspace_and_finds_the_database(
     assert ("data source" in database.found) is (version >= "2025-09-03")
 
 
-async def test_a_wrong_notes_token_is_a_failure_with_a_reconnect_hint(
+async def test_a_wrong_notion_token_is_a_failure_with_a_reconnect_hint(
     settings: Settings, http_factory: Callable[[], httpx.AsyncClient]
 ) -> None:
     report = Report()
     async with http_factory() as http:
-        await probe_notes(settings, http, SecretStr("secret_not-a-token"), None, report)
+        await probe_notion(settings, http, SecretStr("secret_not-a-token"), None, report)
 
     assert status_of(report, "notes workspace", "integration") is Status.FAIL
 
@@ -399,7 +399,7 @@ async def test_the_report_holds_no_secret(
     for secret in (
         probe.facility["password"],
         SANDBOX_PARTNER_API_KEY,
-        SANDBOX_PLATFORM_TOKEN,
+        SANDBOX_ASSISTANT_TOKEN,
         probe.settings.secret_keys.get_secret_value(),
     ):
         assert secret not in text

@@ -109,7 +109,7 @@ async def test_operations_found_only_under_their_group_are_found_once_and_rememb
     # one grouped-path try, which answered
     assert kross_store.stats.requests_by_operation[INSTRUCTIONS] == 1
     assert await budget_left(gateway, hotel_id) == before - 3
-    fallbacks = [e for e in logs if e["event"] == "pms_path_fallback"]
+    fallbacks = [e for e in logs if e["event"] == "kross_path_fallback"]
     assert [(e["operation"], e["path"]) for e in fallbacks] == [
         (INSTRUCTIONS, "reservations/get-check-in-instructions")
     ]
@@ -118,7 +118,7 @@ async def test_operations_found_only_under_their_group_are_found_once_and_rememb
     assert second.status_code == 200, second.text
     assert kross_store.stats.requests_total == 4
     assert await budget_left(gateway, hotel_id) == before - 4
-    assert gateway.services.pms.resolved_paths()[INSTRUCTIONS] == (
+    assert gateway.services.kross.resolved_paths()[INSTRUCTIONS] == (
         "reservations/get-check-in-instructions"
     )
 
@@ -230,7 +230,7 @@ async def test_a_token_rejected_again_after_the_refresh_fails_the_call_without_a
     fake = FakeKross(httpx.Response(200, json={"error_code": "AUTH_TOKEN_EXPIRED", "ruid": "r"}))
     answer, _ = await fake_gateway_call(database_url, clock, fake)
     assert answer.status_code == 502
-    assert answer.json()["error"]["code"] == "pms_token_rejected"
+    assert answer.json()["error"]["code"] == "kross_token_rejected"
     assert (fake.logins, fake.calls) == (2, 2)
 
 

@@ -15,8 +15,8 @@ from pmsgate.config import Settings
 from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.vault import Vault, generate_key_spec
-from pmsgate.gateway.verification import Verifier, pms_verifier
-from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.gateway.verification import Verifier, kross_verifier
+from pmsgate.integrations.kross.client import KrossClient
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.storage.db import Base, open_database, session_factory
 from pmsgate.storage.models import Facility, GatewayKey
@@ -84,7 +84,7 @@ def new_facility_from_seed(seed: dict[str, Any], scopes: list[str] | None = None
 def emulator_verifier(kross_http: httpx.AsyncClient, clock: Clock) -> Verifier:
     """A verifier asking the booking-system emulator for a token, through the real client."""
     settings = Settings(kross_base_url=str(kross_http.base_url))
-    return pms_verifier(PmsClient.from_settings(settings, kross_http, clock=clock))
+    return kross_verifier(KrossClient.from_settings(settings, kross_http, clock=clock))
 
 
 async def row_counts(database_url: str) -> tuple[int, int]:

@@ -21,7 +21,7 @@ from pmsgate.audit.actions import Actor, AuditAction, Outcome
 from pmsgate.clock import ManualClock
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.integrations.kit import ErrorKind
-from pmsgate.integrations.kross import errors as pms
+from pmsgate.integrations.kross import errors as kross
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.sync_jobs import SyncJobs
@@ -130,20 +130,20 @@ async def test_a_refused_request_is_a_client_error_not_an_upstream_failure(
 def test_every_failure_kind_has_one_of_the_few_outcomes() -> None:
     """Each kind of errors.yaml, and the transport's failures, map into REQUEST_OUTCOMES."""
     for kind in ErrorKind:
-        error = pms.PmsError("x", status=400, kind=kind)
-        assert pms.request_outcome(error) in pms.REQUEST_OUTCOMES
-    assert pms.request_outcome(None) == "ok"
-    unavailable = pms.UpstreamUnavailable("x", status=503, kind=ErrorKind.UNAVAILABLE)
-    assert pms.request_outcome(unavailable) == "server_error"
-    assert pms.request_outcome(pms.UpstreamUnavailable("no answer")) == "timeout"
-    assert pms.request_outcome(pms.WriteOutcomeUnknown("no answer")) == "timeout"
-    refused = pms.UpstreamUnavailable("connect", may_have_been_sent=False)
-    assert pms.request_outcome(refused) == "unreachable"
-    assert pms.request_outcome(pms.HtmlInsteadOfJson("page", status=200)) == "unexpected"
-    limited = pms.RateLimited("slow", status=429, kind=ErrorKind.RATE_LIMITED)
-    assert pms.request_outcome(limited) == "rate_limited"
-    login = pms.AuthenticationFailed("no", status=401, kind=ErrorKind.AUTH_FAILED)
-    assert pms.request_outcome(login) == "auth_failed"
+        error = kross.KrossError("x", status=400, kind=kind)
+        assert kross.request_outcome(error) in kross.REQUEST_OUTCOMES
+    assert kross.request_outcome(None) == "ok"
+    unavailable = kross.UpstreamUnavailable("x", status=503, kind=ErrorKind.UNAVAILABLE)
+    assert kross.request_outcome(unavailable) == "server_error"
+    assert kross.request_outcome(kross.UpstreamUnavailable("no answer")) == "timeout"
+    assert kross.request_outcome(kross.WriteOutcomeUnknown("no answer")) == "timeout"
+    refused = kross.UpstreamUnavailable("connect", may_have_been_sent=False)
+    assert kross.request_outcome(refused) == "unreachable"
+    assert kross.request_outcome(kross.HtmlInsteadOfJson("page", status=200)) == "unexpected"
+    limited = kross.RateLimited("slow", status=429, kind=ErrorKind.RATE_LIMITED)
+    assert kross.request_outcome(limited) == "rate_limited"
+    login = kross.AuthenticationFailed("no", status=401, kind=ErrorKind.AUTH_FAILED)
+    assert kross.request_outcome(login) == "auth_failed"
 
 
 # --- budget used per window --------------------------------------------------------------
@@ -253,7 +253,7 @@ async def test_a_sync_job_run_through_the_web_app_is_counted_in_its_metrics(
 
 async def test_a_failed_sync_job_is_counted_as_failed(database_url: str) -> None:
     metrics = GatewayMetrics()
-    async with sync_sandbox(database_url, with_notes=False) as enrolled:
+    async with sync_sandbox(database_url, with_notion=False) as enrolled:
         async with jobs_with(enrolled, metrics) as jobs:
             outcome = await jobs.run_sync_within(enrolled.student_id, commit=False)
             assert outcome.job.error_code == "notes_not_connected"

@@ -19,7 +19,7 @@ from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter
 from pmsgate.gateway.locks import Locks, RedisLocks
 from pmsgate.gateway.tokens import REFRESH_RETRY_S, TokenManager
 from pmsgate.gateway.vault import Vault
-from pmsgate.integrations.kross.client import PmsClient, Token
+from pmsgate.integrations.kross.client import KrossClient, Token
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.errors import AuthenticationFailed
 from pmsgate.storage.db import open_database, session_factory
@@ -81,7 +81,7 @@ class Facility:
         async with open_database(self.database_url, migrate=False) as engine:
             settings = Settings(kross_base_url=str(self.kross_http.base_url))
             yield TokenManager(
-                pms=PmsClient.from_settings(settings, self.kross_http, clock=self.clock),
+                kross=KrossClient.from_settings(settings, self.kross_http, clock=self.clock),
                 sessions=session_factory(engine),
                 vault=Vault(KEY_1),
                 clock=self.clock,

@@ -124,7 +124,7 @@ def test_a_catalogue_with_an_unregistered_answer_is_refused_by_the_tools(tmp_pat
         Tools(gateway=None, definitions=catalogue.tools)  # type: ignore[arg-type]
 
 
-def test_a_seventh_tool_declared_in_yaml_becomes_platform_custom_tool_code(tmp_path: Path) -> None:
+def test_a_seventh_tool_declared_in_yaml_becomes_assistant_custom_tool_code(tmp_path: Path) -> None:
     catalogue = catalogue_with(tmp_path, ARRIVALS_TOOL)
     tool = catalogue.tools["get-arrivals"]
     assert list(catalogue.tools)[-1] == "get-arrivals"

@@ -6,7 +6,7 @@ import pytest
 
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.integrations.kit import ErrorKind
-from pmsgate.integrations.kross.errors import InvalidRequest, PmsError, RateLimited, TokenRejected
+from pmsgate.integrations.kross.errors import InvalidRequest, KrossError, RateLimited, TokenRejected
 
 
 @pytest.mark.parametrize(
@@ -22,11 +22,15 @@ from pmsgate.integrations.kross.errors import InvalidRequest, PmsError, RateLimi
             "pms_rejected_request",
             422,
         ),
-        (TokenRejected("x", status=200, kind=ErrorKind.TOKEN_REJECTED), "pms_token_rejected", 502),
+        (
+            TokenRejected("x", status=200, kind=ErrorKind.TOKEN_REJECTED),
+            "kross_token_rejected",
+            502,
+        ),
     ],
 )
 def test_each_upstream_failure_has_its_code_and_status(
-    error: PmsError, code: str, status: int
+    error: KrossError, code: str, status: int
 ) -> None:
     translated = translate(error)
     assert (translated.code, translated.status) == (code, status)

@@ -13,7 +13,7 @@ import pytest
 
 from pmsgate.gateway.limiter import BudgetExhausted
 from pmsgate.gateway.window import WindowPolicy, read_pages
-from pmsgate.integrations.kross.client import PmsResult
+from pmsgate.integrations.kross.client import KrossResult
 from pmsgate.integrations.kross.errors import UnexpectedResponse, UpstreamUnavailable
 
 pytestmark = pytest.mark.anyio
@@ -32,14 +32,14 @@ class Server:
     failure: Exception = field(default_factory=lambda: UpstreamUnavailable("down"))
     calls: list[tuple[int, int]] = field(default_factory=list)
 
-    async def page(self, offset: int, limit: int) -> PmsResult:
+    async def page(self, offset: int, limit: int) -> KrossResult:
         self.calls.append((offset, limit))
         if self.fail_from_call is not None and len(self.calls) >= self.fail_from_call:
             raise self.failure
         limit = min(limit, self.cap) if self.cap else limit
         start = 0 if self.ignore_offset else offset
         rows = [{"id_reservation": i} for i in range(start, min(start + limit, self.total))]
-        return PmsResult(
+        return KrossResult(
             operation="reservations/get-list",
             data=rows,
             ruid="r-1",
@@ -141,8 +141,8 @@ async def test_a_first_page_that_fails_is_the_callers_failure():
 
 
 async def test_data_that_is_not_a_list_is_an_unexpected_answer():
-    async def page(offset: int, limit: int) -> PmsResult:
-        return PmsResult(operation="reservations/get-list", data={"id_reservation": 1})
+    async def page(offset: int, limit: int) -> KrossResult:
+        return KrossResult(operation="reservations/get-list", data={"id_reservation": 1})
 
     async def none_spent() -> int:
         return 0

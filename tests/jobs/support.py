@@ -121,7 +121,7 @@ class JobStack:
         return await self.scheduler.run_once(name)
 
     async def sandbox_post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """POST to an emulator control (e.g. ``/platform/_sandbox/faults``)."""
+        """POST to an emulator control (e.g. ``/assistant/_sandbox/faults``)."""
         async with self.enrolled.http() as http:
             answer = await http.post(path, json=body)
             answer.raise_for_status()

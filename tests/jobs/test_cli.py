@@ -40,10 +40,10 @@ async def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
         env = {
             "PMSGATE_DATABASE_URL": settings.effective_database_url,
             "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
-            "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
-            "PMSGATE_NOTES_API_URL": settings.notes_api_url,
+            "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
+            "PMSGATE_NOTION_API_URL": settings.notion_api_url,
         }
-        for name in ("secret_keys", "partner_api_key", "platform_api_token"):
+        for name in ("secret_keys", "partner_api_key", "assistant_api_token"):
             secret = getattr(settings, name)
             env[f"PMSGATE_{name.upper()}"] = secret.get_secret_value()
         for key, value in env.items():
@@ -102,7 +102,7 @@ async def test_refresh_usage_exits_1_when_some_customer_failed(cli: Cli) -> None
 
 
 async def test_refresh_usage_exits_2_when_it_cannot_run(cli: Cli) -> None:
-    cli.monkeypatch.delenv("PMSGATE_PLATFORM_API_TOKEN")
+    cli.monkeypatch.delenv("PMSGATE_ASSISTANT_API_TOKEN")
     result = await cli.run("jobs", "refresh-usage")
     assert result.exit_code == 2, (result.stdout, result.stderr)
     assert "error platform_not_configured:" in result.stderr
@@ -152,6 +152,6 @@ async def test_no_secret_is_printed(cli: Cli) -> None:
     await cli.run("jobs", "list")
     printed = "\n".join(cli.printed)
     settings = cli.enrolled.settings
-    assert settings.platform_api_token is not None
-    assert settings.platform_api_token.get_secret_value() not in printed
+    assert settings.assistant_api_token is not None
+    assert settings.assistant_api_token.get_secret_value() not in printed
     assert str(cli.enrolled.facility["password"]) not in printed

@@ -53,8 +53,8 @@ async def test_a_changed_password_puts_the_facility_and_the_customer_kross_row_i
     assert "changed-by-the-customer-1" not in str(run.detail)
     assert (await stack.facility()).status == "error"
     ctx = await stack.context()
-    assert ctx.pms is not None
-    assert ctx.pms.status == "error"
+    assert ctx.kross is not None
+    assert ctx.kross.status == "error"
 
 
 async def test_facilities_in_error_are_skipped_without_a_request(stack: JobStack) -> None:

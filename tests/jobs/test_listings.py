@@ -23,8 +23,8 @@ async def stack(database_url: str) -> AsyncIterator[JobStack]:
 
 async def kross_row(stack: JobStack) -> IntegrationView:
     ctx = await stack.context()
-    assert ctx.pms is not None
-    return ctx.pms
+    assert ctx.kross is not None
+    return ctx.kross
 
 
 async def test_a_due_listings_sync_runs_and_its_mark_is_cleared(stack: JobStack) -> None:
@@ -49,12 +49,12 @@ async def test_a_due_listings_sync_runs_and_its_mark_is_cleared(stack: JobStack)
     assert again.detail["synced"] == []
 
 
-async def test_a_platform_failure_keeps_the_mark_and_the_next_tick_syncs(stack: JobStack) -> None:
+async def test_a_assistant_failure_keeps_the_mark_and_the_next_tick_syncs(stack: JobStack) -> None:
     row = await kross_row(stack)
     due = stack.clock.now()
     await stack.web.customers.integrations.mark_listings_sync_due(row.id, due)
     # Every attempt of the listings read (the client retries a GET four times) answers 503.
-    await stack.sandbox_post("/platform/_sandbox/faults", {"fail_next": 4, "fail_status": 503})
+    await stack.sandbox_post("/assistant/_sandbox/faults", {"fail_next": 4, "fail_status": 503})
 
     run = await stack.run(RESTART_LISTINGS_SYNCS)
 
@@ -87,7 +87,7 @@ async def test_a_sync_not_due_yet_waits(stack: JobStack) -> None:
 async def test_a_row_in_error_keeps_its_mark_until_the_booking_system_accepts_it_again(
     stack: JobStack,
 ) -> None:
-    await stack.enrolled.break_pms()
+    await stack.enrolled.break_kross()
     row = await kross_row(stack)
     due = stack.clock.now()
     await stack.web.customers.integrations.mark_listings_sync_due(row.id, due)
@@ -98,7 +98,7 @@ async def test_a_row_in_error_keeps_its_mark_until_the_booking_system_accepts_it
     assert run.detail is not None
     assert run.detail["waiting_for_pms"] == [stack.student_id]
     assert (await kross_row(stack)).listings_sync_due_at == due
-    await stack.enrolled.restore_pms()
+    await stack.enrolled.restore_kross()
     await stack.run(RESTART_LISTINGS_SYNCS)
     assert (await kross_row(stack)).listings_sync_due_at is None
 

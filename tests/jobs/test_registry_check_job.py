@@ -39,14 +39,14 @@ async def test_the_job_finds_a_wrong_mapping_and_stores_it_for_the_console(
         ]
 
 
-async def test_a_platform_failure_keeps_the_previous_check_and_fails_the_tick(
+async def test_a_assistant_failure_keeps_the_previous_check_and_fails_the_tick(
     database_url: str,
 ) -> None:
     async with job_stack(database_url, student_index=FOUR_APARTMENTS) as stack:
         await swap_mapping(stack.enrolled)
         assert (await stack.run(CHECK_REGISTRY)).status == "succeeded"
         # Every attempt of the listings read (the client retries a GET four times) answers 503.
-        await stack.sandbox_post("/platform/_sandbox/faults", {"fail_next": 4, "fail_status": 503})
+        await stack.sandbox_post("/assistant/_sandbox/faults", {"fail_next": 4, "fail_status": 503})
         run = await stack.run(CHECK_REGISTRY)
         assert run.status == "failed"
         assert run.detail is not None

@@ -35,13 +35,13 @@ async def stack(database_url: str) -> AsyncIterator[JobStack]:
 async def add_traffic(stack: JobStack, messages: int, tool_calls: int) -> None:
     workspace_id = await stack.workspace_id()
     await stack.sandbox_post(
-        f"/platform/_sandbox/workspaces/{workspace_id}/traffic",
+        f"/assistant/_sandbox/workspaces/{workspace_id}/traffic",
         {"messages": messages, "tool_calls": tool_calls},
     )
 
 
 def usage_reads(stack: JobStack) -> int:
-    return int(stack.enrolled.sandbox.platform.stats.requests_by_route[USAGE_ROUTE])
+    return int(stack.enrolled.sandbox.assistant.stats.requests_by_route[USAGE_ROUTE])
 
 
 def kross_requests(stack: JobStack) -> int:
@@ -56,15 +56,15 @@ async def use_a_tool(stack: JobStack) -> None:
 # --- the platform's usage read (assumed API) ----------------------------------------------------
 
 
-async def test_the_platform_reports_cumulative_usage_derived_from_its_traffic(
+async def test_the_assistant_reports_cumulative_usage_derived_from_its_traffic(
     stack: JobStack,
 ) -> None:
     workspace_id = await stack.workspace_id()
-    platform = stack.web.customers.platform
-    before = await platform.workspace_usage(workspace_id)
+    assistant = stack.web.customers.assistant
+    before = await assistant.workspace_usage(workspace_id)
     assert (before.messages, before.tool_calls, before.usd_spent) == (0, 0, Decimal(0))
     await add_traffic(stack, messages=3, tool_calls=5)
-    after = await platform.workspace_usage(workspace_id)
+    after = await assistant.workspace_usage(workspace_id)
     assert after.workspace_id == workspace_id
     assert (after.messages, after.tool_calls) == (3, 5)
     assert after.usd_spent == 3 * USD_PER_MESSAGE + 5 * USD_PER_TOOL_RUN
@@ -74,7 +74,7 @@ async def test_the_platform_reports_cumulative_usage_derived_from_its_traffic(
 # --- refresh-usage --------------------------------------------------------------------------------
 
 
-async def test_a_refresh_records_a_periodic_snapshot_with_the_platform_numbers(
+async def test_a_refresh_records_a_periodic_snapshot_with_the_assistant_numbers(
     stack: JobStack,
 ) -> None:
     await add_traffic(stack, messages=12, tool_calls=30)
@@ -189,7 +189,7 @@ async def test_one_customer_failing_does_not_stop_the_others_and_the_tick_fails(
 
     # Once its workspace is back, the next tick records it and reads nothing else again.
     existing = next(
-        w for w in await customers.platform.list_workspaces() if w.slug == EXISTING_WORKSPACE_SLUG
+        w for w in await customers.assistant.list_workspaces() if w.slug == EXISTING_WORKSPACE_SLUG
     )
     await customers.workspaces.set_workspace_id("stu-000-gone", existing.id)
     reads = usage_reads(stack)

@@ -37,20 +37,20 @@ def knowledge_sync(enrolled: EnrolledSandbox, **options: Any) -> KnowledgeSync:
     return KnowledgeSync(enrolled.services, repo, **options)
 
 
-def platform_routes(enrolled: EnrolledSandbox) -> Counter[str]:
+def assistant_routes(enrolled: EnrolledSandbox) -> Counter[str]:
     """Admitted platform requests by route so far."""
-    return Counter(enrolled.sandbox.platform.stats.requests_by_route)
+    return Counter(enrolled.sandbox.assistant.stats.requests_by_route)
 
 
-def platform_writes(before: Counter[str], after: Counter[str]) -> dict[str, int]:
+def assistant_writes(before: Counter[str], after: Counter[str]) -> dict[str, int]:
     """Write requests admitted between two tallies, by route."""
     delta = after - before
     return {route: n for route, n in delta.items() if route.startswith(WRITE_METHODS)}
 
 
-def notes_requests(enrolled: EnrolledSandbox) -> Counter[str]:
+def notion_requests(enrolled: EnrolledSandbox) -> Counter[str]:
     """Notes requests by endpoint so far."""
-    return Counter(enrolled.sandbox.notes.stats.requests_by_endpoint)
+    return Counter(enrolled.sandbox.notion.stats.requests_by_endpoint)
 
 
 async def workspace_id(enrolled: EnrolledSandbox) -> str:
@@ -62,13 +62,13 @@ async def workspace_id(enrolled: EnrolledSandbox) -> str:
 
 async def managed_nodes(enrolled: EnrolledSandbox) -> list[KbNode]:
     """The documents the sync manages in the customer's workspace, as the emulator holds them."""
-    nodes = enrolled.sandbox.platform.nodes(await workspace_id(enrolled), is_directory=False)
+    nodes = enrolled.sandbox.assistant.nodes(await workspace_id(enrolled), is_directory=False)
     return [n for n in nodes if str(n.metadata.get("source_key", "")).startswith("pmsgate:")]
 
 
 async def listing_directories(enrolled: EnrolledSandbox) -> list[KbNode]:
     """The per-listing directories the sync manages."""
-    nodes = enrolled.sandbox.platform.nodes(await workspace_id(enrolled), is_directory=True)
+    nodes = enrolled.sandbox.assistant.nodes(await workspace_id(enrolled), is_directory=True)
     return [n for n in nodes if n.metadata.get("listing_id")]
 
 
@@ -79,13 +79,13 @@ def page_truth(enrolled: EnrolledSandbox, title: str) -> dict[str, Any]:
 
 async def read_page(enrolled: EnrolledSandbox, page_id: str) -> list[Block]:
     """A page's block tree through the real notes client."""
-    async with enrolled.services.notes(await enrolled.context()) as notes:
+    async with enrolled.services.notion(await enrolled.context()) as notes:
         return await notes.read_tree(page_id)
 
 
 async def patch_every_page(enrolled: EnrolledSandbox) -> None:
     """Make every page canonical with the template patcher (spec §4.3 step 13)."""
-    async with enrolled.services.notes(await enrolled.context()) as notes:
+    async with enrolled.services.notion(await enrolled.context()) as notes:
         for page in enrolled.notes_pages:
             blocks = await notes.read_tree(page["page_id"])
             check = check_page(blocks, page_id=page["page_id"])

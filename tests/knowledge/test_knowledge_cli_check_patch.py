@@ -38,7 +38,7 @@ STUDENT_INDEX = next(
     for i, facility in enumerate(Sandbox(seed=SEED).kross.facility_summaries())
     if any(
         not page["wifi_on_page"]
-        for workspace in Sandbox(seed=SEED).notes.workspaces()
+        for workspace in Sandbox(seed=SEED).notion.workspaces()
         if workspace["hotel_id"] == facility["hotel_id"]
         for page in workspace["pages"]
     )
@@ -79,7 +79,7 @@ class Cli:
         return self.enrolled.notes_pages
 
     def writes(self) -> int:
-        blocks = self.enrolled.sandbox.notes.stats.as_dict()["blocks"]
+        blocks = self.enrolled.sandbox.notion.stats.as_dict()["blocks"]
         return int(blocks["created"] + blocks["updated"] + blocks["archived"])
 
     def passwords(self) -> list[str]:
@@ -94,10 +94,10 @@ async def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
         env = {
             "PMSGATE_DATABASE_URL": settings.effective_database_url,
             "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
-            "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
-            "PMSGATE_NOTES_API_URL": settings.notes_api_url,
+            "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
+            "PMSGATE_NOTION_API_URL": settings.notion_api_url,
         }
-        for name in ("secret_keys", "partner_api_key", "platform_api_token"):
+        for name in ("secret_keys", "partner_api_key", "assistant_api_token"):
             secret = getattr(settings, name)
             env[f"PMSGATE_{name.upper()}"] = secret.get_secret_value()
         for key, value in env.items():

@@ -13,7 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 from pmsgate.clock import ManualClock
-from pmsgate.integrations.notion.client import NotesClient
+from pmsgate.integrations.notion.client import NotionClient
 from pmsgate.integrations.notion.models import Annotations, Block, RichText
 from pmsgate.knowledge.patcher import (
     PatchPlan,
@@ -29,8 +29,8 @@ from pmsgate.knowledge.template import (
     check_page,
     section_of_title,
 )
-from pmsgate.sandbox.notion.app import create_notes_app
-from pmsgate.sandbox.notion.store import NotesStore
+from pmsgate.sandbox.notion.app import create_notion_app
+from pmsgate.sandbox.notion.store import NotionStore
 
 from .test_template import (
     SECTIONS,
@@ -273,8 +273,8 @@ def test_credentials_that_cannot_read_back_from_a_title_are_a_blocker() -> None:
 
 @dataclass
 class Emulated:
-    store: NotesStore
-    notes: NotesClient
+    store: NotionStore
+    notes: NotionClient
     pages: list[dict[str, Any]]
 
     def writes(self) -> int:
@@ -297,9 +297,9 @@ def quirks(workspace: dict[str, Any]) -> tuple[bool, bool, int]:
 
 @pytest.fixture
 async def emulated() -> AsyncIterator[Emulated]:
-    """The notes emulator (seed 7) and a real NotesClient on its most varied workspace."""
+    """The notes emulator (seed 7) and a real NotionClient on its most varied workspace."""
     clock = ManualClock()
-    store = NotesStore(seed=7, clock=clock)
+    store = NotionStore(seed=7, clock=clock)
 
     async def sleep(seconds: float) -> None:
         clock.advance(seconds)
@@ -307,9 +307,9 @@ async def emulated() -> AsyncIterator[Emulated]:
 
     # The workspace with a page without WiFi and a section written as a heading.
     workspace = max(store.workspaces(), key=quirks)
-    transport = httpx.ASGITransport(app=create_notes_app(store))
+    transport = httpx.ASGITransport(app=create_notion_app(store))
     async with httpx.AsyncClient(transport=transport) as http:
-        notes = NotesClient(
+        notes = NotionClient(
             http,
             token=SecretStr(workspace["token"]),
             base_url="http://notes.test",

@@ -27,13 +27,13 @@ from pmsgate.knowledge.sync_reports import SyncProgress
 from pmsgate.knowledge.template import check_page
 from tests.customers.support import EnrolledSandbox
 from tests.knowledge.sync_support import (
+    assistant_routes,
+    assistant_writes,
     knowledge_sync,
     listing_directories,
     managed_nodes,
-    notes_requests,
+    notion_requests,
     patch_every_page,
-    platform_routes,
-    platform_writes,
     sync_sandbox,
     workspace_id,
 )
@@ -112,7 +112,7 @@ async def test_dry_run_counts_apartments_and_incomplete_templates_and_writes_not
     database_url: str,
 ) -> None:
     async with sync_sandbox(database_url) as enrolled:
-        before = platform_routes(enrolled)
+        before = assistant_routes(enrolled)
         report = await knowledge_sync(enrolled).dry_run(enrolled.student_id)
 
         incomplete = [p["title"] for p in enrolled.notes_pages if p["sections_missing"]]
@@ -127,16 +127,16 @@ async def test_dry_run_counts_apartments_and_incomplete_templates_and_writes_not
         assert magnolia.missing_sections == ["how_to_reach"]
         assert all(d.page_read and d.resolved for d in report.details)
         assert all(30 <= (d.nodes or 0) <= 40 for d in report.details)
-        assert platform_writes(before, platform_routes(enrolled)) == {}
-        assert enrolled.sandbox.platform.stats.rate_limited.total() == 0
-        assert enrolled.sandbox.notes.stats.rate_limited.total() == 0
+        assert assistant_writes(before, assistant_routes(enrolled)) == {}
+        assert enrolled.sandbox.assistant.stats.rate_limited.total() == 0
+        assert enrolled.sandbox.notion.stats.rate_limited.total() == 0
 
 
 async def test_dry_run_reports_every_apartment_unresolved_while_the_integration_is_in_error(
     database_url: str,
 ) -> None:
     async with sync_sandbox(database_url) as enrolled:
-        await enrolled.break_pms()
+        await enrolled.break_kross()
         report = await knowledge_sync(enrolled).dry_run(enrolled.student_id)
         # Spec §3, §7: unresolvedApartments equals apartments; templates are still checked.
         assert report.apartments == report.unresolved_apartments == 4
@@ -172,12 +172,12 @@ async def test_a_second_dry_run_of_unchanged_pages_reads_only_the_apartments_dat
     async with sync_sandbox(database_url) as enrolled:
         sync = knowledge_sync(enrolled)
         first = await sync.dry_run(enrolled.student_id)
-        before = notes_requests(enrolled)
+        before = notion_requests(enrolled)
         second = await sync.dry_run(enrolled.student_id)
         assert second.counters() == first.counters()
         assert not any(d.page_read for d in second.details)
         # Notion-Version 2025-09-03: the database names its data source, which is queried.
-        assert notes_requests(enrolled) - before == Counter(
+        assert notion_requests(enrolled) - before == Counter(
             {
                 "GET /v1/databases/{database_id}": 1,
                 "POST /v1/data_sources/{data_source_id}/query": 1,
@@ -223,7 +223,7 @@ async def test_commit_writes_one_directory_per_listing_and_30_to_40_nodes_per_ap
         ws = await workspace_id(enrolled)
         folders = [
             n
-            for n in enrolled.sandbox.platform.nodes(ws, is_directory=True)
+            for n in enrolled.sandbox.assistant.nodes(ws, is_directory=True)
             if n.metadata.get("source_key") == SYNC_FOLDER_KEY
         ]
         assert len(folders) == 1 and folders[0].entity_ids == []
@@ -254,8 +254,8 @@ async def test_commit_writes_one_directory_per_listing_and_30_to_40_nodes_per_ap
         assert events[-1].apartments_done == events[-1].apartments_total == 4
         assert events[-1].nodes_done == events[-1].nodes_total == report.created
         assert max(e.nodes_done for e in events) == report.created
-        assert enrolled.sandbox.platform.stats.rate_limited.total() == 0
-        assert enrolled.sandbox.notes.stats.rate_limited.total() == 0
+        assert enrolled.sandbox.assistant.stats.rate_limited.total() == 0
+        assert enrolled.sandbox.notion.stats.rate_limited.total() == 0
 
 
 async def test_after_patching_the_templates_the_commit_syncs_every_listing(
@@ -277,7 +277,7 @@ async def test_a_second_commit_of_unchanged_pages_writes_nothing(database_url: s
     async with sync_sandbox(database_url) as enrolled:
         sync = knowledge_sync(enrolled)
         first = await sync.commit(enrolled.student_id)
-        platform_before, notes_before = platform_routes(enrolled), notes_requests(enrolled)
+        assistant_before, notion_before = assistant_routes(enrolled), notion_requests(enrolled)
 
         second = await sync.commit(enrolled.student_id)
 
@@ -285,13 +285,13 @@ async def test_a_second_commit_of_unchanged_pages_writes_nothing(database_url: s
         assert second.directories_created == 0 and not second.sync_folder_created
         assert second.unchanged == first.created
         assert second.wifi_nodes == first.wifi_nodes
-        assert platform_writes(platform_before, platform_routes(enrolled)) == {}
+        assert assistant_writes(assistant_before, assistant_routes(enrolled)) == {}
         # Reads: the listings and the nodes (100 a page); the notes side lists the database.
-        in_workspace = len(enrolled.sandbox.platform.nodes(await workspace_id(enrolled)))
-        assert platform_routes(enrolled) - platform_before == Counter(
+        in_workspace = len(enrolled.sandbox.assistant.nodes(await workspace_id(enrolled)))
+        assert assistant_routes(enrolled) - assistant_before == Counter(
             {"GET /v1/listings": 1, "GET /v1/kb/nodes": math.ceil(in_workspace / 100)}
         )
-        assert notes_requests(enrolled) - notes_before == Counter(
+        assert notion_requests(enrolled) - notion_before == Counter(
             {
                 "GET /v1/databases/{database_id}": 1,
                 "POST /v1/data_sources/{data_source_id}/query": 1,
@@ -306,7 +306,7 @@ async def test_an_edited_page_updates_only_its_changed_nodes(database_url: str) 
         first = await sync.commit(enrolled.student_id)
         page = next(p for p in enrolled.notes_pages if p["title"] == "Apartment Ulivo")
         enrolled.clock.advance(300)
-        async with enrolled.services.notes(await enrolled.context()) as notes:
+        async with enrolled.services.notion(await enrolled.context()) as notes:
             blocks = await notes.read_tree(page["page_id"])
             toggles = ordinary_toggles(blocks)
             edited, removed = toggles[3], toggles[5]
@@ -316,7 +316,7 @@ async def test_an_edited_page_updates_only_its_changed_nodes(database_url: str) 
                 page["page_id"], [toggle("Sauna", [paragraph("La sauna è al piano terra.")])]
             )
         enrolled.clock.advance(120)
-        before = platform_routes(enrolled)
+        before = assistant_routes(enrolled)
 
         report = await sync.commit(enrolled.student_id)
 
@@ -327,7 +327,7 @@ async def test_an_edited_page_updates_only_its_changed_nodes(database_url: str) 
         assert all(not d.page_read for d in others if d.name != "Apartment Ulivo")
         assert (report.created, report.updated, report.deleted) == (1, 1, 1)
         assert report.unchanged == first.created - 2
-        assert platform_writes(before, platform_routes(enrolled)) == {
+        assert assistant_writes(before, assistant_routes(enrolled)) == {
             "POST /v1/kb/nodes": 1,
             "PATCH /v1/kb/nodes/{node_id}": 1,
             "DELETE /v1/kb/nodes/{node_id}": 1,
@@ -347,7 +347,7 @@ async def test_an_edit_in_the_same_minute_as_the_last_read_is_not_missed(databas
         now = enrolled.clock.now()
         minute = now.replace(second=0, microsecond=0) + timedelta(minutes=2)
         enrolled.clock.set(minute + timedelta(seconds=1))
-        async with enrolled.services.notes(await enrolled.context()) as notes:
+        async with enrolled.services.notion(await enrolled.context()) as notes:
             blocks = await notes.read_tree(page["page_id"])
             toggles = ordinary_toggles(blocks)
             await notes.set_text(toggles[1].children[0], "Prima modifica")
@@ -357,7 +357,7 @@ async def test_an_edit_in_the_same_minute_as_the_last_read_is_not_missed(databas
 
             # Same minute again: the page's stamp does not move, yet the change is found.
             await notes.set_text(toggles[2].children[0], "Seconda modifica")
-        assert (await notes_last_edited(enrolled, page["page_id"])) == minute
+        assert (await notion_last_edited(enrolled, page["page_id"])) == minute
         second_edit = await sync.commit(enrolled.student_id)
         assert second_edit.updated == 1
 
@@ -369,8 +369,8 @@ async def test_an_edit_in_the_same_minute_as_the_last_read_is_not_missed(databas
         assert (giglio.status, giglio.page_read) == ("unchanged", False)
 
 
-async def notes_last_edited(enrolled: EnrolledSandbox, page_id: str) -> datetime:
-    async with enrolled.services.notes(await enrolled.context()) as notes:
+async def notion_last_edited(enrolled: EnrolledSandbox, page_id: str) -> datetime:
+    async with enrolled.services.notion(await enrolled.context()) as notes:
         page = await notes.get_page(page_id)
     assert page.last_edited_time is not None
     return page.last_edited_time.astimezone(UTC)
@@ -411,7 +411,7 @@ async def test_one_failing_apartment_is_reported_and_the_others_are_synced(
 ) -> None:
     async with sync_sandbox(database_url) as enrolled:
         ulivo = next(p for p in enrolled.notes_pages if p["title"] == "Apartment Ulivo")
-        enrolled.sandbox.notes.set_faults(fail_ids=[ulivo["page_id"]])
+        enrolled.sandbox.notion.set_faults(fail_ids=[ulivo["page_id"]])
         sync = knowledge_sync(enrolled)
 
         report = await sync.commit(enrolled.student_id)
@@ -424,7 +424,7 @@ async def test_one_failing_apartment_is_reported_and_the_others_are_synced(
         assert report.wifi_nodes[failed.pms_room_type_id] is False
         assert sum(d.status == "synced" for d in report.details) == 2
 
-        enrolled.sandbox.notes.clear_faults()
+        enrolled.sandbox.notion.clear_faults()
         healed = await sync.commit(enrolled.student_id)
         assert healed.failed == 0
         assert healed.created == next(
@@ -433,11 +433,11 @@ async def test_one_failing_apartment_is_reported_and_the_others_are_synced(
         assert all(healed.wifi_nodes.values()) and len(healed.wifi_nodes) == 3
 
 
-async def test_a_429_storm_from_the_platform_is_survived_without_exceeding_its_limit(
+async def test_a_429_storm_from_the_assistant_is_survived_without_exceeding_its_limit(
     database_url: str,
 ) -> None:
     async with sync_sandbox(database_url) as enrolled:
-        store = enrolled.sandbox.platform
+        store = enrolled.sandbox.assistant
         admitted: list[float] = []
         admit = store.admit
 
@@ -447,7 +447,7 @@ async def test_a_429_storm_from_the_platform_is_survived_without_exceeding_its_l
 
         store.admit = recording_admit
         async with enrolled.http() as http:
-            answer = await http.put("/platform/_sandbox/config", json={"requests_per_minute": 20})
+            answer = await http.put("/assistant/_sandbox/config", json={"requests_per_minute": 20})
             answer.raise_for_status()
 
         report = await knowledge_sync(enrolled).commit(enrolled.student_id)
@@ -464,26 +464,26 @@ async def test_commit_while_the_integration_is_in_error_touches_no_node(database
     async with sync_sandbox(database_url) as enrolled:
         sync = knowledge_sync(enrolled)
         first = await sync.commit(enrolled.student_id)
-        await enrolled.break_pms()
-        before = platform_routes(enrolled)
+        await enrolled.break_kross()
+        before = assistant_routes(enrolled)
 
         report = await sync.commit(enrolled.student_id)
 
         assert report.unresolved_apartments == report.apartments == 4
         assert report.created == report.updated == report.deleted == 0
-        assert platform_writes(before, platform_routes(enrolled)) == {}
+        assert assistant_writes(before, assistant_routes(enrolled)) == {}
         # An outage of the booking system does not empty the assistant's knowledge.
         assert len(await managed_nodes(enrolled)) == first.created
-        await enrolled.restore_pms()
+        await enrolled.restore_kross()
         assert (await sync.commit(enrolled.student_id)).unchanged == first.created
 
 
-async def test_a_node_edited_or_deleted_on_the_platform_is_repaired(database_url: str) -> None:
+async def test_a_node_edited_or_deleted_on_the_assistant_is_repaired(database_url: str) -> None:
     async with sync_sandbox(database_url) as enrolled:
         sync = knowledge_sync(enrolled)
         first = await sync.commit(enrolled.student_id)
         nodes = await managed_nodes(enrolled)
-        store = enrolled.sandbox.platform
+        store = enrolled.sandbox.assistant
         store.update_node(nodes[0].id, {"body": "vandalised"})
         store.delete_node(nodes[1].id)
 
@@ -512,13 +512,13 @@ def sync_command_on(
     from tests.customers.support import sandbox_http_factory
 
     settings = enrolled.settings
-    assert settings.secret_keys is not None and settings.platform_api_token is not None
+    assert settings.secret_keys is not None and settings.assistant_api_token is not None
     for name, value in {
         "PMSGATE_DATABASE_URL": database_url,
         "PMSGATE_SECRET_KEYS": settings.secret_keys.get_secret_value(),
-        "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
-        "PMSGATE_PLATFORM_API_TOKEN": settings.platform_api_token.get_secret_value(),
-        "PMSGATE_NOTES_API_URL": settings.notes_api_url,
+        "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
+        "PMSGATE_ASSISTANT_API_TOKEN": settings.assistant_api_token.get_secret_value(),
+        "PMSGATE_NOTION_API_URL": settings.notion_api_url,
     }.items():
         monkeypatch.setenv(name, value)
     get_settings.cache_clear()

@@ -115,7 +115,7 @@ async def test_a_job_left_running_by_a_stopped_process_is_marked_interrupted_and
 
 async def test_a_sync_that_cannot_run_fails_its_job_with_the_reason(database_url: str) -> None:
     async with (
-        sync_sandbox(database_url, with_notes=False) as enrolled,
+        sync_sandbox(database_url, with_notion=False) as enrolled,
         jobs_of(enrolled) as jobs,
     ):
         outcome = await jobs.run_sync_within(enrolled.student_id, commit=False)

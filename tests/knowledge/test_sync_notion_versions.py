@@ -18,7 +18,7 @@ from pmsgate.knowledge.template import check_page
 from tests.knowledge.sync_support import (
     knowledge_sync,
     managed_nodes,
-    notes_requests,
+    notion_requests,
     patch_every_page,
     sync_sandbox,
 )
@@ -35,7 +35,7 @@ DATABASE_READ = {
 
 @pytest.mark.parametrize("version", sorted(DATABASE_READ))
 async def test_the_whole_sync_works_at_the_notion_version(database_url: str, version: str) -> None:
-    overrides = {"notes_version": version}
+    overrides = {"notion_version": version}
     async with sync_sandbox(database_url, settings_overrides=overrides) as enrolled:
         sync = knowledge_sync(enrolled)
         dry = await sync.dry_run(enrolled.student_id)
@@ -47,15 +47,15 @@ async def test_the_whole_sync_works_at_the_notion_version(database_url: str, ver
         assert (first.failed, first.blocked_by_template, first.directories_created) == (0, 0, 4)
         assert len(first.wifi_nodes) == 4 and all(first.wifi_nodes.values())
 
-        before = notes_requests(enrolled)
+        before = notion_requests(enrolled)
         second = await sync.commit(enrolled.student_id)
         assert second.created == second.updated == second.deleted == 0
         assert second.unchanged == first.created
-        assert notes_requests(enrolled) - before == DATABASE_READ[version]
+        assert notion_requests(enrolled) - before == DATABASE_READ[version]
 
         page = next(p for p in enrolled.notes_pages if p["title"] == "Apartment Ulivo")
         enrolled.clock.advance(300)
-        async with enrolled.services.notes(await enrolled.context()) as notes:
+        async with enrolled.services.notion(await enrolled.context()) as notes:
             assert notes.notion_version == version
             blocks = await notes.read_tree(page["page_id"])
             # Toggles that are not canonical sections: editing them keeps the template whole.
@@ -78,4 +78,4 @@ async def test_the_whole_sync_works_at_the_notion_version(database_url: str, ver
         assert any(n.title == "Sauna" for n in nodes)
         assert any("Testo cambiato / Changed text" in n.body for n in nodes)
         assert len(nodes) == first.created
-        assert enrolled.sandbox.notes.stats.errors_by_code == Counter()
+        assert enrolled.sandbox.notion.stats.errors_by_code == Counter()

@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from pmsgate.catalogue import load_catalogue
 from pmsgate.clock import ManualClock
-from pmsgate.integrations.notion.client import NotesClient
+from pmsgate.integrations.notion.client import NotionClient
 from pmsgate.integrations.notion.models import Block, RichText
 from pmsgate.knowledge.template import (
     GENERAL_QUALIFIER,
@@ -24,8 +24,8 @@ from pmsgate.knowledge.template import (
     section_of_title,
     title_label,
 )
-from pmsgate.sandbox.notion.app import create_notes_app
-from pmsgate.sandbox.notion.store import NotesStore
+from pmsgate.sandbox.notion.app import create_notion_app
+from pmsgate.sandbox.notion.store import NotionStore
 
 TEMPLATE = load_catalogue().knowledge
 SECTIONS = TEMPLATE.section_ids()
@@ -39,7 +39,7 @@ _ids = itertools.count(1)
 
 
 def block(kind: str, text: str = "", *children: Block, toggleable: bool = False) -> Block:
-    """A block as NotesClient.read_tree returns it."""
+    """A block as NotionClient.read_tree returns it."""
     return Block(
         id=f"block-{next(_ids)}",
         type=kind,
@@ -334,7 +334,7 @@ def test_title_label_is_the_title_without_its_credentials() -> None:
     assert title_label("Password WiFi: abc") == ""
 
 
-def test_extract_wifi_notes_a_second_different_network() -> None:
+def test_extract_wifi_notion_a_second_different_network() -> None:
     network, password, notes = extract_wifi(["Rete: A", "Rete: B", "Password: x"])
     assert (network, password) == ("A", "x")
     assert notes
@@ -388,8 +388,8 @@ def test_wifi_credentials_refuse_multi_line_or_blank_values() -> None:
 
 async def _seeded_checks(seed: int) -> list[tuple[dict[str, Any], PageCheck, list[Block]]]:
     clock = ManualClock()
-    store = NotesStore(seed=seed, clock=clock)
-    app = create_notes_app(store)
+    store = NotionStore(seed=seed, clock=clock)
+    app = create_notion_app(store)
 
     async def sleep(seconds: float) -> None:
         clock.advance(seconds)
@@ -401,7 +401,7 @@ async def _seeded_checks(seed: int) -> list[tuple[dict[str, Any], PageCheck, lis
     results = []
     for workspace in workspaces:
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
-        notes = NotesClient(
+        notes = NotionClient(
             http,
             token=SecretStr(workspace["token"]),
             base_url="http://notes.test",
@@ -450,7 +450,7 @@ async def test_every_seeded_page_matches_the_emulators_ground_truth(seed: int) -
 
 
 def test_the_seed_has_every_quirk_the_check_must_survive() -> None:
-    workspaces = NotesStore(seed=7, clock=ManualClock()).workspaces()
+    workspaces = NotionStore(seed=7, clock=ManualClock()).workspaces()
     truths = [truth for workspace in workspaces for truth in workspace["pages"]]
     assert any(t["sections_missing"] for t in truths)
     assert any("wifi" in t["sections_missing"] for t in truths)

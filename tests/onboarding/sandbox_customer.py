@@ -46,16 +46,16 @@ def customer_document(
     hotel_id = str(facility["hotel_id"])
     document = sandbox_customer_document(facility, notes)
     env = {
-        f"PMS_PASSWORD_{hotel_id}": str(facility["password"]),
-        f"NOTES_TOKEN_{hotel_id}": str(notes["token"]),
+        f"KROSS_PASSWORD_{hotel_id}": str(facility["password"]),
+        f"NOTION_TOKEN_{hotel_id}": str(notes["token"]),
     }
     booking = document["booking_system"]
     booking.pop("name")
-    booking["password"] = f"${{PMS_PASSWORD_{hotel_id}}}"
+    booking["password"] = f"${{KROSS_PASSWORD_{hotel_id}}}"
     if facility["kind"] == "own":
-        env[f"PMS_API_KEY_{hotel_id}"] = str(facility["api_key"])
-        booking["api_key"] = f"${{PMS_API_KEY_{hotel_id}}}"
-    document["notes"]["token"] = f"${{NOTES_TOKEN_{hotel_id}}}"
+        env[f"KROSS_API_KEY_{hotel_id}"] = str(facility["api_key"])
+        booking["api_key"] = f"${{KROSS_API_KEY_{hotel_id}}}"
+    document["notes"]["token"] = f"${{NOTION_TOKEN_{hotel_id}}}"
     del document["wifi"]  # this customer's WiFi credentials are gathered from its pages
     document["platform_admins"] = [PLATFORM_ADMIN]
     document["channels"] = {
@@ -133,7 +133,7 @@ class OnboardingSandbox:
         config = await self.services.customers.workspaces.get(self.student_id)
         await self.control(
             "PUT",
-            f"/platform/_sandbox/workspaces/{config.workspace_id}/pms-connection",
+            f"/assistant/_sandbox/workspaces/{config.workspace_id}/pms-connection",
             json={
                 "hotel_id": self.hotel_id,
                 "username": self.facility["username"],
@@ -147,10 +147,10 @@ class OnboardingSandbox:
         As when the customer connected the booking system in the app before onboarding:
         step 5 adopts the workspace (by slug) and its listings make step 9 choose Route A.
         """
-        workspace = self.sandbox.platform.create_workspace(
+        workspace = self.sandbox.assistant.create_workspace(
             str(self.facility["name"]), str(self.document["workspace"]["slug"])
         )
-        self.sandbox.platform.set_pms_connection(
+        self.sandbox.assistant.set_kross_connection(
             workspace.id,
             self.hotel_id,
             str(self.facility["username"]),
@@ -160,8 +160,8 @@ class OnboardingSandbox:
 
     def upstream_writes(self) -> dict[str, int]:
         """Writes the emulators have seen: platform non-GET requests, notes block changes."""
-        routes = self.sandbox.platform.stats.requests_by_route
-        notes = self.sandbox.notes.stats
+        routes = self.sandbox.assistant.stats.requests_by_route
+        notes = self.sandbox.notion.stats
         return {
             "platform": sum(n for route, n in routes.items() if not route.startswith("GET ")),
             "notes": notes.appends
@@ -188,7 +188,7 @@ async def onboarding_sandbox(
     overrides: dict[str, Any] = {"gateway_public_url": GATEWAY_URL, **(settings_overrides or {})}
     settings = sandbox_settings(database_url, data_dir=data_dir, **overrides)
     facility = sandbox.kross.facility_summaries()[student_index]
-    notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    notes = next(w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"])
     document, env = customer_document(facility, notes)
     async with open_container(
         settings, clock=clock, http_factory=sandbox_http_factory(app), sleep=sleep

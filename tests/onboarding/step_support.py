@@ -61,7 +61,7 @@ def customer_file(enrolled: EnrolledSandbox, **overrides: Any) -> CustomerFile:
     """The enrolled customer's file (inline secrets: a test document, resolved as given)."""
     document = customer_document(
         enrolled.facility,
-        enrolled.notes_ground_truth,
+        enrolled.notion_ground_truth,
         student_id=enrolled.student_id,
         **overrides,
     )
@@ -129,12 +129,12 @@ async def live_gateway(settings: Settings, app: Any, clock: Any) -> AsyncIterato
             yield url
 
 
-def platform_routes(enrolled: EnrolledSandbox) -> Counter[str]:
+def assistant_routes(enrolled: EnrolledSandbox) -> Counter[str]:
     """Admitted platform requests by route so far."""
-    return Counter(enrolled.sandbox.platform.stats.requests_by_route)
+    return Counter(enrolled.sandbox.assistant.stats.requests_by_route)
 
 
-def platform_writes(before: Counter[str], after: Counter[str]) -> dict[str, int]:
+def assistant_writes(before: Counter[str], after: Counter[str]) -> dict[str, int]:
     """Write requests admitted between two tallies, by route."""
     delta = after - before
     return {route: n for route, n in delta.items() if route.startswith(WRITE_METHODS)}

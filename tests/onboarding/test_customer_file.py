@@ -22,7 +22,7 @@ EXAMPLE = Path(__file__).parent.parent.parent / "docs" / "examples" / "customer.
 def seeded(index: int = 1, **changes: Any) -> tuple[dict[str, Any], dict[str, str]]:
     sandbox = Sandbox(seed=7)
     facility = sandbox.kross.facility_summaries()[index]
-    notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    notes = next(w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"])
     return customer_document(facility, notes, **changes)
 
 
@@ -36,9 +36,9 @@ def invalid(document: dict[str, Any], env: dict[str, str]) -> InvalidCustomerFil
 def test_secrets_written_as_env_references_are_resolved_and_kept_hidden():
     document, env = seeded()
     file = parse_customer_file(document, env=env)
-    password = env[f"PMS_PASSWORD_{file.booking_system.hotel_id}"]
+    password = env[f"KROSS_PASSWORD_{file.booking_system.hotel_id}"]
     assert file.booking_system.password.get_secret_value() == password
-    assert file.notes.token.get_secret_value() == next(v for k, v in env.items() if "NOTES" in k)
+    assert file.notes.token.get_secret_value() == next(v for k, v in env.items() if "NOTION" in k)
     shown = repr(file) + str(file) + file.model_dump_json()
     for secret in env.values():
         assert secret not in shown
@@ -54,10 +54,10 @@ def test_any_value_may_come_from_the_environment():
 
 def test_an_unset_env_reference_names_the_field_and_the_variable():
     document, env = seeded()
-    del env[next(k for k in env if k.startswith("PMS_PASSWORD"))]
+    del env[next(k for k in env if k.startswith("KROSS_PASSWORD"))]
     error = invalid(document, env)
     assert "booking_system.password" in error.message
-    assert "PMS_PASSWORD_" in error.message
+    assert "KROSS_PASSWORD_" in error.message
 
 
 def test_an_inline_secret_is_accepted_with_a_warning_that_names_only_the_field():
@@ -114,7 +114,7 @@ def test_wifi_credentials_name_exactly_one_apartment():
     assert found is not None and found.wifi_password.get_secret_value() == "secret-wifi"
 
 
-def test_a_platform_admin_and_the_onboarding_message_links_are_required():
+def test_a_assistant_admin_and_the_onboarding_message_links_are_required():
     document, env = seeded(platform_admins=[])
     assert "platform_admins" in invalid(document, env).message
     document, env = seeded()
@@ -133,8 +133,8 @@ def test_a_file_that_is_not_yaml_or_missing_is_a_clear_error(tmp_path: Path):
 
 def test_the_documented_example_is_a_valid_customer_file():
     env = {
-        "LAKESIDE_PMS_PASSWORD": "pw-lakeside",
-        "LAKESIDE_NOTES_TOKEN": "ntn_lakeside",
+        "LAKESIDE_KROSS_PASSWORD": "pw-lakeside",
+        "LAKESIDE_NOTION_TOKEN": "ntn_lakeside",
         "LAKESIDE_WIFI_101": "wifi-101",
         "LAKESIDE_WIFI_GARDEN": "wifi-garden",
     }

@@ -22,10 +22,10 @@ from tests.customers.support import EnrolledSandbox
 
 from .step_support import (
     WRITE_METHODS,
+    assistant_routes,
+    assistant_writes,
     customer_file,
     onboarding_context,
-    platform_routes,
-    platform_writes,
     run_step,
     step_sandbox,
     workspace_of,
@@ -43,13 +43,13 @@ async def unlink_listings(enrolled: EnrolledSandbox) -> None:
     """The platform workspace without a booking-system connection: 0 listings (Route B)."""
     workspace_id = await workspace_of(enrolled)
     async with enrolled.http() as http:
-        answer = await http.delete(f"/platform/_sandbox/workspaces/{workspace_id}/pms-connection")
+        answer = await http.delete(f"/assistant/_sandbox/workspaces/{workspace_id}/pms-connection")
         answer.raise_for_status()
 
 
-def notes_writes(enrolled: EnrolledSandbox) -> Counter[str]:
+def notion_writes(enrolled: EnrolledSandbox) -> Counter[str]:
     """Notes write requests so far, by endpoint (a database query is a POST but a read)."""
-    counts = enrolled.sandbox.notes.stats.requests_by_endpoint
+    counts = enrolled.sandbox.notion.stats.requests_by_endpoint
     return Counter(
         {k: v for k, v in counts.items() if k.startswith(WRITE_METHODS) and "/query" not in k}
     )
@@ -113,7 +113,7 @@ async def test_no_listings_because_authentication_fails_stops_the_run_saying_so(
     assert result.fix is not None and "reconnect" in result.fix
     # Spec §3: the integration is now in error, on the facility and on the kross row.
     assert facility.status == "error"
-    assert customer.pms is not None and customer.pms.status == "error"
+    assert customer.kross is not None and customer.kross.status == "error"
 
 
 async def test_a_failed_prerequisite_authentication_stops_the_route_choice(database_url):
@@ -188,14 +188,14 @@ async def test_incomplete_pages_are_patched_then_committed_and_a_rerun_writes_no
         # the admin's last sync read that one fact (never "not loaded yet" after onboarding).
         history = await ctx.knowledge.repo.jobs_of(ctx.student_id)
 
-        platform_before = platform_routes(enrolled)
-        notes_before = notes_writes(enrolled)
+        assistant_before = assistant_routes(enrolled)
+        notion_before = notion_writes(enrolled)
         rerun = onboarding_context(enrolled)
         dry_run_again = await check_knowledge_dry_run(rerun)
         templates_again = await check_templates(rerun)
         commit_again = await check_knowledge_commit(rerun)
-        platform_after = platform_routes(enrolled)
-        notes_after = notes_writes(enrolled)
+        assistant_after = assistant_routes(enrolled)
+        notion_after = notion_writes(enrolled)
 
     # 12: the counters are recorded; the incomplete templates are left to step 13.
     assert dry_run.done is True, dry_run.message
@@ -224,8 +224,8 @@ async def test_incomplete_pages_are_patched_then_committed_and_a_rerun_writes_no
     assert templates_again.done is True
     assert commit_again.done is True
     assert "already synced" in commit_again.message
-    assert platform_writes(platform_before, platform_after) == {}
-    assert notes_after == notes_before
+    assert assistant_writes(assistant_before, assistant_after) == {}
+    assert notion_after == notion_before
 
 
 async def test_unknown_wifi_makes_step_13_wait_for_a_person_while_other_pages_are_patched(

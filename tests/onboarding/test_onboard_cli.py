@@ -51,12 +51,12 @@ async def cli(
             "PMSGATE_DATABASE_URL": settings.effective_database_url,
             "PMSGATE_DATA_DIR": str(settings.data_dir),
             "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
-            "PMSGATE_PLATFORM_API_URL": settings.platform_api_url,
-            "PMSGATE_NOTES_API_URL": settings.notes_api_url,
+            "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
+            "PMSGATE_NOTION_API_URL": settings.notion_api_url,
             "PMSGATE_GATEWAY_PUBLIC_URL": str(settings.gateway_public_url),
             **box.env,
         }
-        for name in ("secret_keys", "partner_api_key", "platform_api_token"):
+        for name in ("secret_keys", "partner_api_key", "assistant_api_token"):
             secret = getattr(settings, name)
             env[f"PMSGATE_{name.upper()}"] = secret.get_secret_value()
         for key, value in env.items():
@@ -169,7 +169,7 @@ async def test_a_rejected_booking_system_password_exits_1_with_the_reason_and_th
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     box = cli.box
-    monkeypatch.setenv(f"PMS_PASSWORD_{box.hotel_id}", "wrong-password-77")
+    monkeypatch.setenv(f"KROSS_PASSWORD_{box.hotel_id}", "wrong-password-77")
     result = await cli.run("onboard", str(cli.file))
     assert result.exit_code == 1
     assert "run stopped at step prerequisites" in result.stdout
@@ -184,7 +184,7 @@ async def test_a_rejected_booking_system_password_exits_1_with_the_reason_and_th
 async def test_an_invalid_customer_file_exits_2_naming_the_field(
     cli: Cli, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv(f"NOTES_TOKEN_{cli.box.hotel_id}")
+    monkeypatch.delenv(f"NOTION_TOKEN_{cli.box.hotel_id}")
     result = await cli.run("onboard", str(cli.file))
     assert result.exit_code == 2
     assert "invalid_customer_file" in result.stderr and "notes.token" in result.stderr

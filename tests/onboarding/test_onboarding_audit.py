@@ -87,12 +87,14 @@ async def scenario(database_url: str, tmp_path: Path) -> AsyncIterator[Scenario]
     secrets = [ADMIN_TOKEN]
     for label, index in (("A", A_INDEX), ("B", B_INDEX)):
         facility = sandbox.kross.facility_summaries()[index]
-        notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+        notes = next(
+            w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"]
+        )
         document, env = customer_document(facility, notes)
         files[label] = parse_customer_file(document, env=env)
         facilities[label] = facility
         secrets += [value for value in env.values() if len(value) >= 6]
-    for field in ("platform_api_token", "partner_api_key", "secret_keys"):
+    for field in ("assistant_api_token", "partner_api_key", "secret_keys"):
         value = getattr(settings, field)
         if value is not None:
             secrets.append(value.get_secret_value())
@@ -110,9 +112,9 @@ async def scenario(database_url: str, tmp_path: Path) -> AsyncIterator[Scenario]
 def _route_a(scenario: Scenario) -> None:
     """A's workspace exists with its booking-system connection: step 9 chooses Route A."""
     facility, document = scenario.facilities["A"], scenario.files["A"]
-    platform = scenario.sandbox.platform
-    workspace = platform.create_workspace(document.name, document.workspace.slug or "")
-    platform.set_pms_connection(
+    assistant = scenario.sandbox.assistant
+    workspace = assistant.create_workspace(document.name, document.workspace.slug or "")
+    assistant.set_kross_connection(
         workspace.id,
         str(facility["hotel_id"]),
         str(facility["username"]),
@@ -163,8 +165,8 @@ async def test_a_scenario_leaves_each_customer_its_own_events_and_no_secret_anyw
     # Every raw gateway key of the scenario: the payment key and the keys onboarding stored.
     stored_keys = [
         secret.value
-        for workspace in scenario.sandbox.platform.workspaces()
-        for secret in scenario.sandbox.platform.secrets(workspace.id)
+        for workspace in scenario.sandbox.assistant.workspaces()
+        for secret in scenario.sandbox.assistant.secrets(workspace.id)
         if secret.value.startswith("pgw_")  # not the gateway's URL stored next to it
     ]
     secrets = [*scenario.secrets, payment_key, *stored_keys]

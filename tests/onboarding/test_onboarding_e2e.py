@@ -53,14 +53,14 @@ class World:
         """One run of the runbook."""
         return await OnboardingRunner(self.services).run(self.file)
 
-    def platform_writes(self) -> Counter[str]:
+    def assistant_writes(self) -> Counter[str]:
         """Platform write requests so far, by route."""
-        routes = self.sandbox.platform.stats.requests_by_route
+        routes = self.sandbox.assistant.stats.requests_by_route
         return Counter({k: v for k, v in routes.items() if k.startswith(WRITE_METHODS)})
 
-    def notes_writes(self) -> Counter[str]:
+    def notion_writes(self) -> Counter[str]:
         """Notes write requests so far (a database query is a POST, but a read)."""
-        counts = self.sandbox.notes.stats.requests_by_endpoint
+        counts = self.sandbox.notion.stats.requests_by_endpoint
         return Counter(
             {k: v for k, v in counts.items() if k.startswith(WRITE_METHODS) and "/query" not in k}
         )
@@ -73,7 +73,7 @@ async def world(database_url: str, data_dir: Path, student_index: int) -> AsyncI
     sandbox = Sandbox(seed=SEED, clock=clock)
     app = sandbox.asgi_app()
     facility = sandbox.kross.facility_summaries()[student_index]
-    notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    notes = next(w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"])
     settings = sandbox_settings(
         database_url,
         gateway_public_url=f"http://127.0.0.1:{free_port()}",
@@ -111,17 +111,17 @@ async def test_route_a_onboarding_runs_every_step_and_a_second_run_changes_nothi
     async with world(database_url, tmp_path, PARTNER_FOUR) as w:
         # The partner link is made on the platform's side: the customer's workspace exists
         # and syncs its listings from the booking system (onboarding finds it by slug).
-        store = w.sandbox.platform
+        store = w.sandbox.assistant
         workspace = store.create_workspace(w.file.name, w.file.workspace.slug or "")
         facility = w.facility
-        store.set_pms_connection(
+        store.set_kross_connection(
             workspace.id, facility["hotel_id"], facility["username"], facility["password"]
         )
 
         first = await w.onboard()
-        platform_before, notes_before = w.platform_writes(), w.notes_writes()
+        assistant_before, notion_before = w.assistant_writes(), w.notion_writes()
         second = await w.onboard()
-        platform_after, notes_after = w.platform_writes(), w.notes_writes()
+        assistant_after, notion_after = w.assistant_writes(), w.notion_writes()
         nodes = store.nodes(workspace.id)
 
     done = statuses(first)
@@ -146,8 +146,8 @@ async def test_route_a_onboarding_runs_every_step_and_a_second_run_changes_nothi
     assert statuses(second) == done
     assert not [o.id for o in second.outcomes if o.applied]
     assert "already synced" in outcome(second, "knowledge-commit").message
-    assert platform_after == platform_before
-    assert notes_after == notes_before
+    assert assistant_after == assistant_before
+    assert notion_after == notion_before
 
 
 async def test_route_b_onboarding_ends_with_the_agent_calling_check_availability(
@@ -156,12 +156,12 @@ async def test_route_b_onboarding_ends_with_the_agent_calling_check_availability
     async with world(database_url, tmp_path, OWN_TWO) as w:
         async with live_gateway(w.settings, w.app, w.clock):
             first = await w.onboard()
-            platform_before = w.platform_writes()
+            assistant_before = w.assistant_writes()
             second = await w.onboard()
-            platform_after = w.platform_writes()
+            assistant_after = w.assistant_writes()
         workspace_id = outcome(first, "workspace").evidence["workspace_id"]
-        conversations = w.sandbox.platform.test_conversations(workspace_id)
-        tools = w.sandbox.platform.tools(workspace_id)
+        conversations = w.sandbox.assistant.test_conversations(workspace_id)
+        tools = w.sandbox.assistant.tools(workspace_id)
 
     done = statuses(first)
     assert first.status == "succeeded", (first.ended_at_step, first.message)
@@ -179,4 +179,4 @@ async def test_route_b_onboarding_ends_with_the_agent_calling_check_availability
     assert second.status == "succeeded"
     assert statuses(second) == done
     assert not [o.id for o in second.outcomes if o.applied]
-    assert platform_after == platform_before
+    assert assistant_after == assistant_before

@@ -43,7 +43,7 @@ from pmsgate.onboarding.steps_channels import (
     record_baseline,
 )
 from pmsgate.onboarding.steps_setup import (
-    apply_notes_integration,
+    apply_notion_integration,
     apply_workspace,
     apply_workspace_configuration,
 )
@@ -276,20 +276,20 @@ def test_the_templates_have_no_untranslated_text(name: str) -> None:
 
 async def enrolled_through_step_5(ctx: OnboardingContext) -> None:
     await apply_workspace_configuration(ctx)
-    await apply_notes_integration(ctx)
+    await apply_notion_integration(ctx)
     await apply_workspace(ctx)
 
 
-async def test_the_baseline_is_the_platforms_usage(database_url: str, tmp_path: Path) -> None:
+async def test_the_baseline_is_the_assistants_usage(database_url: str, tmp_path: Path) -> None:
     async with onboarding_sandbox(database_url, tmp_path) as box:
         ctx = box.services.context(box.file())
         await enrolled_through_step_5(ctx)
         customer = await ctx.customer_context()
         assert customer.workspace_id is not None
-        box.sandbox.platform.add_traffic(customer.workspace_id, messages=12, tool_calls=5)
+        box.sandbox.assistant.add_traffic(customer.workspace_id, messages=12, tool_calls=5)
 
         baseline = await record_baseline(ctx)
-        box.sandbox.platform.add_traffic(customer.workspace_id, messages=1)
+        box.sandbox.assistant.add_traffic(customer.workspace_id, messages=1)
         again = await record_baseline(ctx)
 
     assert baseline.known and baseline.messages == 12 and baseline.tool_calls == 5
@@ -304,7 +304,7 @@ async def test_without_a_usage_api_the_baseline_is_unknown_with_the_reason_not_z
     async with onboarding_sandbox(database_url, tmp_path) as box:
         ctx = box.services.context(box.file())
         await enrolled_through_step_5(ctx)
-        box.sandbox.platform.configure(undocumented_endpoints="absent")
+        box.sandbox.assistant.configure(undocumented_endpoints="absent")
 
         baseline = await record_baseline(ctx)
         stored = await box.services.customers.usage.baseline(box.student_id)

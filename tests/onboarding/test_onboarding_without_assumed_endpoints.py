@@ -29,15 +29,15 @@ async def test_steps_needing_undocumented_endpoints_become_person_tasks_and_a_re
     database_url, tmp_path
 ):
     async with world(database_url, tmp_path, OWN_TWO) as w:
-        store = w.sandbox.platform
+        store = w.sandbox.assistant
         store.configure(undocumented_endpoints="absent")
         # The person's part of step 5: the workspace made in the dashboard (no API creates it).
         store.create_workspace(w.file.name, w.file.workspace.slug or "")
 
         first = await w.onboard()
-        writes_before = w.platform_writes()
+        writes_before = w.assistant_writes()
         second = await w.onboard()
-        writes_after = w.platform_writes()
+        writes_after = w.assistant_writes()
 
     done = statuses(first)
     assert first.status == "succeeded", (first.ended_at_step, first.message)

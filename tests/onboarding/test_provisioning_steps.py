@@ -25,10 +25,10 @@ from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG
 from tests.customers.support import EnrolledSandbox
 
 from .step_support import (
+    assistant_routes,
+    assistant_writes,
     customer_file,
     onboarding_context,
-    platform_routes,
-    platform_writes,
     run_step,
     step_sandbox,
     workspace_of,
@@ -41,7 +41,7 @@ SEED, STUDENT_INDEX = 7, 1  # the partner customer with four apartments
 
 def secret_values(enrolled: EnrolledSandbox, workspace_id: str) -> dict[str, str]:
     """The workspace secrets as the emulator holds them (values are write-only over the API)."""
-    return {s.name: s.value for s in enrolled.sandbox.platform.secrets(workspace_id)}
+    return {s.name: s.value for s in enrolled.sandbox.assistant.secrets(workspace_id)}
 
 
 async def test_six_catalogue_tools_and_the_gateway_secrets_are_provisioned(database_url):
@@ -51,7 +51,7 @@ async def test_six_catalogue_tools_and_the_gateway_secrets_are_provisioned(datab
 
         first, last = await run_step(ctx, check_custom_tools, apply_custom_tools)
 
-        tools = enrolled.sandbox.platform.tools(workspace_id)
+        tools = enrolled.sandbox.assistant.tools(workspace_id)
         secrets = secret_values(enrolled, workspace_id)
         facility = await enrolled.services.facilities.authenticate(secrets["PMSGATE_GATEWAY_KEY"])
         keys = await enrolled.services.facilities.list_keys(enrolled.hotel_id)
@@ -83,12 +83,12 @@ async def test_six_catalogue_tools_and_the_gateway_secrets_are_provisioned(datab
     assert set(last.evidence["tools"]) == set(catalogue.tools)
 
 
-async def test_a_second_check_and_apply_make_no_platform_write(database_url):
+async def test_a_second_check_and_apply_make_no_assistant_write(database_url):
     async with step_sandbox(database_url, seed=SEED, student_index=STUDENT_INDEX) as enrolled:
         await run_step(onboarding_context(enrolled), check_custom_tools, apply_custom_tools)
         await run_step(onboarding_context(enrolled), check_guest_agent, apply_guest_agent)
         keys_before = await enrolled.services.facilities.list_keys(enrolled.hotel_id)
-        before = platform_routes(enrolled)
+        before = assistant_routes(enrolled)
 
         ctx = onboarding_context(enrolled)  # a new run
         tools = await check_custom_tools(ctx)
@@ -96,7 +96,7 @@ async def test_a_second_check_and_apply_make_no_platform_write(database_url):
         await apply_custom_tools(ctx)  # even applied again, nothing differs: nothing written
         await apply_guest_agent(ctx)
 
-        writes = platform_writes(before, platform_routes(enrolled))
+        writes = assistant_writes(before, assistant_routes(enrolled))
         keys_after = await enrolled.services.facilities.list_keys(enrolled.hotel_id)
 
     assert tools.done and agent.done
@@ -110,7 +110,7 @@ async def test_a_drifted_tool_is_restored_in_place_and_a_customer_tool_is_left_a
     async with step_sandbox(database_url, seed=SEED, student_index=STUDENT_INDEX) as enrolled:
         await run_step(onboarding_context(enrolled), check_custom_tools, apply_custom_tools)
         workspace_id = await workspace_of(enrolled)
-        store = enrolled.sandbox.platform
+        store = enrolled.sandbox.assistant
         drifted = next(t for t in store.tools(workspace_id) if t.name == "check-availability")
         store.update_tool(drifted.id, {"description": "Edited by hand.", "enable_globally": False})
         store.create_tool(
@@ -121,13 +121,13 @@ async def test_a_drifted_tool_is_restored_in_place_and_a_customer_tool_is_left_a
             code="def main(**params):\n    return {'message': 'mine', 'rawData': None}\n",
             parameters={},
         )
-        before = platform_routes(enrolled)
+        before = assistant_routes(enrolled)
 
         first, last = await run_step(
             onboarding_context(enrolled), check_custom_tools, apply_custom_tools
         )
 
-        writes = platform_writes(before, platform_routes(enrolled))
+        writes = assistant_writes(before, assistant_routes(enrolled))
         restored = store.tool(drifted.id)
         names = sorted(t.name for t in store.tools(workspace_id))
 
@@ -147,7 +147,7 @@ async def test_a_deleted_tool_is_created_again_on_the_next_run(database_url):
     async with step_sandbox(database_url, seed=SEED, student_index=STUDENT_INDEX) as enrolled:
         await run_step(onboarding_context(enrolled), check_custom_tools, apply_custom_tools)
         workspace_id = await workspace_of(enrolled)
-        store = enrolled.sandbox.platform
+        store = enrolled.sandbox.assistant
         gone = next(t for t in store.tools(workspace_id) if t.name == "get-in-house-guests")
         store.delete_tool(gone.id)
 
@@ -213,7 +213,7 @@ async def test_guest_agent_reads_back_as_spec_step_7_wants(database_url):
 
         first, last = await run_step(ctx, check_guest_agent, apply_guest_agent)
 
-        store = enrolled.sandbox.platform
+        store = enrolled.sandbox.assistant
         [agent] = store.agents(workspace_id)
         skills = {s.id: s.name for s in store.skills(workspace_id)}
         existing = next(w for w in store.workspaces() if w.slug == EXISTING_WORKSPACE_SLUG)
@@ -226,7 +226,7 @@ async def test_guest_agent_reads_back_as_spec_step_7_wants(database_url):
     assert agent.enabled is True
     assert agent.response_language == "Original"
     assert len(agent.guardrails) >= MIN_GUARDRAILS
-    assert catalogue.escalation_guardrail.platform_body() in agent.guardrails
+    assert catalogue.escalation_guardrail.assistant_body() in agent.guardrails
     assert [skills[i] for i in agent.skill_ids] == list(STANDARD_SKILL_NAMES)
     assert not set(agent.skill_ids) & set(other_skills)
     assert any(t["config"]["inboxTypeId"] == "guest" for t in agent.triggers)
@@ -240,7 +240,7 @@ async def test_payment_link_skill_is_attached_when_the_customer_handles_upsell(d
         ctx = onboarding_context(enrolled, file)
         _, last = await run_step(ctx, check_guest_agent, apply_guest_agent)
         workspace_id = await workspace_of(enrolled)
-        store = enrolled.sandbox.platform
+        store = enrolled.sandbox.assistant
         [agent] = store.agents(workspace_id)
         skills = {s.id: s.name for s in store.skills(workspace_id)}
 
@@ -252,7 +252,7 @@ async def test_a_drifted_agent_is_repaired_keeping_the_customers_additions(datab
     async with step_sandbox(database_url, seed=SEED, student_index=STUDENT_INDEX) as enrolled:
         await run_step(onboarding_context(enrolled), check_guest_agent, apply_guest_agent)
         workspace_id = await workspace_of(enrolled)
-        store = enrolled.sandbox.platform
+        store = enrolled.sandbox.assistant
         [agent] = store.agents(workspace_id)
         own_skill = store.create_skill(
             workspace_id,
@@ -287,7 +287,7 @@ async def test_a_drifted_agent_is_repaired_keeping_the_customers_additions(datab
     assert repaired.response_language == "Original"
     assert repaired.operation_mode == "copilot"
     assert repaired.guardrails[: len(catalogue.guardrails)] == [
-        g.platform_body() for g in catalogue.guardrails
+        g.assistant_body() for g in catalogue.guardrails
     ]
     assert own_guardrail in repaired.guardrails
     assert own_skill.id in repaired.skill_ids

@@ -14,11 +14,11 @@ from pmsgate.onboarding.steps_route_b import (
 from tests.customers.support import EnrolledSandbox
 
 from .step_support import (
+    assistant_routes,
+    assistant_writes,
     customer_file,
     live_gateway,
     onboarding_context,
-    platform_routes,
-    platform_writes,
     run_step,
     step_sandbox,
     workspace_of,
@@ -32,7 +32,7 @@ SEED, OWN_TWO = 7, 0  # an own-key customer with two apartments
 async def without_listings(enrolled: EnrolledSandbox) -> str:
     """Route B's workspace: no booking-system connection on the platform, so 0 listings."""
     workspace_id = await workspace_of(enrolled)
-    enrolled.sandbox.platform.clear_pms_connection(workspace_id)
+    enrolled.sandbox.assistant.clear_kross_connection(workspace_id)
     return workspace_id
 
 
@@ -45,11 +45,11 @@ async def test_route_b_provisions_from_the_row_and_the_agent_calls_check_availab
             ctx = onboarding_context(enrolled)
             first, last = await run_step(ctx, check_route_b, apply_route_b)
 
-            before = platform_routes(enrolled)
+            before = assistant_routes(enrolled)
             again = await check_route_b(onboarding_context(enrolled))
-            writes = platform_writes(before, platform_routes(enrolled))
+            writes = assistant_writes(before, assistant_routes(enrolled))
 
-        store = enrolled.sandbox.platform
+        store = enrolled.sandbox.assistant
         conversations = store.test_conversations(workspace_id)
         runs = store.tool_runs(workspace_id)
         customer = await enrolled.context()
@@ -57,8 +57,8 @@ async def test_route_b_provisions_from_the_row_and_the_agent_calls_check_availab
     arrival, departure = availability_test_stay(ctx)
     assert first.done is False
     assert last.done is True, last.message
-    assert customer.pms is not None
-    assert last.evidence["pms_integration_id"] == customer.pms.id
+    assert customer.kross is not None
+    assert last.evidence["pms_integration_id"] == customer.kross.id
     assert last.evidence["minimum_skills"] == {
         "booking-extension-assistant": True,
         "check-in-access-manager": True,
@@ -103,11 +103,11 @@ async def test_a_student_id_where_the_integration_row_id_belongs_is_a_clear_erro
         await without_listings(enrolled)
         ctx = onboarding_context(enrolled)
         customer = await enrolled.context()
-        assert customer.pms is not None and customer.notes is not None
+        assert customer.kross is not None and customer.notes is not None
 
         with pytest.raises(InvalidInput) as raised:
             await provision_tools(ctx, enrolled.student_id)
-        with pytest.raises(InvalidInput) as notes_row:
+        with pytest.raises(InvalidInput) as notion_row:
             await provision_tools(ctx, customer.notes.id)
         # The same mistake written in the customer file stops the step with the fix.
         in_file = customer_file(
@@ -121,12 +121,12 @@ async def test_a_student_id_where_the_integration_row_id_belongs_is_a_clear_erro
             },
         )
         stopped = await check_route_b(onboarding_context(enrolled, in_file))
-        tools = enrolled.sandbox.platform.tools(await workspace_of(enrolled))
+        tools = enrolled.sandbox.assistant.tools(await workspace_of(enrolled))
 
     assert raised.value.code == "student_id_given_for_integration_id"
-    assert customer.pms.id in raised.value.message  # names the row id to use instead
+    assert customer.kross.id in raised.value.message  # names the row id to use instead
     assert "never the student_id" in raised.value.hint
-    assert notes_row.value.code == "not_a_booking_system_integration"
+    assert notion_row.value.code == "not_a_booking_system_integration"
     assert stopped.stop is True
     assert stopped.evidence["error"] == "student_id_given_for_integration_id"
     assert tools == []  # nothing was provisioned from a wrong id

@@ -38,7 +38,7 @@ MY_STEPS = [
     steps_setup.PREREQUISITES,
     steps_setup.ALLOWLIST,
     steps_setup.WORKSPACE_CONFIGURATION,
-    steps_setup.NOTES_INTEGRATION,
+    steps_setup.NOTION_INTEGRATION,
     steps_setup.WORKSPACE,
     steps_setup.PLATFORM_ADMIN,
     steps_channels.CHANNELS,
@@ -220,7 +220,7 @@ async def test_a_failed_prerequisite_stops_the_run_with_reason_and_fix(
     database_url: str, tmp_path: Path
 ) -> None:
     async with onboarding_sandbox(database_url, tmp_path) as box:
-        box.env[f"PMS_PASSWORD_{box.hotel_id}"] = "not-the-password"
+        box.env[f"KROSS_PASSWORD_{box.hotel_id}"] = "not-the-password"
         report = await OnboardingRunner(box.services).run(box.file())
         assert report.status == "stopped" and report.exit_code == 1
         assert report.ended_at_step == "prerequisites" and len(report.outcomes) == 1
@@ -236,15 +236,15 @@ async def test_a_failure_injected_at_a_step_is_resumed_there_by_the_next_run(
     async with onboarding_sandbox(database_url, tmp_path) as box:
         runner = OnboardingRunner(box.services, MY_STEPS)
 
-        async def break_platform_at_workspace(event: StepEvent) -> None:
+        async def break_assistant_at_workspace(event: StepEvent) -> None:
             if event.step.id == "workspace" and event.phase == "applying":
-                await box.control("POST", "/platform/_sandbox/faults", json={"fail_next": 100})
+                await box.control("POST", "/assistant/_sandbox/faults", json={"fail_next": 100})
 
-        report = await runner.run(box.file(), progress=break_platform_at_workspace)
+        report = await runner.run(box.file(), progress=break_assistant_at_workspace)
         assert report.status == "failed" and report.ended_at_step == "workspace"
         assert report.error_code == "platform_unavailable"
         assert [o.status for o in report.outcomes][:4] == ["done"] * 4
-        await box.control("DELETE", "/platform/_sandbox/faults")
+        await box.control("DELETE", "/assistant/_sandbox/faults")
 
         applied: list[str] = []
 

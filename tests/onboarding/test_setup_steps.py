@@ -25,12 +25,12 @@ from pmsgate.onboarding.steps_channels import (
 )
 from pmsgate.onboarding.steps_setup import (
     apply_allowlist,
-    apply_notes_integration,
+    apply_notion_integration,
     apply_platform_admin,
     apply_workspace,
     apply_workspace_configuration,
     check_allowlist,
-    check_notes_integration,
+    check_notion_integration,
     check_platform_admin,
     check_prerequisites,
     check_workspace,
@@ -44,7 +44,7 @@ pytestmark = pytest.mark.anyio
 
 async def enrolled_through_step_5(box: OnboardingSandbox, ctx: OnboardingContext) -> None:
     await apply_workspace_configuration(ctx)
-    await apply_notes_integration(ctx)
+    await apply_notion_integration(ctx)
     await apply_workspace(ctx)
 
 
@@ -75,7 +75,7 @@ async def test_a_wrong_booking_system_password_stops_with_the_reason_and_the_fix
     database_url: str, tmp_path: Path
 ) -> None:
     async with onboarding_sandbox(database_url, tmp_path) as box:
-        box.env[f"PMS_PASSWORD_{box.hotel_id}"] = "wrong-password-1"
+        box.env[f"KROSS_PASSWORD_{box.hotel_id}"] = "wrong-password-1"
         result = await check_prerequisites(box.services.context(box.file()))
         assert not result.done and result.stop
         assert "booking system rejected the credentials" in result.message
@@ -86,11 +86,11 @@ async def test_a_wrong_booking_system_password_stops_with_the_reason_and_the_fix
         assert "wrong-password-1" not in repr(result)
 
 
-async def test_a_subscription_off_the_contract_price_and_a_refused_notes_token_stop_the_run(
+async def test_a_subscription_off_the_contract_price_and_a_refused_notion_token_stop_the_run(
     database_url: str, tmp_path: Path
 ) -> None:
     async with onboarding_sandbox(database_url, tmp_path) as box:
-        box.env[f"NOTES_TOKEN_{box.hotel_id}"] = "ntn_not_a_real_token_0000"
+        box.env[f"NOTION_TOKEN_{box.hotel_id}"] = "ntn_not_a_real_token_0000"
         file = box.file(subscription__price_id="price_other")
         result = await check_prerequisites(box.services.context(file))
         assert result.stop
@@ -109,7 +109,7 @@ async def test_allowlist_entry_carries_the_runbook_comment_and_needs_no_deploy(
     async with onboarding_sandbox(database_url, tmp_path) as box:
         ctx = box.services.context(box.file(contract__signed_on="2026-11-18"))
         assert not (await check_allowlist(ctx)).done
-        ctx.run.notes_apartment_pages = 4
+        ctx.run.notion_apartment_pages = 4
         await apply_allowlist(ctx)
         result = await check_allowlist(ctx)
         assert result.done
@@ -153,7 +153,7 @@ async def test_the_integration_row_id_of_the_file_is_kept_and_a_mismatch_is_refu
         ctx = box.services.context(box.file(booking_system__integration_id="int-from-the-file"))
         await apply_workspace_configuration(ctx)
         context = await ctx.customer_context()
-        assert context.pms is not None and context.pms.id == "int-from-the-file"
+        assert context.kross is not None and context.kross.id == "int-from-the-file"
         assert context.hotel_id == box.hotel_id
         other = box.services.context(box.file(booking_system__integration_id="int-another-one"))
         with pytest.raises(PmsgateError) as caught:
@@ -171,7 +171,7 @@ async def test_ensure_facility_is_idempotent_and_follows_a_changed_password(
         assert (await ensure_facility(ctx)).updated_at == first.updated_at
         # The customer changed the API password; the new one is in the file.
         box.sandbox.kross.change_password(box.hotel_id, "a-new-password-42")
-        box.env[f"PMS_PASSWORD_{box.hotel_id}"] = "a-new-password-42"
+        box.env[f"KROSS_PASSWORD_{box.hotel_id}"] = "a-new-password-42"
         changed = box.services.context(box.file())
         assert not (await check_workspace_configuration(changed)).done
         await apply_workspace_configuration(changed)
@@ -183,22 +183,22 @@ async def test_ensure_facility_is_idempotent_and_follows_a_changed_password(
 # --- 4 notes, 5 workspace ----------------------------------------------------------------------
 
 
-async def test_notes_integration_is_connected_with_the_token_stored_encrypted(
+async def test_notion_integration_is_connected_with_the_token_stored_encrypted(
     database_url: str, tmp_path: Path
 ) -> None:
     async with onboarding_sandbox(database_url, tmp_path) as box:
         ctx = box.services.context(box.file())
         await apply_workspace_configuration(ctx)
-        assert not (await check_notes_integration(ctx)).done
-        await apply_notes_integration(ctx)
-        result = await check_notes_integration(ctx)
+        assert not (await check_notion_integration(ctx)).done
+        await apply_notion_integration(ctx)
+        result = await check_notion_integration(ctx)
         assert result.done
         assert result.evidence["provider"] == "notes" and result.evidence["status"] == "connected"
         assert result.evidence["token"] == "stored encrypted"
         assert box.notes["token"] not in repr(result)
         # Another token in the file: the step is not done until it is stored.
-        box.env[f"NOTES_TOKEN_{box.hotel_id}"] = "ntn_other_token_value"
-        assert not (await check_notes_integration(box.services.context(box.file()))).done
+        box.env[f"NOTION_TOKEN_{box.hotel_id}"] = "ntn_other_token_value"
+        assert not (await check_notion_integration(box.services.context(box.file()))).done
 
 
 async def test_workspace_is_created_once_and_its_id_read_back(
@@ -211,18 +211,18 @@ async def test_workspace_is_created_once_and_its_id_read_back(
         await apply_workspace(ctx)
         result = await check_workspace(ctx)
         assert result.done and result.evidence["slug"] == f"sandbox-{box.hotel_id}"
-        ids = [w.id for w in box.sandbox.platform.workspaces()]
+        ids = [w.id for w in box.sandbox.assistant.workspaces()]
         assert result.evidence["workspace_id"] in ids
         writes = box.upstream_writes()
         await apply_workspace(ctx)
         assert box.upstream_writes() == writes
-        assert len(box.sandbox.platform.workspaces()) == len(ids)
+        assert len(box.sandbox.assistant.workspaces()) == len(ids)
 
 
 # --- 8 platform-team admin ---------------------------------------------------------------------
 
 
-async def test_a_platform_team_member_becomes_admin_and_a_viewer_is_promoted(
+async def test_a_assistant_team_member_becomes_admin_and_a_viewer_is_promoted(
     database_url: str, tmp_path: Path
 ) -> None:
     async with onboarding_sandbox(database_url, tmp_path) as box:
@@ -235,9 +235,9 @@ async def test_a_platform_team_member_becomes_admin_and_a_viewer_is_promoted(
         # Someone of the platform team is only a Viewer in another customer's workspace.
         workspace_id = result.evidence["workspace_id"]
         member = next(
-            m for m in box.sandbox.platform.members(workspace_id) if m.email == PLATFORM_ADMIN
+            m for m in box.sandbox.assistant.members(workspace_id) if m.email == PLATFORM_ADMIN
         )
-        box.sandbox.platform.set_member_role(workspace_id, member.id, "Viewer")
+        box.sandbox.assistant.set_member_role(workspace_id, member.id, "Viewer")
         assert not (await check_platform_admin(ctx)).done
         await apply_platform_admin(ctx)
         assert (await check_platform_admin(ctx)).done
@@ -355,4 +355,4 @@ async def test_a_facility_left_in_error_is_verified_and_connected_again(
         await apply_workspace_configuration(ctx)
         assert (await check_workspace_configuration(ctx)).done
         context = await ctx.customer_context()
-        assert context.pms_connected
+        assert context.kross_connected

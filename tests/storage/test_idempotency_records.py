@@ -10,7 +10,7 @@ from sqlalchemy import bindparam, text
 from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.storage.db import current_revision, open_database, session_factory
 from pmsgate.storage.models import UtcDateTime
-from tests.storage.test_platform_migrations import head_revision
+from tests.storage.test_assistant_migrations import head_revision
 from tests.support.db import downgrade_to, insert_old_facility
 
 pytestmark = pytest.mark.anyio

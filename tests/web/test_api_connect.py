@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import select
 
 from pmsgate.gateway.facilities import Limits
-from pmsgate.storage.models import Facility, FacilityToken, PmsIntegration
+from pmsgate.storage.models import CustomerIntegration, Facility, FacilityToken
 from tests.web.support import WebSandbox, csrf, web_sandbox
 
 pytestmark = pytest.mark.anyio
@@ -40,8 +40,8 @@ class Snapshot:
     facility: tuple[Any, ...]
     token: tuple[Any, ...] | None
     row: tuple[Any, ...]
-    platform_connection: tuple[Any, ...] | None
-    platform_healthy: bool
+    assistant_connection: tuple[Any, ...] | None
+    assistant_healthy: bool
 
 
 async def snapshot(web: WebSandbox) -> Snapshot:
@@ -53,12 +53,13 @@ async def snapshot(web: WebSandbox) -> Snapshot:
             select(FacilityToken).where(FacilityToken.facility_id == facility.id)
         )
         row = await session.scalar(
-            select(PmsIntegration).where(
-                PmsIntegration.student_id == web.student_id, PmsIntegration.provider == "kross"
+            select(CustomerIntegration).where(
+                CustomerIntegration.student_id == web.student_id,
+                CustomerIntegration.provider == "kross",
             )
         )
         assert row is not None
-    connection, healthy = web.enrolled.sandbox.platform.pms_connection(await workspace_id(web))
+    connection, healthy = web.enrolled.sandbox.assistant.pms_connection(await workspace_id(web))
     return Snapshot(
         facility=(
             facility.username,
@@ -76,12 +77,12 @@ async def snapshot(web: WebSandbox) -> Snapshot:
             row.updated_at,
             row.listings_sync_due_at,
         ),
-        platform_connection=(
+        assistant_connection=(
             (connection.hotel_id, connection.username, connection.password)
             if connection is not None
             else None
         ),
-        platform_healthy=healthy,
+        assistant_healthy=healthy,
     )
 
 
@@ -91,8 +92,8 @@ async def workspace_id(web: WebSandbox) -> str:
     return ctx.workspace_id
 
 
-def platform_listings(web: WebSandbox, workspace: str) -> int:
-    return len(web.enrolled.sandbox.platform.listings(workspace))
+def assistant_listings(web: WebSandbox, workspace: str) -> int:
+    return len(web.enrolled.sandbox.assistant.listings(workspace))
 
 
 async def gateway_call(web: WebSandbox) -> httpx.Response:
@@ -126,8 +127,8 @@ async def test_an_admin_reconnect_after_a_password_change_brings_back_connected_
         workspace = await workspace_id(web)
         await break_password(web)
         broken = await web.enrolled.context()
-        assert broken.pms is not None and broken.pms.status == "error"
-        assert platform_listings(web, workspace) == 0
+        assert broken.kross is not None and broken.kross.status == "error"
+        assert assistant_listings(web, workspace) == 0
         admin, token = await web.signed_in("admin")
 
         answer = await admin.put(
@@ -144,15 +145,15 @@ async def test_an_admin_reconnect_after_a_password_change_brings_back_connected_
             apartments,
         )
         ctx = await web.enrolled.context()
-        assert ctx.pms is not None
-        assert (ctx.pms.status, ctx.pms.last_error) == ("connected", None)
+        assert ctx.kross is not None
+        assert (ctx.kross.status, ctx.kross.last_error) == ("connected", None)
         facility = await web.gateway.facilities.get(web.hotel_id)
         assert (facility.status, facility.last_error) == ("connected", None)
         stored = await web.gateway.facilities.credentials(web.hotel_id)
         assert stored.password.get_secret_value() == NEW_PASSWORD
         # The platform's own connection got the new password: its listings are back.
-        assert platform_listings(web, workspace) == apartments
-        assert web.enrolled.sandbox.platform.pms_connection(workspace)[1] is True
+        assert assistant_listings(web, workspace) == apartments
+        assert web.enrolled.sandbox.assistant.pms_connection(workspace)[1] is True
         assert sum(1 for a in ctx.apartments if a.assistant_listing_id) == apartments
         issued = web.enrolled.sandbox.kross.stats.tokens_issued[web.hotel_id]
         assert (await gateway_call(web)).status_code == 200
@@ -171,7 +172,7 @@ async def test_a_refused_password_is_a_422_and_changes_nothing(
     async with connect_web(database_url) as web:
         await web.gateway.tokens.token(web.hotel_id)  # a stored token that must survive
         before = await snapshot(web)
-        assert before.token is not None and before.platform_healthy
+        assert before.token is not None and before.assistant_healthy
         admin, token = await web.signed_in("admin")
 
         answer = await admin.put(
@@ -194,7 +195,7 @@ async def test_a_refused_password_leaves_an_integration_in_error_as_it_was(
         await break_password(web)
         before = await snapshot(web)
         assert before.facility[3] == "error" and before.row[0] == "error"
-        assert not before.platform_healthy
+        assert not before.assistant_healthy
         admin, token = await web.signed_in("admin")
 
         answer = await admin.put(
@@ -345,7 +346,7 @@ async def test_a_customer_reconnects_its_own_booking_system_from_its_page(
         assert answer.status_code == 200, answer.text
         assert answer.json()["status"] == "connected"
         assert answer.json()["listingsSync"] == "restarted"
-        assert platform_listings(web, workspace) == len(web.enrolled.facility["apartments"])
+        assert assistant_listings(web, workspace) == len(web.enrolled.facility["apartments"])
         status = await customer.get(f"/api/{web.assistant}/status")
         assert status.json()["pms"]["status"] == "connected"
 
@@ -412,7 +413,7 @@ async def test_a_malformed_connect_body_is_a_422_without_echoing_the_password(
 async def test_a_route_b_customer_reconnects_without_a_listings_sync(database_url: str) -> None:
     async with connect_web(database_url) as web:
         workspace = await workspace_id(web)
-        web.enrolled.sandbox.platform.clear_pms_connection(workspace)
+        web.enrolled.sandbox.assistant.clear_kross_connection(workspace)
         await break_password(web)
         admin, token = await web.signed_in("admin")
 
@@ -427,23 +428,23 @@ async def test_a_route_b_customer_reconnects_without_a_listings_sync(database_ur
             "not_applicable",
             None,
         )
-        assert web.enrolled.sandbox.platform.pms_connection(workspace)[0] is None
+        assert web.enrolled.sandbox.assistant.pms_connection(workspace)[0] is None
 
 
-async def test_a_platform_outage_leaves_the_listings_sync_due_and_the_reconnect_stands(
+async def test_a_assistant_outage_leaves_the_listings_sync_due_and_the_reconnect_stands(
     database_url: str,
 ) -> None:
     async with connect_web(database_url) as web:
         await break_password(web)
         admin, token = await web.signed_in("admin")
         # Every attempt of the platform client (it retries reads) answers 503.
-        web.enrolled.sandbox.platform.set_faults(fail_next=100, fail_status=503)
+        web.enrolled.sandbox.assistant.set_faults(fail_next=100, fail_status=503)
 
         answer = await admin.put(
             ADMIN_CONNECT, json=connect_body(web, NEW_PASSWORD), headers=csrf(token)
         )
 
-        web.enrolled.sandbox.platform.clear_faults()
+        web.enrolled.sandbox.assistant.clear_faults()
         assert answer.status_code == 200, answer.text
         assert (answer.json()["status"], answer.json()["listingsSync"]) == (
             "connected",

@@ -255,8 +255,8 @@ async def test_a_customer_reads_only_its_own_jobs(database_url: str) -> None:
         assert anonymous.status_code == 401
 
 
-async def test_a_customer_without_notes_gets_a_409_at_once_and_no_job(database_url: str) -> None:
-    async with sync_web(database_url, with_notes=False) as web:
+async def test_a_customer_without_notion_gets_a_409_at_once_and_no_job(database_url: str) -> None:
+    async with sync_web(database_url, with_notion=False) as web:
         client, token = await web.signed_in("customer")
 
         answer = await sync_knowledge(client, web.assistant, token)

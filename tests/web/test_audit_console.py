@@ -70,7 +70,7 @@ async def test_console_actions_are_recorded_with_the_customer_user_as_actor(
     database_url: str,
 ) -> None:
     async with web_sandbox(database_url) as web:
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         client, token = await web.signed_in("customer")
         wrong = "certainly-not-the-password"
         answer = await post_reconnect(
@@ -196,7 +196,7 @@ async def test_no_event_holds_a_secret_after_a_scenario(database_url: str) -> No
         client = await web.new_client()
         token = await login(client, email, password)
         cookie = client.cookies.get("pmsgate_session")
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         new_password = "the-new-api-password-7"
         web.enrolled.sandbox.kross.change_password(web.hotel_id, new_password)
         for attempt in ("wrong-one-" + new_password, new_password):

@@ -112,7 +112,7 @@ async def site(database_url: str) -> AsyncIterator[WebSandbox]:
             "login_account_max_failures": ACCOUNT_MAX_FAILURES,
             "login_failure_window_s": WINDOW_S,
         },
-        with_notes=False,
+        with_notion=False,
         sync=False,
     ) as web:
         web.app.include_router(probe)
@@ -618,7 +618,7 @@ async def test_the_session_cookie_is_http_only_same_site_lax_and_secure_behind_h
     async with web_sandbox(
         database_url,
         settings_overrides={"cookie_secure": cookie_secure},
-        with_notes=False,
+        with_notion=False,
         sync=False,
     ) as site:
         email, password = await site.add_user("admin")

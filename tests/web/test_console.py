@@ -22,7 +22,7 @@ async def test_a_visitor_without_a_session_is_sent_to_the_login_page(database_ur
 async def test_the_admin_home_lists_every_customer_with_its_state(database_url: str) -> None:
     async with web_sandbox(database_url) as web:
         other = await web.second_customer()
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         admin, _ = await web.signed_in("admin")
         page = (await admin.get("/console")).text
         rows = re.findall(r'data-student-id="([^"]+)"', page)
@@ -128,7 +128,7 @@ async def test_an_htmx_sync_answers_the_live_panel_that_polls_while_running(
 
 async def test_wrong_credentials_in_the_reconnect_form_change_nothing(database_url: str) -> None:
     async with web_sandbox(database_url) as web:
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         client, token = await web.signed_in("customer")
         before = await web.gateway.facilities.get(web.hotel_id)
         answer = await post_reconnect(web, client, token, "certainly-not-the-password")
@@ -138,14 +138,14 @@ async def test_wrong_credentials_in_the_reconnect_form_change_nothing(database_u
         after = await web.gateway.facilities.get(web.hotel_id)
         assert (after.status, after.updated_at) == (before.status, before.updated_at)
         ctx = await web.web.customers.context(web.student_id)
-        assert ctx.pms is not None and ctx.pms.status == "error"
+        assert ctx.kross is not None and ctx.kross.status == "error"
 
 
 async def test_the_reconnect_form_with_the_new_password_brings_the_integration_back(
     database_url: str,
 ) -> None:
     async with web_sandbox(database_url) as web:
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         new_password = "the-new-api-password-1"
         web.enrolled.sandbox.kross.change_password(web.hotel_id, new_password)
         client, token = await web.signed_in("customer")
@@ -157,13 +157,13 @@ async def test_the_reconnect_form_with_the_new_password_brings_the_integration_b
         assert 'data-testid="pms-status">connected<' in answer.text
         assert new_password not in answer.text
         ctx = await web.web.customers.context(web.student_id)
-        assert ctx.pms is not None and ctx.pms.status == "connected"
+        assert ctx.kross is not None and ctx.kross.status == "connected"
 
 
 async def test_a_sync_that_cannot_run_is_refused_on_the_page_without_a_job(
     database_url: str,
 ) -> None:
-    async with web_sandbox(database_url, with_notes=False) as web:
+    async with web_sandbox(database_url, with_notion=False) as web:
         client, token = await web.signed_in("customer")
         answer = await post_sync(web, client, token, commit=True)
         assert answer.status_code == 409

@@ -110,7 +110,7 @@ async def test_an_admins_pages_stay_english_without_the_switch(database_url: str
 
 async def test_the_reconnect_result_comes_first_in_the_panel(database_url: str) -> None:
     async with web_sandbox(database_url) as web:
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         client, token = await signed_in_as_customer(web, {})
         facility = web.enrolled.facility
         refused = await client.post(
@@ -121,7 +121,7 @@ async def test_the_reconnect_result_comes_first_in_the_panel(database_url: str) 
         panel = refused.text
         assert panel.index('id="reconnect-result"') < panel.index('id="reconnect"')
         assert 'data-testid="reconnect-error"' in panel and 'tabindex="-1"' in panel
-        # The password break_pms set.
+        # The password break_kross set.
         done = await post_reconnect(
             web, client, token, f"{facility['password']}-changed", headers=HTMX
         )

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from pmsgate.customers.service import link_pms
+from pmsgate.customers.service import link_kross
 from pmsgate.gateway.facilities import NewFacility
 from tests.web.support import (
     WebSandbox,
@@ -155,7 +155,7 @@ async def test_connected_and_never_synced_says_so_and_what_to_do(database_url: s
 
 async def test_a_connection_in_error_puts_reconnecting_first(database_url: str) -> None:
     async with web_sandbox(database_url) as web:
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         client, _ = await web.signed_in("customer")
         html, text = await customer_page(web, client)
         assert tone_of(html, "booking") == "bad"
@@ -172,7 +172,7 @@ async def test_a_dry_run_while_the_connection_is_down_is_a_warning_not_a_success
     database_url: str,
 ) -> None:
     async with web_sandbox(database_url) as web:
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         client, token = await web.signed_in("customer")
         await run_sync(web, client, token, commit=False)
         html, text = await customer_page(web, client)
@@ -187,7 +187,7 @@ async def test_a_dry_run_while_the_connection_is_down_is_a_warning_not_a_success
 async def test_an_unverified_connection_is_said_to_be_unconfirmed(database_url: str) -> None:
     async with web_sandbox(database_url, register_facility=False) as web:
         facility = web.enrolled.facility
-        row = await link_pms(web.web.customers, web.student_id, web.hotel_id)
+        row = await link_kross(web.web.customers, web.student_id, web.hotel_id)
         await web.gateway.facilities.add(
             NewFacility(
                 hotel_id=web.hotel_id,
@@ -200,7 +200,7 @@ async def test_an_unverified_connection_is_said_to_be_unconfirmed(database_url: 
             ),
             unverified=True,
         )
-        await link_pms(web.web.customers, web.student_id, web.hotel_id)
+        await link_kross(web.web.customers, web.student_id, web.hotel_id)
         client, _ = await web.signed_in("customer")
         html, text = await customer_page(web, client)
         assert tone_of(html, "booking") == "warn"
@@ -284,7 +284,7 @@ async def test_route_b_has_no_sync_and_says_what_applies_instead(database_url: s
 async def test_a_live_assistant_with_the_connection_down_is_a_warning(database_url: str) -> None:
     async with web_sandbox(database_url) as web:
         await record_route(web, "A", live=True)
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         client, _ = await web.signed_in("customer")
         html, text = await customer_page(web, client)
         assert tone_of(html, "assistant") == "warn"
@@ -292,13 +292,13 @@ async def test_a_live_assistant_with_the_connection_down_is_a_warning(database_u
 
 
 async def test_a_sync_refused_from_the_page_is_said_in_words(database_url: str) -> None:
-    async with web_sandbox(database_url, with_notes=False) as web:
+    async with web_sandbox(database_url, with_notion=False) as web:
         client, token = await web.signed_in("customer")
         answer = await post_sync(web, client, token, commit=True)
         assert answer.status_code == 409
         text = assert_plain(web, answer.text)
         assert "Your apartment notes are not connected yet." in text
-        assert "connect-notes" not in answer.text  # the admin's hint (a command) is not shown
+        assert "connect-notion" not in answer.text  # the admin's hint (a command) is not shown
 
 
 async def test_a_customer_off_the_allowlist_sees_a_plain_message_and_no_buttons(
@@ -378,7 +378,7 @@ async def test_usage_charts_have_axes_units_and_empty_states(database_url: str) 
 
 async def test_the_activity_page_tells_a_customer_its_events_in_words(database_url: str) -> None:
     async with web_sandbox(database_url) as web:
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         client, token = await web.signed_in("customer")
         refused = await post_reconnect(web, client, token, "certainly-not-the-password")
         assert refused.status_code == 422

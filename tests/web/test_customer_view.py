@@ -142,7 +142,7 @@ def test_a_dry_run_while_disconnected_is_a_warning_and_says_what_to_do() -> None
     assert back.tone == "warn" and "ran while your booking system was disconnected" in words(back)
 
 
-def test_a_page_without_notes_and_a_clean_check() -> None:
+def test_a_page_without_notion_and_a_clean_check() -> None:
     details = [{"name": "Blue", "templateComplete": False, "notesPageId": None}]
     counters = {"apartments": 1, "unresolvedApartments": 0, "incompleteTemplates": 1}
     text = words(explain_job(job("dry_run", counters=counters, details=details), "connected"))

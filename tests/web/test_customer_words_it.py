@@ -82,7 +82,7 @@ def page(booking: str, *, live: bool = True, name: str = "Casa Bella") -> Custom
         SimpleNamespace(
             facility=SimpleNamespace(status=booking),
             ctx=SimpleNamespace(
-                pms=None,
+                kross=None,
                 hotel_id="hotel-1",
                 notes_connected=True,
                 customer=SimpleNamespace(name=name),

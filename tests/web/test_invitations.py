@@ -67,7 +67,7 @@ async def web(database_url: str, tmp_path: Path):  # type: ignore[no-untyped-def
             "password_reset_max_per_hour": 2,
             "data_dir": tmp_path,  # this test's own outbox
         },
-        with_notes=False,
+        with_notion=False,
         sync=False,
     ) as sandbox:
         yield sandbox
@@ -190,7 +190,7 @@ async def test_without_the_consoles_address_no_link_is_made(
 ) -> None:
     unset = {"public_url": None, "gateway_public_url": None, "data_dir": tmp_path}
     async with web_sandbox(
-        database_url, settings_overrides=unset, with_notes=False, sync=False
+        database_url, settings_overrides=unset, with_notion=False, sync=False
     ) as web:
         account, _ = await web.web.users.ensure_customer_account(
             web.student_id, await customer_email(web)

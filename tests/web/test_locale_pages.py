@@ -31,7 +31,7 @@ async def set_customer(web: WebSandbox, **changes: str) -> None:
 
 @pytest.fixture
 async def web(database_url: str):  # type: ignore[no-untyped-def]
-    async with web_sandbox(database_url, with_notes=False, sync=False) as sandbox:
+    async with web_sandbox(database_url, with_notion=False, sync=False) as sandbox:
         yield sandbox
 
 

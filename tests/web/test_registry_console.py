@@ -115,7 +115,7 @@ async def test_a_broken_connection_is_explained_and_nothing_is_detached(
     database_url: str,
 ) -> None:
     async with web_sandbox(database_url, student_index=FOUR_APARTMENTS) as web:
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         client, token = await web.signed_in("customer")
         base = f"/console/customers/{web.student_id}/registry"
         checked = await client.post(f"{base}/check", data={"csrf_token": token}, headers=HTMX)
@@ -132,12 +132,12 @@ async def test_a_reconnect_checks_again_so_the_panel_does_not_stay_unchecked(
     database_url: str,
 ) -> None:
     async with web_sandbox(database_url, student_index=FOUR_APARTMENTS) as web:
-        await web.enrolled.break_pms()
+        await web.enrolled.break_kross()
         customers = web.web.customers
         assert (await check_and_record(customers, web.student_id)).status == "unchecked"
         client, token = await web.signed_in("customer")
         facility = web.enrolled.facility
-        # The password break_pms set.
+        # The password break_kross set.
         answer = await post_reconnect(web, client, token, f"{facility['password']}-changed")
         assert answer.status_code == 303, answer.text
         latest = await latest_registry_check(customers, web.student_id)

@@ -54,7 +54,7 @@ class AgentDefinition(BaseModel):
             raise ValueError("the agent needs an enabled trigger on guest inbox messages")
         return triggers
 
-    def platform_body(
+    def assistant_body(
         self, workspace_id: str, skill_ids: Sequence[str], guardrails: Sequence[Guardrail]
     ) -> dict[str, Any]:
         """The assistant platform's ``POST /v1/agents`` body."""
@@ -63,7 +63,7 @@ class AgentDefinition(BaseModel):
             "name": self.name,
             "description": self.description,
             "instructions": self.instructions,
-            "guardrails": [g.platform_body() for g in guardrails],
+            "guardrails": [g.assistant_body() for g in guardrails],
             "skill_ids": list(skill_ids),
             "operation_mode": self.operation_mode,
             "response_language": self.response_language,

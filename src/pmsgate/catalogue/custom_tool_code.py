@@ -10,7 +10,7 @@ It follows the documented code contract (``GET /v1/custom-tools/runtimes``):
 standard library only (always importable; the curated package list may change). The
 gateway's address and key are workspace secrets that the code reads as environment
 variables: no key is ever written here. How secrets reach tool code is NOT in the
-public reference; this is the project's assumption (docs/platform-api.md "Assumed
+public reference; this is the project's assumption (docs/assistant-api.md "Assumed
 endpoints"), and without a secrets API a person sets them in the dashboard.
 ``main`` never raises: a failure is an answer whose message carries the error
 code and hint, so the assistant can tell the operator what to fix.

@@ -17,7 +17,7 @@ class Guardrail(BaseModel):
     title: str = Field(min_length=5, max_length=120)
     knowledge: str = Field(min_length=40)
 
-    def platform_body(self) -> dict[str, str]:
+    def assistant_body(self) -> dict[str, str]:
         """The ``{title, knowledge}`` the assistant platform stores (the id stays ours)."""
         return {"title": self.title, "knowledge": self.knowledge}
 

@@ -90,7 +90,7 @@ class Catalogue(BaseModel):
 
     def agent_body(self, workspace_id: str, skill_ids: Sequence[str]) -> dict[str, Any]:
         """The ``POST /v1/agents`` body: the agent with every guardrail and these skills."""
-        return self.agent.platform_body(workspace_id, skill_ids, self.guardrails)
+        return self.agent.assistant_body(workspace_id, skill_ids, self.guardrails)
 
     def agent_problems(
         self, agent: Mapping[str, Any], required_skill_ids: Sequence[str] = ()

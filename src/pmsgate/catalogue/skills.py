@@ -72,7 +72,7 @@ class SkillDefinition(BaseModel):
             for condition in self.attach_when
         )
 
-    def platform_body(self, workspace_id: str) -> dict[str, Any]:
+    def assistant_body(self, workspace_id: str) -> dict[str, Any]:
         """The assistant platform's ``POST /v1/skills`` body for this skill."""
         return {
             "workspace_id": workspace_id,

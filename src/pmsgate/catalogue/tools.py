@@ -90,7 +90,7 @@ class ToolParameter(BaseModel):
             schema["maxLength"] = self.max_length
         return schema
 
-    def platform_schema(self) -> dict[str, Any]:
+    def assistant_schema(self) -> dict[str, Any]:
         """This parameter as the assistant platform wants it: {type, required, description}."""
         return {"type": self.type, "required": self.required, "description": self.description}
 
@@ -233,7 +233,7 @@ class ToolDefinition(BaseModel):
             "description": self.description,
             "language": runtime.settings.language,
             "code": runtime.render(self.name),
-            "parameters": {name: p.platform_schema() for name, p in self.parameters.items()},
+            "parameters": {name: p.assistant_schema() for name, p in self.parameters.items()},
             "execution_message_description": self.execution_message_description,
             "enable_globally": True,
         }

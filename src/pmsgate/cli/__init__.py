@@ -432,7 +432,7 @@ def sandbox(
     """Serve the emulators: the booking system under /kross, controls under /kross/_sandbox."""
     # Imported here: `pmsgate --help` and the light commands do not load the whole stack.
     from pmsgate.sandbox.app import Sandbox
-    from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+    from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 
     box = Sandbox(seed=seed)
     table = Table(title=f"Seeded facilities (seed {seed})")
@@ -446,10 +446,10 @@ def sandbox(
     console.print(table)
     console.print(f"Booking-system base URL: http://{host}:{port}/kross")
     console.print(
-        f"Assistant platform: http://{host}:{port}/platform (bearer {SANDBOX_PLATFORM_TOKEN})"
+        f"Assistant platform: http://{host}:{port}/assistant (bearer {SANDBOX_ASSISTANT_TOKEN})"
     )
-    console.print(f"Notes workspace (Notion API): http://{host}:{port}/notes")
-    console.print(f"Controls: http://{host}:{port}/<kross|platform|notes>/_sandbox/…")
+    console.print(f"Notes workspace (Notion API): http://{host}:{port}/notion")
+    console.print(f"Controls: http://{host}:{port}/<kross|assistant|notion>/_sandbox/…")
     uvicorn.run(box.asgi_app(), host=host, port=port, log_config=None)
 
 

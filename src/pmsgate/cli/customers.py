@@ -35,8 +35,8 @@ from pmsgate.customers.registry_check import (
 from pmsgate.customers.service import (
     Subscription,
     configure_workspace,
-    connect_notes,
-    link_pms,
+    connect_notion,
+    link_kross,
     register_customer,
     sync_registry,
 )
@@ -227,7 +227,7 @@ def list_customers(as_json: JsonOption = False) -> None:
                         "email": ctx.customer.email,
                         "kind": ctx.customer.kind,
                         "workspace_id": ctx.workspace_id,
-                        "pms_status": ctx.pms.status if ctx.pms else None,
+                        "pms_status": ctx.kross.status if ctx.kross else None,
                         "notes_status": ctx.notes.status if ctx.notes else None,
                         "apartments": len(ctx.apartments),
                     }
@@ -245,7 +245,7 @@ def list_customers(as_json: JsonOption = False) -> None:
             escape(ctx.customer.name),
             ctx.customer.kind,
             escape(ctx.workspace_id or ""),
-            ctx.pms.status if ctx.pms else "",
+            ctx.kross.status if ctx.kross else "",
             ctx.notes.status if ctx.notes else "",
             str(len(ctx.apartments)),
         )
@@ -263,7 +263,7 @@ def show(student_id: Student, as_json: JsonOption = False) -> None:
                 "customer": ctx.customer,
                 "workspace": ctx.workspace,
                 "integrations": {
-                    "kross": _integration_json(ctx.pms) if ctx.pms else None,
+                    "kross": _integration_json(ctx.kross) if ctx.kross else None,
                     "notes": _integration_json(ctx.notes) if ctx.notes else None,
                 },
                 "registry": {**counts, "rows": ctx.apartments},
@@ -289,7 +289,7 @@ def show(student_id: Student, as_json: JsonOption = False) -> None:
         )
     else:
         console.print("Workspace configuration: none")
-    for label, view in (("Booking system (kross)", ctx.pms), ("Notes", ctx.notes)):
+    for label, view in (("Booking system (kross)", ctx.kross), ("Notes", ctx.notes)):
         if view is None:
             console.print(f"{label}: not connected")
         else:
@@ -334,8 +334,9 @@ def configure_workspace_command(
     console.print(f"workspace {escape(view.workspace_slug)}: id {escape(view.workspace_id or '')}")
 
 
-@customers_app.command("connect-notes")
-def connect_notes_command(
+@customers_app.command("connect-notes", hidden=True, deprecated=True)  # the old name, one release
+@customers_app.command("connect-notion")
+def connect_notion_command(
     student_id: Student,
     database_id: Annotated[str, typer.Option(help="The notes apartments database id.")],
     token_stdin: Annotated[
@@ -362,7 +363,7 @@ def connect_notes_command(
             )
         )
     result = _with_services(
-        lambda s: connect_notes(
+        lambda s: connect_notion(
             s, student_id, token, database_id, notes_workspace_id=notes_workspace_id
         )
     )
@@ -381,14 +382,15 @@ def connect_notes_command(
     )
 
 
-@customers_app.command("link-pms")
-def link_pms_command(
+@customers_app.command("link-pms", hidden=True, deprecated=True)  # the old name, one release
+@customers_app.command("link-kross")
+def link_kross_command(
     student_id: Student,
     hotel_id: Annotated[str, typer.Option(help="The booking-system facility's hotel_id.")],
     as_json: JsonOption = False,
 ) -> None:
     """Create the booking-system integration row and link it to the gateway facility."""
-    view = _with_services(lambda s: link_pms(s, student_id, hotel_id))
+    view = _with_services(lambda s: link_kross(s, student_id, hotel_id))
     if as_json:
         _print_json(
             {"integration": _integration_json(view), "linked": bool(view.facility_hotel_id)}
@@ -405,7 +407,7 @@ def link_pms_command(
     )
     err_console.print(
         f"hint: register it with `pmsgate facilities add --hotel-id {escape(hotel_id)} "
-        f"--integration-id {escape(view.id)} …`, then run link-pms again."
+        f"--integration-id {escape(view.id)} …`, then run link-kross again."
     )
 
 

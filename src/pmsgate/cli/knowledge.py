@@ -35,8 +35,8 @@ from pmsgate.customers.context import (
 )
 from pmsgate.customers.service import upstream_error
 from pmsgate.errors import InvalidInput, NotFound, PmsgateError
-from pmsgate.integrations.notion.client import NotesClient
-from pmsgate.integrations.notion.errors import NotesError
+from pmsgate.integrations.notion.client import NotionClient
+from pmsgate.integrations.notion.errors import NotionError
 from pmsgate.knowledge.patcher import PatchOutcome, PatchPlan, apply_patch, plan_patch
 from pmsgate.knowledge.template import WIFI, PageCheck, WifiCredentials, check_page
 
@@ -64,7 +64,7 @@ upstreams = Upstreams()
 
 
 @dataclass(frozen=True)
-class NotesPageRef:
+class NotionPageRef:
     """One notes page of the customer, and the apartment it stands for."""
 
     page_id: str
@@ -116,11 +116,11 @@ def _same_id(a: str, b: str) -> bool:
 
 
 async def customer_pages(
-    ctx: CustomerContext, notes: NotesClient, page: str | None = None
-) -> list[NotesPageRef]:
+    ctx: CustomerContext, notes: NotionClient, page: str | None = None
+) -> list[NotionPageRef]:
     """The customer's notes pages: the registry's first, then the database's others."""
     refs = [
-        NotesPageRef(
+        NotionPageRef(
             page_id=row.notes_page_id,
             name=row.name,
             pms_room_type_id=row.pms_room_type_id,
@@ -132,14 +132,14 @@ async def customer_pages(
     if ctx.apartments_database_id:
         try:
             pages = await notes.query_database(ctx.apartments_database_id)
-        except NotesError as error:
+        except NotionError as error:
             raise upstream_error(error, "reading the apartments database") from None
         for found in pages:
             room_type = None if found.room_type_id is None else str(found.room_type_id)
             if found.archived or any(_same_id(found.id, r.page_id) for r in refs):
                 continue
             refs.append(
-                NotesPageRef(
+                NotionPageRef(
                     page_id=found.id,
                     name=found.title or "(untitled)",
                     pms_room_type_id=room_type,
@@ -163,9 +163,9 @@ async def customer_pages(
 
 @dataclass
 class _Checked:
-    ref: NotesPageRef
+    ref: NotionPageRef
     check: PageCheck | None = None
-    error: NotesError | None = None
+    error: NotionError | None = None
 
 
 def _fixes(check: PageCheck) -> list[str]:
@@ -223,7 +223,7 @@ def check_command(
     async def work(services: CustomerServices) -> list[_Checked]:
         ctx = await services.context(student)
         rows: list[_Checked] = []
-        async with services.notes(ctx) as notes:
+        async with services.notion(ctx) as notes:
             refs = await customer_pages(ctx, notes, page)
             with page_progress() as progress:
                 task = progress.add_task("checking", total=len(refs))
@@ -234,7 +234,7 @@ def check_command(
                         rows.append(
                             _Checked(ref, check_page(blocks, template, page_id=ref.page_id))
                         )
-                    except NotesError as error:
+                    except NotionError as error:
                         rows.append(_Checked(ref, error=error))
                     progress.advance(task)
         return rows
@@ -287,11 +287,11 @@ def check_command(
 
 @dataclass
 class _Patched:
-    ref: NotesPageRef
+    ref: NotionPageRef
     plan: PatchPlan | None = None
     outcome: PatchOutcome | None = None
     after: PageCheck | None = None
-    error: NotesError | None = None
+    error: NotionError | None = None
 
     @property
     def failed(self) -> bool:
@@ -331,8 +331,8 @@ def _wifi_from_options(
 
 
 async def _patch_page(
-    notes: NotesClient,
-    ref: NotesPageRef,
+    notes: NotionClient,
+    ref: NotionPageRef,
     wifi: WifiCredentials | None,
     apply: bool,
     template: KnowledgeTemplate,
@@ -347,7 +347,7 @@ async def _patch_page(
             row.outcome = await apply_patch(notes, row.plan)
             after = await notes.read_tree(ref.page_id)
             row.after = check_page(after, template, page_id=ref.page_id)
-    except NotesError as error:
+    except NotionError as error:
         row.error = error
     return row
 
@@ -412,7 +412,7 @@ def patch_command(
     async def work(services: CustomerServices) -> list[_Patched]:
         ctx = await services.context(student)
         rows: list[_Patched] = []
-        async with services.notes(ctx) as notes:
+        async with services.notion(ctx) as notes:
             refs = await customer_pages(ctx, notes, page)
             if wifi is not None and len(refs) != 1:
                 raise InvalidInput(

@@ -420,8 +420,8 @@ def first_error(group: BaseExceptionGroup[Any]) -> PmsgateError:
     is raised as is; anything else is an ``internal_error`` naming the exception's type."""
     # Imported here: command modules stay light until a command actually failed.
     from pmsgate.customers.service import upstream_error
-    from pmsgate.integrations.assistant.errors import PlatformError
-    from pmsgate.integrations.notion.errors import NotesError
+    from pmsgate.integrations.assistant.errors import AssistantError
+    from pmsgate.integrations.notion.errors import NotionError
 
     leaves: list[BaseException] = []
     pending: list[BaseException] = [group]
@@ -435,7 +435,7 @@ def first_error(group: BaseExceptionGroup[Any]) -> PmsgateError:
         if isinstance(leaf, PmsgateError):
             return leaf
     for leaf in leaves:
-        if isinstance(leaf, PlatformError | NotesError):
+        if isinstance(leaf, AssistantError | NotionError):
             return upstream_error(leaf, "running the command")
     for leaf in leaves:
         if not isinstance(leaf, Exception):

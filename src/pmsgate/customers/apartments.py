@@ -59,7 +59,7 @@ def _refused(error: IntegrityError, student_id: str, room_type: str) -> PmsgateE
                 f"The notes page is already attached to another apartment of {student_id} "
                 f"(not room type {room_type}).",
                 code="notes_page_already_mapped",
-                hint="Detach it from the other apartment first (update_notes_page with None).",
+                hint="Detach it from the other apartment first (update_notion_page with None).",
             ),
         },
     )
@@ -112,7 +112,7 @@ class Apartments:
         listing = optional_text(assistant_listing_id, "assistant_listing_id", MAX_REFERENCE)
         return await self._update(student_id, pms_room_type_id, assistant_listing_id=listing)
 
-    async def update_notes_page(
+    async def update_notion_page(
         self, student_id: str, pms_room_type_id: str, notes_page_id: str | None
     ) -> ApartmentView:
         """Attach the notes page to an existing row (None detaches it)."""

@@ -29,7 +29,7 @@ from pmsgate.config import Settings
 from pmsgate.customers.allowlist import Allowlist
 from pmsgate.customers.apartments import Apartments
 from pmsgate.customers.checks import customer_not_found
-from pmsgate.customers.pms_integrations import PmsIntegrations
+from pmsgate.customers.integrations import CustomerIntegrations
 from pmsgate.customers.registry import Customers
 from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.customers.workspaces import Workspaces
@@ -37,8 +37,8 @@ from pmsgate.errors import ConfigurationError, Conflict
 from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.vault import Vault
 from pmsgate.integrations.assistant.client import AssistantClient
-from pmsgate.integrations.notion.client import NotesClient
-from pmsgate.integrations.notion.throttle import NotesThrottle
+from pmsgate.integrations.notion.client import NotionClient
+from pmsgate.integrations.notion.throttle import NotionThrottle
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.customers import CustomerView
 from pmsgate.storage.integrations import IntegrationView, token_context
@@ -47,8 +47,8 @@ from pmsgate.storage.workspaces import WorkspaceConfigurationView
 Sleep = Callable[[float], Awaitable[None]]
 HttpFactory = Callable[[], httpx.AsyncClient]
 
-PMS_PROVIDER = "kross"
-NOTES_PROVIDER = "notes"
+KROSS_PROVIDER = "kross"
+NOTION_PROVIDER = "notes"
 
 
 @dataclass(frozen=True)
@@ -58,15 +58,15 @@ class CustomerContext:
     student_id: str
     customer: CustomerView
     workspace_id: str | None
-    pms: IntegrationView | None
+    kross: IntegrationView | None
     notes: IntegrationView | None
     apartments: list[ApartmentView]
     workspace: WorkspaceConfigurationView | None = None
 
     @property
-    def pms_connected(self) -> bool:
+    def kross_connected(self) -> bool:
         """True when the booking-system integration row exists and is ``connected``."""
-        return self.pms is not None and self.pms.status == "connected"
+        return self.kross is not None and self.kross.status == "connected"
 
     @property
     def notes_connected(self) -> bool:
@@ -81,15 +81,15 @@ class CustomerContext:
     @property
     def hotel_id(self) -> str | None:
         """The hotel_id of the gateway facility the booking-system row is linked to."""
-        return self.pms.facility_hotel_id if self.pms is not None else None
+        return self.kross.facility_hotel_id if self.kross is not None else None
 
 
-class NotesNotConnected(Conflict):
+class NotionNotConnected(Conflict):
     """The customer has no notes integration with a stored token."""
 
     code = "notes_not_connected"
     hint = (
-        "Connect the notes workspace first: `pmsgate customers connect-notes STUDENT "
+        "Connect the notes workspace first: `pmsgate customers connect-notion STUDENT "
         "--database-id … --token-stdin`."
     )
 
@@ -110,7 +110,7 @@ class CustomerServices:
         sessions: async_sessionmaker[AsyncSession],
         vault: Vault,
         facilities: FacilityService,
-        platform: AssistantClient | None,
+        assistant: AssistantClient | None,
         http_factory: HttpFactory,
         sleep: Sleep = anyio.sleep,
     ) -> None:
@@ -122,26 +122,26 @@ class CustomerServices:
         self.sleep = sleep
         self.customers = Customers(sessions, clock)
         self.workspaces = Workspaces(sessions, clock)
-        self.integrations = PmsIntegrations(sessions, clock)
+        self.integrations = CustomerIntegrations(sessions, clock)
         self.apartments = Apartments(sessions, clock)
         self.usage = UsageSnapshots(sessions)
         self.allowlist = Allowlist(sessions, clock)
         self.facilities = facilities  # the gateway's: one key cache per process
-        self._platform = platform
+        self._platform = assistant
         # One throttle per notes token (integration row): clients of one token share its rate.
-        self._notes_throttles: dict[str, NotesThrottle] = {}
+        self._notion_throttles: dict[str, NotionThrottle] = {}
 
     def __repr__(self) -> str:
         return f"CustomerServices(vault={self.vault!r}, platform={self._platform!r})"
 
     @property
-    def platform(self) -> AssistantClient:
+    def assistant(self) -> AssistantClient:
         """The shared assistant-platform client; a configuration error when no token is set."""
         if self._platform is None:
             raise ConfigurationError(
-                "PMSGATE_PLATFORM_API_TOKEN is not set: the assistant platform cannot be reached.",
+                "PMSGATE_ASSISTANT_API_TOKEN is not set: the assistant platform cannot be reached.",
                 code="platform_not_configured",
-                hint="Set PMSGATE_PLATFORM_API_URL and PMSGATE_PLATFORM_API_TOKEN.",
+                hint="Set PMSGATE_ASSISTANT_API_URL and PMSGATE_ASSISTANT_API_TOKEN.",
             )
         return self._platform
 
@@ -159,35 +159,35 @@ class CustomerServices:
             student_id=customer.student_id,
             customer=customer,
             workspace_id=workspace.workspace_id if workspace is not None else None,
-            pms=rows.get(PMS_PROVIDER),
-            notes=rows.get(NOTES_PROVIDER),
+            kross=rows.get(KROSS_PROVIDER),
+            notes=rows.get(NOTION_PROVIDER),
             apartments=await self.apartments.of_student(key),
             workspace=workspace,
         )
 
     @asynccontextmanager
-    async def notes(self, ctx: CustomerContext) -> AsyncIterator[NotesClient]:
+    async def notion(self, ctx: CustomerContext) -> AsyncIterator[NotionClient]:
         """A notes client on the customer's decrypted token, with its own httpx client."""
         if ctx.notes is None or not ctx.notes.has_token:
-            raise NotesNotConnected(
+            raise NotionNotConnected(
                 f"Customer {ctx.student_id} has no notes integration with a token."
             )
-        token = await self.notes_token(ctx.notes.id)
-        async with self._notes_http() as http:
-            yield self.notes_client(http, token, throttle=self._throttle_for(ctx.notes.id))
+        token = await self.notion_token(ctx.notes.id)
+        async with self._notion_http() as http:
+            yield self.notion_client(http, token, throttle=self._throttle_for(ctx.notes.id))
 
-    async def notes_token(self, integration_id: str) -> SecretStr:
+    async def notion_token(self, integration_id: str) -> SecretStr:
         """The decrypted token of a notes integration row (kept in a SecretStr)."""
         ciphertext = await self.integrations.token_ciphertext(integration_id)
         if ciphertext is None:
-            raise NotesNotConnected(f"Notes integration row {integration_id} has no token.")
+            raise NotionNotConnected(f"Notes integration row {integration_id} has no token.")
         return SecretStr(self.vault.decrypt(ciphertext, context=token_context(integration_id)))
 
-    def notes_client(
-        self, http: httpx.AsyncClient, token: SecretStr, *, throttle: NotesThrottle | None = None
-    ) -> NotesClient:
+    def notion_client(
+        self, http: httpx.AsyncClient, token: SecretStr, *, throttle: NotionThrottle | None = None
+    ) -> NotionClient:
         """A notes client on ``http`` (which it takes over) configured by the settings."""
-        return NotesClient.from_settings(
+        return NotionClient.from_settings(
             http,
             token=token,
             settings=self.settings,
@@ -197,17 +197,17 @@ class CustomerServices:
         )
 
     @asynccontextmanager
-    async def _notes_http(self) -> AsyncIterator[httpx.AsyncClient]:
+    async def _notion_http(self) -> AsyncIterator[httpx.AsyncClient]:
         http = self.http_factory()
         try:
             yield http
         finally:
             await http.aclose()
 
-    def _throttle_for(self, integration_id: str) -> NotesThrottle:
-        throttle = self._notes_throttles.get(integration_id)
+    def _throttle_for(self, integration_id: str) -> NotionThrottle:
+        throttle = self._notion_throttles.get(integration_id)
         if throttle is None:
-            throttle = self._notes_throttles[integration_id] = NotesThrottle(
-                self.settings.notes_requests_per_second, clock=self.clock, sleep=self.sleep
+            throttle = self._notion_throttles[integration_id] = NotionThrottle(
+                self.settings.notion_requests_per_second, clock=self.clock, sleep=self.sleep
             )
         return throttle

@@ -18,7 +18,7 @@ customer's own reconnect form) runs: it resolves the customer's facility first. 
    ``connected`` (one transaction), and the gateway forgets the old token and its
    cached answers;
 5. the listings sync restarts: the platform's own booking-system connection (an
-   *assumed* endpoint, docs/platform-api.md) gets the new credentials when the
+   *assumed* endpoint, docs/assistant-api.md) gets the new credentials when the
    workspace has one, and the registry's listings sync runs at once. A workspace
    without a connection (Route B) has nothing to restart (``not_applicable``); a
    platform that fails leaves the sync *due* (``pms_integrations.listings_sync_due_at``)
@@ -36,14 +36,14 @@ import structlog
 from pydantic import SecretStr
 
 from pmsgate.audit.actions import Actor
-from pmsgate.customers.context import PMS_PROVIDER, CustomerServices
+from pmsgate.customers.context import KROSS_PROVIDER, CustomerServices
 from pmsgate.customers.registry_check import refresh_after_sync
 from pmsgate.customers.service import RegistrySyncResult, pms_not_linked, sync_registry
 from pmsgate.errors import Conflict, InvalidInput, PmsgateError
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView
-from pmsgate.gateway.verification import pms_verifier
-from pmsgate.integrations.assistant.errors import PlatformError
+from pmsgate.gateway.verification import kross_verifier
+from pmsgate.integrations.assistant.errors import AssistantError
 from pmsgate.integrations.kross.client import Token
 from pmsgate.integrations.kross.credentials import credential_problems
 
@@ -106,7 +106,7 @@ def pms_facility_not_registered(student_id: str, integration_id: str) -> Conflic
         "to a gateway facility.",
         code="pms_facility_not_registered",
         hint=f"Register the facility with `pmsgate facilities add … --integration-id "
-        f"{integration_id}`, then `pmsgate customers link-pms {student_id} --hotel-id …`.",
+        f"{integration_id}`, then `pmsgate customers link-kross {student_id} --hotel-id …`.",
     )
 
 
@@ -172,7 +172,7 @@ async def reconnect_facility(
         username=username,
         password=password,
         api_key=api_key,
-        verify=pms_verifier(gateway.pms, gateway.gateway.token_permit, keep=issued.append),
+        verify=kross_verifier(gateway.kross, gateway.gateway.token_permit, keep=issued.append),
         actor=actor,
     )
     # The old token and the answers read with it belong to the old credentials.
@@ -184,7 +184,7 @@ async def reconnect_facility(
 
     given_key = api_key if api_key is not None and api_key.get_secret_value().strip() else None
     restarts = []
-    for row in await customers.integrations.all(provider=PMS_PROVIDER):
+    for row in await customers.integrations.all(provider=KROSS_PROVIDER):
         if row.facility_hotel_id != facility.hotel_id:
             continue
         ctx = await customers.context(row.student_id)
@@ -220,7 +220,7 @@ async def connect_kross(
     """
     _check_rules(hotel_id, username, password, api_key)
     ctx = await customers.context(student_id)
-    row = ctx.pms
+    row = ctx.kross
     if row is None:
         raise pms_not_linked(ctx.student_id)
     linked = row.facility_hotel_id
@@ -292,19 +292,19 @@ async def _restart_listings_sync(
     if workspace_id is None:
         return "not_applicable", None
     try:
-        platform = customers.platform
-        current = await platform.get_pms_connection(workspace_id)
+        assistant = customers.assistant
+        current = await assistant.get_kross_connection(workspace_id)
         if current is None:
             # Route B: the platform does not sync listings from the booking system.
             return "not_applicable", None
-        updated = await platform.set_pms_connection(
+        updated = await assistant.set_kross_connection(
             workspace_id,
             hotel_id=hotel_id,
             username=username,
             password=password,
             api_key=api_key,
         )
-    except (PlatformError, PmsgateError) as error:
+    except (AssistantError, PmsgateError) as error:
         return await _leave_due(customers, student_id, integration_id, error.code), None
     if not updated.healthy:
         # The platform took the credentials but does not authenticate yet: retry later.

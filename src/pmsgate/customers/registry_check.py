@@ -47,7 +47,7 @@ from pmsgate.customers.context import CustomerServices
 from pmsgate.customers.service import listing_room_type, upstream_error
 from pmsgate.errors import Conflict
 from pmsgate.integrations.assistant.client import Listing
-from pmsgate.integrations.assistant.errors import PlatformError
+from pmsgate.integrations.assistant.errors import AssistantError
 from pmsgate.storage.apartments import ApartmentRepository, ApartmentView
 from pmsgate.storage.models import RegistryCheckStatus
 from pmsgate.storage.registry_checks import RegistryCheckRepository, RegistryCheckView
@@ -513,8 +513,8 @@ async def _read(
     if ctx.workspace_id is None:
         return ctx.student_id, None, list(ctx.apartments), None
     try:
-        listings = await services.platform.list_listings(ctx.workspace_id)
-    except PlatformError as error:
+        listings = await services.assistant.list_listings(ctx.workspace_id)
+    except AssistantError as error:
         raise upstream_error(error, "reading the listings") from None
     return ctx.student_id, ctx.workspace_id, list(ctx.apartments), listings
 

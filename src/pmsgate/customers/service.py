@@ -8,9 +8,9 @@ here, at this one boundary; secrets never appear in a message.
 - :func:`register_customer` — the customer row (and its subscription).
 - :func:`configure_workspace` — the workspace configuration (billing_mode
   ``partner_markup``), the platform workspace ensured and its id recorded (steps 3, 5).
-- :func:`connect_notes` — the notes integration: the token is checked against the
+- :func:`connect_notion` — the notes integration: the token is checked against the
   apartments database first, then stored only as vault ciphertext (step 4).
-- :func:`link_pms` / :func:`set_pms_status` — the booking-system integration row,
+- :func:`link_kross` / :func:`set_kross_status` — the booking-system integration row,
   linked to the gateway facility, and its ``connected``/``error`` state (docs/requirements.md R11).
 - :func:`sync_registry` — the automatic listings sync: one registry row per
   apartment from the platform's listings and the notes apartments database (step 11).
@@ -29,8 +29,8 @@ from pydantic import SecretStr
 
 from pmsgate.customers.checks import customer_not_found
 from pmsgate.customers.context import (
-    NOTES_PROVIDER,
-    PMS_PROVIDER,
+    KROSS_PROVIDER,
+    NOTION_PROVIDER,
     CustomerContext,
     CustomerServices,
 )
@@ -39,15 +39,15 @@ from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.facility_status import integration_status
 from pmsgate.gateway.vault import VaultError
 from pmsgate.integrations.assistant.client import Listing
-from pmsgate.integrations.assistant.errors import PlatformError, PlatformNotFound
+from pmsgate.integrations.assistant.errors import AssistantError, AssistantNotFound
 from pmsgate.integrations.notion.errors import (
-    NotesError,
-    NotesForbidden,
-    NotesNotFound,
-    NotesUnauthorized,
+    NotionError,
+    NotionForbidden,
+    NotionNotFound,
+    NotionUnauthorized,
 )
 from pmsgate.integrations.notion.models import ApartmentPage
-from pmsgate.integrations.notion.throttle import NotesThrottle
+from pmsgate.integrations.notion.throttle import NotionThrottle
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.customers import CustomerProfile, CustomerView
 from pmsgate.storage.integrations import IntegrationView, new_integration_id, token_context
@@ -71,7 +71,7 @@ class Subscription:
 
 
 @dataclass(frozen=True)
-class NotesConnection:
+class NotionConnection:
     """A connected notes integration and what the token could read (never the token)."""
 
     integration: IntegrationView
@@ -120,9 +120,9 @@ class RegistrySyncResult:
 # --- errors ------------------------------------------------------------------------------------
 
 
-def upstream_error(error: PlatformError | NotesError, action: str) -> PmsgateError:
+def upstream_error(error: AssistantError | NotionError, action: str) -> PmsgateError:
     """An upstream failure as one of the service's errors (its code and hint kept)."""
-    upstream = "assistant platform" if isinstance(error, PlatformError) else "notes workspace"
+    upstream = "assistant platform" if isinstance(error, AssistantError) else "notes workspace"
     return PmsgateError(
         f"The {upstream} failed while {action} ({error.code}).",
         code=error.code,
@@ -147,7 +147,7 @@ def pms_not_linked(student_id: str) -> NotFound:
     return NotFound(
         f"Customer {student_id} has no booking-system (kross) integration row.",
         code="pms_not_linked",
-        hint="Create it with `pmsgate customers link-pms STUDENT --hotel-id …`.",
+        hint="Create it with `pmsgate customers link-kross STUDENT --hotel-id …`.",
     )
 
 
@@ -231,20 +231,20 @@ async def configure_workspace(
         billing_mode="partner_markup",
         notes=notes,
     )
-    platform = services.platform
+    assistant = services.assistant
     try:
         if config.workspace_id is not None:
             try:
-                await platform.get_workspace(config.workspace_id)
+                await assistant.get_workspace(config.workspace_id)
                 return config
-            except PlatformNotFound:
+            except AssistantNotFound:
                 log.warning(
                     "workspace_missing_on_platform",
                     student_id=customer.student_id,
                     workspace_id=config.workspace_id,
                 )
-        workspace = await platform.ensure_workspace(config.workspace_name, config.workspace_slug)
-    except PlatformError as error:
+        workspace = await assistant.ensure_workspace(config.workspace_name, config.workspace_slug)
+    except AssistantError as error:
         raise upstream_error(error, "ensuring the workspace") from None
     if workspace.id != config.workspace_id:
         config = await services.workspaces.set_workspace_id(customer.student_id, workspace.id)
@@ -257,15 +257,15 @@ async def configure_workspace(
 # --- notes -------------------------------------------------------------------------------------
 
 
-def _notes_refusal(error: NotesError, database_id: str) -> PmsgateError:
-    if isinstance(error, NotesUnauthorized):
+def _notion_refusal(error: NotionError, database_id: str) -> PmsgateError:
+    if isinstance(error, NotionUnauthorized):
         return InvalidInput(
             "The notes workspace refused the integration token.",
             code="notes_token_refused",
             hint="Copy the integration token again from the customer's notes workspace; "
             "nothing was stored.",
         )
-    if isinstance(error, NotesNotFound | NotesForbidden):
+    if isinstance(error, NotionNotFound | NotionForbidden):
         return InvalidInput(
             f"The token cannot read the apartments database {database_id}.",
             code="notes_database_not_found",
@@ -275,14 +275,14 @@ def _notes_refusal(error: NotesError, database_id: str) -> PmsgateError:
     return upstream_error(error, "reading the apartments database")
 
 
-async def connect_notes(
+async def connect_notion(
     services: CustomerServices,
     student_id: str,
     token: SecretStr,
     database_id: str,
     *,
     notes_workspace_id: str | None = None,
-) -> NotesConnection:
+) -> NotionConnection:
     """Check the token on the apartments database, store it encrypted (docs/requirements.md R21.4).
 
     Nothing is stored when the token or the database is refused.
@@ -297,12 +297,12 @@ async def connect_notes(
         )
     token = SecretStr(token.get_secret_value().strip())
     pages = await _read_apartment_pages(services, token, database_id)
-    existing = await services.integrations.for_student(customer.student_id, NOTES_PROVIDER)
+    existing = await services.integrations.for_student(customer.student_id, NOTION_PROVIDER)
     if existing is None:
         row_id = new_integration_id()
         view = await services.integrations.add(
             customer.student_id,
-            NOTES_PROVIDER,
+            NOTION_PROVIDER,
             integration_id=row_id,
             status="connected",
             notes_workspace_id=notes_workspace_id,
@@ -316,7 +316,7 @@ async def connect_notes(
         # Nothing to write: a re-run of a finished enrolment leaves the row as it is.
         view, created = existing, False
     else:
-        view = await services.integrations.set_notes_connection(
+        view = await services.integrations.set_notion_connection(
             existing.id,
             notes_workspace_id=notes_workspace_id or existing.notes_workspace_id,
             apartments_database_id=database_id,
@@ -333,7 +333,7 @@ async def connect_notes(
         integration_id=view.id,
         apartment_pages=len(pages),
     )
-    return NotesConnection(integration=view, apartment_pages=len(pages), created=created)
+    return NotionConnection(integration=view, apartment_pages=len(pages), created=created)
 
 
 async def _same_connection(
@@ -352,7 +352,7 @@ async def _same_connection(
     ):
         return False
     try:
-        stored = await services.notes_token(row.id)
+        stored = await services.notion_token(row.id)
     except VaultError:
         return False  # unreadable with today's keys: store it again under the primary key
     return secrets.compare_digest(stored.get_secret_value(), token.get_secret_value())
@@ -364,18 +364,18 @@ async def _read_apartment_pages(
     """Every page of the database, read with a token not stored yet."""
     http = services.http_factory()
     try:
-        client = services.notes_client(
+        client = services.notion_client(
             http,
             token,
-            throttle=NotesThrottle(
-                services.settings.notes_requests_per_second,
+            throttle=NotionThrottle(
+                services.settings.notion_requests_per_second,
                 clock=services.clock,
                 sleep=services.sleep,
             ),
         )
         return await client.query_database(database_id)
-    except NotesError as error:
-        raise _notes_refusal(error, database_id) from None
+    except NotionError as error:
+        raise _notion_refusal(error, database_id) from None
     finally:
         await http.aclose()
 
@@ -392,7 +392,7 @@ async def _facility(services: CustomerServices, hotel_id: str) -> FacilityView |
         raise
 
 
-async def link_pms(services: CustomerServices, student_id: str, hotel_id: str) -> IntegrationView:
+async def link_kross(services: CustomerServices, student_id: str, hotel_id: str) -> IntegrationView:
     """Create the customer's kross row and link it to the gateway facility of ``hotel_id``.
 
     The row's id is the facility's ``integration_id`` when the facility is registered
@@ -406,17 +406,17 @@ async def link_pms(services: CustomerServices, student_id: str, hotel_id: str) -
             "hotel_id is required.", code="invalid_hotel_id", hint="Give the facility's hotel_id."
         )
     facility = await _facility(services, hotel_id)
-    row = await services.integrations.for_student(customer.student_id, PMS_PROVIDER)
+    row = await services.integrations.for_student(customer.student_id, KROSS_PROVIDER)
     if row is None:
         row = await services.integrations.add(
             customer.student_id,
-            PMS_PROVIDER,
+            KROSS_PROVIDER,
             integration_id=facility.integration_id if facility is not None else None,
             status=integration_status(facility.status) if facility is not None else "connected",
             last_error=facility.last_error if facility is not None else None,
             facility_hotel_id=hotel_id if facility is not None else None,
         )
-        log.info("pms_integration_created", student_id=customer.student_id, integration_id=row.id)
+        log.info("kross_integration_created", student_id=customer.student_id, integration_id=row.id)
     elif facility is not None and row.facility_hotel_id != facility.hotel_id:
         row = await services.integrations.link_facility(row.id, facility.hotel_id)
     elif facility is None and row.facility_hotel_id not in (None, hotel_id):
@@ -437,7 +437,7 @@ async def link_pms(services: CustomerServices, student_id: str, hotel_id: str) -
         )
     if facility is None:
         log.info(
-            "pms_integration_unlinked",
+            "kross_integration_unlinked",
             student_id=customer.student_id,
             integration_id=row.id,
             hotel_id=hotel_id,
@@ -445,16 +445,16 @@ async def link_pms(services: CustomerServices, student_id: str, hotel_id: str) -
     return row
 
 
-async def set_pms_status(
+async def set_kross_status(
     services: CustomerServices, student_id: str, status: str, error: str | None = None
 ) -> IntegrationView:
     """Set the kross row ``connected`` or ``error`` with a reason (docs/requirements.md R11.1)."""
     customer = await require_customer(services, student_id)
-    row = await services.integrations.for_student(customer.student_id, PMS_PROVIDER)
+    row = await services.integrations.for_student(customer.student_id, KROSS_PROVIDER)
     if row is None:
         raise pms_not_linked(customer.student_id)
     view = await services.integrations.set_status(row.id, status, error=error)
-    log.info("pms_status_set", student_id=customer.student_id, status=view.status)
+    log.info("kross_status_set", student_id=customer.student_id, status=view.status)
     return view
 
 
@@ -465,8 +465,8 @@ def listing_room_type(listing: Listing) -> str | None:
     """The room type a listing mirrors: ``external_id``, else ``pms.id_room_type``."""
     if listing.external_id and listing.external_id.strip():
         return listing.external_id.strip()
-    pms = (listing.model_extra or {}).get("pms")
-    room_type = pms.get("id_room_type") if isinstance(pms, dict) else None
+    kross = (listing.model_extra or {}).get("pms")
+    room_type = kross.get("id_room_type") if isinstance(kross, dict) else None
     if isinstance(room_type, int | str) and str(room_type).strip():
         return str(room_type).strip()
     return None
@@ -548,16 +548,16 @@ async def _listings_and_pages(
     if ctx.workspace_id is None:
         raise workspace_not_created(ctx.student_id)
     try:
-        listings = await services.platform.list_listings(ctx.workspace_id)
-    except PlatformError as error:
+        listings = await services.assistant.list_listings(ctx.workspace_id)
+    except AssistantError as error:
         raise upstream_error(error, "reading the listings") from None
     if not (ctx.notes is not None and ctx.notes.has_token and ctx.notes.apartments_database_id):
         return listings, None
     try:
-        async with services.notes(ctx) as notes:
+        async with services.notion(ctx) as notes:
             return listings, await notes.query_database(ctx.notes.apartments_database_id)
-    except NotesError as error:
-        if isinstance(error, NotesUnauthorized):
+    except NotionError as error:
+        if isinstance(error, NotionUnauthorized):
             # A revoked token is a state of the integration, not of this one sync.
             await services.integrations.set_status(
                 ctx.notes.id, "error", error="the notes API refused the integration token"
@@ -614,7 +614,7 @@ async def _write_rows(
             listing_id = None
             touched.add(room_type)
         if page_id is not None and page_id != want.page:
-            await services.apartments.update_notes_page(student_id, room_type, None)
+            await services.apartments.update_notion_page(student_id, room_type, None)
             page_id = None
             touched.add(room_type)
         current[room_type] = (listing_id, page_id)

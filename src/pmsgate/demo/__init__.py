@@ -17,11 +17,11 @@ from pydantic import SecretStr
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.demo.assistant import assistant_chapter
 from pmsgate.demo.booking_system import booking_system_chapter
 from pmsgate.demo.first_contact import first_contact_chapter
 from pmsgate.demo.gateway import GatewayTour, gateway_chapter
 from pmsgate.demo.onboarding import onboarding_chapter
-from pmsgate.demo.platform import platform_chapter
 from pmsgate.demo.story import Story
 from pmsgate.demo.web import web_chapter
 from pmsgate.gateway.vault import generate_key_spec
@@ -54,10 +54,10 @@ async def run_demo(story: Story, *, seed: int = 1) -> None:
             )
             async with GatewayTour.open(story, gateway_settings, http, box, clock) as tour:
                 await gateway_chapter(tour)
-                await platform_chapter(
+                await assistant_chapter(
                     story,
                     http,
-                    f"{SANDBOX_HOST}/platform",
+                    f"{SANDBOX_HOST}/assistant",
                     tour.app,
                     tour.key,
                     today=clock.now().date(),

@@ -12,10 +12,10 @@ from pmsgate.clock import Clock
 from pmsgate.config import Settings
 from pmsgate.demo.story import Story
 from pmsgate.errors import PmsgateError
-from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.client import KrossClient
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.dates import filter_by_stay
-from pmsgate.integrations.kross.errors import PmsError
+from pmsgate.integrations.kross.errors import KrossError
 from pmsgate.integrations.kross.models import AvailabilityNight
 from pmsgate.integrations.kross.reservation_rows import BOOKING_DATE_FORMAT, parse_rows
 
@@ -29,7 +29,7 @@ async def booking_system_chapter(
 ) -> None:
     """The booking-system client: token, availability, reservations, the documented quirks."""
     story.chapter(1, "The booking-system client (Kross API v5) on its emulator")
-    client = PmsClient.from_settings(settings, http, clock)
+    client = KrossClient.from_settings(settings, http, clock)
     credentials = Credentials(
         hotel_id=facility["hotel_id"],
         username=facility["username"],
@@ -50,7 +50,7 @@ async def booking_system_chapter(
 
 
 async def _availability(
-    story: Story, client: PmsClient, token: Any, today: dt.date, week_end: dt.date
+    story: Story, client: KrossClient, token: Any, today: dt.date, week_end: dt.date
 ) -> None:
     """The week's free rooms per night, one row per apartment."""
     result = await client.call(
@@ -76,7 +76,7 @@ async def _availability(
 
 
 async def _reservations(
-    story: Story, client: PmsClient, token: Any, today: dt.date, week_end: dt.date
+    story: Story, client: KrossClient, token: Any, today: dt.date, week_end: dt.date
 ) -> None:
     """The reservation list, read by booking date, kept to the stays of the week."""
     # The filters public clients send: the booking (creation) date, not the stay dates; the
@@ -125,7 +125,7 @@ async def _reservations(
 
 async def _mistakes(
     story: Story,
-    client: PmsClient,
+    client: KrossClient,
     settings: Settings,
     http: httpx.AsyncClient,
     facility: dict[str, Any],
@@ -167,20 +167,20 @@ def _client(
     *,
     user_agent: str | None = None,
     base: str | None = None,
-) -> PmsClient:
+) -> KrossClient:
     changed = settings.model_copy(
         update={
             "user_agent": user_agent or settings.user_agent,
             "kross_base_url": base or settings.kross_base_url,
         }
     )
-    return PmsClient.from_settings(changed, http)
+    return KrossClient.from_settings(changed, http)
 
 
-async def _call(client: PmsClient, operation: str, token: Any) -> tuple[str, str]:
+async def _call(client: KrossClient, operation: str, token: Any) -> tuple[str, str]:
     try:
         await client.call(operation, {"id_room_type": 1}, token)
-    except PmsError as error:
+    except KrossError as error:
         return error.code, error.hint
     return "ok", ""
 

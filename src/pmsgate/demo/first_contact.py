@@ -27,7 +27,7 @@ from pmsgate.doctor.runner import Target, run_doctor
 from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
-from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 
 HOST = "http://first-contact.local"
@@ -50,9 +50,9 @@ async def first_contact_chapter(story: Story, *, seed: int, start: datetime) -> 
             database_url=None,
             redis_url=None,
             kross_base_url=f"{HOST}/kross",
-            platform_api_url=f"{HOST}/platform",
-            platform_api_token=SecretStr(SANDBOX_PLATFORM_TOKEN),
-            notes_api_url=f"{HOST}/notes",
+            assistant_api_url=f"{HOST}/assistant",
+            assistant_api_token=SecretStr(SANDBOX_ASSISTANT_TOKEN),
+            notion_api_url=f"{HOST}/notion",
             partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
             secret_keys=SecretStr(generate_key_spec("doctor")),
             limiter_wait_s=0.0,
@@ -69,7 +69,7 @@ async def first_contact_chapter(story: Story, *, seed: int, start: datetime) -> 
                     name=record["name"],
                 )
             )
-        target = Target(hotel_id=record["hotel_id"], workspace_id=box.platform.workspaces()[0].id)
+        target = Target(hotel_id=record["hotel_id"], workspace_id=box.assistant.workspaces()[0].id)
 
         async def probe(title: str, named: str) -> Report:
             before = box.kross.stats.requests_total
@@ -92,7 +92,7 @@ async def first_contact_chapter(story: Story, *, seed: int, start: datetime) -> 
             omit_total_count=True,
             grouped_paths=True,
         )
-        box.platform.configure(undocumented_endpoints="absent")
+        box.assistant.configure(undocumented_endpoints="absent")
         await probe(
             "The same probe, the emulators switched to the variants seen in public",
             "the public variants",

@@ -27,7 +27,7 @@ from pydantic import SecretStr
 
 from pmsgate.clock import Clock
 from pmsgate.customers.context import CustomerServices
-from pmsgate.customers.service import link_pms, register_customer
+from pmsgate.customers.service import link_kross, register_customer
 from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.usage import UsageHistory
 from pmsgate.onboarding.records import OnboardingRecords
@@ -112,7 +112,7 @@ async def _facility(
     )
     if member.status == "error":
         await services.facilities.mark_error(member.hotel_id, ERROR_REASON)
-    await link_pms(services, member.student_id, member.hotel_id)  # takes the facility's status
+    await link_kross(services, member.student_id, member.hotel_id)  # takes the facility's status
 
 
 async def _onboarding(

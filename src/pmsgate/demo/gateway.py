@@ -341,7 +341,7 @@ class GatewayTour:
         )
 
     async def _verify(self, credentials: Any) -> None:
-        await self.services.pms.get_token(credentials)
+        await self.services.kross.get_token(credentials)
 
     async def mcp(self) -> None:
         """The same tools over MCP (streamable HTTP at /mcp), with the same key."""

@@ -16,7 +16,7 @@ from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
-from pmsgate.demo.platform import served_on_loopback
+from pmsgate.demo.assistant import served_on_loopback
 from pmsgate.demo.story import Story
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.onboarding.context import OnboardingServices
@@ -24,7 +24,7 @@ from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.onboarding.report import RunReport, StepOutcome
 from pmsgate.onboarding.runner import OnboardingRunner
 from pmsgate.sandbox.app import Sandbox
-from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.customers import (
     SANDBOX_URL,
     ClockSleep,
@@ -84,9 +84,9 @@ def sandbox_settings(data_dir: Path, **overrides: Any) -> Settings:
         "secret_keys": SecretStr(generate_key_spec("demo")),
         "partner_api_key": SecretStr(SANDBOX_PARTNER_API_KEY),
         "kross_base_url": f"{SANDBOX_URL}/kross",
-        "platform_api_url": f"{SANDBOX_URL}/platform",
-        "platform_api_token": SecretStr(SANDBOX_PLATFORM_TOKEN),
-        "notes_api_url": f"{SANDBOX_URL}/notes",
+        "assistant_api_url": f"{SANDBOX_URL}/assistant",
+        "assistant_api_token": SecretStr(SANDBOX_ASSISTANT_TOKEN),
+        "notion_api_url": f"{SANDBOX_URL}/notion",
     }
     return Settings(**(values | overrides))
 
@@ -102,10 +102,10 @@ def demo_facilities(sandbox: Sandbox) -> tuple[dict[str, Any], dict[str, Any]]:
 def prepare_route_a(sandbox: Sandbox) -> str:
     """The partner customer's workspace, already syncing listings from the booking system."""
     partner, _ = demo_facilities(sandbox)
-    workspace = sandbox.platform.create_workspace(
+    workspace = sandbox.assistant.create_workspace(
         str(partner["name"]), f"sandbox-{partner['hotel_id']}"
     )
-    sandbox.platform.set_pms_connection(
+    sandbox.assistant.set_kross_connection(
         workspace.id, partner["hotel_id"], partner["username"], partner["password"]
     )
     return workspace.id
@@ -113,7 +113,7 @@ def prepare_route_a(sandbox: Sandbox) -> str:
 
 def customer_file_of(sandbox: Sandbox, facility: dict[str, Any]) -> CustomerFile:
     """The customer file of a seeded facility and its notes workspace."""
-    notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    notes = next(w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"])
     return parse_customer_file(customer_document(facility, notes), env={})
 
 
@@ -193,16 +193,16 @@ async def onboarding_chapter(story: Story, data_dir: Path, *, seed: int) -> Onbo
     async with live_gateway(base, app, clock) as served:
         runner = OnboardingRunner(served.onboarding)
         reports = await onboard_demo_customers(runner, sandbox, story)
-        before = sandbox.platform.stats.requests_by_route.copy()
+        before = sandbox.assistant.stats.requests_by_route.copy()
         invitations = len(list((data_dir / "outbox").glob("invite.*.eml")))
         again = await runner.run(customer_file_of(sandbox, partner))
         invitations_again = len(list((data_dir / "outbox").glob("invite.*.eml"))) - invitations
         writes = sum(
             n - before.get(route, 0)
-            for route, n in sandbox.platform.stats.requests_by_route.items()
+            for route, n in sandbox.assistant.stats.requests_by_route.items()
             if not route.startswith("GET ")
         )
-    nodes = sum(1 for n in sandbox.platform.nodes(workspace_id) if not n.is_directory)
+    nodes = sum(1 for n in sandbox.assistant.nodes(workspace_id) if not n.is_directory)
     for _, report in reports:
         done = sum(1 for o in report.outcomes if o.status == "done")
         waiting = [o.id for o in report.outcomes if o.status == "waiting"]

@@ -51,7 +51,7 @@ ADMIN_EMAIL = "admin@platform-team.example"
 # customer's, so an incident shows both sides (production: PMSGATE_NOTIFY_TEAM_EMAIL).
 TEAM_EMAIL = "team@platform-team.example"
 # The demo notices a changed booking-system password this soon (production: 15 minutes).
-DEMO_PMS_CHECK_INTERVAL_S = 15.0
+DEMO_KROSS_CHECK_INTERVAL_S = 15.0
 
 
 @dataclass(frozen=True)
@@ -83,7 +83,9 @@ def _ensure_free(port: int, option: str) -> None:
 async def _create_logins(web: WebServices, sandbox: Sandbox) -> list[DemoLogin]:
     logins = [DemoLogin(ADMIN_EMAIL, secrets.token_urlsafe(12), "admin")]
     for facility, route in zip(demo_facilities(sandbox), ("A", "B"), strict=True):
-        notes = next(w for w in sandbox.notes.workspaces() if w["hotel_id"] == facility["hotel_id"])
+        notes = next(
+            w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"]
+        )
         document = customer_document(facility, notes)
         logins.append(
             DemoLogin(
@@ -125,7 +127,7 @@ def serve_settings(data_dir: Path, app_url: str) -> Settings:
     return sandbox_settings(
         data_dir,
         gateway_public_url=app_url,
-        job_intervals_s={CHECK_CONNECTIONS: DEMO_PMS_CHECK_INTERVAL_S},
+        job_intervals_s={CHECK_CONNECTIONS: DEMO_KROSS_CHECK_INTERVAL_S},
         cookie_secure="never",
         notify_team_email=TEAM_EMAIL,
     )
@@ -165,8 +167,8 @@ def _print_welcome(
         console.print(f"    password: {login.password}", soft_wrap=True, markup=False)
     story.own_line("The gateway (tools at /v1/tools, MCP at /mcp):", app_url)
     story.own_line(f"A gateway key of facility {partner['hotel_id']}:", gateway_key)
-    story.plain("The emulators (booking system, assistant platform, notes workspace):")
-    for path in ("kross", "platform", "notes"):
+    story.plain("The emulators (Kross, the assistant platform, Notion):")
+    for path in ("kross", "assistant", "notion"):
         console.print(f"  {sandbox_url}/{path}", soft_wrap=True, markup=False, highlight=False)
     story.plain(
         "Try: sign in as the Route A customer, run a dry run and a commit (onboarding already "
@@ -181,7 +183,7 @@ def _print_welcome(
     ):
         console.print(line, soft_wrap=True, markup=False, highlight=False)
     story.plain(
-        f"Within about {2 * DEMO_PMS_CHECK_INTERVAL_S:.0f} s the console shows `error`; "
+        f"Within about {2 * DEMO_KROSS_CHECK_INTERVAL_S:.0f} s the console shows `error`; "
         f"reconnect on the customer's page with the API user {partner['username']} and the "
         "new password."
     )

@@ -138,7 +138,7 @@ async def _incident(
         "The API password changed in the booking system; the scheduled access check "
         f"ran: integration [bold]{status['pms']['status']}[/] "
         f"({escape(str(status['pms']['lastError']))}); platform listings: "
-        f"{len(sandbox.platform.listings(customer_workspace(sandbox, partner)))}."
+        f"{len(sandbox.assistant.listings(customer_workspace(sandbox, partner)))}."
     )
     told = await _notices(story, scheduler, data_dir, "told")
     await _team_acts(story, web, customer.student_id, str(partner["hotel_id"]))
@@ -348,4 +348,4 @@ async def _notices(story: Story, scheduler: Any, data_dir: Path, moment: str) ->
 def customer_workspace(sandbox: Any, facility: dict[str, Any]) -> str:
     """The platform workspace the sandbox created for a facility's customer."""
     slug = f"sandbox-{facility['hotel_id']}"
-    return next(w.id for w in sandbox.platform.workspaces() if w.slug == slug)
+    return next(w.id for w in sandbox.assistant.workspaces() if w.slug == slug)

@@ -1,6 +1,6 @@
 """The assistant platform: does the account token work, and which assumed endpoints exist?
 
-The documented endpoints (docs/platform-api.md) are checked for their envelope; the
+The documented endpoints (docs/assistant-api.md) are checked for their envelope; the
 endpoints the public reference does not document — our assumptions — are each asked
 once, read-only, and a missing one is reported with the onboarding step that then
 becomes a person's task. Every request goes through the client's own throttle.
@@ -17,10 +17,10 @@ from pmsgate.config import Settings
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.integrations.assistant.client import AssistantClient
 from pmsgate.integrations.assistant.errors import (
-    PlatformEndpointUnavailable,
-    PlatformError,
-    PlatformForbidden,
-    PlatformNotFound,
+    AssistantEndpointUnavailable,
+    AssistantError,
+    AssistantForbidden,
+    AssistantNotFound,
 )
 
 AREA = "assistant platform"
@@ -38,11 +38,11 @@ ASSUMED: dict[str, str] = {
 
 async def check_account(settings: Settings, http: httpx.AsyncClient, report: Report) -> None:
     """The token lists workspaces; the list comes in the documented envelope."""
-    if settings.platform_api_token is None:
-        report.add(AREA, "account", Status.SKIP, "PMSGATE_PLATFORM_API_TOKEN is not set.")
+    if settings.assistant_api_token is None:
+        report.add(AREA, "account", Status.SKIP, "PMSGATE_ASSISTANT_API_TOKEN is not set.")
         return
-    token = settings.platform_api_token.get_secret_value()
-    base = settings.platform_api_url.rstrip("/")
+    token = settings.assistant_api_token.get_secret_value()
+    base = settings.assistant_api_url.rstrip("/")
     headers = {"Authorization": f"Bearer {token}", "Accept": "application/json"}
     try:
         response = await http.get(
@@ -54,7 +54,7 @@ async def check_account(settings: Settings, http: httpx.AsyncClient, report: Rep
             "account",
             Status.FAIL,
             f"{base} could not be reached ({type(error).__name__}).",
-            "Check PMSGATE_PLATFORM_API_URL (without /v1) and the outbound firewall.",
+            "Check PMSGATE_ASSISTANT_API_URL (without /v1) and the outbound firewall.",
         )
         return
     if response.status_code in (401, 403):
@@ -63,7 +63,7 @@ async def check_account(settings: Settings, http: httpx.AsyncClient, report: Rep
             "account",
             Status.FAIL,
             f"The platform refused the token (HTTP {response.status_code}).",
-            "Check PMSGATE_PLATFORM_API_TOKEN: an account API token that may list workspaces.",
+            "Check PMSGATE_ASSISTANT_API_TOKEN: an account API token that may list workspaces.",
         )
         return
     body = _json(response)
@@ -75,7 +75,7 @@ async def check_account(settings: Settings, http: httpx.AsyncClient, report: Rep
             f"GET /v1/workspaces answered HTTP {response.status_code}"
             + ("" if body is not None else " without JSON")
             + ".",
-            "Check PMSGATE_PLATFORM_API_URL: the base URL without /v1.",
+            "Check PMSGATE_ASSISTANT_API_URL: the base URL without /v1.",
         )
         return
     documented = isinstance(body, dict) and isinstance(body.get("data"), list)
@@ -92,7 +92,7 @@ async def check_account(settings: Settings, http: httpx.AsyncClient, report: Rep
             "account",
             Status.WARN,
             f"The token lists workspaces, but in an undocumented shape ({type(body).__name__}).",
-            "Report it: docs/platform-api.md lists the envelopes the client expects.",
+            "Report it: docs/assistant-api.md lists the envelopes the client expects.",
         )
     await _check_runtimes(http, base, headers, report)
 
@@ -144,13 +144,13 @@ async def probe_workspace(client: AssistantClient, workspace_id: str, report: Re
         "workspace secrets": lambda: client.list_secrets(workspace_id),
         "members": lambda: client.list_members(workspace_id),
         "usage": lambda: client.workspace_usage(workspace_id),
-        "PMS connection": lambda: client.get_pms_connection(workspace_id),
+        "PMS connection": lambda: client.get_kross_connection(workspace_id),
         "test conversations": lambda: _test_conversations(client, workspace_id),
     }
     for name, call in probes.items():
         try:
             answer = await call()
-        except (PlatformEndpointUnavailable, PlatformNotFound, PlatformForbidden) as error:
+        except (AssistantEndpointUnavailable, AssistantNotFound, AssistantForbidden) as error:
             report.add(
                 AREA,
                 name,
@@ -160,7 +160,7 @@ async def probe_workspace(client: AssistantClient, workspace_id: str, report: Re
                 "nothing to set.",
                 assumption_holds=False,
             )
-        except PlatformError as error:
+        except AssistantError as error:
             report.add(AREA, name, Status.FAIL, f"{error.code}: {error.message}", error.hint)
         else:
             if answer is _NOTHING_TO_ASK:
@@ -179,7 +179,7 @@ async def probe_workspace(client: AssistantClient, workspace_id: str, report: Re
                 )
                 continue
             report.add(
-                AREA, name, Status.OK, "Assumed endpoint answers as docs/platform-api.md says."
+                AREA, name, Status.OK, "Assumed endpoint answers as docs/assistant-api.md says."
             )
 
 

@@ -33,7 +33,7 @@ from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.window import DEFAULT_PAGE_SIZE
 from pmsgate.integrations.kit.http import NOT_SENT
 from pmsgate.integrations.kross.client import BROWSER_UA_PREFIX
-from pmsgate.integrations.kross.errors import InvalidRequest, PmsError
+from pmsgate.integrations.kross.errors import InvalidRequest, KrossError
 
 if TYPE_CHECKING:
     from pmsgate.gateway.facilities import FacilityView
@@ -121,10 +121,10 @@ async def probe_facility(services: GatewayServices, hotel_id: str, report: Repor
 async def _token(services: GatewayServices, facility: FacilityView, report: Report) -> bool:
     try:
         await services.tokens.token(facility.hotel_id)
-    except (PmsError, PmsgateError) as error:
+    except (KrossError, PmsgateError) as error:
         report.add(AREA, "login", Status.FAIL, _describe(error), _hint(error))
         return False
-    where = services.pms.token_place(facility.hotel_id)
+    where = services.kross.token_place(facility.hotel_id)
     found = (
         f"A token was obtained; the login answer carried it in {_PLACES.get(where, where)}."
         if where
@@ -144,14 +144,14 @@ async def _token(services: GatewayServices, facility: FacilityView, report: Repo
 def _list_body(
     services: GatewayServices, offset: int, limit: int = PROBE_PAGE, **extra: Any
 ) -> dict[str, Any]:
-    op = services.pms.operations.resolve(LIST)
+    op = services.kross.operations.resolve(LIST)
     body: dict[str, Any] = {"with_rooms": True, "limit": limit, "offset": offset, **extra}
     return {op.wire_name(k): v for k, v in body.items()}
 
 
 def _page_size(services: GatewayServices) -> int:
     """The rows a page of the gateway's own list reads asks for."""
-    return services.pms.operations.resolve(LIST).page_size or DEFAULT_PAGE_SIZE
+    return services.kross.operations.resolve(LIST).page_size or DEFAULT_PAGE_SIZE
 
 
 async def _first_page(
@@ -176,7 +176,7 @@ async def _first_page(
             f"read the list with limit={page_size}.",
             refused=asked,
         )
-    except (PmsError, PmsgateError) as error:
+    except (KrossError, PmsgateError) as error:
         report.add(AREA, "list envelope", Status.FAIL, _describe(error), _hint(error))
         return None
     result = await _read(
@@ -195,7 +195,7 @@ async def _read(
 ) -> Any:
     try:
         return await services.gateway.read(facility, operation, body)
-    except (PmsError, PmsgateError) as error:
+    except (KrossError, PmsgateError) as error:
         report.add(AREA, check, Status.FAIL, _describe(error), _hint(error))
         return None
 
@@ -415,7 +415,7 @@ async def _probe_paths(
     answer = await _read(services, facility, report, "path form", body, INSTRUCTIONS)
     if answer is None:
         return
-    default = services.pms.operations.resolve(INSTRUCTIONS).path
+    default = services.kross.operations.resolve(INSTRUCTIONS).path
     resolved = _resolved_paths(services).get(INSTRUCTIONS, default)
     if resolved == default:
         report.add(AREA, "path form", Status.OK, f"{INSTRUCTIONS} answers at /v5/{default}.")
@@ -432,13 +432,13 @@ async def _probe_paths(
 
 
 def _resolved_paths(services: GatewayServices) -> dict[str, str]:
-    resolved = getattr(services.pms, "resolved_paths", None)
+    resolved = getattr(services.kross, "resolved_paths", None)
     return dict(resolved()) if callable(resolved) else {}
 
 
-def _describe(error: PmsError | PmsgateError) -> str:
+def _describe(error: KrossError | PmsgateError) -> str:
     return f"{error.code}: {error.message}"
 
 
-def _hint(error: PmsError | PmsgateError) -> str | None:
+def _hint(error: KrossError | PmsgateError) -> str | None:
     return error.hint

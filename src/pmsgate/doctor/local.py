@@ -64,11 +64,11 @@ def check_configuration(settings: Settings, report: Report) -> None:
     _is_set(
         report,
         "platform token",
-        "PMSGATE_PLATFORM_API_TOKEN",
-        settings.platform_api_token,
+        "PMSGATE_ASSISTANT_API_TOKEN",
+        settings.assistant_api_token,
         Status.WARN,
         "onboarding and the knowledge sync cannot run.",
-        "Set PMSGATE_PLATFORM_API_TOKEN to an account API token of the assistant platform.",
+        "Set PMSGATE_ASSISTANT_API_TOKEN to an account API token of the assistant platform.",
     )
 
 

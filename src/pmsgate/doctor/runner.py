@@ -15,7 +15,7 @@ from pmsgate.clock import Clock, SystemClock
 from pmsgate.config import Settings
 from pmsgate.container import open_container, prepare_database
 from pmsgate.customers.context import HttpFactory, default_http_factory
-from pmsgate.doctor import assistant, kross, local, notes
+from pmsgate.doctor import assistant, kross, local, notion
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.errors import PmsgateError
 
@@ -80,7 +80,7 @@ async def _probe(
     ) as container:
         customers = container.customers
         hotel_id, workspace_id = target.hotel_id, target.workspace_id
-        notes_token, database_id = None, None
+        notion_token, database_id = None, None
         if target.student_id is not None:
             try:
                 ctx = await customers.context(target.student_id)
@@ -90,13 +90,13 @@ async def _probe(
             hotel_id = hotel_id or ctx.hotel_id
             workspace_id = workspace_id or ctx.workspace_id
             if ctx.notes is not None and ctx.notes.has_token:
-                notes_token = await customers.notes_token(ctx.notes.id)
+                notion_token = await customers.notion_token(ctx.notes.id)
                 database_id = ctx.apartments_database_id
         if hotel_id is None:
             report.add(kross.AREA, "facility", Status.SKIP, "No facility given (--hotel-id).")
         else:
             await kross.probe_facility(container.gateway, hotel_id, report)
-        if workspace_id is None or settings.platform_api_token is None:
+        if workspace_id is None or settings.assistant_api_token is None:
             report.add(
                 assistant.AREA,
                 "workspace",
@@ -104,14 +104,14 @@ async def _probe(
                 "No workspace given (--workspace-id), or no platform token.",
             )
         else:
-            await assistant.probe_workspace(customers.platform, workspace_id, report)
-        if notes_token is None:
+            await assistant.probe_workspace(customers.assistant, workspace_id, report)
+        if notion_token is None:
             report.add(
-                notes.AREA,
+                notion.AREA,
                 "integration",
                 Status.SKIP,
                 "No notes connection (give --customer with a connected notes workspace).",
             )
         else:
-            async with factory() as notes_http:
-                await notes.probe_notes(settings, notes_http, notes_token, database_id, report)
+            async with factory() as notion_http:
+                await notion.probe_notion(settings, notion_http, notion_token, database_id, report)

@@ -32,7 +32,7 @@ from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tools import Tools
 from pmsgate.gateway.tracing import Tracing
 from pmsgate.gateway.usage import UsageCounter
-from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.client import KrossClient
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class GatewayServices:
     redis: Redis | None
     redis_health: RedisHealth
     facilities: FacilityService
-    pms: PmsClient
+    kross: KrossClient
     limiter: FacilityLimiter
     cache: ReadCache
     tokens: TokenManager

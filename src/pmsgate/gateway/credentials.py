@@ -37,7 +37,7 @@ from pmsgate.gateway.facility_status import CAUSE_RECONNECTED, Changed, record_s
 from pmsgate.gateway.vault import Vault, VaultError, facility_context
 from pmsgate.gateway.verification import Verifier, failure_details, refused, verification_error
 from pmsgate.integrations.kross.credentials import Credentials
-from pmsgate.integrations.kross.errors import PmsError
+from pmsgate.integrations.kross.errors import KrossError
 from pmsgate.storage.facilities import FacilityRepository
 from pmsgate.storage.models import Ciphertext, Facility
 
@@ -132,7 +132,7 @@ class FacilityCredentials:
             )
         try:
             await verify(credentials)
-        except (PmsError, PmsgateError) as error:
+        except (KrossError, PmsgateError) as error:
             # No transaction of ours is open: the event is written in its own.
             await self._audit.record(
                 AuditAction.CREDENTIALS_STORED,
@@ -206,9 +206,9 @@ class FacilityCredentials:
         # Outside any transaction: no database lock is held while the booking system answers.
         try:
             await verify(credentials)
-        except (PmsError, PmsgateError) as error:
+        except (KrossError, PmsgateError) as error:
             await self._record_refused_reconnect(row, action, actor, error)
-            if isinstance(error, PmsError):
+            if isinstance(error, KrossError):
                 raise verification_error(error) from None
             raise verification_error(
                 error, retry_hint="Try again in a moment: nothing was changed."
@@ -219,7 +219,7 @@ class FacilityCredentials:
         return view
 
     async def _record_refused_reconnect(
-        self, row: Facility, action: AuditAction, actor: Actor, error: PmsError | PmsgateError
+        self, row: Facility, action: AuditAction, actor: Actor, error: KrossError | PmsgateError
     ) -> None:
         log.info("facility_reconnect_refused", hotel_id=row.hotel_id, reason=error.code)
         await self._audit.record(

@@ -18,7 +18,7 @@ Three things here are built for cost, not only for meaning:
 - Scheduled jobs report each run (:meth:`GatewayMetrics.job_finished`) from the one place
   jobs run, :class:`pmsgate.jobs.scheduler.Scheduler`.
 - Every HTTP request to the booking system is timed by the client itself
-  (:class:`pmsgate.integrations.kross.client.PmsClient`'s ``observer`` is
+  (:class:`pmsgate.integrations.kross.client.KrossClient`'s ``observer`` is
   :meth:`GatewayMetrics.observe_upstream`), labelled by operation and one of a few
   outcomes: the time a call waited for a permit is not in it. Knowledge-sync jobs
   (:class:`pmsgate.knowledge.sync_jobs.SyncJobs`) and audit events

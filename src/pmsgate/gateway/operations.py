@@ -65,8 +65,8 @@ from pmsgate.gateway.locks import Liveness, LocalLiveness
 from pmsgate.gateway.service import Gateway, body_hash
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.gateway.write_records import WriteRecords
-from pmsgate.integrations.kross import errors as pms
-from pmsgate.integrations.kross.client import TOKEN_OPERATION, PmsResult
+from pmsgate.integrations.kross import errors as kross
+from pmsgate.integrations.kross.client import TOKEN_OPERATION, KrossResult
 from pmsgate.integrations.kross.dates import enforce_reservation_filters
 from pmsgate.integrations.kross.models import (
     BIRTH_DATE_YEARS_BACK,
@@ -437,19 +437,19 @@ class Operations:
             raise
         try:
             result = await self.gateway.write_once(facility, op, wire)
-        except pms.WriteOutcomeUnknown:
+        except kross.WriteOutcomeUnknown:
             return await self._resolve_unknown(facility, record, name, payload)
-        except pms.UpstreamUnavailable as error:
+        except kross.UpstreamUnavailable as error:
             if error.status in (None, 503):
                 await self.records.release(record.id, owner=self.owner)
                 raise translate(error) from None
             return await self._resolve_unknown(facility, record, name, payload)
-        except pms.InvalidRequest as error:
+        except kross.InvalidRequest as error:
             # A refusal is the write's final answer: the same key replays it.
             failure = translate(error)
             await self._store(record, failure.status, failure.to_body())
             raise failure from None
-        except pms.PmsError as error:
+        except kross.KrossError as error:
             await self.records.release(record.id, owner=self.owner)
             raise translate(error) from None
         except PmsgateError:
@@ -472,7 +472,7 @@ class Operations:
         verdict: Verdict = "undecided"
         try:
             reservation = await self._read_reservation(facility, payload["id_reservation"])
-        except (PmsgateError, pms.PmsError) as error:
+        except (PmsgateError, kross.KrossError) as error:
             log.warning("write_read_back_failed", operation=name, error=type(error).__name__)
         else:
             verdict = read_back.verdict(reservation, payload, record.key, record.read_before)
@@ -508,7 +508,7 @@ class Operations:
             return record
         try:
             reservation = await self._read_reservation(facility, payload["id_reservation"])
-        except (PmsgateError, pms.PmsError) as error:
+        except (PmsgateError, kross.KrossError) as error:
             log.warning("write_read_before_failed", operation=name, error=type(error).__name__)
             return replace(record, read_before=None)
         before = snapshot(reservation)
@@ -533,7 +533,7 @@ class Operations:
             if isinstance(row, dict) and _same_id(row, op, reservation_id):
                 reservation, _ = parse_row(row, op.response_fields, lenient=not strict)
                 return reservation
-        raise pms.InvalidRequest("Reservation not found on read-back.", status=404)
+        raise kross.InvalidRequest("Reservation not found on read-back.", status=404)
 
     async def _full_record(
         self, facility: FacilityView, op: Operation, payload: Mapping[str, Any]
@@ -542,7 +542,7 @@ class Operations:
         reservation_id = payload["id_reservation"]
         try:
             reservation = await self._read_reservation(facility, reservation_id, strict=True)
-        except pms.InvalidRequest as error:
+        except kross.InvalidRequest as error:
             if error.status == 404:
                 raise NotFound(
                     f"Reservation {reservation_id} does not exist in this facility.",
@@ -560,7 +560,7 @@ class Operations:
                 status=502,
                 hint="Nothing was sent. Change the dates in the booking system itself.",
             ) from None
-        except pms.PmsError as error:
+        except kross.KrossError as error:
             raise _read_first_failed(error) from None
         try:
             body = save_body(
@@ -732,7 +732,7 @@ def _same_id(row: Mapping[str, Any], op: Operation, reservation_id: int) -> bool
     return reservation.id_reservation == reservation_id
 
 
-def _read_first_failed(error: pms.PmsError) -> PmsgateError:
+def _read_first_failed(error: kross.KrossError) -> PmsgateError:
     """The caller's error when the read before a save failed: nothing was sent."""
     translated = translate(error)
     return PmsgateError(
@@ -775,7 +775,7 @@ def _with_reference(name: str, payload: dict[str, Any], key: str) -> dict[str, A
     return {**payload, "note": f"{note} {payment_reference(key)}".strip()}
 
 
-def _answer(result: PmsResult, key: str) -> dict[str, Any]:
+def _answer(result: KrossResult, key: str) -> dict[str, Any]:
     return {"data": result.data, "meta": {"ruid": result.ruid, "idempotency_key": key}}
 
 

@@ -61,10 +61,10 @@ from pmsgate.gateway.tokens import TokenManager
 from pmsgate.gateway.tracing import Tracing, mark_failed, upstream_span
 from pmsgate.gateway.upstream_errors import auth_failed, translate
 from pmsgate.gateway.usage import UsageCounter
-from pmsgate.gateway.verification import pms_verifier
+from pmsgate.gateway.verification import kross_verifier
 from pmsgate.integrations.kit import RetryPolicy
-from pmsgate.integrations.kross import errors as pms
-from pmsgate.integrations.kross.client import PmsClient, PmsResult, Token
+from pmsgate.integrations.kross import errors as kross
+from pmsgate.integrations.kross.client import KrossClient, KrossResult, Token
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.operations import Operation
 
@@ -74,9 +74,9 @@ T = TypeVar("T")
 # Failures after which the last good answer is better than no answer.
 STALE_ON: tuple[type[BaseException], ...] = (
     BudgetExhausted,
-    pms.UpstreamUnavailable,
-    pms.RateLimited,
-    pms.TooManySessions,
+    kross.UpstreamUnavailable,
+    kross.RateLimited,
+    kross.TooManySessions,
 )
 
 
@@ -137,7 +137,7 @@ class Gateway:
         self,
         *,
         facilities: FacilityService,
-        pms_client: PmsClient,
+        kross_client: KrossClient,
         tokens: TokenManager,
         limiter: FacilityLimiter,
         cache: ReadCache,
@@ -149,7 +149,7 @@ class Gateway:
         call_log: CallLog | None = None,
     ) -> None:
         self.facilities = facilities
-        self.pms = pms_client
+        self.kross = kross_client
         self.tokens = tokens
         self.limiter = limiter
         self.cache = cache
@@ -166,8 +166,8 @@ class Gateway:
     def operation(self, name: str) -> Operation:
         """The operation of this name, or the caller-facing error refusing it (never sent)."""
         try:
-            return self.pms.operations.resolve(name)
-        except pms.PmsError as error:
+            return self.kross.operations.resolve(name)
+        except kross.KrossError as error:
             raise translate(error) from None
 
     # --- background refreshes ----------------------------------------------------------------
@@ -240,7 +240,7 @@ class Gateway:
                 fetch=lambda: fetch(Priority.INTERACTIVE),
                 stale_on=STALE_ON,
             )
-        except pms.PmsError as error:
+        except kross.KrossError as error:
             raise translate(error) from None
         if cached.source == "cache" and not cached.stale and facility.status == "error":
             # The booking system refused this facility's credentials since the answer was
@@ -262,7 +262,7 @@ class Gateway:
         payload: Mapping[str, Any],
         *,
         priority: Priority = Priority.INTERACTIVE,
-    ) -> PmsResult:
+    ) -> KrossResult:
         """One read operation, retried on transient failures inside the permit budget."""
         op = self.operation(operation)
         if op.kind != "read":
@@ -283,7 +283,7 @@ class Gateway:
         payload: Mapping[str, Any],
         priority: Priority,
         token_retry: _TokenRetry,
-    ) -> PmsResult:
+    ) -> KrossResult:
         """One upstream attempt (plus, once per tool call, one token refresh and retry)."""
         # The caller's view may come from the key cache: the state that decides whether the
         # booking system is called at all (status, limits) is read fresh.
@@ -300,14 +300,14 @@ class Gateway:
         token = await self._token(facility, priority)
         try:
             return await self._observe(facility, op, token, payload, before_attempt)
-        except pms.TokenRejected:
+        except kross.TokenRejected:
             # A rejected token was refused unprocessed: a new token and one more try is safe,
             # even for writes. The old token is dropped either way.
             await self.tokens.invalidate(facility.hotel_id, token)
             if token_retry.used:
                 raise
             token_retry.used = True
-            log.info("pms_token_rejected", hotel_id=facility.hotel_id, operation=op.name)
+            log.info("kross_token_rejected", hotel_id=facility.hotel_id, operation=op.name)
         token = await self._token(facility, priority)
         return await self._observe(facility, op, token, payload, before_attempt)
 
@@ -318,14 +318,16 @@ class Gateway:
         token: Any,
         payload: Mapping[str, Any],
         before_attempt: Callable[[], Awaitable[None]],
-    ) -> PmsResult:
+    ) -> KrossResult:
         with upstream_span(self.tracing, op.name, facility.hotel_id) as span:
             try:
-                result = await self.pms.call(op.name, payload, token, before_attempt=before_attempt)
-            except pms.PmsError as error:
+                result = await self.kross.call(
+                    op.name, payload, token, before_attempt=before_attempt
+                )
+            except kross.KrossError as error:
                 self.metrics.upstream_calls.labels(facility.hotel_id, op.name, error.code).inc()
                 self.call_log.upstream_failed(facility.id, error.code)
-                if isinstance(error, pms.RateLimited):
+                if isinstance(error, kross.RateLimited):
                     self.metrics.upstream_429s.labels(facility.hotel_id).inc()
                 mark_failed(span, error.code)
                 raise
@@ -390,7 +392,7 @@ class Gateway:
             self.usage.upstream_call(hotel_id)
 
         view, raw_key = await self.facilities.add(
-            new, verify=pms_verifier(self.pms, permit, keep=issued.append), actor=actor
+            new, verify=kross_verifier(self.kross, permit, keep=issued.append), actor=actor
         )
         if issued:
             await self.tokens.adopt(view.hotel_id, issued[-1], verified_at)
@@ -416,7 +418,7 @@ class Gateway:
                 by_account=self.policy.limit_by_account,
             )
             await self._acquire(key, Limits(), Priority.INTERACTIVE)
-        return await self.pms.get_token(credentials)
+        return await self.kross.get_token(credentials)
 
     async def adopt_token(self, hotel_id: str, token: Token, obtained_at: datetime) -> None:
         """Make ``token``, issued for the credentials the facility now holds, its token.
@@ -434,7 +436,7 @@ class Gateway:
     async def _token(self, facility: FacilityView, priority: Priority) -> Any:
         try:
             token = await self.tokens.token(facility.hotel_id)
-        except pms.AuthenticationFailed as error:
+        except kross.AuthenticationFailed as error:
             # The failed request was an authentication attempt: the next one waits an interval.
             self.call_log.upstream_failed(facility.id, error.code)
             await self.facilities.record_auth_attempt(facility.hotel_id)
@@ -449,13 +451,13 @@ class Gateway:
             raise auth_failed(error.message) from None
         if facility.status == "error":
             await self.facilities.mark_connected(facility.hotel_id, cause=CAUSE_ACCEPTED_AGAIN)
-            log.info("pms_auth_recovered", hotel_id=facility.hotel_id)
+            log.info("kross_auth_recovered", hotel_id=facility.hotel_id)
         elif facility.status == "unverified":
             # Used like connected until now: the booking system issued a token, so it is.
             await self.facilities.mark_connected(
                 facility.hotel_id, cause=CAUSE_VERIFIED_ON_FIRST_USE
             )
-            log.info("pms_auth_verified", hotel_id=facility.hotel_id)
+            log.info("kross_auth_verified", hotel_id=facility.hotel_id)
         return token
 
     async def _guard_integration(self, facility: FacilityView) -> None:
@@ -484,7 +486,7 @@ class Gateway:
 
     async def write_once(
         self, facility: FacilityView, op: Operation, payload: Mapping[str, Any]
-    ) -> PmsResult:
+    ) -> KrossResult:
         """Send a write exactly once; failures are raised as upstream errors, not retried."""
         if op.kind != "write":
             raise ValueError(f"{op.name} is not a write")

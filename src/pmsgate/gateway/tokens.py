@@ -41,7 +41,7 @@ from pmsgate.errors import NotFound
 from pmsgate.gateway.locks import LocalLocks, Locks, SingleFlight
 from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
 from pmsgate.gateway.vault import Vault, VaultError, facility_context
-from pmsgate.integrations.kross.client import PmsClient, Token
+from pmsgate.integrations.kross.client import KrossClient, Token
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.errors import AuthenticationFailed
 from pmsgate.storage.tokens import StoredToken, TokenRepository
@@ -77,7 +77,7 @@ class TokenManager:
     def __init__(
         self,
         *,
-        pms: PmsClient,
+        kross: KrossClient,
         sessions: async_sessionmaker[AsyncSession],
         vault: Vault,
         clock: Clock,
@@ -87,7 +87,7 @@ class TokenManager:
         refresh_ahead_s: float = 3600.0,
         health: RedisHealth | None = None,
     ) -> None:
-        self._pms = pms
+        self._pms = kross
         self._sessions = sessions
         self._vault = vault
         self._clock = clock
@@ -188,7 +188,7 @@ class TokenManager:
             if fallback is None:
                 raise
             log.warning(
-                "pms_token_refresh_deferred",
+                "kross_token_refresh_deferred",
                 hotel_id=hotel_id,
                 error_type=type(error).__name__,
                 expires_at=fallback.token.expires_at.isoformat(),
@@ -224,8 +224,10 @@ class TokenManager:
         except Exception as error:
             # The upstream session is open and the token works: use it here even if other
             # replicas cannot see it (they will get their own, well under the 50-session cap).
-            log.warning("pms_token_not_stored", hotel_id=hotel_id, error_type=type(error).__name__)
-        log.info("pms_token_obtained", hotel_id=hotel_id, expires_at=token.expires_at.isoformat())
+            log.warning(
+                "kross_token_not_stored", hotel_id=hotel_id, error_type=type(error).__name__
+            )
+        log.info("kross_token_obtained", hotel_id=hotel_id, expires_at=token.expires_at.isoformat())
         return token
 
     async def _store(self, hotel_id: str, token: Token, obtained_at: datetime) -> None:
@@ -257,7 +259,7 @@ class TokenManager:
             )
         except VaultError:
             # E.g. its key was removed from PMSGATE_SECRET_KEYS: fetch a new token instead.
-            log.warning("pms_token_unreadable", hotel_id=hotel_id)
+            log.warning("kross_token_unreadable", hotel_id=hotel_id)
             return None
         if self._rejected.get(hotel_id) == _digest(value):
             return None
@@ -280,4 +282,4 @@ class TokenManager:
         async with self._sessions.begin() as session:
             deleted = await TokenRepository(session).delete_if(hotel_id, stored.token_enc)
         if deleted:
-            log.info("pms_token_invalidated", hotel_id=hotel_id)
+            log.info("kross_token_invalidated", hotel_id=hotel_id)

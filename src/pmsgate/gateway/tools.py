@@ -56,7 +56,7 @@ from pmsgate.gateway.rendered import (
 )
 from pmsgate.gateway.service import Gateway
 from pmsgate.gateway.window import DEFAULT_PAGE_SIZE, Pages, WindowPolicy, read_pages
-from pmsgate.integrations.kross import errors as pms_errors
+from pmsgate.integrations.kross import errors as kross_errors
 from pmsgate.integrations.kross.dates import filter_availability, filter_by_stay
 from pmsgate.integrations.kross.models import (
     BIRTH_DATE_FIELDS,
@@ -818,7 +818,7 @@ def _availability_rows(
     if data is None:
         return [], 0
     if not isinstance(data, list):
-        raise pms_errors.UnexpectedResponse(
+        raise kross_errors.UnexpectedResponse(
             f"calendar/get-availability answered {type(data).__name__} data, not a list.",
             operation="calendar/get-availability",
             ruid=ruid,

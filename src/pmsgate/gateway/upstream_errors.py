@@ -11,7 +11,7 @@ import math
 
 from pmsgate.errors import PmsgateError
 from pmsgate.integrations.kit import ErrorKind
-from pmsgate.integrations.kross import errors as pms
+from pmsgate.integrations.kross import errors as kross
 
 RECONNECT_HINT = (
     "The booking system refused this facility's credentials (was the API password "
@@ -20,19 +20,19 @@ RECONNECT_HINT = (
 )
 
 # code, HTTP status for each upstream failure kind.
-_STATUS: dict[type[pms.PmsError], tuple[str, int]] = {
-    pms.UnknownOperation: ("unknown_operation", 404),
-    pms.OutOfScopeOperation: ("operation_out_of_scope", 403),
-    pms.AuthenticationFailed: ("pms_auth_failed", 502),
-    pms.TokenRejected: ("pms_token_rejected", 502),
-    pms.EdgeBlocked: ("pms_edge_blocked", 502),
-    pms.HtmlInsteadOfJson: ("pms_misconfigured_base_url", 502),
-    pms.UnexpectedResponse: ("pms_unexpected_response", 502),
-    pms.AccessDenied: ("pms_access_denied", 502),
-    pms.TooManySessions: ("pms_too_many_sessions", 503),
-    pms.RateLimited: ("pms_rate_limited", 429),
-    pms.UpstreamUnavailable: ("pms_unavailable", 503),
-    pms.WriteOutcomeUnknown: ("write_outcome_unknown", 504),
+_STATUS: dict[type[kross.KrossError], tuple[str, int]] = {
+    kross.UnknownOperation: ("unknown_operation", 404),
+    kross.OutOfScopeOperation: ("operation_out_of_scope", 403),
+    kross.AuthenticationFailed: ("pms_auth_failed", 502),
+    kross.TokenRejected: ("kross_token_rejected", 502),
+    kross.EdgeBlocked: ("pms_edge_blocked", 502),
+    kross.HtmlInsteadOfJson: ("pms_misconfigured_base_url", 502),
+    kross.UnexpectedResponse: ("pms_unexpected_response", 502),
+    kross.AccessDenied: ("pms_access_denied", 502),
+    kross.TooManySessions: ("pms_too_many_sessions", 503),
+    kross.RateLimited: ("pms_rate_limited", 429),
+    kross.UpstreamUnavailable: ("pms_unavailable", 503),
+    kross.WriteOutcomeUnknown: ("write_outcome_unknown", 504),
 }
 
 # Upstream refusals of the request itself keep a 4xx the caller can act on, whether the
@@ -44,10 +44,10 @@ _INVALID_KIND = {
 _INVALID_STATUS = {404: ("pms_not_found", 404), 409: ("pms_conflict", 409)}
 
 
-def translate(error: pms.PmsError) -> PmsgateError:
+def translate(error: kross.KrossError) -> PmsgateError:
     """The caller-facing error for an upstream failure."""
     headers: dict[str, str] = {}
-    if isinstance(error, pms.InvalidRequest):
+    if isinstance(error, kross.InvalidRequest):
         by_kind = _INVALID_KIND.get(error.kind) if error.kind is not None else None
         code, status = by_kind or _INVALID_STATUS.get(
             error.status or 0, ("pms_rejected_request", 422)
@@ -57,14 +57,14 @@ def translate(error: pms.PmsError) -> PmsgateError:
             (value for kind, value in _STATUS.items() if isinstance(error, kind)),
             ("pms_error", 502),
         )
-    if isinstance(error, pms.RateLimited) and error.retry_after is not None:
+    if isinstance(error, kross.RateLimited) and error.retry_after is not None:
         headers["Retry-After"] = str(max(1, math.ceil(error.retry_after)))
     message = error.message
     if error.upstream_code:
         message = f"{message} (booking system said {error.upstream_code})"
     if error.ruid:
         message = f"{message} [ruid {error.ruid}]"
-    hint = RECONNECT_HINT if isinstance(error, pms.AuthenticationFailed) else error.hint
+    hint = RECONNECT_HINT if isinstance(error, kross.AuthenticationFailed) else error.hint
     return PmsgateError(message, code=code, status=status, hint=hint, headers=headers)
 
 

@@ -1,6 +1,6 @@
 """Trying credentials upstream before they are stored, and the words for a failure.
 
-A :data:`Verifier` accepts credentials or raises; :func:`pms_verifier` is the usual one
+A :data:`Verifier` accepts credentials or raises; :func:`kross_verifier` is the usual one
 (one token request, after a permit of the facility's budget). A failure is either the
 booking system's verdict on the credentials (:func:`is_refusal`: 422, the caller corrects
 them) or no verdict at all (unreachable, rate-limited, budget spent: the usual error, with a
@@ -15,15 +15,15 @@ from typing import Any
 
 from pmsgate.errors import InvalidInput, PmsgateError
 from pmsgate.gateway.upstream_errors import translate
-from pmsgate.integrations.kross.client import PmsClient, Token
+from pmsgate.integrations.kross.client import KrossClient, Token
 from pmsgate.integrations.kross.credentials import Credentials
-from pmsgate.integrations.kross.errors import AuthenticationFailed, InvalidRequest, PmsError
+from pmsgate.integrations.kross.errors import AuthenticationFailed, InvalidRequest, KrossError
 
 Verifier = Callable[[Credentials], Awaitable[None]]
 
 
-def pms_verifier(
-    client: PmsClient,
+def kross_verifier(
+    client: KrossClient,
     permit: Callable[[str], Awaitable[None]] | None = None,
     keep: Callable[[Token], None] | None = None,
 ) -> Verifier:
@@ -46,13 +46,13 @@ def pms_verifier(
     return verify
 
 
-def is_refusal(error: PmsError) -> bool:
+def is_refusal(error: KrossError) -> bool:
     """True when the booking system gave a verdict on the credentials themselves."""
     return isinstance(error, AuthenticationFailed | InvalidRequest)
 
 
 def verification_error(
-    error: PmsError | PmsgateError,
+    error: KrossError | PmsgateError,
     *,
     outcome: str = "nothing was changed",
     retry_hint: str | None = None,
@@ -62,7 +62,7 @@ def verification_error(
     ``outcome`` says what was (not) stored; ``retry_hint`` replaces the hint when there was
     no verdict (timeout, 5xx, 429, the facility's budget spent): e.g. retry or --no-verify.
     """
-    if isinstance(error, PmsError) and is_refusal(error):
+    if isinstance(error, KrossError) and is_refusal(error):
         # A verdict on the credentials themselves: the caller must correct them (422).
         reason = ": ".join(part for part in (error.upstream_code, error.upstream_message) if part)
         detail = f" (booking system said {reason})" if reason else ""
@@ -72,7 +72,7 @@ def verification_error(
             hint=error.hint,
         )
     # No verdict (unreachable, rate-limited, budget spent, misconfigured): the usual code.
-    translated = translate(error) if isinstance(error, PmsError) else error
+    translated = translate(error) if isinstance(error, KrossError) else error
     return PmsgateError(
         f"{translated.message} The credentials could not be verified; {outcome}.",
         code=translated.code,
@@ -82,9 +82,9 @@ def verification_error(
     )
 
 
-def failure_details(error: PmsError | PmsgateError) -> dict[str, Any]:
+def failure_details(error: KrossError | PmsgateError) -> dict[str, Any]:
     """What an audit event says of a failed verification: its code and kind, never a secret."""
-    if isinstance(error, PmsError):
+    if isinstance(error, KrossError):
         cause = (
             "the booking system refused the credentials"
             if is_refusal(error)
@@ -94,6 +94,6 @@ def failure_details(error: PmsError | PmsgateError) -> dict[str, Any]:
     return {"cause": "the credentials could not be tried", "error": error.code}
 
 
-def refused(error: PmsError | PmsgateError) -> bool:
+def refused(error: KrossError | PmsgateError) -> bool:
     """True when ``error`` is the booking system's verdict on the credentials."""
-    return isinstance(error, PmsError) and is_refusal(error)
+    return isinstance(error, KrossError) and is_refusal(error)

@@ -33,7 +33,7 @@ from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.limiter import BudgetExhausted
 from pmsgate.gateway.service import STALE_ON
-from pmsgate.integrations.kross.client import PmsResult
+from pmsgate.integrations.kross.client import KrossResult
 from pmsgate.integrations.kross.errors import UnexpectedResponse
 
 log = structlog.get_logger(__name__)
@@ -92,7 +92,7 @@ def _row_id(row: Any) -> Any:
 
 
 async def read_pages(
-    read_page: Callable[[int, int], Awaitable[PmsResult]],
+    read_page: Callable[[int, int], Awaitable[KrossResult]],
     *,
     page_size: int,
     max_pages: int,
@@ -165,7 +165,7 @@ async def read_pages(
     return pages
 
 
-def _keep_new(pages: Pages, result: PmsResult, data: list[Any], seen_ids: set[Any]) -> int:
+def _keep_new(pages: Pages, result: KrossResult, data: list[Any], seen_ids: set[Any]) -> int:
     fresh = 0
     for row in data:
         row_id = _row_id(row)

@@ -27,7 +27,7 @@ from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.limiter import BudgetExhausted, Priority
 from pmsgate.gateway.upstream_errors import translate
-from pmsgate.integrations.kross import errors as pms
+from pmsgate.integrations.kross import errors as kross
 from pmsgate.jobs.spec import JobPartlyFailed, error_detail
 
 log = structlog.get_logger(__name__)
@@ -56,7 +56,7 @@ async def check_facility(
         )
     except BudgetExhausted as error:
         return "deferred", error_detail(error)
-    except pms.PmsError as error:
+    except kross.KrossError as error:
         return "failed", error_detail(translate(error))
     except PmsgateError as error:
         if error.code == AUTH_FAILED:
@@ -83,7 +83,7 @@ async def check_connections(services: GatewayServices) -> dict[str, Any]:
         except Exception as error:  # one facility's failure never stops the others
             outcome, detail = "failed", error_detail(error)
         if outcome == "now_in_error":
-            log.warning("pms_check_auth_failed", hotel_id=facility.hotel_id)
+            log.warning("kross_check_auth_failed", hotel_id=facility.hotel_id)
         if outcome in ("ok", "skipped"):
             found[outcome].append(facility.hotel_id)
         else:

@@ -222,7 +222,7 @@ class IncidentNotifier:
                 "This facility has no customer address to write to.",
                 code="customer_address_missing",
                 status=409,
-                hint="Link the facility to its customer (`pmsgate customers link-pms`).",
+                hint="Link the facility to its customer (`pmsgate customers link-kross`).",
             )
         now = self._clock.now()
         notice = NoticeRecord(

@@ -2,7 +2,7 @@
 
 :func:`refresh_usage` (docs/requirements.md R19.1) reads each customer's cumulative consumption
 from the assistant platform (``GET /v1/workspaces/{id}/usage``, an assumed API:
-docs/platform-api.md) and records a ``periodic`` snapshot with the booking-system
+docs/assistant-api.md) and records a ``periodic`` snapshot with the booking-system
 requests its facility made (``gateway_usage_hours``). The snapshot's ``taken_at``
 is the start of the current slot (00, 06, 12, 18 UTC with the default 6-hour
 interval), so a doubled tick — two replicas, a retry, cron and the server both
@@ -53,7 +53,7 @@ async def refresh_usage(customers: CustomerServices) -> dict[str, Any]:
         now, interval_setting(customers.settings, REFRESH_USAGE, REFRESH_USAGE_EVERY_S)
     )
     # No platform token is a configuration error: the whole tick fails, nothing is half-done.
-    platform = customers.platform
+    assistant = customers.assistant
     hours = UsageHistory(customers.sessions)
     done: dict[str, list[str]] = {
         "recorded": [],
@@ -64,7 +64,9 @@ async def refresh_usage(customers: CustomerServices) -> dict[str, Any]:
     everyone = await customers.customers.all()
     for customer in everyone:
         try:
-            outcome = await snapshot_customer(customers, platform, hours, customer.student_id, slot)
+            outcome = await snapshot_customer(
+                customers, assistant, hours, customer.student_id, slot
+            )
         except Exception as error:  # one customer's failure is reported, the others go on
             detail = error_detail(error)
             failed.append({"student_id": customer.student_id, **detail})
@@ -82,7 +84,7 @@ async def refresh_usage(customers: CustomerServices) -> dict[str, Any]:
 
 async def snapshot_customer(
     customers: CustomerServices,
-    platform: AssistantClient,
+    assistant: AssistantClient,
     hours: UsageHistory,
     student_id: str,
     slot: datetime,
@@ -101,7 +103,7 @@ async def snapshot_customer(
     if latest is not None and latest.taken_at == slot:
         # Another replica (or cron) already took this slot: no platform request at all.
         return "already_recorded"
-    usage = await platform.workspace_usage(ctx.workspace_id)
+    usage = await assistant.workspace_usage(ctx.workspace_id)
     gateway = await hours.total(ctx.hotel_id) if ctx.hotel_id is not None else None
     _, stored = await customers.usage.record(
         ctx.student_id,

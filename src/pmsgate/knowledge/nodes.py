@@ -40,7 +40,7 @@ from pmsgate.integrations.notion.models import Block
 FORMAT_VERSION = 1
 SOURCE_PREFIX = "pmsgate"
 INTRO = "intro"
-# The platform's limits on a node (docs/platform-api.md: title ≤ 255, body ≤ 100,000).
+# The platform's limits on a node (docs/assistant-api.md: title ≤ 255, body ≤ 100,000).
 TITLE_MAX = 255
 BODY_MAX = 100_000
 UNTITLED = "Senza titolo / Untitled"
@@ -93,7 +93,7 @@ class _Open:
 
 
 def page_nodes(page_id: str, blocks: Sequence[Block], *, page_title: str = "") -> list[NodeDraft]:
-    """The nodes of a page's block tree (as ``NotesClient.read_tree`` returns it), in page order."""
+    """The nodes of a page's block tree (as ``NotionClient.read_tree`` gives it), in page order."""
     drafts: list[_Open] = []
     intro = _Open(INTRO, page_title.strip() or UNTITLED)
     current: _Open = intro

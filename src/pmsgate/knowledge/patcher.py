@@ -55,8 +55,8 @@ import structlog
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue
 from pmsgate.integrations.notion.builders import rich_text
-from pmsgate.integrations.notion.client import NotesClient
-from pmsgate.integrations.notion.errors import NotesError
+from pmsgate.integrations.notion.client import NotionClient
+from pmsgate.integrations.notion.errors import NotionError
 from pmsgate.integrations.notion.models import Block
 from pmsgate.knowledge.template import (
     CALLOUT_WORDS,
@@ -155,7 +155,7 @@ class PatchOutcome:
     page_id: str
     applied: list[Change] = field(default_factory=list)
     failed: Change | None = None
-    error: NotesError | None = None
+    error: NotionError | None = None
     requests: int = 0
 
     @property
@@ -284,7 +284,7 @@ def reword_callout_text(text: str) -> str:
 # --- applying ----------------------------------------------------------------------------------
 
 
-async def apply_patch(notes: NotesClient, plan: PatchPlan) -> PatchOutcome:
+async def apply_patch(notes: NotionClient, plan: PatchPlan) -> PatchOutcome:
     """Make the plan's changes in order; stops at the first failure and says which."""
     outcome = PatchOutcome(page_id=plan.page_id)
     before = notes.requests_sent
@@ -297,7 +297,7 @@ async def apply_patch(notes: NotesClient, plan: PatchPlan) -> PatchOutcome:
                 await notes.update_block(
                     change.block_id, change.block_type, {"rich_text": change.payload}
                 )
-        except NotesError as error:
+        except NotionError as error:
             outcome.failed, outcome.error = change, error
             log.warning(
                 "knowledge_patch_failed",

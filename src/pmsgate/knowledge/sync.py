@@ -65,9 +65,9 @@ from pmsgate.customers.context import CustomerContext, CustomerServices
 from pmsgate.customers.service import upstream_error, workspace_not_created
 from pmsgate.errors import PmsgateError
 from pmsgate.integrations.assistant.client import AssistantClient, KbNode, Listing
-from pmsgate.integrations.assistant.errors import PlatformError
-from pmsgate.integrations.notion.client import NotesClient
-from pmsgate.integrations.notion.errors import NotesError
+from pmsgate.integrations.assistant.errors import AssistantError
+from pmsgate.integrations.notion.client import NotionClient
+from pmsgate.integrations.notion.errors import NotionError
 from pmsgate.integrations.notion.models import ApartmentPage
 from pmsgate.knowledge.nodes import FORMAT_VERSION, normalise_id, page_nodes
 from pmsgate.knowledge.records import KnowledgeSyncRecords
@@ -77,9 +77,9 @@ from pmsgate.knowledge.sync_plan import (
     PageRead,
     SyncApartment,
     SyncPlan,
+    assistant_matches,
     first_node,
     page_unchanged,
-    platform_matches,
     resolve_apartments,
 )
 from pmsgate.knowledge.sync_reports import (
@@ -132,7 +132,7 @@ class KnowledgeSync:
             max_rate_limited_wait_s=max_rate_limited_wait_s,
         )
         self._writer = NodeWriter(
-            lambda: services.platform, self._patience, folder_title=folder_title
+            lambda: services.assistant, self._patience, folder_title=folder_title
         )
 
     @property
@@ -143,9 +143,9 @@ class KnowledgeSync:
         return self._template
 
     @property
-    def platform(self) -> AssistantClient:
+    def assistant(self) -> AssistantClient:
         """The assistant-platform client."""
-        return self.services.platform
+        return self.services.assistant
 
     async def run(
         self, student_id: str, *, commit: bool, progress: ProgressCallback | None = None
@@ -166,7 +166,7 @@ class KnowledgeSync:
         tally = Tally("dry_run", len(plan.apartments), progress)
         states = await self.repo.page_states(ctx.student_id)
         details: dict[int, ApartmentCheck] = {}
-        async with self.services.notes(ctx) as notes:
+        async with self.services.notion(ctx) as notes:
             await self._attach_pages(notes, plan)
             await tally.report()
             slots = anyio.CapacityLimiter(self.max_concurrent_apartments)
@@ -201,7 +201,7 @@ class KnowledgeSync:
 
     async def _check_apartment(
         self,
-        notes: NotesClient,
+        notes: NotionClient,
         ctx: CustomerContext,
         apartment: SyncApartment,
         state: PageStateView | None,
@@ -285,7 +285,7 @@ class KnowledgeSync:
         states = await self.repo.page_states(ctx.student_id)
         report = CommitReport(student_id=ctx.student_id, apartments=len(plan.apartments))
         results: dict[int, ApartmentSync] = {}
-        async with self.services.notes(ctx) as notes:
+        async with self.services.notion(ctx) as notes:
             resolved = [a for a in plan.apartments if a.reason is None]
             index = NodeIndex()
             folder: KbNode | None = None
@@ -356,7 +356,7 @@ class KnowledgeSync:
 
     async def _sync_apartment(
         self,
-        notes: NotesClient,
+        notes: NotionClient,
         ctx: CustomerContext,
         workspace_id: str,
         apartment: SyncApartment,
@@ -395,7 +395,7 @@ class KnowledgeSync:
                 and state is not None
                 and state.synced_listing_id == listing.id
                 and directory is not None
-                and platform_matches(existing, state.node_hashes, directory.id, listing.id)
+                and assistant_matches(existing, state.node_hashes, directory.id, listing.id)
             ):
                 return _unchanged(detail, state, tally)
             async with reads:
@@ -446,17 +446,17 @@ class KnowledgeSync:
         if ctx.workspace_id is None:
             raise workspace_not_created(ctx.student_id)
         listings: list[Listing] = []
-        if ctx.pms_connected:
+        if ctx.kross_connected:
             workspace_id = ctx.workspace_id
             try:
                 listings = await self._patience.call(
-                    lambda: self.platform.list_listings(workspace_id)
+                    lambda: self.assistant.list_listings(workspace_id)
                 )
-            except PlatformError as error:
+            except AssistantError as error:
                 raise upstream_error(error, "reading the listings") from None
         return SyncPlan(ctx, ctx.workspace_id, listings, resolve_apartments(ctx, listings))
 
-    async def _attach_pages(self, notes: NotesClient, plan: SyncPlan) -> None:
+    async def _attach_pages(self, notes: NotionClient, plan: SyncPlan) -> None:
         """Each apartment's page as the apartments database lists it (one request per 100)."""
         wanted = {normalise_id(a.page_id): a for a in plan.apartments if a.page_id}
         if not wanted:
@@ -465,14 +465,14 @@ class KnowledgeSync:
         if database_id:
             try:
                 pages = await self._patience.call(lambda: notes.query_database(database_id))
-            except NotesError as error:
+            except NotionError as error:
                 raise upstream_error(error, "reading the apartments database") from None
             for page in pages:
                 apartment = wanted.get(normalise_id(page.id))
                 if apartment is not None and not page.archived:
                     apartment.page = page
 
-    async def _page_of(self, notes: NotesClient, apartment: SyncApartment) -> ApartmentPage:
+    async def _page_of(self, notes: NotionClient, apartment: SyncApartment) -> ApartmentPage:
         """The apartment's page properties (its edit time): listed already, else read alone."""
         if apartment.page is None:
             page_id = apartment.page_id
@@ -482,7 +482,7 @@ class KnowledgeSync:
         return apartment.page
 
     async def _read_page(
-        self, notes: NotesClient, ctx: CustomerContext, apartment: SyncApartment
+        self, notes: NotionClient, ctx: CustomerContext, apartment: SyncApartment
     ) -> PageRead:
         """Read a page in depth, check it, derive its nodes and store what was seen."""
         assert apartment.page_id is not None
@@ -535,7 +535,7 @@ def _unchanged(detail: ApartmentSync, state: PageStateView, tally: Tally) -> Apa
 
 
 def _apartment_error(error: Exception) -> ApartmentError:
-    if isinstance(error, NotesError | PlatformError | PmsgateError):
+    if isinstance(error, NotionError | AssistantError | PmsgateError):
         return ApartmentError(code=error.code, message=error.message)
     # Not ours to word: its text may hold anything, so only its type is reported.
     return ApartmentError(
@@ -546,7 +546,7 @@ def _apartment_error(error: Exception) -> ApartmentError:
 def _log_failure(
     ctx: CustomerContext, apartment: SyncApartment, reported: ApartmentError, error: Exception
 ) -> None:
-    known = isinstance(error, NotesError | PlatformError | PmsgateError)
+    known = isinstance(error, NotionError | AssistantError | PmsgateError)
     (log.warning if known else log.exception)(
         "knowledge_apartment_failed",
         student_id=ctx.student_id,

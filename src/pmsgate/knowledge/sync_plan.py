@@ -5,7 +5,7 @@ the platform's nodes this sync manages indexed by what they stand for
 (:class:`NodeIndex`), and the comparisons that decide what needs writing: a page whose
 stored read still holds (:func:`page_unchanged`), a node already as drafted
 (:func:`node_current`), a platform that holds exactly the stored nodes
-(:func:`platform_matches`), a listing directory to rename or move (:func:`directory_stale`).
+(:func:`assistant_matches`), a listing directory to rename or move (:func:`directory_stale`).
 """
 
 from __future__ import annotations
@@ -110,9 +110,9 @@ def resolve_apartments(ctx: CustomerContext, listings: list[Listing]) -> list[Sy
     apartments: list[SyncApartment] = []
     for row in ctx.apartments:
         reason: UnresolvedReason | None = None
-        if ctx.pms is None:
+        if ctx.kross is None:
             reason = "pms_not_linked"
-        elif not ctx.pms_connected:
+        elif not ctx.kross_connected:
             # docs/requirements.md R11.3: no listings while authentication fails, none tied.
             reason = "pms_integration_error"
         elif row.assistant_listing_id is None:
@@ -152,7 +152,7 @@ def node_current(node: KbNode, draft: NodeDraft, directory_id: str, listing_id: 
     )
 
 
-def platform_matches(
+def assistant_matches(
     existing: Sequence[KbNode], hashes: dict[str, str], directory_id: str, listing_id: str
 ) -> bool:
     """Whether the platform holds exactly one current node per stored hash, and no other."""

@@ -8,8 +8,8 @@ from typing import TypeVar
 import structlog
 
 from pmsgate.clock import Sleep
-from pmsgate.integrations.assistant.errors import PlatformRateLimited, PlatformUnavailable
-from pmsgate.integrations.notion.errors import NotesConflict, NotesRateLimited, NotesUnavailable
+from pmsgate.integrations.assistant.errors import AssistantRateLimited, AssistantUnavailable
+from pmsgate.integrations.notion.errors import NotionConflict, NotionRateLimited, NotionUnavailable
 
 log = structlog.get_logger(__name__)
 
@@ -44,14 +44,14 @@ class UpstreamPatience:
         while True:
             try:
                 return await call()
-            except (PlatformRateLimited, NotesRateLimited) as error:
+            except (AssistantRateLimited, NotionRateLimited) as error:
                 wait = error.retry_after if error.retry_after is not None else 5.0
                 limited_s += wait
                 if wait > self.max_upstream_wait_s or limited_s > self.max_rate_limited_wait_s:
                     raise
                 log.info("knowledge_upstream_wait", code=error.code, wait_s=wait)
                 await self._sleep(wait)
-            except (PlatformUnavailable, NotesUnavailable, NotesConflict) as error:
+            except (AssistantUnavailable, NotionUnavailable, NotionConflict) as error:
                 outages += 1
                 if outages >= self.max_upstream_rounds:
                     raise

@@ -19,7 +19,7 @@ from pmsgate.integrations.assistant.client import (
     Listing,
     NewKbNode,
 )
-from pmsgate.integrations.assistant.errors import PlatformError, PlatformNotFound
+from pmsgate.integrations.assistant.errors import AssistantError, AssistantNotFound
 from pmsgate.knowledge.nodes import FORMAT_VERSION, SOURCE_PREFIX, NodeDraft, normalise_id
 from pmsgate.knowledge.sync_plan import (
     SYNC_FOLDER_KEY,
@@ -41,17 +41,17 @@ class NodeWriter:
 
     def __init__(
         self,
-        platform: Callable[[], AssistantClient],
+        assistant: Callable[[], AssistantClient],
         patience: UpstreamPatience,
         *,
         folder_title: str,
     ) -> None:
-        self._platform = platform
+        self._platform = assistant
         self._patience = patience
         self.folder_title = folder_title
 
     @property
-    def platform(self) -> AssistantClient:
+    def assistant(self) -> AssistantClient:
         """The assistant-platform client (read when used: it may not be configured)."""
         return self._platform()
 
@@ -79,7 +79,7 @@ class NodeWriter:
         elif directory_stale(directory, folder, listing, apartment):
             directory_id = directory.id
             await self._patience.call(
-                lambda: self.platform.update_node(
+                lambda: self.assistant.update_node(
                     directory_id,
                     KbNodeUpdate(
                         title=directory_title(listing, apartment),
@@ -163,14 +163,14 @@ class NodeWriter:
         )
         try:
             await self._patience.call(
-                lambda: self.platform.update_node(
+                lambda: self.assistant.update_node(
                     node.id,
                     changes,
                     workspace_id=workspace_id,
                     idempotency_key=idempotency_key(run_id, "update", node.id, draft.content_hash),
                 )
             )
-        except PlatformNotFound:
+        except AssistantNotFound:
             return False
         return True
 
@@ -178,13 +178,13 @@ class NodeWriter:
         """Delete a node; False when it was already gone."""
         try:
             await self._patience.call(
-                lambda: self.platform.delete_node(
+                lambda: self.assistant.delete_node(
                     node.id,
                     workspace_id=workspace_id,
                     idempotency_key=idempotency_key(run_id, "delete", node.id),
                 )
             )
-        except PlatformNotFound:
+        except AssistantNotFound:
             return False
         return True
 
@@ -198,7 +198,7 @@ class NodeWriter:
         run_id: str,
     ) -> KbNode:
         return await self._patience.call(
-            lambda: self.platform.create_node(
+            lambda: self.assistant.create_node(
                 workspace_id,
                 NewKbNode(
                     title=draft.title,
@@ -222,7 +222,7 @@ class NodeWriter:
         run_id: str,
     ) -> KbNode:
         return await self._patience.call(
-            lambda: self.platform.create_directory(
+            lambda: self.assistant.create_directory(
                 workspace_id,
                 directory_title(listing, apartment),
                 parent_id=folder.id,
@@ -244,22 +244,22 @@ class NodeWriter:
             return found, False
         try:
             folder = await self._patience.call(
-                lambda: self.platform.create_directory(
+                lambda: self.assistant.create_directory(
                     workspace_id,
                     self.folder_title,
                     metadata={"managed_by": MANAGED_BY, "source_key": SYNC_FOLDER_KEY},
                     idempotency_key=idempotency_key(run_id, "folder"),
                 )
             )
-        except PlatformError as error:
+        except AssistantError as error:
             raise upstream_error(error, "creating the knowledge-sync folder") from None
         index.folders.append(folder)
         return folder, True
 
     async def read_index(self, workspace_id: str) -> NodeIndex:
         try:
-            nodes = await self._patience.call(lambda: self.platform.list_nodes(workspace_id))
-        except PlatformError as error:
+            nodes = await self._patience.call(lambda: self.assistant.list_nodes(workspace_id))
+        except AssistantError as error:
             raise upstream_error(error, "reading the knowledge-base nodes") from None
         return NodeIndex.of(nodes)
 

@@ -273,7 +273,7 @@ def check_page(
     *,
     page_id: str | None = None,
 ) -> PageCheck:
-    """Check a page's block tree (as ``NotesClient.read_tree`` returns it) against the template."""
+    """Check a page's block tree (as ``NotionClient.read_tree`` returns it) against the template."""
     template = template or load_catalogue().knowledge
     top = list(_top_level(blocks))
     candidates = _candidates(top, template)

@@ -145,7 +145,7 @@ async def booking_system_apartments(
 
     Raises :class:`CredentialsRefused` when the booking system refuses the facility's
     credentials, the gateway's errors (a spent budget) and the booking system's
-    (:class:`~pmsgate.integrations.kross.errors.PmsError`) otherwise.
+    (:class:`~pmsgate.integrations.kross.errors.KrossError`) otherwise.
     """
     found = ctx.run.booking_system_apartments.get(hotel_id)
     if found is not None:

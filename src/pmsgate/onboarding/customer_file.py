@@ -102,7 +102,7 @@ class BookingSystem(_Strict):
     name: str = ""
 
 
-class NotesInfo(_Strict):
+class NotionInfo(_Strict):
     """The customer's notes workspace: the integration token and its apartments database."""
 
     token: SecretStr
@@ -204,7 +204,7 @@ class CustomerFile(_Strict):
     autonomy: Autonomy = Field(default_factory=Autonomy)
     workspace: WorkspaceInfo
     booking_system: BookingSystem
-    notes: NotesInfo
+    notes: NotionInfo
     wifi: list[WifiCredentials] = Field(default_factory=list)
     platform_admins: list[str] = Field(min_length=1)  # platform-team members made Admin
     channels: Channels = Field(default_factory=Channels)

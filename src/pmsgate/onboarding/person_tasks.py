@@ -1,4 +1,4 @@
-"""What a person does when the platform offers no API for a step (docs/platform-api.md).
+"""What a person does when the platform offers no API for a step (docs/assistant-api.md).
 
 Some onboarding steps need endpoints that the assistant platform's public reference does
 not document (workspace creation, workspace secrets, members and roles, usage, listings,

@@ -24,7 +24,7 @@ STEPS: tuple[Step, ...] = runbook(
     steps_setup.PREREQUISITES,
     steps_setup.ALLOWLIST,
     steps_setup.WORKSPACE_CONFIGURATION,
-    steps_setup.NOTES_INTEGRATION,
+    steps_setup.NOTION_INTEGRATION,
     steps_setup.WORKSPACE,
     steps_provisioning.CUSTOM_TOOLS,
     steps_provisioning.GUEST_AGENT,

@@ -232,13 +232,13 @@ class RunState:
     # decide without them.
     steps: tuple[Step, ...] = ()
     # Step 1 → step 2's allowlist comment: the live pages of the apartments database.
-    notes_apartment_pages: int | None = None
+    notion_apartment_pages: int | None = None
     # Step 1 → step 9: False when the booking system refused the file's credentials.
     booking_system_authenticated: bool | None = None
     # Steps 9, 10: the booking system's apartments, read once per run and facility.
     booking_system_apartments: dict[str, BookingSystemApartments] = field(default_factory=dict)
     # Step 13: each notes page's block tree, read once per run unless edited since.
-    notes_trees: dict[str, tuple[dt.datetime | None, list[Block]]] = field(default_factory=dict)
+    notion_trees: dict[str, tuple[dt.datetime | None, list[Block]]] = field(default_factory=dict)
     # Step 13 → step 14: room types whose page waits for WiFi credentials.
     templates_waiting_for_wifi: list[str] = field(default_factory=list)
     # Step 14's apply → its re-check.

@@ -47,7 +47,7 @@ from pmsgate import mail
 from pmsgate.customers.service import upstream_error
 from pmsgate.gateway.usage import UsageHistory
 from pmsgate.integrations.assistant.client import WorkspaceUsage
-from pmsgate.integrations.assistant.errors import PlatformEndpointUnavailable, PlatformError
+from pmsgate.integrations.assistant.errors import AssistantEndpointUnavailable, AssistantError
 from pmsgate.onboarding.message import LiveItem, MessageFacts, PendingItem, render, subject
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
@@ -399,7 +399,7 @@ async def record_baseline(ctx: OnboardingContext) -> UsageSnapshotView:
     """The baseline usage snapshot, read from the platform's usage (once per customer).
 
     The platform's cumulative usage (``GET /v1/workspaces/{id}/usage``, an endpoint only
-    assumed: docs/platform-api.md) and the gateway's own booking-system request count.
+    assumed: docs/assistant-api.md) and the gateway's own booking-system request count.
     When the platform offers no usage API (it refuses the endpoint), the baseline is
     recorded as **unknown** with the reason — never as invented zeros; any other platform
     failure fails the step, to be retried by the next run.
@@ -420,13 +420,13 @@ async def record_baseline(ctx: OnboardingContext) -> UsageSnapshotView:
         details["unknown_reason"] = "no platform workspace is recorded for the customer"
     else:
         try:
-            usage = await services.platform.workspace_usage(workspace_id)
-        except PlatformEndpointUnavailable as error:
+            usage = await services.assistant.workspace_usage(workspace_id)
+        except AssistantEndpointUnavailable as error:
             details["unknown_reason"] = (
                 f"the platform offers no usage API ({error.endpoint} refused with HTTP "
                 f"{error.status}); read it in the platform dashboard if needed"
             )
-        except PlatformError as error:
+        except AssistantError as error:
             raise upstream_error(error, "reading the workspace's usage") from None
     gateway = None
     if customer.hotel_id is not None:

@@ -45,12 +45,12 @@ import structlog
 from pydantic import SecretStr
 
 from pmsgate.customers.registry_check import assess
-from pmsgate.customers.service import listing_room_type, set_pms_status, sync_registry
+from pmsgate.customers.service import listing_room_type, set_kross_status, sync_registry
 from pmsgate.errors import NotFound, PmsgateError
 from pmsgate.integrations.assistant.client import KbNode, Listing
-from pmsgate.integrations.kross.errors import PmsError
-from pmsgate.integrations.notion.client import NotesClient
-from pmsgate.integrations.notion.errors import NotesError
+from pmsgate.integrations.kross.errors import KrossError
+from pmsgate.integrations.notion.client import NotionClient
+from pmsgate.integrations.notion.errors import NotionError
 from pmsgate.integrations.notion.models import ApartmentPage, Block
 from pmsgate.knowledge.nodes import SOURCE_PREFIX, content_hash, normalise_id
 from pmsgate.knowledge.patcher import PatchPlan, apply_patch, plan_patch
@@ -73,7 +73,7 @@ from pmsgate.onboarding.steps import (
     StepKind,
     StepResult,
 )
-from pmsgate.onboarding.steps_provisioning import platform_errors, workspace_id_of
+from pmsgate.onboarding.steps_provisioning import assistant_errors, workspace_id_of
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.knowledge import PageStateView
 
@@ -94,7 +94,7 @@ async def _record_auth_failure(ctx: OnboardingContext, hotel_id: str) -> None:
     reason = "booking-system authentication failed (found by onboarding)"
     await ctx.facilities.mark_error(hotel_id, reason)
     with contextlib.suppress(NotFound):  # no kross row: nothing else to record
-        await set_pms_status(ctx.customers, ctx.student_id, "error", error=reason)
+        await set_kross_status(ctx.customers, ctx.student_id, "error", error=reason)
 
 
 def _auth_failed(evidence: dict[str, Any], why: str) -> StepResult:
@@ -110,8 +110,8 @@ def _auth_failed(evidence: dict[str, Any], why: str) -> StepResult:
 
 
 async def _listings(ctx: OnboardingContext, workspace_id: str) -> list[Listing]:
-    async with platform_errors("reading the listings"):
-        return await ctx.customers.platform.list_listings(workspace_id)
+    async with assistant_errors("reading the listings"):
+        return await ctx.customers.assistant.list_listings(workspace_id)
 
 
 # --- route choice ------------------------------------------------------------------------------
@@ -135,7 +135,7 @@ async def check_route_choice(ctx: OnboardingContext) -> StepResult:
     ctx.route = None
     customer = await ctx.customer_context()
     hotel_id = customer.hotel_id
-    if customer.pms is None or hotel_id is None:
+    if customer.kross is None or hotel_id is None:
         evidence["route"] = "stop"
         return StepResult(
             done=False,
@@ -155,7 +155,7 @@ async def check_route_choice(ctx: OnboardingContext) -> StepResult:
     except CredentialsRefused:
         await _record_auth_failure(ctx, hotel_id)
         return _auth_failed(evidence, "the booking system refused the credentials")
-    except PmsError as error:
+    except KrossError as error:
         evidence["error"] = error.code
         return StepResult(
             done=False,
@@ -192,7 +192,7 @@ async def check_listings_count(ctx: OnboardingContext) -> StepResult:
     except CredentialsRefused:
         await _record_auth_failure(ctx, customer.hotel_id)
         return _auth_failed(evidence, "the booking system refused the credentials")
-    except PmsError as error:
+    except KrossError as error:
         evidence["error"] = error.code
         return StepResult(
             done=False,
@@ -247,16 +247,16 @@ async def check_listings_count(ctx: OnboardingContext) -> StepResult:
 # --- registry ----------------------------------------------------------------------------------
 
 
-async def _notes_pages(ctx: OnboardingContext) -> list[ApartmentPage] | None:
+async def _notion_pages(ctx: OnboardingContext) -> list[ApartmentPage] | None:
     """The apartments database's live pages (None when no notes integration is connected)."""
     customer = await ctx.customer_context()
     database_id = customer.apartments_database_id
     if not customer.notes_connected or not database_id:
         return None
     try:
-        async with ctx.customers.notes(customer) as notes:
+        async with ctx.customers.notion(customer) as notes:
             pages = await notes.query_database(database_id)
-    except NotesError as error:
+    except NotionError as error:
         raise PmsgateError(
             f"The notes workspace failed while reading the apartments database ({error.code}).",
             code=error.code,
@@ -273,7 +273,7 @@ async def check_registry(ctx: OnboardingContext) -> StepResult:
         return StepResult(done=False, message="no workspace yet (step 5)")
     customer = await ctx.customer_context()
     listings = await _listings(ctx, workspace_id)
-    pages = await _notes_pages(ctx)
+    pages = await _notion_pages(ctx)
     rows = {row.pms_room_type_id: row for row in customer.apartments}
     page_room_types = {str(p.room_type_id) for p in pages or [] if p.room_type_id is not None}
     without_row = []
@@ -468,10 +468,10 @@ def file_wifi(ctx: OnboardingContext, row: ApartmentView) -> WifiCredentials | N
 
 
 async def _page_tree(
-    ctx: OnboardingContext, notes: NotesClient, page_id: str, edited: dt.datetime | None
+    ctx: OnboardingContext, notes: NotionClient, page_id: str, edited: dt.datetime | None
 ) -> list[Block]:
     """A page's block tree, read once per run unless the page was edited since."""
-    cache = ctx.run.notes_trees
+    cache = ctx.run.notion_trees
     key = normalise_id(page_id)
     held = cache.get(key)
     if held is not None and edited is not None and held[0] == edited:
@@ -482,10 +482,10 @@ async def _page_tree(
 
 
 def _forget_tree(ctx: OnboardingContext, page_id: str) -> None:
-    ctx.run.notes_trees.pop(normalise_id(page_id), None)
+    ctx.run.notion_trees.pop(normalise_id(page_id), None)
 
 
-async def inspect_pages(ctx: OnboardingContext, notes: NotesClient) -> list[PageStatus]:
+async def inspect_pages(ctx: OnboardingContext, notes: NotionClient) -> list[PageStatus]:
     """Check every apartment page of the registry and plan its patch (reads only)."""
     customer = await ctx.customer_context()
     template = ctx.knowledge.template
@@ -502,7 +502,7 @@ async def inspect_pages(ctx: OnboardingContext, notes: NotesClient) -> list[Page
             blocks = await _page_tree(
                 ctx, notes, row.notes_page_id, edited.get(normalise_id(row.notes_page_id))
             )
-        except NotesError as error:
+        except NotionError as error:
             status.error = error.code
             statuses.append(status)
             continue
@@ -528,7 +528,7 @@ def _page_evidence(status: PageStatus) -> dict[str, Any]:
 async def check_templates(ctx: OnboardingContext) -> StepResult:
     """Every apartment page canonical; pages needing unknown WiFi credentials wait for a person."""
     customer = await ctx.customer_context()
-    async with ctx.customers.notes(customer) as notes:
+    async with ctx.customers.notion(customer) as notes:
         statuses = await inspect_pages(ctx, notes)
     evidence: dict[str, Any] = {
         "pages": len(statuses),
@@ -592,7 +592,7 @@ async def apply_templates(ctx: OnboardingContext) -> None:
     """Patch every non-canonical page (a page missing unknown WiFi gets its other changes)."""
     customer = await ctx.customer_context()
     failures: list[str] = []
-    async with ctx.customers.notes(customer) as notes:
+    async with ctx.customers.notion(customer) as notes:
         for status in await inspect_pages(ctx, notes):
             if status.plan is None or status.plan.empty:
                 continue
@@ -622,7 +622,7 @@ async def describe_templates(ctx: OnboardingContext) -> str:
     customer = await ctx.customer_context()
     if not customer.notes_connected:
         return "patch the apartment pages that are not canonical (notes not connected yet)"
-    async with ctx.customers.notes(customer) as notes:
+    async with ctx.customers.notion(customer) as notes:
         statuses = await inspect_pages(ctx, notes)
     lines = [
         f"{s.label}: " + "; ".join(c.description for c in s.plan.changes)
@@ -684,10 +684,10 @@ async def inspect_commit(ctx: OnboardingContext) -> list[_SyncedApartment]:
     customer = await ctx.customer_context()
     if workspace_id is None:
         return []
-    async with platform_errors("reading the knowledge-base nodes"):
-        nodes = await ctx.customers.platform.list_nodes(workspace_id)
+    async with assistant_errors("reading the knowledge-base nodes"):
+        nodes = await ctx.customers.assistant.list_nodes(workspace_id)
     states: dict[str, PageStateView] = await ctx.knowledge.repo.page_states(ctx.student_id)
-    pages = {normalise_id(p.id): p.last_edited_time for p in await _notes_pages(ctx) or []}
+    pages = {normalise_id(p.id): p.last_edited_time for p in await _notion_pages(ctx) or []}
     folders = [
         n for n in nodes if n.is_directory and n.metadata.get("source_key") == SYNC_FOLDER_KEY
     ]

@@ -60,7 +60,7 @@ from pmsgate.integrations.assistant.client import (
     NewSkill,
     Skill,
 )
-from pmsgate.integrations.assistant.errors import PlatformConflict, PlatformError
+from pmsgate.integrations.assistant.errors import AssistantConflict, AssistantError
 from pmsgate.onboarding.person_tasks import ENDPOINT_UNAVAILABLE, person_task
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
@@ -111,11 +111,11 @@ def digest_of(value: Any) -> str:
 
 
 @asynccontextmanager
-async def platform_errors(action: str) -> AsyncIterator[None]:
+async def assistant_errors(action: str) -> AsyncIterator[None]:
     """Turn a platform failure into the service's error (its code and hint kept)."""
     try:
         yield
-    except PlatformError as error:
+    except AssistantError as error:
         raise upstream_error(error, action) from None
 
 
@@ -275,17 +275,17 @@ async def inspect_tools(
 ) -> ToolsState:
     """Read the workspace's tools and secret names, and the facility's keys (reads only)."""
     state = ToolsState(workspace_id=workspace_id, hotel_id=hotel_id)
-    platform = ctx.customers.platform
-    async with platform_errors("reading the custom tools"):
-        tools = await platform.list_custom_tools(workspace_id)
+    assistant = ctx.customers.assistant
+    async with assistant_errors("reading the custom tools"):
+        tools = await assistant.list_custom_tools(workspace_id)
     try:
-        async with platform_errors("reading the workspace secrets"):
-            state.secrets = {s.name for s in await platform.list_secrets(workspace_id)}
+        async with assistant_errors("reading the workspace secrets"):
+            state.secrets = {s.name for s in await assistant.list_secrets(workspace_id)}
     except PmsgateError as error:
         if error.code != ENDPOINT_UNAVAILABLE:
             raise
         # Workspace secrets are not in the public API: a person sets them in the dashboard
-        # (docs/platform-api.md "Assumed endpoints"); the tools are still ours to create.
+        # (docs/assistant-api.md "Assumed endpoints"); the tools are still ours to create.
         state.secrets_by_person = True
         if ctx.manual_evidence.get(CUSTOM_TOOLS.id):
             state.secrets = set(secret_names())
@@ -368,14 +368,14 @@ async def ensure_gateway_secrets(
     ctx: OnboardingContext, workspace_id: str, hotel_id: str, state: ToolsState
 ) -> None:
     """Store the gateway URL and a gateway key of ``hotel_id`` as workspace secrets, if absent."""
-    platform = ctx.customers.platform
+    assistant = ctx.customers.assistant
     url_secret, key_secret = secret_names()
     if state.secrets_by_person:
         return  # no API to write them: the step asks a person (check_custom_tools)
     if not state.url_secret_set:
         url = _gateway_url_required(ctx)
-        async with platform_errors(f"storing the secret {url_secret}"):
-            await platform.set_secret(
+        async with assistant_errors(f"storing the secret {url_secret}"):
+            await assistant.set_secret(
                 workspace_id,
                 url_secret,
                 SecretStr(url),
@@ -392,8 +392,8 @@ async def ensure_gateway_secrets(
         hotel_id, key_label(workspace_id), scopes=[TOOLS_READ], actor=ONBOARDING_ACTOR
     )
     try:
-        async with platform_errors(f"storing the secret {key_secret}"):
-            await platform.set_secret(
+        async with assistant_errors(f"storing the secret {key_secret}"):
+            await assistant.set_secret(
                 workspace_id,
                 key_secret,
                 SecretStr(raw),
@@ -419,20 +419,20 @@ async def ensure_catalogue_tools(
     ctx: OnboardingContext, workspace_id: str, state: ToolsState
 ) -> None:
     """Create the missing catalogue tools and restore drifted ones (never deletes a tool)."""
-    platform = ctx.customers.platform
+    assistant = ctx.customers.assistant
     for name in state.missing:
         body = wanted_tool(name, workspace_id)
-        async with platform_errors(f"creating the custom tool {name}"):
+        async with assistant_errors(f"creating the custom tool {name}"):
             try:
-                tool = await platform.create_custom_tool(
+                tool = await assistant.create_custom_tool(
                     NewCustomTool.model_validate(body),
                     idempotency_key=idempotency_key(
                         ctx, "tool-create", workspace_id, name, digest_of(body)
                     ),
                 )
-            except PlatformConflict:
+            except AssistantConflict:
                 # Created meanwhile (another run): compare it like any existing tool.
-                listed = await platform.list_custom_tools(workspace_id)
+                listed = await assistant.list_custom_tools(workspace_id)
                 tool = _named(listed, name)
                 drift = tool_drift(tool, body)
                 if drift:
@@ -442,8 +442,8 @@ async def ensure_catalogue_tools(
         tool = state.tools[name]
         body = wanted_tool(name, workspace_id)
         changes = CustomToolUpdate.model_validate({f: body[f] for f in fields})
-        async with platform_errors(f"restoring the custom tool {name}"):
-            await platform.update_custom_tool(
+        async with assistant_errors(f"restoring the custom tool {name}"):
+            await assistant.update_custom_tool(
                 tool.id,
                 changes,
                 workspace_id=workspace_id,
@@ -529,7 +529,7 @@ def agent_record(agent: Agent) -> dict[str, Any]:
 
 def wanted_guardrails(current: Sequence[Guardrail]) -> list[dict[str, str]]:
     """The catalogue's guardrails in order, then the ones the customer added (kept)."""
-    ours = [g.platform_body() for g in catalogue().guardrails]
+    ours = [g.assistant_body() for g in catalogue().guardrails]
     titles = {g["title"] for g in ours}
     knowledge = {g["knowledge"] for g in ours}
     extra = [
@@ -601,10 +601,10 @@ def agent_changes(agent: Agent, skill_ids: Sequence[str]) -> dict[str, Any]:
 async def inspect_agent(ctx: OnboardingContext, workspace_id: str) -> AgentState:
     """Read the workspace's skills and the guest agent (reads only)."""
     state = AgentState(workspace_id=workspace_id)
-    platform = ctx.customers.platform
-    async with platform_errors("reading the skills and agents"):
-        skills = {s.name: s for s in await platform.list_skills(workspace_id)}
-        agents = await platform.list_agents(workspace_id)
+    assistant = ctx.customers.assistant
+    async with assistant_errors("reading the skills and agents"):
+        skills = {s.name: s for s in await assistant.list_skills(workspace_id)}
+        agents = await assistant.list_agents(workspace_id)
     for name in required_skill_names(ctx):
         skill = skills.get(name)
         if skill is None:
@@ -687,19 +687,19 @@ async def check_guest_agent(ctx: OnboardingContext) -> StepResult:
 
 async def ensure_skills(ctx: OnboardingContext, workspace_id: str, state: AgentState) -> None:
     """Create the customer's missing skills from the catalogue."""
-    platform = ctx.customers.platform
+    assistant = ctx.customers.assistant
     for name in list(state.missing_skills):
-        body = catalogue().skills[name].platform_body(workspace_id)
-        async with platform_errors(f"creating the skill {name}"):
+        body = catalogue().skills[name].assistant_body(workspace_id)
+        async with assistant_errors(f"creating the skill {name}"):
             try:
-                skill = await platform.create_skill(
+                skill = await assistant.create_skill(
                     NewSkill.model_validate(body),
                     idempotency_key=idempotency_key(
                         ctx, "skill-create", workspace_id, name, digest_of(body)
                     ),
                 )
-            except PlatformConflict:
-                skill = _named(await platform.list_skills(workspace_id), name)
+            except AssistantConflict:
+                skill = _named(await assistant.list_skills(workspace_id), name)
         state.skills[name] = skill
         state.missing_skills.remove(name)
 
@@ -710,26 +710,26 @@ async def apply_guest_agent(ctx: OnboardingContext) -> None:
     state = await inspect_agent(ctx, workspace_id)
     await ensure_skills(ctx, workspace_id, state)
     skill_ids = [s.id for s in state.skills.values()]
-    platform = ctx.customers.platform
+    assistant = ctx.customers.assistant
     agent = state.agent
     if agent is None:
         body = catalogue().agent_body(workspace_id, skill_ids)
-        async with platform_errors("creating the guest agent"):
+        async with assistant_errors("creating the guest agent"):
             try:
-                await platform.create_agent(
+                await assistant.create_agent(
                     NewAgent.model_validate(body),
                     idempotency_key=idempotency_key(
                         ctx, "agent-create", workspace_id, catalogue().agent.name, digest_of(body)
                     ),
                 )
                 return
-            except PlatformConflict:
-                agent = _named(await platform.list_agents(workspace_id), catalogue().agent.name)
+            except AssistantConflict:
+                agent = _named(await assistant.list_agents(workspace_id), catalogue().agent.name)
     changes = agent_changes(agent, skill_ids)
     if not changes:
         return
-    async with platform_errors("updating the guest agent"):
-        await platform.update_agent(
+    async with assistant_errors("updating the guest agent"):
+        await assistant.update_agent(
             agent.id,
             AgentUpdate.model_validate(changes),
             workspace_id=workspace_id,

@@ -15,7 +15,7 @@ What the step verifies, and does when missing:
    date range, and ``check-availability`` must have been called and have answered (the
    catalogue's tool code reports a gateway failure as an answer ``check-availability
    failed: …``, a successful run for the platform, so the message is looked at too). The
-   test-conversation API is an **emulator-only assumption** (docs/platform-api.md):
+   test-conversation API is an **emulator-only assumption** (docs/assistant-api.md):
    against a platform without it the test becomes a manual item, confirmed with
    ``pmsgate onboard confirm STUDENT route-b-quick-setup --evidence …``.
 
@@ -31,11 +31,11 @@ from typing import Any
 import structlog
 
 from pmsgate.catalogue import STANDARD_SKILL_NAMES
-from pmsgate.customers.context import PMS_PROVIDER
+from pmsgate.customers.context import KROSS_PROVIDER
 from pmsgate.customers.service import upstream_error
 from pmsgate.errors import InvalidInput, PmsgateError
 from pmsgate.integrations.assistant.client import Agent, AgentConversation, AgentToolCall
-from pmsgate.integrations.assistant.errors import PlatformError, PlatformNotFound
+from pmsgate.integrations.assistant.errors import AssistantError, AssistantNotFound
 from pmsgate.onboarding.steps import (
     ONLY_B,
     OnboardingContext,
@@ -47,11 +47,11 @@ from pmsgate.onboarding.steps import (
 from pmsgate.onboarding.steps_provisioning import (
     ToolsState,
     apply_guest_agent,
+    assistant_errors,
     catalogue,
     idempotency_key,
     inspect_agent,
     inspect_tools,
-    platform_errors,
     provision_workspace_tools,
     require_workspace,
     workspace_id_of,
@@ -72,7 +72,7 @@ TEST_NIGHTS = 3
 async def booking_system_row(ctx: OnboardingContext, integration_id: str) -> IntegrationView:
     """The customer's booking-system PMS integration row with this id; a clear error otherwise."""
     row = await ctx.customers.integrations.get(integration_id)  # names a student_id as such
-    if row.provider != PMS_PROVIDER:
+    if row.provider != KROSS_PROVIDER:
         raise InvalidInput(
             f"{integration_id} is the customer's {row.provider} integration row, not the "
             "booking-system one.",
@@ -111,7 +111,7 @@ async def integration_id_of(ctx: OnboardingContext) -> str | None:
     if given and given.strip():
         return given.strip()
     customer = await ctx.customer_context()
-    return customer.pms.id if customer.pms is not None else None
+    return customer.kross.id if customer.kross is not None else None
 
 
 # --- the test conversation ---------------------------------------------------------------------
@@ -163,12 +163,12 @@ def _conversation_evidence(conversation: AgentConversation) -> dict[str, Any]:
 async def _conversations(ctx: OnboardingContext, agent: Agent) -> list[AgentConversation] | None:
     """The agent's recorded test conversations; None when the platform has no such API."""
     try:
-        return await ctx.customers.platform.list_test_conversations(
+        return await ctx.customers.assistant.list_test_conversations(
             agent.id, workspace_id=agent.workspace_id
         )
-    except PlatformNotFound:
+    except AssistantNotFound:
         return None
-    except PlatformError as error:
+    except AssistantError as error:
         raise upstream_error(error, "reading the test conversations") from None
 
 
@@ -307,8 +307,8 @@ async def apply_route_b(ctx: OnboardingContext) -> None:
     if conversations is None or any(availability_called(c) for c in conversations):
         return  # no API (manual test) or already passed
     message = availability_test_message(ctx)
-    async with platform_errors("running the test conversation"):
-        conversation = await ctx.customers.platform.run_test_conversation(
+    async with assistant_errors("running the test conversation"):
+        conversation = await ctx.customers.assistant.run_test_conversation(
             agent.id,
             message,
             workspace_id=workspace_id,

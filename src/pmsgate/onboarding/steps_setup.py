@@ -18,13 +18,13 @@ from typing import Any
 import structlog
 from pydantic import SecretStr
 
-from pmsgate.customers.context import NOTES_PROVIDER, PMS_PROVIDER
+from pmsgate.customers.context import KROSS_PROVIDER, NOTION_PROVIDER
 from pmsgate.customers.service import (
     Subscription,
     configure_workspace,
-    connect_notes,
+    connect_notion,
     default_slug,
-    link_pms,
+    link_kross,
     register_customer,
     upstream_error,
     workspace_not_created,
@@ -32,16 +32,16 @@ from pmsgate.customers.service import (
 from pmsgate.errors import ConfigurationError, Conflict, NotFound, PmsgateError
 from pmsgate.gateway.facilities import FacilityView, NewFacility
 from pmsgate.gateway.vault import VaultError
-from pmsgate.integrations.assistant.errors import PlatformError
+from pmsgate.integrations.assistant.errors import AssistantError
 from pmsgate.integrations.kross.credentials import Credentials
-from pmsgate.integrations.kross.errors import AuthenticationFailed, PmsError
+from pmsgate.integrations.kross.errors import AuthenticationFailed, KrossError
 from pmsgate.integrations.notion.errors import (
-    NotesError,
-    NotesForbidden,
-    NotesNotFound,
-    NotesUnauthorized,
+    NotionError,
+    NotionForbidden,
+    NotionNotFound,
+    NotionUnauthorized,
 )
-from pmsgate.integrations.notion.throttle import NotesThrottle
+from pmsgate.integrations.notion.throttle import NotionThrottle
 from pmsgate.onboarding.booking import adopt_verified, facility_token, verifier, verify_credentials
 from pmsgate.onboarding.steps import (
     BOTH_ROUTES,
@@ -158,11 +158,11 @@ async def _check_subscription(ctx: OnboardingContext) -> SubCheck:
     return evidence, None
 
 
-async def _check_platform(ctx: OnboardingContext) -> SubCheck:
+async def _check_assistant(ctx: OnboardingContext) -> SubCheck:
     evidence: dict[str, Any] = {}
     try:
-        platform = ctx.customers.platform
-        workspaces = await platform.list_workspaces()
+        assistant = ctx.customers.assistant
+        workspaces = await assistant.list_workspaces()
         evidence["workspaces_visible"] = len(workspaces)
         config = await ctx.customers.workspaces.find(ctx.student_id)
         slug = workspace_slug(ctx)
@@ -177,49 +177,49 @@ async def _check_platform(ctx: OnboardingContext) -> SubCheck:
         if ours is None:
             evidence["custom_tools"] = "not checked: the workspace does not exist yet (step 5)"
         else:
-            tools = await platform.list_custom_tools(ours.id)
+            tools = await assistant.list_custom_tools(ours.id)
             evidence["workspace_id"] = ours.id
             evidence["custom_tools"] = len(tools)
     except ConfigurationError as error:
         return evidence, Problem(error.message, error.hint)
-    except PlatformError as error:
+    except AssistantError as error:
         evidence["error"] = error.code
         return evidence, Problem(
             f"the assistant platform refused the tools access ({error.code})",
-            "check PMSGATE_PLATFORM_API_TOKEN: it must be an account token with access to "
+            "check PMSGATE_ASSISTANT_API_TOKEN: it must be an account token with access to "
             "workspaces and custom tools",
         )
     return evidence, None
 
 
-async def _check_notes(ctx: OnboardingContext) -> SubCheck:
+async def _check_notion(ctx: OnboardingContext) -> SubCheck:
     notes = ctx.file.notes
     evidence: dict[str, Any] = {"apartments_database_id": notes.apartments_database_id}
     services = ctx.customers
     http = services.http_factory()
     try:
-        client = services.notes_client(
+        client = services.notion_client(
             http,
             notes.token,
-            throttle=NotesThrottle(
-                ctx.settings.notes_requests_per_second, clock=ctx.clock, sleep=services.sleep
+            throttle=NotionThrottle(
+                ctx.settings.notion_requests_per_second, clock=ctx.clock, sleep=services.sleep
             ),
         )
         pages = await client.query_database(notes.apartments_database_id)
-    except NotesUnauthorized:
+    except NotionUnauthorized:
         evidence["error"] = "notes_unauthorized"
         return evidence, Problem(
             "the notes workspace refused the integration token",
             "copy the integration token again from the customer's notes workspace "
             "(notes.token in the customer file)",
         )
-    except (NotesNotFound, NotesForbidden) as error:
+    except (NotionNotFound, NotionForbidden) as error:
         evidence["error"] = error.code
         return evidence, Problem(
             f"the token cannot read the apartments database {notes.apartments_database_id}",
             "check notes.apartments_database_id and share the database with the integration",
         )
-    except NotesError as error:
+    except NotionError as error:
         evidence["error"] = error.code
         return evidence, Problem(
             f"the notes workspace failed ({error.code})",
@@ -229,7 +229,7 @@ async def _check_notes(ctx: OnboardingContext) -> SubCheck:
         await http.aclose()
     live = [page for page in pages if not page.archived]
     evidence["apartment_pages"] = len(live)
-    ctx.run.notes_apartment_pages = len(live)
+    ctx.run.notion_apartment_pages = len(live)
     if not live:
         return evidence, Problem(
             "the apartments database has no pages",
@@ -272,7 +272,7 @@ async def _check_booking_system(ctx: OnboardingContext) -> SubCheck:
             + (" and the own api key" if ctx.file.kind == "own" else "")
             + " (booking-system panel: Settings, then API), then update the customer file",
         )
-    except PmsError as error:
+    except KrossError as error:
         evidence["error"] = error.code
         return evidence, Problem(
             f"the booking system did not answer the authentication ({error.code})",
@@ -287,8 +287,8 @@ async def check_prerequisites(ctx: OnboardingContext) -> StepResult:
     """Subscription on the contract's price, platform tools access, notes, booking system."""
     checks = {
         "subscription": _check_subscription,
-        "platform": _check_platform,
-        "notes": _check_notes,
+        "platform": _check_assistant,
+        "notes": _check_notion,
         "booking_system": _check_booking_system,
     }
     evidence: dict[str, Any] = {}
@@ -323,7 +323,7 @@ async def check_prerequisites(ctx: OnboardingContext) -> StepResult:
 
 def _allowlist_comment(ctx: OnboardingContext, existing_date: Any = None) -> AllowlistComment:
     sub = ctx.file.subscription
-    apartments = ctx.run.notes_apartment_pages
+    apartments = ctx.run.notion_apartment_pages
     return AllowlistComment(
         added_on=existing_date or ctx.file.contract.signed_on or ctx.clock.now().date(),
         contract=ctx.file.contract.ref,
@@ -391,7 +391,7 @@ async def _facility_problem(ctx: OnboardingContext) -> tuple[str | None, dict[st
     """Why the facility is not registered, linked and on the file's credentials (None: it is)."""
     booking = ctx.file.booking_system
     evidence: dict[str, Any] = {"hotel_id": booking.hotel_id}
-    row = await ctx.customers.integrations.for_student(ctx.student_id, PMS_PROVIDER)
+    row = await ctx.customers.integrations.for_student(ctx.student_id, KROSS_PROVIDER)
     facility = await _find_facility(ctx, booking.hotel_id)
     if row is not None:
         evidence["pms_integration_id"] = row.id
@@ -442,7 +442,7 @@ async def ensure_facility(ctx: OnboardingContext) -> FacilityView:
     services, booking = ctx.customers, ctx.file.booking_system
     student_id = ctx.student_id
     wanted_row_id = booking.integration_id
-    row = await services.integrations.for_student(student_id, PMS_PROVIDER)
+    row = await services.integrations.for_student(student_id, KROSS_PROVIDER)
     if row is not None and wanted_row_id and row.id != wanted_row_id:
         raise Conflict(
             f"The kross integration row of {student_id} is {row.id}, the customer file says "
@@ -508,7 +508,7 @@ async def ensure_facility(ctx: OnboardingContext) -> FacilityView:
         )
     # The token step 1 obtained for these credentials becomes the facility's (one session).
     await adopt_verified(ctx, booking.hotel_id)
-    await link_pms(services, student_id, booking.hotel_id)
+    await link_kross(services, student_id, booking.hotel_id)
     return facility
 
 
@@ -632,13 +632,13 @@ async def describe_workspace_configuration(ctx: OnboardingContext) -> str:
 # --- notes integration -------------------------------------------------------------------------
 
 
-async def _notes_row(ctx: OnboardingContext) -> IntegrationView | None:
-    return await ctx.customers.integrations.for_student(ctx.student_id, NOTES_PROVIDER)
+async def _notion_row(ctx: OnboardingContext) -> IntegrationView | None:
+    return await ctx.customers.integrations.for_student(ctx.student_id, NOTION_PROVIDER)
 
 
-async def check_notes_integration(ctx: OnboardingContext) -> StepResult:
+async def check_notion_integration(ctx: OnboardingContext) -> StepResult:
     """A ``notes`` integration row, ``connected``, on the file's database and token."""
-    row = await _notes_row(ctx)
+    row = await _notion_row(ctx)
     if row is None:
         return StepResult(done=False, message="no notes integration row")
     evidence: dict[str, Any] = {
@@ -657,7 +657,7 @@ async def check_notes_integration(ctx: OnboardingContext) -> StepResult:
             done=False, evidence=evidence, message="the notes row names another database"
         )
     try:
-        stored = await ctx.customers.notes_token(row.id)
+        stored = await ctx.customers.notion_token(row.id)
     except (VaultError, PmsgateError):
         stored = None
     if not _same_secret(stored, ctx.file.notes.token):
@@ -671,10 +671,10 @@ async def check_notes_integration(ctx: OnboardingContext) -> StepResult:
     )
 
 
-async def apply_notes_integration(ctx: OnboardingContext) -> None:
+async def apply_notion_integration(ctx: OnboardingContext) -> None:
     """Connect the notes workspace: the token is checked, then stored encrypted."""
     notes = ctx.file.notes
-    await connect_notes(
+    await connect_notion(
         ctx.customers,
         ctx.student_id,
         notes.token,
@@ -683,8 +683,8 @@ async def apply_notes_integration(ctx: OnboardingContext) -> None:
     )
 
 
-async def describe_notes_integration(ctx: OnboardingContext) -> str:
-    """What apply_notes_integration would do."""
+async def describe_notion_integration(ctx: OnboardingContext) -> str:
+    """What apply_notion_integration would do."""
     return (
         f"connect the notes workspace (database {ctx.file.notes.apartments_database_id}); "
         "the token is verified, then stored encrypted"
@@ -700,8 +700,8 @@ async def check_workspace(ctx: OnboardingContext) -> StepResult:
     if config is None or config.workspace_id is None:
         return StepResult(done=False, message="no workspace id recorded")
     try:
-        workspaces = await ctx.customers.platform.list_workspaces()
-    except PlatformError as error:
+        workspaces = await ctx.customers.assistant.list_workspaces()
+    except AssistantError as error:
         raise upstream_error(error, "listing the workspaces") from None
     found = next((w for w in workspaces if w.id == config.workspace_id), None)
     if found is None:
@@ -751,8 +751,8 @@ async def check_platform_admin(ctx: OnboardingContext) -> StepResult:
     if workspace_id is None:
         return StepResult(done=False, message="no workspace yet (step 5)")
     try:
-        members = await ctx.customers.platform.list_members(workspace_id)
-    except PlatformError as error:
+        members = await ctx.customers.assistant.list_members(workspace_id)
+    except AssistantError as error:
         raise upstream_error(error, "listing the workspace's members") from None
     found = [m for m in members if m.email.lower() in admins and m.role == ADMIN_ROLE]
     if not found:
@@ -774,25 +774,25 @@ async def apply_platform_admin(ctx: OnboardingContext) -> None:
     if workspace_id is None:
         raise workspace_not_created(ctx.student_id)
     email = ctx.file.platform_admins[0]
-    platform = ctx.customers.platform
+    assistant = ctx.customers.assistant
     try:
-        members = await platform.list_members(workspace_id)
+        members = await assistant.list_members(workspace_id)
         member = next((m for m in members if m.email.lower() == email), None)
         if member is None:
-            await platform.add_member(
+            await assistant.add_member(
                 workspace_id,
                 email,
                 ADMIN_ROLE,
                 idempotency_key=f"onboarding:{ctx.student_id}:admin:{email}",
             )
         elif member.role != ADMIN_ROLE:
-            await platform.set_member_role(
+            await assistant.set_member_role(
                 workspace_id,
                 member.id,
                 ADMIN_ROLE,
                 idempotency_key=f"onboarding:{ctx.student_id}:admin-role:{member.id}",
             )
-    except PlatformError as error:
+    except AssistantError as error:
         raise upstream_error(error, "adding the platform-team Admin") from None
 
 
@@ -829,15 +829,15 @@ WORKSPACE_CONFIGURATION = Step(
     apply=apply_workspace_configuration,
     describe=describe_workspace_configuration,
 )
-NOTES_INTEGRATION = Step(
+NOTION_INTEGRATION = Step(
     number=4,
     id="notes-integration",
     title="Notes integration connected",
     kind=StepKind.AUTO,
     routes=BOTH_ROUTES,
-    check=check_notes_integration,
-    apply=apply_notes_integration,
-    describe=describe_notes_integration,
+    check=check_notion_integration,
+    apply=apply_notion_integration,
+    describe=describe_notion_integration,
 )
 WORKSPACE = Step(
     number=5,

@@ -21,18 +21,18 @@ from sqlalchemy import and_, func, select
 
 from pmsgate.storage.models import (
     Customer,
+    CustomerIntegration,
     Facility,
     GatewayUsageHour,
     KnowledgeSyncJob,
     OnboardingRun,
     OnboardingStepResult,
-    PmsIntegration,
     WorkspaceConfiguration,
 )
 from pmsgate.storage.repository import Repository
 from pmsgate.storage.views import view_of
 
-PMS_PROVIDER = "kross"
+KROSS_PROVIDER = "kross"
 
 
 @dataclass(frozen=True)
@@ -100,9 +100,9 @@ class AdminOverviewRepository(Repository):
                 Customer.email,
                 Customer.created_at,
                 WorkspaceConfiguration.workspace_slug,
-                PmsIntegration.status.label("pms_status"),
-                PmsIntegration.last_error.label("pms_error"),
-                PmsIntegration.status_changed_at.label("pms_status_changed_at"),
+                CustomerIntegration.status.label("pms_status"),
+                CustomerIntegration.last_error.label("pms_error"),
+                CustomerIntegration.status_changed_at.label("pms_status_changed_at"),
                 Facility.hotel_id,
                 Facility.name.label("facility_name"),
                 Facility.status.label("facility_status"),
@@ -113,13 +113,13 @@ class AdminOverviewRepository(Repository):
                 WorkspaceConfiguration.student_id == Customer.student_id,
             )
             .outerjoin(
-                PmsIntegration,
+                CustomerIntegration,
                 and_(
-                    PmsIntegration.student_id == Customer.student_id,
-                    PmsIntegration.provider == PMS_PROVIDER,
+                    CustomerIntegration.student_id == Customer.student_id,
+                    CustomerIntegration.provider == KROSS_PROVIDER,
                 ),
             )
-            .outerjoin(Facility, Facility.id == PmsIntegration.facility_id)
+            .outerjoin(Facility, Facility.id == CustomerIntegration.facility_id)
             .order_by(Customer.student_id)
         )
         rows = await self._session.execute(statement)

@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, delete, false, func, or_, select
 
 from pmsgate.storage.keyset import cursor_at, newest_first
-from pmsgate.storage.models import AuditEvent, Customer, Facility, PmsIntegration
+from pmsgate.storage.models import AuditEvent, Customer, CustomerIntegration, Facility
 from pmsgate.storage.repository import Repository
 from pmsgate.storage.views import json_fields, view_of
 
@@ -225,8 +225,8 @@ class AuditRepository(Repository):
         facility_ids: Sequence[int | None] = (
             (
                 await self._session.execute(
-                    select(PmsIntegration.facility_id).where(
-                        PmsIntegration.student_id == student_id
+                    select(CustomerIntegration.facility_id).where(
+                        CustomerIntegration.student_id == student_id
                     )
                 )
             )

@@ -12,10 +12,10 @@ from typing import Any, cast
 from sqlalchemy import CursorResult, case, delete, func, literal, select, update
 
 from pmsgate.storage.models import (
+    CustomerIntegration,
     Facility,
     FacilityToken,
     GatewayKey,
-    PmsIntegration,
     UtcDateTime,
 )
 from pmsgate.storage.repository import Repository
@@ -64,13 +64,13 @@ class FacilityRepository(Repository):
         ``status_changed_at`` moves only when the status really changes; no linked row, no-op.
         """
         await self._session.execute(
-            update(PmsIntegration)
-            .where(PmsIntegration.facility_id == facility_id)
+            update(CustomerIntegration)
+            .where(CustomerIntegration.facility_id == facility_id)
             .values(
                 status_changed_at=case(
                     # Typed, so the UTC conversion of the column type applies to the value.
-                    (PmsIntegration.status != status, literal(when, UtcDateTime())),
-                    else_=PmsIntegration.status_changed_at,
+                    (CustomerIntegration.status != status, literal(when, UtcDateTime())),
+                    else_=CustomerIntegration.status_changed_at,
                 ),
                 status=status,
                 last_error=last_error if status == "error" else None,

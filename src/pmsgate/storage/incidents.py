@@ -26,11 +26,11 @@ from pmsgate.storage.integrity import dialect_insert
 from pmsgate.storage.kross_links import facilities_with_customer
 from pmsgate.storage.models import (
     Customer,
+    CustomerIntegration,
     Facility,
     Incident,
     IncidentEvent,
     IncidentNotice,
-    PmsIntegration,
     User,
 )
 from pmsgate.storage.repository import Repository
@@ -154,7 +154,7 @@ class IncidentRepository(Repository):
             Facility.updated_at,
             Facility.last_auth_attempt_at,
             Facility.last_error,
-            PmsIntegration.student_id,
+            CustomerIntegration.student_id,
             where=[Facility.status == "error"],
         )
         return [

@@ -9,7 +9,7 @@ STUDENT parameter and ``facilities.integration_id`` carry.
 The notes token is stored only as vault ciphertext: the caller encrypts it with
 :class:`pmsgate.gateway.vault.Vault` under :func:`token_context`; views never carry it.
 The repository works in the caller's session and never commits;
-:class:`pmsgate.customers.pms_integrations.PmsIntegrations` checks the values, raises the
+:class:`pmsgate.customers.integrations.CustomerIntegrations` checks the values, raises the
 caller-facing errors and owns the transactions.
 """
 
@@ -25,10 +25,10 @@ from sqlalchemy import Select, select, update
 
 from pmsgate.storage.models import (
     Ciphertext,
+    CustomerIntegration,
     Facility,
     IntegrationProvider,
     IntegrationStatus,
-    PmsIntegration,
 )
 from pmsgate.storage.repository import Repository
 from pmsgate.storage.views import view_of
@@ -68,7 +68,7 @@ class IntegrationView:
     listings_sync_due_at: datetime | None = None
 
 
-def _view(row: PmsIntegration, hotel_id: str | None) -> IntegrationView:
+def _view(row: CustomerIntegration, hotel_id: str | None) -> IntegrationView:
     return view_of(
         IntegrationView,
         row,
@@ -77,9 +77,9 @@ def _view(row: PmsIntegration, hotel_id: str | None) -> IntegrationView:
     )
 
 
-def _with_hotel_id() -> Select[PmsIntegration, str | None]:
-    return select(PmsIntegration, Facility.hotel_id).outerjoin(
-        Facility, Facility.id == PmsIntegration.facility_id
+def _with_hotel_id() -> Select[CustomerIntegration, str | None]:
+    return select(CustomerIntegration, Facility.hotel_id).outerjoin(
+        Facility, Facility.id == CustomerIntegration.facility_id
     )
 
 
@@ -90,14 +90,16 @@ class IntegrationRepository(Repository):
 
     async def insert(self, values: Mapping[str, Any], now: datetime) -> IntegrationView:
         """Store a new row (flushed, so a broken constraint surfaces here)."""
-        row = PmsIntegration(**values, status_changed_at=now, created_at=now, updated_at=now)
+        row = CustomerIntegration(**values, status_changed_at=now, created_at=now, updated_at=now)
         await self._add(row)
         return _view(row, await self._hotel_id(row.facility_id))
 
     async def find(self, integration_id: str) -> IntegrationView | None:
         """The row with this id, if any."""
         found = (
-            await self._session.execute(_with_hotel_id().where(PmsIntegration.id == integration_id))
+            await self._session.execute(
+                _with_hotel_id().where(CustomerIntegration.id == integration_id)
+            )
         ).one_or_none()
         return _view(*found) if found is not None else None
 
@@ -106,7 +108,8 @@ class IntegrationRepository(Repository):
         found = (
             await self._session.execute(
                 _with_hotel_id().where(
-                    PmsIntegration.student_id == student_id, PmsIntegration.provider == provider
+                    CustomerIntegration.student_id == student_id,
+                    CustomerIntegration.provider == provider,
                 )
             )
         ).one_or_none()
@@ -116,8 +119,8 @@ class IntegrationRepository(Repository):
         """Every row of the customer, by provider."""
         found = await self._session.execute(
             _with_hotel_id()
-            .where(PmsIntegration.student_id == student_id)
-            .order_by(PmsIntegration.provider)
+            .where(CustomerIntegration.student_id == student_id)
+            .order_by(CustomerIntegration.provider)
         )
         return [_view(row, hotel_id) for row, hotel_id in found.all()]
 
@@ -125,11 +128,13 @@ class IntegrationRepository(Repository):
         self, *, provider: str | None = None, status: str | None = None
     ) -> list[IntegrationView]:
         """Every row, optionally of one provider and/or status, by student_id and provider."""
-        statement = _with_hotel_id().order_by(PmsIntegration.student_id, PmsIntegration.provider)
+        statement = _with_hotel_id().order_by(
+            CustomerIntegration.student_id, CustomerIntegration.provider
+        )
         if provider is not None:
-            statement = statement.where(PmsIntegration.provider == provider)
+            statement = statement.where(CustomerIntegration.provider == provider)
         if status is not None:
-            statement = statement.where(PmsIntegration.status == status)
+            statement = statement.where(CustomerIntegration.status == status)
         found = await self._session.execute(statement)
         return [_view(row, hotel_id) for row, hotel_id in found.all()]
 
@@ -141,7 +146,7 @@ class IntegrationRepository(Repository):
         ``status_changed_at`` moves only when the status really changes, so it tells
         since when a row has been failing however often the failure is reported again.
         """
-        row = await self._session.get(PmsIntegration, integration_id, with_for_update=True)
+        row = await self._session.get(CustomerIntegration, integration_id, with_for_update=True)
         if row is None:
             return None
         if row.status != status:
@@ -156,7 +161,7 @@ class IntegrationRepository(Repository):
         self, integration_id: str, values: Mapping[str, Any], now: datetime
     ) -> IntegrationView | None:
         """Change columns of an existing row (flushed); None when there is none."""
-        row = await self._session.get(PmsIntegration, integration_id)
+        row = await self._session.get(CustomerIntegration, integration_id)
         if row is None:
             return None
         for column, value in values.items():
@@ -168,7 +173,7 @@ class IntegrationRepository(Repository):
     async def token_ciphertext(self, integration_id: str) -> Ciphertext | None:
         """The row's token as stored (vault ciphertext); None without a token or a row."""
         token = await self._session.scalar(
-            select(PmsIntegration.token_enc).where(PmsIntegration.id == integration_id)
+            select(CustomerIntegration.token_enc).where(CustomerIntegration.id == integration_id)
         )
         return Ciphertext(token) if token is not None else None
 
@@ -177,8 +182,8 @@ class IntegrationRepository(Repository):
     async def set_listings_sync_due(self, integration_id: str, when: datetime | None) -> bool:
         """Set when the row's listings sync is due (None: not due); False when there is no row."""
         result = await self._session.execute(
-            update(PmsIntegration)
-            .where(PmsIntegration.id == integration_id)
+            update(CustomerIntegration)
+            .where(CustomerIntegration.id == integration_id)
             .values(listings_sync_due_at=when)
         )
         return bool(getattr(result, "rowcount", 0))
@@ -188,11 +193,11 @@ class IntegrationRepository(Repository):
         found = await self._session.execute(
             _with_hotel_id()
             .where(
-                PmsIntegration.provider == "kross",
-                PmsIntegration.listings_sync_due_at.is_not(None),
-                PmsIntegration.listings_sync_due_at <= now,
+                CustomerIntegration.provider == "kross",
+                CustomerIntegration.listings_sync_due_at.is_not(None),
+                CustomerIntegration.listings_sync_due_at <= now,
             )
-            .order_by(PmsIntegration.listings_sync_due_at, PmsIntegration.id)
+            .order_by(CustomerIntegration.listings_sync_due_at, CustomerIntegration.id)
         )
         return [_view(row, hotel_id) for row, hotel_id in found.all()]
 
@@ -205,10 +210,10 @@ class IntegrationRepository(Repository):
         reconnect that asks again while a sync runs is never wiped by that sync finishing.
         """
         result = await self._session.execute(
-            update(PmsIntegration)
+            update(CustomerIntegration)
             .where(
-                PmsIntegration.id == integration_id,
-                PmsIntegration.listings_sync_due_at == expected,
+                CustomerIntegration.id == integration_id,
+                CustomerIntegration.listings_sync_due_at == expected,
             )
             .values(listings_sync_due_at=when)
         )

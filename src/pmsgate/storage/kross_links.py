@@ -13,24 +13,27 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.storage.models import Customer, Facility, PmsIntegration
+from pmsgate.storage.models import Customer, CustomerIntegration, Facility
 
 
 async def facilities_with_customer(
     session: AsyncSession, *columns: Any, where: Sequence[ColumnElement[bool]] = ()
 ) -> list[Any]:
     """Rows of ``(Facility.id, *columns)``, one a facility matching ``where``, by facility id;
-    ``columns`` may name ``PmsIntegration`` and ``Customer`` columns of its kross link."""
+    ``columns`` may name ``CustomerIntegration`` and ``Customer`` columns of its kross link."""
     statement = (
         select(Facility.id, *columns)
         .select_from(Facility)
         .outerjoin(
-            PmsIntegration,
-            and_(PmsIntegration.facility_id == Facility.id, PmsIntegration.provider == "kross"),
+            CustomerIntegration,
+            and_(
+                CustomerIntegration.facility_id == Facility.id,
+                CustomerIntegration.provider == "kross",
+            ),
         )
-        .outerjoin(Customer, Customer.student_id == PmsIntegration.student_id)
+        .outerjoin(Customer, Customer.student_id == CustomerIntegration.student_id)
         .where(*where)
-        .order_by(Facility.id, PmsIntegration.student_id)
+        .order_by(Facility.id, CustomerIntegration.student_id)
     )
     first: dict[int, Any] = {}
     for row in (await session.execute(statement)).all():

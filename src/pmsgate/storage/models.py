@@ -232,7 +232,7 @@ class WorkspaceConfiguration(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
-class PmsIntegration(Base):
+class CustomerIntegration(Base):
     """A customer's connection to the notes workspace or the booking system.
 
     Its id is its own (``int-…``), never the student_id: custom tools and the gateway

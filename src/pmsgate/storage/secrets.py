@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute
 
-from pmsgate.storage.models import Facility, FacilityToken, PmsIntegration
+from pmsgate.storage.models import CustomerIntegration, Facility, FacilityToken
 from pmsgate.storage.repository import Repository
 
 # Every column that holds vault ciphertext.
@@ -24,7 +24,7 @@ CIPHERTEXT_COLUMNS: tuple[InstrumentedAttribute[str] | InstrumentedAttribute[str
     Facility.password_enc,
     Facility.api_key_enc,
     FacilityToken.token_enc,
-    PmsIntegration.token_enc,
+    CustomerIntegration.token_enc,
 )
 
 

@@ -12,7 +12,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from pmsgate.audit.actions import AuditAction, Outcome
-from pmsgate.customers.context import CustomerContext, NotesNotConnected
+from pmsgate.customers.context import CustomerContext, NotionNotConnected
 from pmsgate.customers.service import workspace_not_created
 from pmsgate.errors import PmsgateError
 from pmsgate.web.auth import actor_of
@@ -59,4 +59,6 @@ def ready_for_sync(ctx: CustomerContext) -> None:
     if ctx.workspace_id is None:
         raise workspace_not_created(ctx.student_id)
     if ctx.notes is None or not ctx.notes.has_token:
-        raise NotesNotConnected(f"Customer {ctx.student_id} has no notes integration with a token.")
+        raise NotionNotConnected(
+            f"Customer {ctx.student_id} has no notes integration with a token."
+        )

@@ -389,15 +389,15 @@ async def status(web: WebDep, assistant: str, principal: SignedIn) -> JSONRespon
     student_id = await resolve_assistant(web, principal, assistant)
     ctx = await web.customers.context(student_id)
     latest = await web.sync_jobs.latest(student_id)
-    pms = None
-    if ctx.pms is not None:
-        pms = {
-            "provider": ctx.pms.provider,
-            "integrationId": ctx.pms.id,
-            "hotelId": ctx.pms.facility_hotel_id,
-            "status": ctx.pms.status,
-            "lastError": ctx.pms.last_error,
-            "statusChangedAt": ctx.pms.status_changed_at.isoformat(),
+    kross = None
+    if ctx.kross is not None:
+        kross = {
+            "provider": ctx.kross.provider,
+            "integrationId": ctx.kross.id,
+            "hotelId": ctx.kross.facility_hotel_id,
+            "status": ctx.kross.status,
+            "lastError": ctx.kross.last_error,
+            "statusChangedAt": ctx.kross.status_changed_at.isoformat(),
         }
     notes = None
     if ctx.notes is not None:
@@ -411,7 +411,7 @@ async def status(web: WebDep, assistant: str, principal: SignedIn) -> JSONRespon
             "studentId": ctx.student_id,
             "assistant": ctx.workspace.workspace_slug if ctx.workspace else ctx.student_id,
             "workspaceId": ctx.workspace_id,
-            "pms": pms,
+            "pms": kross,
             "notes": notes,
             "apartments": len(ctx.apartments),
             "listings": sum(1 for a in ctx.apartments if a.assistant_listing_id is not None),

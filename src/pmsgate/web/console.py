@@ -184,7 +184,7 @@ async def reconnect(
             )
     except PmsgateError as error:
         status = error.status if not is_htmx(request) else 200
-        template = "_pms_panel.html" if is_htmx(request) else page_template(principal)
+        template = "_kross_panel.html" if is_htmx(request) else page_template(principal)
         context = await customer_context(
             request, principal, student_id, reconnect_error=error, username=username
         )
@@ -195,7 +195,7 @@ async def reconnect(
             customer_path(student_id) + "?reconnected=1#reconnect-result", status_code=303
         )
     context = await customer_context(request, principal, student_id, reconnected=result)
-    return render_page(request, "_pms_panel.html", context)
+    return render_page(request, "_kross_panel.html", context)
 
 
 # --- gateway keys (admins act; a customer sees its own facility's keys read-only) ----------

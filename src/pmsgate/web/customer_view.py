@@ -238,9 +238,9 @@ def booking_state(page: CustomerPage) -> BookingState:
     """The connection as the customer should understand it (the facility knows unverified)."""
     if page.facility is not None:
         return page.facility.status
-    if page.ctx.pms is None or page.ctx.hotel_id is None:
+    if page.ctx.kross is None or page.ctx.hotel_id is None:
         return "not_linked"
-    return "error" if page.ctx.pms.status == "error" else "connected"
+    return "error" if page.ctx.kross.status == "error" else "connected"
 
 
 def _booking_answer(state: BookingState) -> Answer:

@@ -34,7 +34,7 @@ one interval (60 s) governs both. A resolved incident that recurs opens a new on
 the admin as actor): acknowledge, assign to a team member (an admin console account),
 snooze (1 h, 4 h, 1 day or until a date; it wakes up by itself), add a note, *check now*
 (one token request with the stored credentials, through the facility's limiter like any
-booking-system request: :func:`pmsgate.gateway.verification.pms_verifier` with the gateway's
+booking-system request: :func:`pmsgate.gateway.verification.kross_verifier` with the gateway's
 ``token_permit``) and *resend the sign-in link* (the customer's one-time link to its
 reconnect form, as the error notice carries it, or the invitation when its account has no
 password yet).
@@ -61,9 +61,9 @@ from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import subject_of
 from pmsgate.gateway.facility_status import CAUSE_REFUSED
-from pmsgate.gateway.verification import is_refusal, pms_verifier
+from pmsgate.gateway.verification import is_refusal, kross_verifier
 from pmsgate.integrations.kross.client import Token
-from pmsgate.integrations.kross.errors import PmsError
+from pmsgate.integrations.kross.errors import KrossError
 from pmsgate.storage.gateway_usage import hour_start
 from pmsgate.storage.incidents import (
     IncidentEventRecord,
@@ -885,14 +885,14 @@ class IncidentService:
         hotel_id = record.hotel_id
         facilities = self._gateway.facilities
         issued: list[Token] = []
-        verify = pms_verifier(
-            self._gateway.pms, self._gateway.gateway.token_permit, keep=issued.append
+        verify = kross_verifier(
+            self._gateway.kross, self._gateway.gateway.token_permit, keep=issued.append
         )
         details: dict[str, Any]
         try:
             await verify(await facilities.credentials(hotel_id))
-        except (PmsError, PmsgateError) as error:
-            if isinstance(error, PmsError) and is_refusal(error):
+        except (KrossError, PmsgateError) as error:
+            if isinstance(error, KrossError) and is_refusal(error):
                 await facilities.record_auth_attempt(hotel_id)
                 if (await facilities.get(hotel_id)).status != "error":
                     await facilities.mark_error(

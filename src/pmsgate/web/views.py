@@ -103,7 +103,7 @@ class CustomerRow:
     @property
     def pms_status(self) -> str:
         """``connected``, ``error`` or ``not linked``."""
-        return self.ctx.pms.status if self.ctx.pms is not None else "not linked"
+        return self.ctx.kross.status if self.ctx.kross is not None else "not linked"
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ Each example restates one endpoint of the public API reference (docs.conduit.ai,
 body, the documented status and the documented answer's *shape* — its envelope, its keys
 and an id in the reference's format (32 lowercase letters and digits). The values are ours.
 
-``tests/integrations/assistant/test_platform_contract.py`` plays every example against both
+``tests/integrations/assistant/test_assistant_contract.py`` plays every example against both
 sides: the client (an ``httpx.MockTransport`` answering the example) must read it, and the emulator
 must answer the same request with the same shape. ``emulator_extras`` lists the keys the
-emulator may add beyond the reference (written down in docs/platform-api.md).
+emulator may add beyond the reference (written down in docs/assistant-api.md).
 
 Path placeholders (``{workspace_id}``, ``{tool_id}``, …) are filled with real ids on the
 emulator side.

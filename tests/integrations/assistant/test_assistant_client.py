@@ -31,18 +31,18 @@ from pmsgate.integrations.assistant.client import (
     TriggerConfig,
 )
 from pmsgate.integrations.assistant.errors import (
-    PlatformConflict,
-    PlatformForbidden,
-    PlatformNotFound,
-    PlatformRateLimited,
-    PlatformUnauthorized,
-    PlatformUnavailable,
-    PlatformValidationError,
-    PlatformWriteOutcomeUnknown,
+    AssistantConflict,
+    AssistantForbidden,
+    AssistantNotFound,
+    AssistantRateLimited,
+    AssistantUnauthorized,
+    AssistantUnavailable,
+    AssistantValidationError,
+    AssistantWriteOutcomeUnknown,
 )
-from pmsgate.sandbox.assistant.app import create_platform_app
-from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG, SANDBOX_PLATFORM_TOKEN
-from pmsgate.sandbox.assistant.store import PlatformStore
+from pmsgate.sandbox.assistant.app import create_assistant_app
+from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG, SANDBOX_ASSISTANT_TOKEN
+from pmsgate.sandbox.assistant.store import AssistantStore
 from pmsgate.sandbox.kross.store import KrossStore
 
 pytestmark = pytest.mark.anyio
@@ -86,13 +86,13 @@ class ClockSleep:
 
 
 @pytest.fixture
-def platform_store(clock: ManualClock, kross_store: KrossStore) -> PlatformStore:
-    return PlatformStore(seed=3, clock=clock, kross=kross_store)
+def assistant_store(clock: ManualClock, kross_store: KrossStore) -> AssistantStore:
+    return AssistantStore(seed=3, clock=clock, kross=kross_store)
 
 
 @pytest.fixture
-async def platform_http(platform_store: PlatformStore) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_platform_app(platform_store))
+async def assistant_http(assistant_store: AssistantStore) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_assistant_app(assistant_store))
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
         yield http
 
@@ -105,7 +105,7 @@ def sleep(clock: ManualClock) -> ClockSleep:
 def make_client(
     http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, **options: Any
 ) -> AssistantClient:
-    token = options.pop("token", SANDBOX_PLATFORM_TOKEN)
+    token = options.pop("token", SANDBOX_ASSISTANT_TOKEN)
     return AssistantClient(
         http, base_url=BASE_URL, token=SecretStr(token), clock=clock, sleep=sleep, **options
     )
@@ -113,9 +113,9 @@ def make_client(
 
 @pytest.fixture
 def client(
-    platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep
 ) -> AssistantClient:
-    return make_client(platform_http, clock, sleep)
+    return make_client(assistant_http, clock, sleep)
 
 
 @pytest.fixture
@@ -162,7 +162,7 @@ async def eager_client(
 
 
 async def test_ensure_workspace_creates_it_once_and_finds_it_afterwards(
-    client: AssistantClient, platform_store: PlatformStore
+    client: AssistantClient, assistant_store: AssistantStore
 ) -> None:
     first = await client.ensure_workspace("Rossi Apartments", "rossi-apartments")
     second = await client.ensure_workspace("Rossi Apartments", "rossi-apartments")
@@ -170,13 +170,13 @@ async def test_ensure_workspace_creates_it_once_and_finds_it_afterwards(
     assert first.id == second.id
     assert len(first.id) == 32  # the reference's id format
     assert [w.slug for w in await client.list_workspaces()].count("rossi-apartments") == 1
-    assert EXISTING_WORKSPACE_SLUG in {w.slug for w in platform_store.workspaces()}
+    assert EXISTING_WORKSPACE_SLUG in {w.slug for w in assistant_store.workspaces()}
 
 
 async def test_listing_workspaces_reads_every_page(
-    platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep
 ) -> None:
-    client = make_client(platform_http, clock, sleep, page_size=4)
+    client = make_client(assistant_http, clock, sleep, page_size=4)
     for n in range(10):
         await client.create_workspace(f"Customer {n}", f"customer-{n}")
 
@@ -184,7 +184,7 @@ async def test_listing_workspaces_reads_every_page(
 
     assert len(workspaces) == 11  # ten new ones and the seeded one
     assert len({w.id for w in workspaces}) == 11
-    assert (await stats(platform_http))["requests"]["by_route"]["GET /v1/workspaces"] == 3
+    assert (await stats(assistant_http))["requests"]["by_route"]["GET /v1/workspaces"] == 3
 
 
 # --- custom tools ---------------------------------------------------------------------------
@@ -206,20 +206,20 @@ async def test_custom_tool_is_created_listed_updated_and_deleted(
 
     await client.delete_custom_tool(created.id)
     assert await client.list_custom_tools(workspace_id) == []
-    with pytest.raises(PlatformNotFound):
+    with pytest.raises(AssistantNotFound):
         await client.get_custom_tool(created.id)
 
 
 async def test_listing_custom_tools_follows_the_cursor_across_pages(
-    platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
 ) -> None:
-    client = make_client(platform_http, clock, sleep, page_size=2)
+    client = make_client(assistant_http, clock, sleep, page_size=2)
     names = [f"tool-{n}" for n in range(5)]
     for name in names:
         await client.create_custom_tool(echo_tool(workspace_id, name))
 
     assert [t.name for t in await client.list_custom_tools(workspace_id)] == names
-    assert (await stats(platform_http))["requests"]["by_route"]["GET /v1/custom-tools"] == 3
+    assert (await stats(assistant_http))["requests"]["by_route"]["GET /v1/custom-tools"] == 3
 
 
 async def test_parameter_without_description_is_refused_with_the_specification_message(
@@ -227,7 +227,7 @@ async def test_parameter_without_description_is_refused_with_the_specification_m
 ) -> None:
     tool = echo_tool(workspace_id, parameters={"word": ToolParameter(type="string", required=True)})
 
-    with pytest.raises(PlatformValidationError) as caught:
+    with pytest.raises(AssistantValidationError) as caught:
         await client.create_custom_tool(tool)
 
     assert caught.value.code == "platform_validation_failed"
@@ -242,7 +242,7 @@ async def test_parameter_without_description_is_refused_with_the_specification_m
 async def test_tool_name_that_is_not_short_kebab_case_is_refused(
     client: AssistantClient, workspace_id: str, name: str
 ) -> None:
-    with pytest.raises(PlatformValidationError) as caught:
+    with pytest.raises(AssistantValidationError) as caught:
         await client.create_custom_tool(echo_tool(workspace_id, name))
     assert caught.value.status == 422
 
@@ -259,7 +259,7 @@ async def test_duplicate_tool_name_in_a_workspace_is_a_conflict(
 ) -> None:
     await client.create_custom_tool(echo_tool(workspace_id))
 
-    with pytest.raises(PlatformConflict) as caught:
+    with pytest.raises(AssistantConflict) as caught:
         await client.create_custom_tool(echo_tool(workspace_id))
 
     assert caught.value.code == "platform_conflict"
@@ -316,9 +316,9 @@ async def test_failing_tool_answers_success_false_with_the_error(
 
 
 async def test_tool_that_runs_past_the_timeout_answers_success_false(
-    client: AssistantClient, workspace_id: str, platform_http: httpx.AsyncClient
+    client: AssistantClient, workspace_id: str, assistant_http: httpx.AsyncClient
 ) -> None:
-    await platform_http.put("/_sandbox/config", json={"tool_timeout_s": 0.5})
+    await assistant_http.put("/_sandbox/config", json={"tool_timeout_s": 0.5})
     tool = await client.create_custom_tool(
         echo_tool(workspace_id, "endless", code=ENDLESS_CODE, parameters={})
     )
@@ -330,13 +330,13 @@ async def test_tool_that_runs_past_the_timeout_answers_success_false(
 
 
 async def test_every_tool_run_is_recorded_for_the_workspace(
-    client: AssistantClient, workspace_id: str, platform_http: httpx.AsyncClient
+    client: AssistantClient, workspace_id: str, assistant_http: httpx.AsyncClient
 ) -> None:
     tool = await client.create_custom_tool(echo_tool(workspace_id))
     await client.run_custom_tool(tool.id, {"word": "uno"})
     await client.run_custom_tool(tool.id, {"word": "due"})
 
-    runs = (await platform_http.get(f"/_sandbox/workspaces/{workspace_id}/tool-runs")).json()
+    runs = (await assistant_http.get(f"/_sandbox/workspaces/{workspace_id}/tool-runs")).json()
 
     assert [(r["tool_name"], r["parameters"], r["success"]) for r in runs] == [
         ("echo-word", {"word": "uno"}, True),
@@ -403,7 +403,7 @@ async def test_agent_with_a_skill_of_another_workspace_is_refused(
         )
     )
 
-    with pytest.raises(PlatformValidationError):
+    with pytest.raises(AssistantValidationError):
         await client.create_agent(
             NewAgent(workspace_id=workspace_id, name="Guest agent", skill_ids=[foreign.id])
         )
@@ -415,7 +415,7 @@ async def test_agent_with_a_skill_of_another_workspace_is_refused(
 async def test_listings_mirror_the_booking_system_and_drop_to_none_after_a_password_change(
     client: AssistantClient,
     workspace_id: str,
-    platform_http: httpx.AsyncClient,
+    assistant_http: httpx.AsyncClient,
     kross_store: KrossStore,
 ) -> None:
     facility = kross_store.facilities()[0]
@@ -424,7 +424,7 @@ async def test_listings_mirror_the_booking_system_and_drop_to_none_after_a_passw
         "username": facility.username,
         "password": facility.password,
     }
-    await platform_http.put(f"/_sandbox/workspaces/{workspace_id}/pms-connection", json=connection)
+    await assistant_http.put(f"/_sandbox/workspaces/{workspace_id}/pms-connection", json=connection)
 
     listings = await client.list_listings(workspace_id)
     assert sorted(li.name for li in listings) == sorted(
@@ -436,7 +436,9 @@ async def test_listings_mirror_the_booking_system_and_drop_to_none_after_a_passw
     assert await client.list_listings(workspace_id) == []
 
     reconnected = {**connection, "password": "changed-by-the-customer"}
-    await platform_http.put(f"/_sandbox/workspaces/{workspace_id}/pms-connection", json=reconnected)
+    await assistant_http.put(
+        f"/_sandbox/workspaces/{workspace_id}/pms-connection", json=reconnected
+    )
     again = await client.list_listings(workspace_id)
     # The same listing ids come back, so rows that point at them stay valid.
     assert [li.id for li in again] == [li.id for li in listings]
@@ -448,19 +450,19 @@ async def test_workspace_without_a_booking_system_connection_has_no_listings(
     assert await client.list_listings(workspace_id) == []
 
 
-async def test_pms_connection_is_none_until_set_then_read_back_without_the_password(
+async def test_kross_connection_is_none_until_set_then_read_back_without_the_password(
     client: AssistantClient, workspace_id: str, kross_store: KrossStore
 ) -> None:
     facility = kross_store.facilities()[0]
-    assert await client.get_pms_connection(workspace_id) is None
+    assert await client.get_kross_connection(workspace_id) is None
 
-    stored = await client.set_pms_connection(
+    stored = await client.set_kross_connection(
         workspace_id,
         hotel_id=facility.hotel_id,
         username=facility.username,
         password=SecretStr(facility.password),
     )
-    read = await client.get_pms_connection(workspace_id)
+    read = await client.get_kross_connection(workspace_id)
 
     assert read is not None
     assert (read.hotel_id, read.username, read.healthy) == (
@@ -526,7 +528,7 @@ async def test_node_is_updated_in_place_and_a_non_empty_directory_cannot_be_dele
     assert updated.body == "Network B, password b"
     assert updated.title == "WiFi"
 
-    with pytest.raises(PlatformConflict):
+    with pytest.raises(AssistantConflict):
         await client.delete_node(folder.id)
     await client.delete_node(node.id)
     await client.delete_node(folder.id)
@@ -535,7 +537,7 @@ async def test_node_is_updated_in_place_and_a_non_empty_directory_cannot_be_dele
 
 async def test_node_under_a_document_is_refused(client: AssistantClient, workspace_id: str) -> None:
     document = await client.create_node(workspace_id, NewKbNode(title="A document", body="text"))
-    with pytest.raises(PlatformValidationError):
+    with pytest.raises(AssistantValidationError):
         await client.create_node(workspace_id, NewKbNode(title="Child", parent_id=document.id))
 
 
@@ -543,7 +545,7 @@ async def test_node_under_a_document_is_refused(client: AssistantClient, workspa
 
 
 async def test_secrets_list_names_and_never_values(
-    client: AssistantClient, workspace_id: str, platform_http: httpx.AsyncClient
+    client: AssistantClient, workspace_id: str, assistant_http: httpx.AsyncClient
 ) -> None:
     await client.set_secret(workspace_id, "PMSGATE_GATEWAY_KEY", SecretStr("first-value"))
     await client.set_secret(workspace_id, "PMSGATE_GATEWAY_KEY", SecretStr("second-value"))
@@ -552,9 +554,9 @@ async def test_secrets_list_names_and_never_values(
     secrets = await client.list_secrets(workspace_id)
 
     assert sorted(s.name for s in secrets) == ["PMSGATE_GATEWAY_KEY", "PMSGATE_GATEWAY_URL"]
-    raw = await platform_http.get(
+    raw = await assistant_http.get(
         f"/v1/workspaces/{workspace_id}/secrets",
-        headers={"Authorization": f"Bearer {SANDBOX_PLATFORM_TOKEN}"},
+        headers={"Authorization": f"Bearer {SANDBOX_ASSISTANT_TOKEN}"},
     )
     assert "second-value" not in raw.text
     assert "gw.example" not in raw.text
@@ -572,9 +574,9 @@ async def test_an_admin_is_added_and_roles_are_listed(
 
     assert promoted.role == "Admin"
     assert ("platform-team@example.com", "Admin") in {(m.email, m.role) for m in members}
-    with pytest.raises(PlatformConflict):
+    with pytest.raises(AssistantConflict):
         await client.add_member(workspace_id, "platform-team@example.com", "Viewer")
-    with pytest.raises(PlatformValidationError):
+    with pytest.raises(AssistantValidationError):
         await client.add_member(workspace_id, "someone@example.com", "Superuser")
 
 
@@ -584,7 +586,7 @@ async def test_an_admin_is_added_and_roles_are_listed(
 async def test_client_never_triggers_the_rate_limit_over_300_requests_for_one_workspace(
     client: AssistantClient,
     workspace_id: str,
-    platform_http: httpx.AsyncClient,
+    assistant_http: httpx.AsyncClient,
     sleep: ClockSleep,
     clock: ManualClock,
 ) -> None:
@@ -592,7 +594,7 @@ async def test_client_never_triggers_the_rate_limit_over_300_requests_for_one_wo
     for _ in range(300):
         await client.list_listings(workspace_id)
 
-    seen = await stats(platform_http)
+    seen = await stats(assistant_http)
     assert seen["rate_limited"]["total"] == 0
     assert seen["requests"]["by_workspace"][workspace_id] == 300
     # The client waited (on the injected clock) instead of bursting: 300 at 100/min.
@@ -601,62 +603,62 @@ async def test_client_never_triggers_the_rate_limit_over_300_requests_for_one_wo
 
 
 async def test_rate_limited_read_waits_for_retry_after_and_then_succeeds(
-    platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
 ) -> None:
-    eager = await eager_client(platform_http, clock, sleep, 2)
+    eager = await eager_client(assistant_http, clock, sleep, 2)
     await eager.list_listings(workspace_id)
     await eager.list_listings(workspace_id)
 
     assert await eager.list_listings(workspace_id) == []
 
-    seen = await stats(platform_http)
+    seen = await stats(assistant_http)
     assert seen["rate_limited"]["by_workspace"][workspace_id] == 1
     assert sleep.waits == [60.0]
 
 
 async def test_rate_limited_write_without_idempotency_key_is_not_retried(
-    platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
 ) -> None:
-    eager = await eager_client(platform_http, clock, sleep, 1)
+    eager = await eager_client(assistant_http, clock, sleep, 1)
     await eager.list_custom_tools(workspace_id)
 
-    with pytest.raises(PlatformRateLimited) as caught:
+    with pytest.raises(AssistantRateLimited) as caught:
         await eager.create_custom_tool(echo_tool(workspace_id))
 
     assert caught.value.retry_after == 60.0
     assert caught.value.retryable is True
     assert sleep.waits == []
-    seen = await stats(platform_http)
+    seen = await stats(assistant_http)
     assert seen["requests"]["by_route"].get("POST /v1/custom-tools") is None
     assert seen["rate_limited"]["total"] == 1
 
 
 async def test_rate_limited_write_with_idempotency_key_is_retried_after_retry_after(
-    platform_http: httpx.AsyncClient,
+    assistant_http: httpx.AsyncClient,
     clock: ManualClock,
     sleep: ClockSleep,
     workspace_id: str,
-    platform_store: PlatformStore,
+    assistant_store: AssistantStore,
 ) -> None:
-    eager = await eager_client(platform_http, clock, sleep, 1)
+    eager = await eager_client(assistant_http, clock, sleep, 1)
     await eager.list_custom_tools(workspace_id)
 
     created = await eager.create_custom_tool(echo_tool(workspace_id), idempotency_key="tool-1")
 
     assert sleep.waits == [60.0]
-    assert [t.id for t in platform_store.tools(workspace_id)] == [created.id]
+    assert [t.id for t in assistant_store.tools(workspace_id)] == [created.id]
 
 
 async def test_retry_after_longer_than_the_cap_fails_at_once_instead_of_waiting(
-    platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
 ) -> None:
     eager = make_client(
-        platform_http, clock, sleep, requests_per_minute=10_000, max_retry_after_s=10
+        assistant_http, clock, sleep, requests_per_minute=10_000, max_retry_after_s=10
     )
-    await set_emulator_limit(platform_http, 1)
+    await set_emulator_limit(assistant_http, 1)
     await eager.list_listings(workspace_id)
 
-    with pytest.raises(PlatformRateLimited):
+    with pytest.raises(AssistantRateLimited):
         await eager.list_listings(workspace_id)
     assert sleep.waits == []
 
@@ -664,25 +666,25 @@ async def test_retry_after_longer_than_the_cap_fails_at_once_instead_of_waiting(
 async def test_failed_write_without_idempotency_key_is_sent_once(
     client: AssistantClient,
     workspace_id: str,
-    platform_http: httpx.AsyncClient,
-    platform_store: PlatformStore,
+    assistant_http: httpx.AsyncClient,
+    assistant_store: AssistantStore,
 ) -> None:
-    await platform_http.post("/_sandbox/faults", json={"fail_next": 1})
+    await assistant_http.post("/_sandbox/faults", json={"fail_next": 1})
 
-    with pytest.raises(PlatformUnavailable):
+    with pytest.raises(AssistantUnavailable):
         await client.create_custom_tool(echo_tool(workspace_id))
 
-    seen = await stats(platform_http)
+    seen = await stats(assistant_http)
     assert seen["requests"]["by_route"]["POST /v1/custom-tools"] == 1
-    assert platform_store.tools(workspace_id) == []
+    assert assistant_store.tools(workspace_id) == []
 
 
 async def test_gateway_timeout_on_a_write_without_key_is_reported_as_outcome_unknown(
-    client: AssistantClient, workspace_id: str, platform_http: httpx.AsyncClient
+    client: AssistantClient, workspace_id: str, assistant_http: httpx.AsyncClient
 ) -> None:
-    await platform_http.post("/_sandbox/faults", json={"fail_next": 1, "fail_status": 504})
+    await assistant_http.post("/_sandbox/faults", json={"fail_next": 1, "fail_status": 504})
 
-    with pytest.raises(PlatformWriteOutcomeUnknown) as caught:
+    with pytest.raises(AssistantWriteOutcomeUnknown) as caught:
         await client.create_custom_tool(echo_tool(workspace_id))
 
     assert caught.value.code == "platform_write_outcome_unknown"
@@ -692,53 +694,53 @@ async def test_gateway_timeout_on_a_write_without_key_is_reported_as_outcome_unk
 async def test_failed_write_with_idempotency_key_is_retried_and_applied_once(
     client: AssistantClient,
     workspace_id: str,
-    platform_http: httpx.AsyncClient,
-    platform_store: PlatformStore,
+    assistant_http: httpx.AsyncClient,
+    assistant_store: AssistantStore,
     sleep: ClockSleep,
 ) -> None:
-    await platform_http.post("/_sandbox/faults", json={"fail_next": 2})
+    await assistant_http.post("/_sandbox/faults", json={"fail_next": 2})
 
     created = await client.create_custom_tool(echo_tool(workspace_id), idempotency_key="k-1")
     again = await client.create_custom_tool(echo_tool(workspace_id), idempotency_key="k-1")
 
     assert again.id == created.id
-    assert [t.id for t in platform_store.tools(workspace_id)] == [created.id]
-    seen = await stats(platform_http)
+    assert [t.id for t in assistant_store.tools(workspace_id)] == [created.id]
+    seen = await stats(assistant_http)
     assert seen["injected_errors"] == 2
     # Backoff between attempts is stamina's (skipped in its testing mode), not the throttle's.
     assert sleep.waits == []
 
 
 async def test_read_is_retried_after_a_transient_failure(
-    client: AssistantClient, workspace_id: str, platform_http: httpx.AsyncClient
+    client: AssistantClient, workspace_id: str, assistant_http: httpx.AsyncClient
 ) -> None:
-    await platform_http.post("/_sandbox/faults", json={"fail_next": 1})
+    await assistant_http.post("/_sandbox/faults", json={"fail_next": 1})
 
     assert await client.list_custom_tools(workspace_id) == []
-    assert (await stats(platform_http))["injected_errors"] == 1
+    assert (await stats(assistant_http))["injected_errors"] == 1
 
 
 # --- authentication and secrecy -------------------------------------------------------------
 
 
 async def test_unknown_token_is_unauthorized(
-    platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep
 ) -> None:
-    client = make_client(platform_http, clock, sleep, token="not-a-real-token")
-    with pytest.raises(PlatformUnauthorized) as caught:
+    client = make_client(assistant_http, clock, sleep, token="not-a-real-token")
+    with pytest.raises(AssistantUnauthorized) as caught:
         await client.list_workspaces()
     assert caught.value.code == "platform_unauthorized"
 
 
 async def test_workspace_token_cannot_touch_another_workspace(
-    platform_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
 ) -> None:
-    other = await make_client(platform_http, clock, sleep).ensure_workspace("Other", "other")
-    issued = await platform_http.post("/_sandbox/tokens", json={"workspace_ids": [workspace_id]})
-    scoped = make_client(platform_http, clock, sleep, token=issued.json()["token"])
+    other = await make_client(assistant_http, clock, sleep).ensure_workspace("Other", "other")
+    issued = await assistant_http.post("/_sandbox/tokens", json={"workspace_ids": [workspace_id]})
+    scoped = make_client(assistant_http, clock, sleep, token=issued.json()["token"])
 
     assert [w.id for w in await scoped.list_workspaces()] == [workspace_id]
-    with pytest.raises(PlatformForbidden):
+    with pytest.raises(AssistantForbidden):
         await scoped.list_custom_tools(other.id)
 
 
@@ -748,23 +750,23 @@ async def test_token_and_secret_values_stay_out_of_logs_reprs_and_errors(
     value = "very-secret-value-123"
     with capture_logs() as logs:
         await client.set_secret(workspace_id, "GOOD_NAME", SecretStr(value))
-        with pytest.raises(PlatformValidationError) as caught:
+        with pytest.raises(AssistantValidationError) as caught:
             await client.set_secret(workspace_id, "bad name!", SecretStr(value))
 
     visible = " ".join([repr(client), repr(caught.value), str(caught.value), repr(logs)])
     assert value not in visible
-    assert SANDBOX_PLATFORM_TOKEN not in visible
+    assert SANDBOX_ASSISTANT_TOKEN not in visible
     assert logs  # requests are logged, just without secrets
 
 
 async def test_from_settings_requires_a_token_and_reads_the_base_url() -> None:
     async with httpx.AsyncClient() as http:
         with pytest.raises(ValueError):
-            AssistantClient.from_settings(Settings(platform_api_token=None), http)
+            AssistantClient.from_settings(Settings(assistant_api_token=None), http)
         client = AssistantClient.from_settings(
             Settings(
-                platform_api_url="http://platform.test/",
-                platform_api_token=SecretStr("t"),
+                assistant_api_url="http://platform.test/",
+                assistant_api_token=SecretStr("t"),
             ),
             http,
         )

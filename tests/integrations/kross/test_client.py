@@ -15,7 +15,7 @@ import structlog
 from pmsgate.clock import ManualClock
 from pmsgate.config import DEFAULT_USER_AGENT
 from pmsgate.integrations.kross import errors
-from pmsgate.integrations.kross.client import PmsClient, Token
+from pmsgate.integrations.kross.client import KrossClient, Token
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.dates import enforce_reservation_filters, filter_availability
 from pmsgate.integrations.kross.models import (
@@ -82,8 +82,8 @@ def make_client(
     user_agent: str = DEFAULT_USER_AGENT,
     overrides: dict[str, str] | None = None,
     timeout_s: float = 20.0,
-) -> PmsClient:
-    return PmsClient(
+) -> KrossClient:
+    return KrossClient(
         http,
         base_url=base_url,
         operations=load_operations(overrides),
@@ -94,12 +94,12 @@ def make_client(
 
 
 @pytest.fixture
-def client(kross_http: httpx.AsyncClient, clock: ManualClock) -> PmsClient:
+def client(kross_http: httpx.AsyncClient, clock: ManualClock) -> KrossClient:
     return make_client(kross_http, clock)
 
 
 @pytest.fixture
-async def token(client: PmsClient, credentials: Credentials) -> Token:
+async def token(client: KrossClient, credentials: Credentials) -> Token:
     return await client.get_token(credentials)
 
 
@@ -108,7 +108,7 @@ async def requests_seen(http: httpx.AsyncClient) -> int:
     return int(stats["requests"]["total"]) + int(stats["user_agent_blocked"])
 
 
-async def reservations(client: PmsClient, token: Token) -> list[Reservation]:
+async def reservations(client: KrossClient, token: Token) -> list[Reservation]:
     result = await client.call("reservations/get-list", {"limit": 500}, token)
     return result.many(Reservation)
 
@@ -162,7 +162,7 @@ def guest_details() -> GuestDetails:
 
 
 async def test_a_token_is_obtained_with_valid_credentials_and_lives_seven_days(
-    client: PmsClient, credentials: Credentials, clock: ManualClock
+    client: KrossClient, credentials: Credentials, clock: ManualClock
 ) -> None:
     token = await client.get_token(credentials)
     assert token.value.get_secret_value()
@@ -172,7 +172,7 @@ async def test_a_token_is_obtained_with_valid_credentials_and_lives_seven_days(
 @pytest.mark.parametrize("location", ["data", "top", "nested"])
 async def test_the_token_is_found_wherever_the_server_puts_it(
     kross_http: httpx.AsyncClient,
-    client: PmsClient,
+    client: KrossClient,
     credentials: Credentials,
     clock: ManualClock,
     location: str,
@@ -185,18 +185,18 @@ async def test_the_token_is_found_wherever_the_server_puts_it(
 
 
 async def test_a_token_past_its_expiry_on_the_clock_is_rejected_upstream(
-    kross_http: httpx.AsyncClient, client: PmsClient, token: Token, clock: ManualClock
+    kross_http: httpx.AsyncClient, client: KrossClient, token: Token, clock: ManualClock
 ) -> None:
     clock.advance(timedelta(days=7, seconds=1).total_seconds())
     with pytest.raises(errors.TokenRejected) as caught:
         await client.call("reservations/get-list", {}, token.value.get_secret_value())
-    assert caught.value.code == "pms_token_rejected"
+    assert caught.value.code == "kross_token_rejected"
     assert caught.value.upstream_code == "INVALID_TOKEN"
     assert caught.value.ruid
 
 
 async def test_a_token_refused_as_a_200_with_error_code_401_is_a_rejected_token(
-    kross_http: httpx.AsyncClient, client: PmsClient, token: Token, clock: ManualClock
+    kross_http: httpx.AsyncClient, client: KrossClient, token: Token, clock: ManualClock
 ) -> None:
     await kross_http.put("/_sandbox/config", json={"token_rejection": "200-401"})
     clock.advance(timedelta(days=7, seconds=1).total_seconds())
@@ -208,7 +208,7 @@ async def test_a_token_refused_as_a_200_with_error_code_401_is_a_rejected_token(
 
 
 async def test_a_token_known_to_be_expired_is_not_sent_at_all(
-    kross_http: httpx.AsyncClient, client: PmsClient, token: Token, clock: ManualClock
+    kross_http: httpx.AsyncClient, client: KrossClient, token: Token, clock: ManualClock
 ) -> None:
     clock.advance(timedelta(days=7).total_seconds())
     before = await requests_seen(kross_http)
@@ -218,7 +218,7 @@ async def test_a_token_known_to_be_expired_is_not_sent_at_all(
 
 
 async def test_a_token_still_valid_one_second_before_expiry_works(
-    client: PmsClient, token: Token, clock: ManualClock
+    client: KrossClient, token: Token, clock: ManualClock
 ) -> None:
     clock.advance(timedelta(days=7, seconds=-1).total_seconds())
     result = await client.call("reservations/get-list", {"limit": 1}, token)
@@ -226,7 +226,7 @@ async def test_a_token_still_valid_one_second_before_expiry_works(
 
 
 async def test_wrong_credentials_are_authentication_failed(
-    client: PmsClient, facility: dict[str, Any]
+    client: KrossClient, facility: dict[str, Any]
 ) -> None:
     wrong = Credentials(
         hotel_id=facility["hotel_id"],
@@ -242,7 +242,7 @@ async def test_wrong_credentials_are_authentication_failed(
 
 
 async def test_a_changed_password_turns_tokens_and_credentials_into_failures(
-    kross_http: httpx.AsyncClient, client: PmsClient, credentials: Credentials, token: Token
+    kross_http: httpx.AsyncClient, client: KrossClient, credentials: Credentials, token: Token
 ) -> None:
     await kross_http.post(
         f"/_sandbox/facilities/{credentials.hotel_id}/password", json={"password": "new-one"}
@@ -254,7 +254,7 @@ async def test_a_changed_password_turns_tokens_and_credentials_into_failures(
 
 
 async def test_the_fifty_first_session_is_refused_with_too_many_sessions(
-    kross_http: httpx.AsyncClient, client: PmsClient, credentials: Credentials, roomy_limits: None
+    kross_http: httpx.AsyncClient, client: KrossClient, credentials: Credentials, roomy_limits: None
 ) -> None:
     for _ in range(50):
         await client.get_token(credentials)
@@ -265,7 +265,7 @@ async def test_the_fifty_first_session_is_refused_with_too_many_sessions(
 
 
 async def test_get_token_is_not_callable_through_call(
-    kross_http: httpx.AsyncClient, client: PmsClient
+    kross_http: httpx.AsyncClient, client: KrossClient
 ) -> None:
     with pytest.raises(ValueError):
         await client.call("auth/get-token", {}, "anything")
@@ -276,7 +276,7 @@ async def test_get_token_is_not_callable_through_call(
 
 
 async def test_availability_is_read_per_room_type_and_night(
-    client: PmsClient, token: Token, clock: ManualClock
+    client: KrossClient, token: Token, clock: ManualClock
 ) -> None:
     start = clock.now().date()
     query = AvailabilityQuery(date_from=start, date_to=start + timedelta(days=2))
@@ -288,7 +288,7 @@ async def test_availability_is_read_per_room_type_and_night(
 
 
 async def test_reservations_are_listed_with_rooms_portal_payments_and_guests(
-    client: PmsClient, token: Token
+    client: KrossClient, token: Token
 ) -> None:
     result = await client.call(
         "reservations/get-list", ReservationQuery(with_rooms=True, limit=500), token
@@ -303,7 +303,7 @@ async def test_reservations_are_listed_with_rooms_portal_payments_and_guests(
 
 
 async def test_in_house_guests_come_from_the_in_house_filter(
-    client: PmsClient, token: Token, clock: ManualClock
+    client: KrossClient, token: Token, clock: ManualClock
 ) -> None:
     today = clock.now().date()
     rows = (await client.call("reservations/get-list", {"in_house": True}, token)).many(Reservation)
@@ -320,7 +320,7 @@ async def test_in_house_guests_come_from_the_in_house_filter(
     ],
 )
 async def test_room_type_documents_are_read_by_room_type(
-    client: PmsClient, token: Token, operation: str, model: type[Any]
+    client: KrossClient, token: Token, operation: str, model: type[Any]
 ) -> None:
     result = await client.call(operation, {"id_room_type": 10}, token)
     document = result.one(model)
@@ -328,7 +328,7 @@ async def test_room_type_documents_are_read_by_room_type(
 
 
 async def test_check_in_instructions_can_be_read_for_a_reservation(
-    client: PmsClient, token: Token
+    client: KrossClient, token: Token
 ) -> None:
     res = (await reservations(client, token))[0]
     result = await client.call(
@@ -365,7 +365,7 @@ async def test_an_override_to_a_path_the_server_lacks_is_an_unknown_operation(
 
 
 async def test_a_stay_is_extended_by_a_night_when_the_room_is_free(
-    client: PmsClient, token: Token, roomy_limits: None
+    client: KrossClient, token: Token, roomy_limits: None
 ) -> None:
     res = free_extension(await reservations(client, token))
     change = ChangeDates(
@@ -382,7 +382,7 @@ async def test_a_stay_is_extended_by_a_night_when_the_room_is_free(
 
 
 async def test_extending_into_another_reservation_is_refused_as_not_available(
-    client: PmsClient, token: Token
+    client: KrossClient, token: Token
 ) -> None:
     res, other = blocked_extension(await reservations(client, token))
     change = ChangeDates(
@@ -398,7 +398,7 @@ async def test_extending_into_another_reservation_is_refused_as_not_available(
 
 
 async def test_a_reservation_that_does_not_exist_is_an_invalid_request_not_found(
-    client: PmsClient, token: Token
+    client: KrossClient, token: Token
 ) -> None:
     payment = AddPayment(id_reservation=999999, amount=10, currency="EUR", method="card")
     with pytest.raises(errors.InvalidRequest) as caught:
@@ -408,7 +408,7 @@ async def test_a_reservation_that_does_not_exist_is_an_invalid_request_not_found
 
 
 async def test_a_payment_is_added_to_a_reservation(
-    client: PmsClient, token: Token, clock: ManualClock
+    client: KrossClient, token: Token, clock: ManualClock
 ) -> None:
     res = (await reservations(client, token))[0]
     payment = AddPayment(
@@ -421,7 +421,7 @@ async def test_a_payment_is_added_to_a_reservation(
 
 
 async def test_a_guest_is_registered_and_the_portal_moves_along(
-    client: PmsClient, token: Token
+    client: KrossClient, token: Token
 ) -> None:
     res = next(
         r
@@ -435,7 +435,7 @@ async def test_a_guest_is_registered_and_the_portal_moves_along(
     assert answer.guest_portal.guests_registered == 1
 
 
-async def test_guest_pictures_are_stored(client: PmsClient, token: Token) -> None:
+async def test_guest_pictures_are_stored(client: KrossClient, token: Token) -> None:
     res = (await reservations(client, token))[0]
     picture = Picture(
         filename="document.jpg",
@@ -449,7 +449,7 @@ async def test_guest_pictures_are_stored(client: PmsClient, token: Token) -> Non
 
 
 async def test_a_picture_type_the_server_refuses_is_an_invalid_request_415(
-    client: PmsClient, token: Token
+    client: KrossClient, token: Token
 ) -> None:
     res = (await reservations(client, token))[0]
     # A raw payload: the typed model would refuse this before it is sent.
@@ -463,7 +463,9 @@ async def test_a_picture_type_the_server_refuses_is_an_invalid_request_415(
     assert caught.value.upstream_code == "UNSUPPORTED_MEDIA_TYPE"
 
 
-async def test_a_malformed_body_is_an_invalid_request_400(client: PmsClient, token: Token) -> None:
+async def test_a_malformed_body_is_an_invalid_request_400(
+    client: KrossClient, token: Token
+) -> None:
     with pytest.raises(errors.InvalidRequest) as caught:
         await client.call("calendar/get-availability", {"date_from": "tomorrow"}, token)
     assert caught.value.status == 400
@@ -474,7 +476,7 @@ async def test_a_malformed_body_is_an_invalid_request_400(client: PmsClient, tok
 
 
 async def test_the_server_ignores_date_filters_and_enforcement_drops_the_extra_rows(
-    kross_http: httpx.AsyncClient, client: PmsClient, token: Token, clock: ManualClock
+    kross_http: httpx.AsyncClient, client: KrossClient, token: Token, clock: ManualClock
 ) -> None:
     await kross_http.put("/_sandbox/config", json={"ignore_date_filters": True})
     today = clock.now().date()
@@ -492,7 +494,7 @@ async def test_the_server_ignores_date_filters_and_enforcement_drops_the_extra_r
 
 
 async def test_enforcement_changes_nothing_when_the_server_honours_the_filter(
-    kross_http: httpx.AsyncClient, client: PmsClient, token: Token, clock: ManualClock
+    kross_http: httpx.AsyncClient, client: KrossClient, token: Token, clock: ManualClock
 ) -> None:
     await kross_http.put("/_sandbox/config", json={"ignore_date_filters": False})
     today = clock.now().date()
@@ -519,9 +521,9 @@ async def test_enforcement_changes_nothing_when_the_server_honours_the_filter(
 )
 async def test_refused_operations_never_reach_the_booking_system(
     kross_http: httpx.AsyncClient,
-    client: PmsClient,
+    client: KrossClient,
     operation: str,
-    error: type[errors.PmsError],
+    error: type[errors.KrossError],
 ) -> None:
     with pytest.raises(error) as caught:
         await client.call(operation, {}, "any-token")
@@ -562,7 +564,7 @@ async def test_a_base_url_on_apiv5_gets_html_instead_of_json(
 
 async def test_a_spent_rate_limit_is_rate_limited_with_retry_after(
     kross_http: httpx.AsyncClient,
-    client: PmsClient,
+    client: KrossClient,
     credentials: Credentials,
     clock: ManualClock,
 ) -> None:
@@ -586,7 +588,7 @@ async def test_a_spent_rate_limit_is_rate_limited_with_retry_after(
 
 
 async def test_a_server_error_is_upstream_unavailable_and_retryable(
-    kross_http: httpx.AsyncClient, client: PmsClient, token: Token
+    kross_http: httpx.AsyncClient, client: KrossClient, token: Token
 ) -> None:
     await kross_http.post("/_sandbox/faults", json={"error_rate": 1.0})
     with pytest.raises(errors.UpstreamUnavailable) as caught:
@@ -597,7 +599,7 @@ async def test_a_server_error_is_upstream_unavailable_and_retryable(
 
 
 async def test_a_server_error_on_a_write_is_retryable_because_nothing_was_committed(
-    kross_http: httpx.AsyncClient, client: PmsClient, token: Token
+    kross_http: httpx.AsyncClient, client: KrossClient, token: Token
 ) -> None:
     await kross_http.post("/_sandbox/faults", json={"error_rate": 1.0})
     payment = AddPayment(id_reservation=1001, amount=1, currency="EUR", method="card")
@@ -662,7 +664,7 @@ async def test_no_password_api_key_or_token_in_logs_reprs_or_errors(
         secrets.append(token.value.get_secret_value())
         rendered += [repr(token), str(token), str(token.model_dump())]
         await client.call("reservations/get-list", {"limit": 1}, token)
-        failures: list[errors.PmsError] = []
+        failures: list[errors.KrossError] = []
         await kross_http.post(
             f"/_sandbox/facilities/{credentials.hotel_id}/password", json={"password": "other"}
         )
@@ -672,16 +674,16 @@ async def test_no_password_api_key_or_token_in_logs_reprs_or_errors(
             client.get_token(credentials),
             make_client(kross_http, clock, user_agent="curl/8").get_token(credentials),
         ):
-            with pytest.raises(errors.PmsError) as caught:
+            with pytest.raises(errors.KrossError) as caught:
                 await attempt
             failures.append(caught.value)
     assert [e.code for e in failures] == [
-        "pms_token_rejected",
-        "pms_token_rejected",
+        "kross_token_rejected",
+        "kross_token_rejected",
         "pms_auth_failed",
         "pms_edge_blocked",
     ]
-    assert any(entry["event"] == "pms_request" for entry in logs)
+    assert any(entry["event"] == "kross_request" for entry in logs)
     rendered += [str(entry) for entry in logs]
     rendered += [caplog.text]
     for error in failures:
@@ -692,12 +694,12 @@ async def test_no_password_api_key_or_token_in_logs_reprs_or_errors(
 
 
 async def test_each_request_leaves_one_debug_line_with_operation_status_ruid_and_time(
-    client: PmsClient, credentials: Credentials
+    client: KrossClient, credentials: Credentials
 ) -> None:
     with structlog.testing.capture_logs() as logs:
         token = await client.get_token(credentials)
         result = await client.call("get-house-manual", {"id_room_type": 10}, token)
-    lines = [entry for entry in logs if entry["event"] == "pms_request"]
+    lines = [entry for entry in logs if entry["event"] == "kross_request"]
     assert [line["operation"] for line in lines] == ["auth/get-token", "get-house-manual"]
     assert lines[1]["status"] == 200
     assert lines[1]["ruid"] == result.ruid

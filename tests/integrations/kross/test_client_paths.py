@@ -13,7 +13,7 @@ import structlog
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import DEFAULT_USER_AGENT
-from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.client import KrossClient
 from pmsgate.integrations.kross.errors import (
     InvalidRequest,
     UnknownOperation,
@@ -46,8 +46,8 @@ class Upstream:
     async def permit(self) -> None:
         self.permits += 1
 
-    def client(self, clock: ManualClock) -> PmsClient:
-        return PmsClient(
+    def client(self, clock: ManualClock) -> KrossClient:
+        return KrossClient(
             httpx.AsyncClient(transport=httpx.MockTransport(self.handler)),
             base_url="http://kross.fake",
             operations=load_operations(),
@@ -81,7 +81,7 @@ async def test_no_such_operation_tries_the_alternate_once_and_remembers_it(
     assert upstream.paths == [SPEC, GROUPED, GROUPED]
     assert upstream.permits == 3  # every request took its permit
     assert client.resolved_paths() == {SPEC: GROUPED}
-    fallbacks = [e for e in logs if e["event"] == "pms_path_fallback"]
+    fallbacks = [e for e in logs if e["event"] == "kross_path_fallback"]
     assert [(e["operation"], e["path"]) for e in fallbacks] == [(SPEC, GROUPED)]
 
 

@@ -15,7 +15,7 @@ import pytest
 from pmsgate.clock import ManualClock
 from pmsgate.config import DEFAULT_USER_AGENT, Settings
 from pmsgate.integrations.kross import errors
-from pmsgate.integrations.kross.client import PmsClient
+from pmsgate.integrations.kross.client import KrossClient
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.operations import load_operations
 
@@ -32,9 +32,9 @@ CREDS = Credentials(
 Handler = Callable[[httpx.Request], httpx.Response]
 
 
-def _client(handler: Handler, clock: ManualClock) -> PmsClient:
+def _client(handler: Handler, clock: ManualClock) -> KrossClient:
     http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    return PmsClient(
+    return KrossClient(
         http,
         base_url=BASE,
         operations=load_operations(),
@@ -243,15 +243,15 @@ async def test_from_settings_applies_base_url_path_overrides_and_user_agent(
         user_agent="Mozilla/5.0 test",
     )
     http = httpx.AsyncClient(transport=httpx.MockTransport(handler))
-    client = PmsClient.from_settings(settings, http, clock)
+    client = KrossClient.from_settings(settings, http, clock)
     await client.call("get-house-manual", {"id_room_type": 1}, "tok")
     assert str(seen[0].url) == "http://kross.fake/v5/reservations/get-house-manual"
     assert seen[0].headers["user-agent"] == "Mozilla/5.0 test"
 
 
-async def test_every_pms_error_carries_a_stable_pms_code(clock: ManualClock) -> None:
+async def test_every_kross_error_carries_a_stable_kross_code(clock: ManualClock) -> None:
     client = _client(_answer(500, {"error_code": "SERVER_ERROR"}), clock)
-    with pytest.raises(errors.PmsError) as caught:
+    with pytest.raises(errors.KrossError) as caught:
         await client.call("reservations/get-list", {}, "tok")
     assert caught.value.code.startswith("pms_")
     assert caught.value.retryable
@@ -297,7 +297,7 @@ async def test_a_transient_refusal_of_a_login_is_not_a_verdict_on_the_credential
     clock: ManualClock,
     status: int,
     body: dict[str, object] | None,
-    error_class: type[errors.PmsError],
+    error_class: type[errors.KrossError],
 ) -> None:
     client = _client(_answer(status, body), clock)
     with pytest.raises(error_class):

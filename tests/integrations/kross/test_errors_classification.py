@@ -15,7 +15,7 @@ from pmsgate.integrations.kross.errors import (
     CLASSIFICATION,
     TOKEN_REQUEST,
     AuthenticationFailed,
-    PmsError,
+    KrossError,
     RateLimited,
     TokenRejected,
     TooManySessions,
@@ -135,14 +135,14 @@ def test_the_token_spellings_the_table_knows_are_all_tested() -> None:
     }
 
 
-def test_pms_errors_share_the_upstream_root_and_keep_ruid_as_the_request_id() -> None:
+def test_kross_errors_share_the_upstream_root_and_keep_ruid_as_the_request_id() -> None:
     error = TokenRejected("rejected", operation="reservations/get-list", ruid="r-9")
     assert isinstance(error, UpstreamError)
-    assert isinstance(error, PmsError)
+    assert isinstance(error, KrossError)
     assert error.request_id == "r-9"
     assert error.ruid == "r-9"
     assert error.upstream == "pms"
-    assert error.as_dict()["code"] == "pms_token_rejected"
+    assert error.as_dict()["code"] == "kross_token_rejected"
 
 
 @pytest.mark.parametrize(
@@ -150,7 +150,7 @@ def test_pms_errors_share_the_upstream_root_and_keep_ruid_as_the_request_id() ->
     [AuthenticationFailed, TokenRejected, TooManySessions, RateLimited, UnknownOperation],
 )
 def test_refusals_the_server_did_not_process_were_not_applied(
-    error_class: type[PmsError],
+    error_class: type[KrossError],
 ) -> None:
     assert error_class("refused").may_have_been_sent is False
 

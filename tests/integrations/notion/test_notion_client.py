@@ -25,20 +25,20 @@ from pmsgate.integrations.notion.builders import (
     rich_text,
     toggle,
 )
-from pmsgate.integrations.notion.client import DEFAULT_NOTION_VERSION, NotesClient
+from pmsgate.integrations.notion.client import DEFAULT_NOTION_VERSION, NotionClient
 from pmsgate.integrations.notion.errors import (
     ERROR_TABLE,
-    NotesInvalidRequest,
-    NotesNotFound,
-    NotesRateLimited,
-    NotesUnauthorized,
-    NotesUnavailable,
+    NotionInvalidRequest,
+    NotionNotFound,
+    NotionRateLimited,
+    NotionUnauthorized,
+    NotionUnavailable,
 )
 from pmsgate.integrations.notion.models import Block
-from pmsgate.integrations.notion.throttle import NotesThrottle
-from pmsgate.sandbox.notion.app import create_notes_app
+from pmsgate.integrations.notion.throttle import NotionThrottle
+from pmsgate.sandbox.notion.app import create_notion_app
 from pmsgate.sandbox.notion.store import Block as StoredBlock
-from pmsgate.sandbox.notion.store import NotesStore
+from pmsgate.sandbox.notion.store import NotionStore
 from pmsgate.sandbox.notion.store import Page as StoredPage
 from tests.support.clocks import RecordingSleep
 
@@ -47,12 +47,12 @@ pytestmark = pytest.mark.anyio
 BASE_URL = "http://notes.test"
 
 
-MakeClient = Callable[..., NotesClient]
+MakeClient = Callable[..., NotionClient]
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> NotesStore:
-    return NotesStore(seed=3, clock=clock)
+def store(clock: ManualClock) -> NotionStore:
+    return NotionStore(seed=3, clock=clock)
 
 
 @pytest.fixture
@@ -61,39 +61,41 @@ def sleeper(clock: ManualClock) -> RecordingSleep:
 
 
 @pytest.fixture
-def workspace(store: NotesStore) -> dict[str, Any]:
+def workspace(store: NotionStore) -> dict[str, Any]:
     return max(store.workspaces(), key=lambda w: len(w["pages"]))
 
 
 @pytest.fixture
 async def make_client(
-    store: NotesStore, clock: ManualClock, sleeper: RecordingSleep, workspace: dict[str, Any]
+    store: NotionStore, clock: ManualClock, sleeper: RecordingSleep, workspace: dict[str, Any]
 ) -> AsyncIterator[MakeClient]:
     """Builds clients on the emulator; each gets its own httpx client (the SDK takes it over)."""
-    app = create_notes_app(store)
+    app = create_notion_app(store)
     async with AsyncExitStack() as stack:
 
-        def build(**options: Any) -> NotesClient:
+        def build(**options: Any) -> NotionClient:
             http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
             stack.push_async_callback(http.aclose)
             options.setdefault("token", SecretStr(workspace["token"]))
-            return NotesClient(http, base_url=BASE_URL, clock=clock, sleep=sleeper, **options)
+            return NotionClient(http, base_url=BASE_URL, clock=clock, sleep=sleeper, **options)
 
         yield build
 
 
 @pytest.fixture
-async def raw_http(store: NotesStore) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_notes_app(store))
+async def raw_http(store: NotionStore) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_notion_app(store))
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
         yield http
 
 
-def stored_page(store: NotesStore, workspace: dict[str, Any], page_id: str) -> StoredPage:
+def stored_page(store: NotionStore, workspace: dict[str, Any], page_id: str) -> StoredPage:
     return store.page(store.authenticate(workspace["token"]), page_id)
 
 
-def stored_tree(store: NotesStore, node: StoredPage | StoredBlock, depth: int = 1) -> Iterator[Any]:
+def stored_tree(
+    store: NotionStore, node: StoredPage | StoredBlock, depth: int = 1
+) -> Iterator[Any]:
     for child in store.live_children(node):
         text = "".join(i["plain_text"] for i in child.content.get("rich_text", []))
         yield (child.id, depth, child.type, text)
@@ -130,7 +132,7 @@ def page_with(workspaces: list[dict[str, Any]], **wanted: Any) -> tuple[dict[str
 
 @pytest.mark.parametrize("version", ["2022-06-28", "2025-09-03"])
 async def test_the_apartments_database_is_read_whole_across_result_pages(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], version: str
+    make_client: MakeClient, store: NotionStore, workspace: dict[str, Any], version: str
 ):
     client = make_client(notion_version=version, page_size=2)
     pages = await client.query_database(workspace["database_id"])
@@ -156,7 +158,7 @@ async def test_a_page_read_gives_its_title_and_room_type(
 
 
 async def test_the_whole_tree_is_read_through_nested_toggles_and_long_children_lists(
-    make_client: MakeClient, store: NotesStore
+    make_client: MakeClient, store: NotionStore
 ):
     ws, page_id = page_with(store.workspaces(), long_toggle=True)
     client = make_client(token=SecretStr(ws["token"]))
@@ -206,7 +208,7 @@ def _elements(blocks: list[dict[str, Any]]) -> int:
 
 async def test_an_append_of_250_blocks_with_deep_children_is_split_within_the_api_limits(
     make_client: MakeClient,
-    store: NotesStore,
+    store: NotionStore,
     workspace: dict[str, Any],
     raw_http: httpx.AsyncClient,
 ):
@@ -265,7 +267,7 @@ async def test_texts_longer_than_2000_characters_are_split_into_several_items(
 
 
 async def test_a_toggle_title_and_a_callout_text_are_updated_in_place(
-    make_client: MakeClient, store: NotesStore
+    make_client: MakeClient, store: NotionStore
 ):
     ws, page_id = page_with(store.workspaces(), wifi_callout_words=True)
     truth = next(p for p in ws["pages"] if p["page_id"] == page_id)
@@ -305,7 +307,7 @@ async def test_the_throttle_spaces_requests_at_the_configured_rate(
     clock: ManualClock, sleeper: RecordingSleep
 ):
     for rate, per_window, window in ((3.0, 3, 1.0), (2.5, 5, 2.0)):
-        throttle = NotesThrottle(rate, clock=clock, sleep=sleeper)
+        throttle = NotionThrottle(rate, clock=clock, sleep=sleeper)
         start = clock.now()
         moments = []
         for _ in range(20):
@@ -319,7 +321,7 @@ async def test_the_throttle_spaces_requests_at_the_configured_rate(
 
 
 async def test_the_throttle_keeps_concurrent_reads_under_the_emulator_limit_without_sleeping(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], clock: ManualClock
+    make_client: MakeClient, store: NotionStore, workspace: dict[str, Any], clock: ManualClock
 ):
     client = make_client()
     start = clock.now()
@@ -334,7 +336,7 @@ async def test_the_throttle_keeps_concurrent_reads_under_the_emulator_limit_with
 
 
 async def test_a_429_is_retried_after_retry_after_while_the_whole_client_holds_back(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], sleeper: RecordingSleep
+    make_client: MakeClient, store: NotionStore, workspace: dict[str, Any], sleeper: RecordingSleep
 ):
     store.set_rate_limit(requests_per_second=1, burst=1)
     client = make_client()
@@ -348,13 +350,13 @@ async def test_a_429_is_retried_after_retry_after_while_the_whole_client_holds_b
     assert client.requests_sent == store.stats.requests_total
 
 
-async def test_a_retry_after_beyond_the_limit_fails_at_once_with_notes_rate_limited(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any]
+async def test_a_retry_after_beyond_the_limit_fails_at_once_with_notion_rate_limited(
+    make_client: MakeClient, store: NotionStore, workspace: dict[str, Any]
 ):
     store.set_rate_limit(requests_per_second=0.01, burst=1)
     client = make_client()
     await client.get_page(workspace["pages"][0]["page_id"])
-    with pytest.raises(NotesRateLimited) as caught:
+    with pytest.raises(NotionRateLimited) as caught:
         await client.get_page(workspace["pages"][0]["page_id"])
     assert caught.value.retry_after == 100
     assert caught.value.status == 429
@@ -365,17 +367,17 @@ async def test_a_retry_after_beyond_the_limit_fails_at_once_with_notes_rate_limi
 
 
 async def test_server_errors_are_retried_for_reads_and_never_for_writes(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any]
+    make_client: MakeClient, store: NotionStore, workspace: dict[str, Any]
 ):
     client = make_client(max_attempts=4)
     page_id = workspace["pages"][0]["page_id"]
     store.set_faults(fail_ids=[page_id])
-    with pytest.raises(NotesUnavailable) as read_failure:
+    with pytest.raises(NotionUnavailable) as read_failure:
         await client.list_children(page_id)
     assert read_failure.value.upstream_code == "internal_server_error"
     assert read_failure.value.operation == "BlocksChildrenEndpoint.list"
     assert store.stats.requests_by_endpoint["GET /v1/blocks/{block_id}/children"] == 4
-    with pytest.raises(NotesUnavailable) as write_failure:
+    with pytest.raises(NotionUnavailable) as write_failure:
         await client.append_blocks(page_id, [paragraph("una volta sola")])
     assert write_failure.value.may_have_been_sent is True
     assert store.stats.requests_by_endpoint["PATCH /v1/blocks/{block_id}/children"] == 1
@@ -393,15 +395,15 @@ async def test_a_missing_notion_version_is_an_invalid_request(
     make_client: MakeClient, workspace: dict[str, Any]
 ):
     client = make_client(notion_version="")
-    with pytest.raises(NotesInvalidRequest) as caught:
+    with pytest.raises(NotionInvalidRequest) as caught:
         await client.get_page(workspace["pages"][0]["page_id"])
     assert (caught.value.status, caught.value.upstream_code) == (400, "missing_version")
 
 
-async def test_an_unknown_page_is_notes_not_found_and_is_not_retried(
-    make_client: MakeClient, store: NotesStore
+async def test_an_unknown_page_is_notion_not_found_and_is_not_retried(
+    make_client: MakeClient, store: NotionStore
 ):
-    with pytest.raises(NotesNotFound) as caught:
+    with pytest.raises(NotionNotFound) as caught:
         await make_client().get_page("00000000-0000-4000-8000-000000000000")
     assert caught.value.upstream_code == "object_not_found"
     assert store.stats.requests_total == 1
@@ -413,19 +415,19 @@ async def test_an_update_the_api_refuses_is_an_invalid_request(
     client = make_client()
     block = (await client.list_children(workspace["pages"][0]["page_id"]))[0]
     other_type = "toggle" if block.type != "toggle" else "paragraph"
-    with pytest.raises(NotesInvalidRequest) as caught:
+    with pytest.raises(NotionInvalidRequest) as caught:
         await client.update_block(block.id, other_type, {"rich_text": rich_text("x")})
     assert caught.value.upstream_code == "validation_error"
 
 
 async def test_a_wrong_token_is_unauthorized_and_no_token_is_ever_shown(
     make_client: MakeClient,
-    store: NotesStore,
+    store: NotionStore,
     workspace: dict[str, Any],
     caplog: pytest.LogCaptureFixture,
 ):
     wrong = "ntn_" + "w" * 46
-    with pytest.raises(NotesUnauthorized) as caught:
+    with pytest.raises(NotionUnauthorized) as caught:
         await make_client(token=SecretStr(wrong)).get_page(workspace["pages"][0]["page_id"])
     assert wrong not in f"{caught.value} {caught.value!r}"
 
@@ -435,7 +437,7 @@ async def test_a_wrong_token_is_unauthorized_and_no_token_is_ever_shown(
     logging.getLogger("pmsgate.integrations.notion.client.sdk").setLevel(logging.DEBUG)
     with structlog.testing.capture_logs() as logs:
         await client.read_tree(workspace["pages"][0]["page_id"])
-    assert any(entry["event"] == "notes_retry" for entry in logs)
+    assert any(entry["event"] == "notion_retry" for entry in logs)
     token = workspace["token"]
     assert token not in caplog.text
     assert token not in repr(logs)
@@ -443,15 +445,15 @@ async def test_a_wrong_token_is_unauthorized_and_no_token_is_ever_shown(
     assert token not in repr(client.throttle)
 
 
-async def test_the_client_is_configured_by_the_notes_settings(clock: ManualClock):
+async def test_the_client_is_configured_by_the_notion_settings(clock: ManualClock):
     settings = Settings(
-        notes_api_url="http://notes.test/",
-        notes_version="2025-09-03",
-        notes_requests_per_second=5,
-        notes_timeout_s=7,
+        notion_api_url="http://notes.test/",
+        notion_version="2025-09-03",
+        notion_requests_per_second=5,
+        notion_timeout_s=7,
     )
     async with httpx.AsyncClient() as http:
-        client = NotesClient.from_settings(
+        client = NotionClient.from_settings(
             http, token=SecretStr("ntn_x"), settings=settings, clock=clock
         )
         assert (client.base_url, client.notion_version) == ("http://notes.test", "2025-09-03")
@@ -462,9 +464,9 @@ async def test_the_client_is_configured_by_the_notes_settings(clock: ManualClock
 
 
 async def test_an_id_that_would_change_the_request_path_is_refused_without_sending(
-    make_client: MakeClient, store: NotesStore
+    make_client: MakeClient, store: NotionStore
 ):
-    with pytest.raises(NotesInvalidRequest):
+    with pytest.raises(NotionInvalidRequest):
         await make_client().get_block("../users")
     assert store.stats.requests_total == 0
 
@@ -485,31 +487,31 @@ class FailingFirst(httpx.AsyncBaseTransport):
         return await self.inner.handle_async_request(request)
 
 
-async def test_notes_errors_are_upstream_errors_with_notions_request_id(
-    make_client: MakeClient, store: NotesStore
+async def test_notion_errors_are_upstream_errors_with_notions_request_id(
+    make_client: MakeClient, store: NotionStore
 ):
-    with pytest.raises(NotesNotFound) as caught:
+    with pytest.raises(NotionNotFound) as caught:
         await make_client().get_page("00000000-0000-4000-8000-000000000000")
     error = caught.value
     assert isinstance(error, UpstreamError)
-    assert (error.upstream, error.code, error.status) == ("notes", "notes_not_found", 404)
+    assert (error.upstream, error.code, error.status) == ("notion", "notes_not_found", 404)
     assert error.request_id and error.request_id in caught.value.as_dict().values()
     assert store.stats.requests_total == 1
 
 
 async def test_a_read_that_keeps_failing_makes_the_documented_worst_case_of_5_attempts(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any]
+    make_client: MakeClient, store: NotionStore, workspace: dict[str, Any]
 ):
     page_id = workspace["pages"][0]["page_id"]
     store.set_faults(fail_ids=[page_id])
     client = make_client()
-    with pytest.raises(NotesUnavailable):
+    with pytest.raises(NotionUnavailable):
         await client.get_page(page_id)
     assert client.requests_sent == store.stats.requests_total == 5
 
 
 async def test_a_429_on_a_write_is_retried_because_notion_did_not_process_it(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], sleeper: RecordingSleep
+    make_client: MakeClient, store: NotionStore, workspace: dict[str, Any], sleeper: RecordingSleep
 ):
     page_id = workspace["pages"][0]["page_id"]
     store.set_rate_limit(requests_per_second=0.5, burst=1)
@@ -529,16 +531,16 @@ async def test_a_429_on_a_write_is_retried_because_notion_did_not_process_it(
     ids=["not-sent", "maybe-sent"],
 )
 async def test_a_write_is_resent_only_after_a_failure_that_proves_nothing_was_sent(
-    store: NotesStore,
+    store: NotionStore,
     clock: ManualClock,
     sleeper: RecordingSleep,
     workspace: dict[str, Any],
     error: Exception,
     attempts: int,
 ):
-    transport = FailingFirst(httpx.ASGITransport(app=create_notes_app(store)), error, 1)
+    transport = FailingFirst(httpx.ASGITransport(app=create_notion_app(store)), error, 1)
     async with httpx.AsyncClient(transport=transport) as http:
-        client = NotesClient(
+        client = NotionClient(
             http,
             token=SecretStr(workspace["token"]),
             base_url=BASE_URL,
@@ -547,7 +549,7 @@ async def test_a_write_is_resent_only_after_a_failure_that_proves_nothing_was_se
         )
         page_id = workspace["pages"][0]["page_id"]
         if attempts == 1:
-            with pytest.raises(NotesUnavailable) as caught:
+            with pytest.raises(NotionUnavailable) as caught:
                 await client.append_blocks(page_id, [paragraph("una volta sola")])
             assert caught.value.may_have_been_sent is True
         else:
@@ -569,13 +571,13 @@ async def test_the_error_table_maps_notion_codes_before_statuses():
 
 
 async def test_the_default_notion_version_is_2025_09_03(make_client: MakeClient):
-    assert DEFAULT_NOTION_VERSION == Settings().notes_version == "2025-09-03"
+    assert DEFAULT_NOTION_VERSION == Settings().notion_version == "2025-09-03"
     assert make_client().notion_version == "2025-09-03"
 
 
 @pytest.mark.parametrize("version", ["2022-06-28", "2025-09-03", "2026-03-11"])
 async def test_reads_and_writes_work_at_every_supported_version(
-    make_client: MakeClient, store: NotesStore, workspace: dict[str, Any], version: str
+    make_client: MakeClient, store: NotionStore, workspace: dict[str, Any], version: str
 ):
     client = make_client(notion_version=version)
     pages = await client.query_database(workspace["database_id"])

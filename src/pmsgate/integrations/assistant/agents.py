@@ -1,7 +1,7 @@
 """Skills, agents (guardrails, skills, triggers) and an agent's test conversations.
 
 Test conversations are EMULATOR-ONLY: the real platform's API for them is not
-public (docs/platform-api.md); against the real platform they answer 404.
+public (docs/assistant-api.md); against the real platform they answer 404.
 """
 
 from __future__ import annotations

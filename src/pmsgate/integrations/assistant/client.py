@@ -1,6 +1,6 @@
 """The assistant platform's ``/v1`` API client: typed resources, its own throttle, safe retries.
 
-Wire contract: ``docs/platform-api.md`` (the public reference's shapes, plus this
+Wire contract: ``docs/assistant-api.md`` (the public reference's shapes, plus this
 project's written-down assumptions, all listed in its section "Assumed endpoints").
 
 - **Envelopes.** The reference wraps every single object as ``{"data": {...}}`` and
@@ -20,14 +20,14 @@ project's written-down assumptions, all listed in its section "Assumed endpoints
   Reads, and writes sent with an ``Idempotency-Key``, are replay-safe: they are
   retried on 429 and on 5xx/transport failures. A write without a key is never sent
   twice (the platform's docs advise against it), and a lost answer becomes
-  :class:`~pmsgate.integrations.assistant.errors.PlatformWriteOutcomeUnknown`. **Worst case:** a
+  :class:`~pmsgate.integrations.assistant.errors.AssistantWriteOutcomeUnknown`. **Worst case:** a
   replay-safe request is attempted ``max_attempts`` times (default 4) within the
   policy's deadline; a write without a key exactly once; a ``list_*`` call makes
   that many attempts *per page*. A ``Retry-After`` longer than ``max_retry_after_s``
   (60 s) is not waited: the failure goes back to the caller at once.
 - **Assumed endpoints.** When an endpoint the public reference does not document
   answers 403/404/405/501, the client raises
-  :class:`~pmsgate.integrations.assistant.errors.PlatformEndpointUnavailable`, which onboarding
+  :class:`~pmsgate.integrations.assistant.errors.AssistantEndpointUnavailable`, which onboarding
   turns into a person's task.
 - **Secrets.** The bearer token and secret values are never logged, never in a
   ``repr`` and are scrubbed from every error message (:class:`~pmsgate.integrations.kit.Scrubber`).
@@ -61,6 +61,7 @@ from pmsgate.integrations.assistant.models import (
     Guardrail,
     KbNode,
     KbNodeUpdate,
+    KrossConnection,
     Listing,
     Member,
     NewAgent,
@@ -69,7 +70,6 @@ from pmsgate.integrations.assistant.models import (
     NewSkill,
     OperationMode,
     Page,
-    PmsConnection,
     Role,
     SecretInfo,
     Skill,
@@ -105,6 +105,7 @@ __all__ = [
     "Guardrail",
     "KbNode",
     "KbNodeUpdate",
+    "KrossConnection",
     "Listing",
     "Member",
     "NewAgent",
@@ -113,7 +114,6 @@ __all__ = [
     "NewSkill",
     "OperationMode",
     "Page",
-    "PmsConnection",
     "Role",
     "SecretInfo",
     "Skill",
@@ -146,13 +146,13 @@ class AssistantClient(WorkspacesMixin, ListingsMixin, ToolsMixin, AgentsMixin, K
         clock: Clock | None = None,
         sleep: Sleep = anyio.sleep,
     ) -> AssistantClient:
-        """A client configured from PMSGATE_PLATFORM_API_URL and PMSGATE_PLATFORM_API_TOKEN."""
-        if settings.platform_api_token is None:
-            raise ValueError("PMSGATE_PLATFORM_API_TOKEN is not set")
+        """A client configured from PMSGATE_ASSISTANT_API_URL and PMSGATE_ASSISTANT_API_TOKEN."""
+        if settings.assistant_api_token is None:
+            raise ValueError("PMSGATE_ASSISTANT_API_TOKEN is not set")
         return cls(
             http,
-            base_url=settings.platform_api_url,
-            token=settings.platform_api_token,
+            base_url=settings.assistant_api_url,
+            token=settings.assistant_api_token,
             clock=clock,
             sleep=sleep,
         )

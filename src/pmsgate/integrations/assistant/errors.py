@@ -26,12 +26,12 @@ CLASSIFICATION = ClassificationTable.load("pmsgate.integrations.assistant", "err
 ENDPOINT_REFUSED_STATUSES = frozenset({403, 404, 405, 501})
 
 
-class PlatformError(UpstreamError):
+class AssistantError(UpstreamError):
     """Base of every failure talking to the assistant platform."""
 
-    upstream: ClassVar[str] = "platform"
+    upstream: ClassVar[str] = "assistant"
     code: ClassVar[str] = "platform_error"
-    hint = "See docs/platform-api.md for the assistant-platform contract."
+    hint = "See docs/assistant-api.md for the assistant-platform contract."
 
     def __init__(
         self,
@@ -54,42 +54,42 @@ class PlatformError(UpstreamError):
         )
 
 
-class PlatformUnauthorized(PlatformError):
+class AssistantUnauthorized(AssistantError):
     """The platform refused the bearer token (401)."""
 
     code: ClassVar[str] = "platform_unauthorized"
-    hint = "Check PMSGATE_PLATFORM_API_TOKEN: it is missing, wrong or revoked."
+    hint = "Check PMSGATE_ASSISTANT_API_TOKEN: it is missing, wrong or revoked."
 
 
-class PlatformForbidden(PlatformUnauthorized):
+class AssistantForbidden(AssistantUnauthorized):
     """The token is valid but does not cover this workspace or action (403)."""
 
     code: ClassVar[str] = "platform_forbidden"
     hint = "Use a token scoped to this workspace (or an account-wide token to create workspaces)."
 
 
-class PlatformNotFound(PlatformError):
+class AssistantNotFound(AssistantError):
     """The workspace, tool, skill, agent or node does not exist (404)."""
 
     code: ClassVar[str] = "platform_not_found"
     hint = "Read the object's id again from the matching list call."
 
 
-class PlatformValidationError(PlatformError):
+class AssistantValidationError(AssistantError):
     """The platform refused the request's content (400/422); the message names the field."""
 
     code: ClassVar[str] = "platform_validation_failed"
     hint = "Correct the field named in the message and send the request again."
 
 
-class PlatformConflict(PlatformError):
+class AssistantConflict(AssistantError):
     """The object already exists, e.g. a tool with the same name in the workspace (409)."""
 
     code: ClassVar[str] = "platform_conflict"
     hint = "Read the existing object and update it instead of creating it again."
 
 
-class PlatformRateLimited(PlatformError):
+class AssistantRateLimited(AssistantError):
     """The workspace's 120 requests/minute are spent; ``retry_after`` says when one fits."""
 
     code: ClassVar[str] = "platform_rate_limited"
@@ -97,7 +97,7 @@ class PlatformRateLimited(PlatformError):
     hint = "Wait for retry_after seconds; the limit is shared with the agent's tool calls."
 
 
-class PlatformUnavailable(PlatformError):
+class AssistantUnavailable(AssistantError):
     """The platform could not be reached or failed transiently (5xx); safe to retry later."""
 
     code: ClassVar[str] = "platform_unavailable"
@@ -105,28 +105,28 @@ class PlatformUnavailable(PlatformError):
     hint = "The assistant platform is temporarily unavailable; retry later."
 
 
-class PlatformWriteOutcomeUnknown(PlatformError):
+class AssistantWriteOutcomeUnknown(AssistantError):
     """A write without an idempotency key was sent and no answer came: it may have been applied."""
 
     code: ClassVar[str] = "platform_write_outcome_unknown"
     hint = "List the objects to see whether the write was applied before sending it again."
 
 
-class PlatformUnexpectedResponse(PlatformError):
+class AssistantUnexpectedResponse(AssistantError):
     """The answer does not have the documented shape."""
 
     code: ClassVar[str] = "platform_unexpected_response"
-    hint = "The platform answered in an undocumented shape; compare with docs/platform-api.md."
+    hint = "The platform answered in an undocumented shape; compare with docs/assistant-api.md."
 
 
-class PlatformEndpointUnavailable(PlatformNotFound):
+class AssistantEndpointUnavailable(AssistantNotFound):
     """An endpoint this project only ASSUMES (not in the public reference) was refused.
 
     Raised instead of the status's own class when an assumed endpoint (workspace
     creation, secrets, members, usage, listings, the PMS connection, test
     conversations) answers 403, 404, 405 or 501: the real platform does not offer it
-    to us, so what it would do is a person's task (docs/platform-api.md "Assumed
-    endpoints"). A subclass of :class:`PlatformNotFound`: on an assumed endpoint a 404
+    to us, so what it would do is a person's task (docs/assistant-api.md "Assumed
+    endpoints"). A subclass of :class:`AssistantNotFound`: on an assumed endpoint a 404
     cannot tell "no such endpoint" from "no such workspace". ``endpoint`` is the route
     template, e.g.
     ``PUT /v1/workspaces/{id}/secrets/{name}``.

@@ -1,6 +1,6 @@
 """The assistant platform's wire models: the bodies the client sends and the objects it reads.
 
-Shapes: ``docs/platform-api.md`` (the public reference's, plus this project's
+Shapes: ``docs/assistant-api.md`` (the public reference's, plus this project's
 written-down assumptions). An answer keeps unknown fields (:class:`Answer`); a body
 we send refuses them (:class:`Outgoing`): an unknown field there is a bug on our side.
 """
@@ -56,7 +56,7 @@ class ToolParameter(BaseModel):
     type: str
     required: bool = False
     # Optional here so the platform, not the client, is the one that refuses it
-    # (docs/platform-api.md).
+    # (docs/assistant-api.md).
     description: str | None = None
 
 
@@ -276,10 +276,10 @@ class Listing(Answer):
     external_id: str | None = None
 
 
-class PmsConnection(Answer):
+class KrossConnection(Answer):
     """The workspace's booking-system connection as the platform reports it (never a password).
 
-    ASSUMED SHAPE (docs/platform-api.md "Listings"): the platform's listings sync reads
+    ASSUMED SHAPE (docs/assistant-api.md "Listings"): the platform's listings sync reads
     the booking system with these credentials.
     """
 
@@ -342,7 +342,7 @@ class AgentConversation(Answer):
     """A test conversation with an agent: the message, the reply, the tools called.
 
     EMULATOR-ONLY ASSUMPTION: the real platform's test-conversation API is not public
-    (docs/platform-api.md); this shape is the platform emulator's.
+    (docs/assistant-api.md); this shape is the platform emulator's.
     """
 
     id: str

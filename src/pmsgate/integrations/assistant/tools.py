@@ -7,7 +7,7 @@ from typing import Any, Unpack
 
 from pydantic import ValidationError
 
-from pmsgate.integrations.assistant.errors import PlatformUnexpectedResponse
+from pmsgate.integrations.assistant.errors import AssistantUnexpectedResponse
 from pmsgate.integrations.assistant.models import (
     CustomTool,
     CustomToolRuntime,
@@ -76,6 +76,6 @@ class ToolsMixin(Transport):
         except ValidationError as exc:
             raise shape_error(CustomToolRuntime, exc, "GET", RUNTIMES) from None
         except TypeError:
-            raise PlatformUnexpectedResponse(
+            raise AssistantUnexpectedResponse(
                 "The runtimes answer is not a list.", method="GET", path=RUNTIMES
             ) from None

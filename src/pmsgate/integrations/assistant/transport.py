@@ -25,17 +25,17 @@ from pmsgate.clock import Clock, Sleep, SystemClock
 from pmsgate.integrations.assistant.errors import (
     CLASSIFICATION,
     ENDPOINT_REFUSED_STATUSES,
-    PlatformConflict,
-    PlatformEndpointUnavailable,
-    PlatformError,
-    PlatformForbidden,
-    PlatformNotFound,
-    PlatformRateLimited,
-    PlatformUnauthorized,
-    PlatformUnavailable,
-    PlatformUnexpectedResponse,
-    PlatformValidationError,
-    PlatformWriteOutcomeUnknown,
+    AssistantConflict,
+    AssistantEndpointUnavailable,
+    AssistantError,
+    AssistantForbidden,
+    AssistantNotFound,
+    AssistantRateLimited,
+    AssistantUnauthorized,
+    AssistantUnavailable,
+    AssistantUnexpectedResponse,
+    AssistantValidationError,
+    AssistantWriteOutcomeUnknown,
 )
 from pmsgate.integrations.assistant.models import M, Outgoing, Page
 from pmsgate.integrations.kit import (
@@ -58,19 +58,19 @@ _UPSTREAM_MESSAGE_MAX = 300
 _KNOWN_OWNERS_MAX = 50_000
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-conduit-request-id")
 
-_KIND_CLASSES: dict[ErrorKind, type[PlatformError]] = {
-    ErrorKind.AUTH_FAILED: PlatformUnauthorized,
-    ErrorKind.TOKEN_REJECTED: PlatformUnauthorized,
-    ErrorKind.FORBIDDEN: PlatformForbidden,
-    ErrorKind.NOT_FOUND: PlatformNotFound,
-    ErrorKind.UNKNOWN_OPERATION: PlatformNotFound,
-    ErrorKind.CONFLICT: PlatformConflict,
-    ErrorKind.INVALID_REQUEST: PlatformValidationError,
-    ErrorKind.RATE_LIMITED: PlatformRateLimited,
-    ErrorKind.TOO_MANY_SESSIONS: PlatformRateLimited,
-    ErrorKind.UNAVAILABLE: PlatformUnavailable,
-    ErrorKind.EDGE_BLOCKED: PlatformForbidden,
-    ErrorKind.UNEXPECTED: PlatformUnexpectedResponse,
+_KIND_CLASSES: dict[ErrorKind, type[AssistantError]] = {
+    ErrorKind.AUTH_FAILED: AssistantUnauthorized,
+    ErrorKind.TOKEN_REJECTED: AssistantUnauthorized,
+    ErrorKind.FORBIDDEN: AssistantForbidden,
+    ErrorKind.NOT_FOUND: AssistantNotFound,
+    ErrorKind.UNKNOWN_OPERATION: AssistantNotFound,
+    ErrorKind.CONFLICT: AssistantConflict,
+    ErrorKind.INVALID_REQUEST: AssistantValidationError,
+    ErrorKind.RATE_LIMITED: AssistantRateLimited,
+    ErrorKind.TOO_MANY_SESSIONS: AssistantRateLimited,
+    ErrorKind.UNAVAILABLE: AssistantUnavailable,
+    ErrorKind.EDGE_BLOCKED: AssistantForbidden,
+    ErrorKind.UNEXPECTED: AssistantUnexpectedResponse,
 }
 
 
@@ -230,7 +230,7 @@ class Transport:
                 return
             if not page.next_cursor or page.next_cursor in seen:
                 # A server that keeps saying "more" without moving on would loop forever.
-                raise PlatformUnexpectedResponse(
+                raise AssistantUnexpectedResponse(
                     "The list says has_more but gives no new next_cursor.", method="GET", path=path
                 )
             seen.add(page.next_cursor)
@@ -329,7 +329,7 @@ class Transport:
         """Send one request; retry (stamina) only reads and writes that carry an idempotency key.
 
         ``assumed`` names the route template of an endpoint the public reference does not
-        document: its refusal (403/404/405/501) becomes ``PlatformEndpointUnavailable``.
+        document: its refusal (403/404/405/501) becomes ``AssistantEndpointUnavailable``.
         """
         token = self._token.get_secret_value()
         scrub = self._scrubber.with_secrets(token, *secrets)
@@ -354,7 +354,7 @@ class Transport:
                 try:
                     response = await self._send(method, path, params, body, headers, replay_safe)
                     answer = self._interpret(method, path, response, scrub, replay_safe, assumed)
-                except PlatformError as error:
+                except AssistantError as error:
                     self._log(method, path, started, attempt, error=error)
                     raise
                 self._log(method, path, started, attempt, status=response.status_code)
@@ -381,7 +381,7 @@ class Transport:
                     timeout=httpx.Timeout(self.timeout_s),
                 )
         except NOT_SENT as exc:
-            raise PlatformUnavailable(
+            raise AssistantUnavailable(
                 f"Could not reach the assistant platform ({type(exc).__name__}).",
                 method=method,
                 path=path,
@@ -390,10 +390,10 @@ class Transport:
         except (httpx.TransportError, TimeoutError) as exc:
             reason = type(exc).__name__
             if replay_safe:
-                raise PlatformUnavailable(
+                raise AssistantUnavailable(
                     f"The assistant platform did not answer ({reason}).", method=method, path=path
                 ) from None
-            raise PlatformWriteOutcomeUnknown(
+            raise AssistantWriteOutcomeUnknown(
                 f"The write was sent but no answer came ({reason}); it may have been applied.",
                 method=method,
                 path=path,
@@ -418,7 +418,7 @@ class Transport:
         )
         if 200 <= status < 300:
             if answer is None and status != 204 and method != "DELETE":
-                raise PlatformUnexpectedResponse(
+                raise AssistantUnexpectedResponse(
                     f"HTTP {status} without a JSON body.",
                     method=method,
                     path=path,
@@ -435,7 +435,7 @@ class Transport:
             "request_id": request_id,
         }
         if assumed is not None and status in ENDPOINT_REFUSED_STATUSES:
-            raise PlatformEndpointUnavailable(
+            raise AssistantEndpointUnavailable(
                 f"The platform refused {assumed} (HTTP {status}): an endpoint this project "
                 "assumes and the public reference does not document.",
                 endpoint=assumed,
@@ -443,7 +443,7 @@ class Transport:
             )
         if status == 504 and not replay_safe:
             # A proxy gave up waiting: the origin may still have applied the write.
-            raise PlatformWriteOutcomeUnknown(
+            raise AssistantWriteOutcomeUnknown(
                 "A proxy timed out waiting for the write; it may have been applied.", **context
             )
         raise self._error(CLASSIFICATION.classify(status), upstream, response.headers, context)
@@ -454,21 +454,21 @@ class Transport:
         upstream: str | None,
         headers: httpx.Headers,
         context: dict[str, Any],
-    ) -> PlatformError:
-        cls = _KIND_CLASSES.get(kind, PlatformUnexpectedResponse)
+    ) -> AssistantError:
+        cls = _KIND_CLASSES.get(kind, AssistantUnexpectedResponse)
         status = context["status"]
-        if cls is PlatformRateLimited:
+        if cls is AssistantRateLimited:
             wait = parse_retry_after(headers.get("retry-after"), self.clock.now())
-            return PlatformRateLimited(
+            return AssistantRateLimited(
                 "The workspace's request budget is spent.", retry_after=wait, **context
             )
-        messages: dict[type[PlatformError], str] = {
-            PlatformUnauthorized: "The platform refused the token.",
-            PlatformForbidden: "The token may not do this.",
-            PlatformNotFound: upstream or "Not found.",
-            PlatformConflict: upstream or "Already exists.",
-            PlatformValidationError: upstream or "The request was refused.",
-            PlatformUnavailable: f"The platform failed (HTTP {status}).",
+        messages: dict[type[AssistantError], str] = {
+            AssistantUnauthorized: "The platform refused the token.",
+            AssistantForbidden: "The token may not do this.",
+            AssistantNotFound: upstream or "Not found.",
+            AssistantConflict: upstream or "Already exists.",
+            AssistantValidationError: upstream or "The request was refused.",
+            AssistantUnavailable: f"The platform failed (HTTP {status}).",
         }
         return cls(messages.get(cls, f"Unexpected HTTP status {status}."), **context)
 
@@ -480,11 +480,11 @@ class Transport:
         attempt: int,
         *,
         status: int | None = None,
-        error: PlatformError | None = None,
+        error: AssistantError | None = None,
     ) -> None:
         # Method, path and status only: bodies carry secret values and guest-facing text.
         log.debug(
-            "platform_request",
+            "assistant_request",
             method=method,
             path=path,
             status=error.status if error is not None else status,
@@ -516,10 +516,10 @@ def _dump_changes(model: BaseModel) -> dict[str, Any]:
 
 def shape_error(
     model: type[BaseModel], exc: ValidationError, method: str | None, path: str | None
-) -> PlatformUnexpectedResponse:
+) -> AssistantUnexpectedResponse:
     # Field locations only: values may be secrets or guest-facing text.
     where = sorted({".".join(str(p) for p in e["loc"]) for e in exc.errors()})[:5]
-    return PlatformUnexpectedResponse(
+    return AssistantUnexpectedResponse(
         f"The answer does not match {model.__name__} at {where}.", method=method, path=path
     )
 

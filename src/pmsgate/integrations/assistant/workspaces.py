@@ -1,8 +1,8 @@
 """Workspaces and what hangs on one: usage, members and roles, secrets.
 
 Listing workspaces is documented; creating one, its usage, members, roles and
-secrets are this project's assumptions (docs/platform-api.md "Assumed endpoints"):
-their refusal raises :class:`~pmsgate.integrations.assistant.errors.PlatformEndpointUnavailable`.
+secrets are this project's assumptions (docs/assistant-api.md "Assumed endpoints"):
+their refusal raises :class:`~pmsgate.integrations.assistant.errors.AssistantEndpointUnavailable`.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import uuid
 
 from pydantic import SecretStr
 
-from pmsgate.integrations.assistant.errors import PlatformConflict
+from pmsgate.integrations.assistant.errors import AssistantConflict
 from pmsgate.integrations.assistant.models import (
     Member,
     Role,
@@ -58,7 +58,7 @@ class WorkspacesMixin(Transport):
             return await self.create_workspace(
                 name, slug, idempotency_key=f"ensure-workspace:{slug}:{uuid.uuid4().hex}"
             )
-        except PlatformConflict:
+        except AssistantConflict:
             # Someone else created it between our list and our create: theirs is ours.
             found = await self._workspace_by_slug(slug)
             if found is None:

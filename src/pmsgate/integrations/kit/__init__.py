@@ -10,9 +10,9 @@ assistant platform (``integrations/assistant/client.py``) and the notes workspac
   may-have-been-sent). Each client's family derives from it::
 
       UpstreamError
-       ├── PmsError        (pms.errors: AuthenticationFailed, TokenRejected, RateLimited, …)
-       ├── PlatformError   (platform.errors: PlatformNotFound, PlatformRateLimited, …)
-       └── NotesError      (platform.notes: NotesRateLimited, NotesUnavailable, …)
+       ├── KrossError        (pms.errors: AuthenticationFailed, TokenRejected, RateLimited, …)
+       ├── AssistantError   (platform.errors: AssistantNotFound, AssistantRateLimited, …)
+       └── NotionError      (platform.notes: NotionRateLimited, NotionUnavailable, …)
 
 - :mod:`.classification` — error classification as **data**: a table per upstream
   (``integrations/kross/errors.yaml``, …) maps an HTTP status and an upstream error code to an

@@ -3,7 +3,7 @@
 Wire contract: ``docs/kross-api.md``. Operation table: ``operations.yaml``.
 """
 
-from pmsgate.integrations.kross.client import PmsClient, PmsResult, Token
+from pmsgate.integrations.kross.client import KrossClient, KrossResult, Token
 from pmsgate.integrations.kross.credentials import (
     Credentials,
     InvalidCredentials,
@@ -25,8 +25,8 @@ from pmsgate.integrations.kross.errors import (
     EdgeBlocked,
     HtmlInsteadOfJson,
     InvalidRequest,
+    KrossError,
     OutOfScopeOperation,
-    PmsError,
     RateLimited,
     TokenRejected,
     TooManySessions,
@@ -54,13 +54,13 @@ __all__ = [
     "InvalidCredentials",
     "InvalidOperationTable",
     "InvalidRequest",
+    "KrossClient",
+    "KrossError",
+    "KrossResult",
     "Operation",
     "OperationKind",
     "OperationTable",
     "OutOfScopeOperation",
-    "PmsClient",
-    "PmsError",
-    "PmsResult",
     "RateLimited",
     "Token",
     "TokenRejected",

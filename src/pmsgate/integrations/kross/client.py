@@ -9,7 +9,7 @@ rotation), with one exception that is not a retry: an answer "no such
 operation" sends the same request once to each next path of the operation
 (``Operation.paths``), since nothing was applied; the path that answers is used
 from then on. It never writes a token, password or api key into a log line or
-an exception. Each HTTP request it sends is logged (``pms_request``) and, when an
+an exception. Each HTTP request it sends is logged (``kross_request``) and, when an
 ``observer`` is given, reported to it with its outcome and duration (the gateway's
 ``pmsgate_upstream_request_seconds``).
 """
@@ -42,7 +42,7 @@ from pmsgate.integrations.kross.errors import (
     EdgeBlocked,
     HtmlInsteadOfJson,
     InvalidRequest,
-    PmsError,
+    KrossError,
     RateLimited,
     TokenRejected,
     TooManySessions,
@@ -71,7 +71,7 @@ BeforeAttempt = Callable[[], Awaitable[None]]
 RequestObserver = Callable[[str, str, float], None]
 
 # What each kind of errors.yaml becomes, with our message (never the upstream's text).
-_KINDS: dict[ErrorKind, tuple[type[PmsError], str]] = {
+_KINDS: dict[ErrorKind, tuple[type[KrossError], str]] = {
     ErrorKind.AUTH_FAILED: (AuthenticationFailed, "The booking system refused the credentials."),
     ErrorKind.TOKEN_REJECTED: (TokenRejected, "The booking system rejected the bearer token."),
     ErrorKind.FORBIDDEN: (AccessDenied, "The booking system refused access."),
@@ -116,7 +116,7 @@ class Token(BaseModel):
 
 
 @dataclass(frozen=True)
-class PmsResult:
+class KrossResult:
     """A successful answer: the ``data`` and the list envelope around it."""
 
     operation: str
@@ -157,7 +157,7 @@ class PmsResult:
         )
 
 
-class PmsClient:
+class KrossClient:
     """Speaks Kross Booking API v5 over the given ``httpx.AsyncClient``."""
 
     def __init__(
@@ -187,7 +187,7 @@ class PmsClient:
         self._token_places: dict[str, str] = {}
         if not user_agent.startswith(BROWSER_UA_PREFIX):
             # Sent anyway so the fault is visible as pms_edge_blocked, but say why up front.
-            log.warning("pms_user_agent_not_browser_style", expected_prefix=BROWSER_UA_PREFIX)
+            log.warning("kross_user_agent_not_browser_style", expected_prefix=BROWSER_UA_PREFIX)
 
     @classmethod
     def from_settings(
@@ -197,7 +197,7 @@ class PmsClient:
         clock: Clock | None = None,
         *,
         observer: RequestObserver | None = None,
-    ) -> PmsClient:
+    ) -> KrossClient:
         """A client configured from PMSGATE_* settings (base URL, path overrides, UA, timeout)."""
         return cls(
             http,
@@ -242,7 +242,7 @@ class PmsClient:
         token: Token | str,
         *,
         before_attempt: BeforeAttempt | None = None,
-    ) -> PmsResult:
+    ) -> KrossResult:
         """Send one operation with a bearer token and return its data envelope.
 
         ``before_attempt`` runs before every HTTP request this call makes (the gateway
@@ -259,7 +259,7 @@ class PmsClient:
             raise UnexpectedResponse(
                 "The answer has no data field.", operation=op.name, ruid=_ruid(answer)
             )
-        return PmsResult(
+        return KrossResult(
             operation=op.name,
             data=answer.get("data"),
             ruid=_ruid(answer),
@@ -307,7 +307,7 @@ class PmsClient:
         for index, path in enumerate(order):
             if index:
                 log.warning(
-                    "pms_path_fallback", operation=op.name, path=path, after=order[index - 1]
+                    "kross_path_fallback", operation=op.name, path=path, after=order[index - 1]
                 )
             if before_attempt is not None:
                 await before_attempt()
@@ -335,7 +335,7 @@ class PmsClient:
         if self._answered_on.get(op.name) != path:
             self._answered_on[op.name] = path
             if path != op.path:
-                log.info("pms_path_resolved", operation=op.name, path=path, default=op.path)
+                log.info("kross_path_resolved", operation=op.name, path=path, default=op.path)
 
     def _bearer(self, op: Operation, token: Token | str) -> str:
         if isinstance(token, Token):
@@ -365,12 +365,12 @@ class PmsClient:
         started = time.perf_counter()
         try:
             response = await self._post(op, path, body, headers)
-        except PmsError as exc:
+        except KrossError as exc:
             self._finished(op, path, started, status=None, ruid=None, error=exc)
             raise
         try:
             answer = self._interpret(op, response, Scrubber(secrets, limit=_MESSAGE_MAX), context)
-        except PmsError as exc:
+        except KrossError as exc:
             self._finished(op, path, started, status=response.status_code, ruid=exc.ruid, error=exc)
             raise
         self._finished(
@@ -425,7 +425,7 @@ class PmsClient:
             headers=response.headers,
         )
 
-    def _non_json_error(self, op: Operation, response: httpx.Response, context: str) -> PmsError:
+    def _non_json_error(self, op: Operation, response: httpx.Response, context: str) -> KrossError:
         status = response.status_code
         text = response.text
         content_type = response.headers.get("content-type", "").lower()
@@ -476,7 +476,7 @@ class PmsClient:
         upstream_message: str | None,
         ruid: str | None,
         headers: httpx.Headers,
-    ) -> PmsError:
+    ) -> KrossError:
         """The error class of a failed answer, as ``errors.yaml`` classifies it."""
         kind = CLASSIFICATION.classify(status, upstream_code, context=context)
         error_class, message = _KINDS[kind]
@@ -527,11 +527,11 @@ class PmsClient:
         *,
         status: int | None,
         ruid: str | None,
-        error: PmsError | None,
+        error: KrossError | None,
     ) -> None:
         elapsed = time.perf_counter() - started
         log.debug(
-            "pms_request",
+            "kross_request",
             operation=op.name,
             path=path,
             status=status,

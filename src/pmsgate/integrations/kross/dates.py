@@ -3,7 +3,7 @@
 ``reservations/get-list`` returns every reservation whatever the date filters
 say, so nothing it returns is passed on before its dates are checked here. The
 functions take either typed models (:class:`~pmsgate.integrations.kross.models.Reservation`)
-or the raw dictionaries of a :class:`~pmsgate.integrations.kross.client.PmsResult`, and
+or the raw dictionaries of a :class:`~pmsgate.integrations.kross.client.KrossResult`, and
 report how many rows the server sent that were outside the asked range.
 """
 

@@ -29,7 +29,7 @@ TOKEN_REQUEST = "token_request"
 CALL = "call"
 
 
-class PmsError(UpstreamError):
+class KrossError(UpstreamError):
     """Base of every failure talking to the booking system."""
 
     upstream: ClassVar[str] = "pms"
@@ -72,7 +72,7 @@ class PmsError(UpstreamError):
         )
 
 
-class EdgeBlocked(PmsError):
+class EdgeBlocked(KrossError):
     """The edge protection refused the request (error 1010): a configuration fault."""
 
     code: ClassVar[str] = "pms_edge_blocked"
@@ -83,7 +83,7 @@ class EdgeBlocked(PmsError):
     )
 
 
-class HtmlInsteadOfJson(PmsError):
+class HtmlInsteadOfJson(KrossError):
     """An HTML page came back where JSON was expected (e.g. the /apiv5 reference page)."""
 
     code: ClassVar[str] = "pms_html_instead_of_json"
@@ -93,14 +93,14 @@ class HtmlInsteadOfJson(PmsError):
     )
 
 
-class UnexpectedResponse(PmsError):
+class UnexpectedResponse(KrossError):
     """The answer is neither the documented success envelope nor an error envelope."""
 
     code: ClassVar[str] = "pms_unexpected_response"
     hint = "The booking system answered in an undocumented shape; compare with docs/kross-api.md."
 
 
-class AuthenticationFailed(PmsError):
+class AuthenticationFailed(KrossError):
     """The booking system refused a login (any non-transient refusal of auth/get-token)."""
 
     code: ClassVar[str] = "pms_auth_failed"
@@ -111,15 +111,15 @@ class AuthenticationFailed(PmsError):
     )
 
 
-class TokenRejected(PmsError):
+class TokenRejected(KrossError):
     """The bearer token is missing, unknown, revoked or expired: get a new one, once."""
 
-    code: ClassVar[str] = "pms_token_rejected"
+    code: ClassVar[str] = "kross_token_rejected"
     sent_by_default: ClassVar[bool] = False
     hint = "Fetch a new token with auth/get-token and send the request again once."
 
 
-class TooManySessions(PmsError):
+class TooManySessions(KrossError):
     """The facility already has the maximum number of active tokens (50)."""
 
     code: ClassVar[str] = "pms_too_many_sessions"
@@ -127,7 +127,7 @@ class TooManySessions(PmsError):
     hint = "Reuse the facility's cached token; new sessions are refused until older ones expire."
 
 
-class RateLimited(PmsError):
+class RateLimited(KrossError):
     """A facility rate limit is spent; ``retry_after`` seconds says when one will fit."""
 
     code: ClassVar[str] = "pms_rate_limited"
@@ -136,7 +136,7 @@ class RateLimited(PmsError):
     hint = "Wait for the time in retry_after before sending again."
 
 
-class UpstreamUnavailable(PmsError):
+class UpstreamUnavailable(KrossError):
     """The booking system could not be reached or failed transiently; safe to retry."""
 
     code: ClassVar[str] = "pms_unavailable"
@@ -144,7 +144,7 @@ class UpstreamUnavailable(PmsError):
     hint = "The booking system is temporarily unavailable; retry with backoff."
 
 
-class WriteOutcomeUnknown(PmsError):
+class WriteOutcomeUnknown(KrossError):
     """A write was sent and no answer came: it may or may not have been applied."""
 
     code: ClassVar[str] = "pms_write_outcome_unknown"
@@ -153,21 +153,21 @@ class WriteOutcomeUnknown(PmsError):
     )
 
 
-class InvalidRequest(PmsError):
+class InvalidRequest(KrossError):
     """The booking system refused the request itself (400/404/409/413/415/422, or a code)."""
 
     code: ClassVar[str] = "pms_invalid_request"
     hint = "Correct the request; see upstream_code for the booking system's reason."
 
 
-class AccessDenied(PmsError):
+class AccessDenied(KrossError):
     """A 403 other than the edge block, e.g. the gateway's IP is not whitelisted."""
 
     code: ClassVar[str] = "pms_access_denied"
     hint = "Check the IP whitelisting and that the facility is linked to the partner."
 
 
-class UnknownOperation(PmsError):
+class UnknownOperation(KrossError):
     """The operation does not exist (locally known, or answered "not found" on every path)."""
 
     code: ClassVar[str] = "pms_unknown_operation"
@@ -179,7 +179,7 @@ class UnknownOperation(PmsError):
     )
 
 
-class OutOfScopeOperation(PmsError):
+class OutOfScopeOperation(KrossError):
     """The operation exists upstream but this integration never calls it."""
 
     code: ClassVar[str] = "pms_out_of_scope_operation"
@@ -218,7 +218,7 @@ _OUTCOME_OF_KIND = {
 }
 
 
-def request_outcome(error: PmsError | None) -> str:
+def request_outcome(error: KrossError | None) -> str:
     """The outcome (one of :data:`REQUEST_OUTCOMES`) of a request that ended in ``error``."""
     if error is None:
         return "ok"

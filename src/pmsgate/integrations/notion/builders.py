@@ -1,6 +1,6 @@
 """Blocks in the shape of a write request: rich text, paragraphs, headings, toggles, callouts.
 
-What callers hand to :meth:`~pmsgate.integrations.notion.client.NotesClient.append_blocks`;
+What callers hand to :meth:`~pmsgate.integrations.notion.client.NotionClient.append_blocks`;
 a text longer than the API's 2,000 characters per item is split into several items.
 """
 

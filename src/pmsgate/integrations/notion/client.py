@@ -9,12 +9,12 @@ a throttle (``throttle.py``) and one retry policy. Request blocks are built with
 - **The httpx client is the SDK's.** ``notion_client.AsyncClient`` takes the
   injected ``httpx.AsyncClient`` over: it sets its ``base_url`` to
   ``<base_url>/v1/``, its timeout and its headers (``Notion-Version``). Give each
-  ``NotesClient`` its own httpx client (with whatever transport: a real one, or
+  ``NotionClient`` its own httpx client (with whatever transport: a real one, or
   ``httpx.ASGITransport`` over the emulator).
 - **The token** is a ``SecretStr`` passed to the SDK per request (its ``auth``
   argument), so it is not stored in the SDK's options nor in the httpx client's
   default headers; it is never logged and never in a ``repr`` or error message.
-- **Throttle.** Every attempt waits for the client's :class:`NotesThrottle`
+- **Throttle.** Every attempt waits for the client's :class:`NotionThrottle`
   (``throttle.py``: about 3 requests/second per integration token); clients sharing
   one token in a process should share one throttle.
 - **Retries are the upstream kit's** (:class:`pmsgate.integrations.kit.RetryPolicy` on
@@ -26,7 +26,7 @@ a throttle (``throttle.py``) and one retry policy. Request blocks are built with
     False), after ``Retry-After``; the wait is done once, by the throttle (the whole
     client holds back through the injected ``sleep``), and stamina waits 0. A
     ``Retry-After`` beyond ``max_retry_after_s`` is not waited for: the caller gets
-    :class:`NotesRateLimited` at once;
+    :class:`NotionRateLimited` at once;
   - **5xx, 529, 409, timeouts and transport failures for reads**, with stamina's
     jittered exponential backoff (``backoff_initial_s`` doubling up to
     ``backoff_max_s``; stamina's own sleep, which its testing mode skips — the
@@ -41,7 +41,7 @@ a throttle (``throttle.py``) and one retry policy. Request blocks are built with
   A write that fails with a 5xx or a timeout makes exactly one attempt. Paginated
   reads and split appends repeat this per request. Error classification is data:
   ``errors.yaml`` (status and Notion code → kind), ``errors.py`` (kind → class).
-- **Notion-Version** is ``2025-09-03`` by default (``PMSGATE_NOTES_VERSION``);
+- **Notion-Version** is ``2025-09-03`` by default (``PMSGATE_NOTION_VERSION``);
   2022-06-28 and 2026-03-11 work too. **Database queries** use
   ``POST /v1/databases/{id}/query`` before 2025-09-03 (through the SDK's generic
   ``request``: SDK 3.x has no ``databases.query``) and the database's data sources
@@ -71,8 +71,8 @@ from pmsgate.integrations.notion.appends import plan_block, request_chunks, spli
 from pmsgate.integrations.notion.builders import TextInput, rich_text
 from pmsgate.integrations.notion.errors import (
     TRANSLATED,
-    NotesError,
-    NotesUnexpectedResponse,
+    NotionError,
+    NotionUnexpectedResponse,
     first_error,
     translate,
 )
@@ -82,7 +82,7 @@ from pmsgate.integrations.notion.models import (
     ApartmentPage,
     Block,
 )
-from pmsgate.integrations.notion.throttle import DEFAULT_REQUESTS_PER_SECOND, NotesThrottle
+from pmsgate.integrations.notion.throttle import DEFAULT_REQUESTS_PER_SECOND, NotionThrottle
 
 log = structlog.get_logger(__name__)
 
@@ -98,7 +98,7 @@ _SEPARATE_TREES = frozenset({"child_page", "child_database"})
 CallKind = Literal["read", "write"]
 
 
-class NotesClient:
+class NotionClient:
     """The Notion API for pmsgate: apartments database, block trees, appends, updates."""
 
     def __init__(
@@ -111,7 +111,7 @@ class NotesClient:
         clock: Clock | None = None,
         sleep: Sleep = anyio.sleep,
         requests_per_second: float = DEFAULT_REQUESTS_PER_SECOND,
-        throttle: NotesThrottle | None = None,
+        throttle: NotionThrottle | None = None,
         max_attempts: int = 5,
         max_retry_after_s: float = 60.0,
         backoff_initial_s: float = 0.5,
@@ -130,7 +130,7 @@ class NotesClient:
         self._clock = clock or SystemClock()
         self.base_url = base_url.rstrip("/")
         self.notion_version = notion_version
-        self.throttle = throttle or NotesThrottle(
+        self.throttle = throttle or NotionThrottle(
             requests_per_second, clock=self._clock, sleep=sleep
         )
         # No overall deadline: the throttle's waits (long when many requests queue) would
@@ -166,24 +166,24 @@ class NotesClient:
         settings: Settings,
         clock: Clock | None = None,
         sleep: Sleep = anyio.sleep,
-        throttle: NotesThrottle | None = None,
-    ) -> NotesClient:
-        """A client configured by ``PMSGATE_NOTES_*`` settings, for one integration token."""
+        throttle: NotionThrottle | None = None,
+    ) -> NotionClient:
+        """A client configured by ``PMSGATE_NOTION_*`` settings, for one integration token."""
         return cls(
             http,
             token=token,
-            base_url=settings.notes_api_url,
-            notion_version=settings.notes_version,
+            base_url=settings.notion_api_url,
+            notion_version=settings.notion_version,
             clock=clock,
             sleep=sleep,
-            requests_per_second=settings.notes_requests_per_second,
+            requests_per_second=settings.notion_requests_per_second,
             throttle=throttle,
-            timeout_s=settings.notes_timeout_s,
+            timeout_s=settings.notion_timeout_s,
         )
 
     def __repr__(self) -> str:
         return (
-            f"NotesClient(base_url={self.base_url!r}, notion_version={self.notion_version!r}, "
+            f"NotionClient(base_url={self.base_url!r}, notion_version={self.notion_version!r}, "
             f"throttle={self.throttle!r})"
         )
 
@@ -203,7 +203,7 @@ class NotesClient:
             )
             sources = database.get("data_sources")
             if not isinstance(sources, list) or not sources:
-                raise NotesUnexpectedResponse("the database lists no data source")
+                raise NotionUnexpectedResponse("the database lists no data source")
             rows: list[Any] = []
             for source in sources:
                 rows += await self._collect(
@@ -294,7 +294,7 @@ class NotesClient:
             )
             results = answer.get("results")
             if not isinstance(results, list) or len(results) != len(chunk):
-                raise NotesUnexpectedResponse("the append answer does not list the new blocks")
+                raise NotionUnexpectedResponse("the append answer does not list the new blocks")
             created = [Block.from_api(row) for row in results]
             for plan, block in zip(chunk, created, strict=True):
                 if plan.rest:
@@ -352,7 +352,7 @@ class NotesClient:
                 for parent in parents:
                     group.start_soon(fill, parent)
         except BaseExceptionGroup as failures:
-            # Callers catch NotesError, not the task group's wrapper.
+            # Callers catch NotionError, not the task group's wrapper.
             raise first_error(failures) from None
 
     def _placement(self, anchor: str) -> dict[str, Any]:
@@ -371,14 +371,14 @@ class NotesClient:
             with attempt:
                 try:
                     answer = await self._attempt(function, kwargs)
-                except NotesError as error:
+                except NotionError as error:
                     error.operation = name
                     if (
                         self.retry_policy.verdict(error, replay_safe=replay_safe) is not False
                         and attempt.num < self.retry_policy.attempts
                     ):
                         log.info(
-                            "notes_retry",
+                            "notion_retry",
                             call=name,
                             code=error.code,
                             status=error.status,
@@ -387,7 +387,9 @@ class NotesClient:
                         )
                     raise
                 if not isinstance(answer, dict):
-                    raise NotesUnexpectedResponse("the answer is not a JSON object", operation=name)
+                    raise NotionUnexpectedResponse(
+                        "the answer is not a JSON object", operation=name
+                    )
                 return answer
         raise AssertionError("stamina ends with an answer or the last error")  # pragma: no cover
 
@@ -405,6 +407,6 @@ class NotesClient:
                 return await function(**kwargs, auth=self._token.get_secret_value())
         except ValueError:
             # The SDK decodes a 2xx body as JSON; a proxy's HTML page ends up here.
-            raise NotesUnexpectedResponse("the answer is not JSON") from None
+            raise NotionUnexpectedResponse("the answer is not JSON") from None
         except TRANSLATED as exc:
             raise translate(exc, scrub=self._scrub, clock=self._clock) from None

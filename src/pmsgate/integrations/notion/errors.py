@@ -36,82 +36,82 @@ from pmsgate.integrations.kit import (
 )
 
 
-class NotesError(UpstreamError):
+class NotionError(UpstreamError):
     """Base of every failure talking to the notes workspace (fields: see ``UpstreamError``)."""
 
-    upstream = "notes"
+    upstream = "notion"
     code = "notes_error"
     hint = "See docs/knowledge-sync.md for the Notion API's contract and limits."
 
 
-class NotesUnauthorized(NotesError):
+class NotionUnauthorized(NotionError):
     """The integration token is missing, wrong or revoked (401)."""
 
     code = "notes_unauthorized"
     hint = "Reconnect the customer's notes workspace: the integration token is not valid."
 
 
-class NotesForbidden(NotesError):
+class NotionForbidden(NotionError):
     """The token is valid but lacks a capability for this object (403)."""
 
     code = "notes_forbidden"
     hint = "Give the integration the read and insert content capabilities."
 
 
-class NotesNotFound(NotesError):
+class NotionNotFound(NotionError):
     """No such page, block or database, or it is not shared with the integration (404)."""
 
     code = "notes_not_found"
     hint = "Share the apartments database and its pages with the integration."
 
 
-class NotesInvalidRequest(NotesError):
+class NotionInvalidRequest(NotionError):
     """The API refused the request's content or headers (400: validation, version, JSON)."""
 
     code = "notes_invalid_request"
 
 
-class NotesConflict(NotesError):
+class NotionConflict(NotionError):
     """The API could not apply the change because of a concurrent one (409)."""
 
     code = "notes_conflict"
     retryable = True
 
 
-class NotesRateLimited(NotesError):
+class NotionRateLimited(NotionError):
     """The API answered 429; ``retry_after`` (seconds) says when to try again."""
 
     code = "notes_rate_limited"
     retryable = True
 
 
-class NotesUnavailable(NotesError):
+class NotionUnavailable(NotionError):
     """The API failed (5xx, 529 overload), timed out or could not be reached."""
 
     code = "notes_unavailable"
     retryable = True
 
 
-class NotesUnexpectedResponse(NotesError):
+class NotionUnexpectedResponse(NotionError):
     """An answer in a shape the client does not understand."""
 
     code = "notes_unexpected_response"
 
 
 ERROR_TABLE = ClassificationTable.load("pmsgate.integrations.notion", "errors.yaml")
-ERROR_CLASSES: dict[ErrorKind, type[NotesError]] = {
-    ErrorKind.AUTH_FAILED: NotesUnauthorized,
-    ErrorKind.TOKEN_REJECTED: NotesUnauthorized,
-    ErrorKind.FORBIDDEN: NotesForbidden,
-    ErrorKind.EDGE_BLOCKED: NotesForbidden,
-    ErrorKind.NOT_FOUND: NotesNotFound,
-    ErrorKind.INVALID_REQUEST: NotesInvalidRequest,
-    ErrorKind.UNKNOWN_OPERATION: NotesInvalidRequest,
-    ErrorKind.CONFLICT: NotesConflict,
-    ErrorKind.RATE_LIMITED: NotesRateLimited,
-    ErrorKind.TOO_MANY_SESSIONS: NotesRateLimited,
-    ErrorKind.UNAVAILABLE: NotesUnavailable,
-    ErrorKind.UNEXPECTED: NotesUnexpectedResponse,
+ERROR_CLASSES: dict[ErrorKind, type[NotionError]] = {
+    ErrorKind.AUTH_FAILED: NotionUnauthorized,
+    ErrorKind.TOKEN_REJECTED: NotionUnauthorized,
+    ErrorKind.FORBIDDEN: NotionForbidden,
+    ErrorKind.EDGE_BLOCKED: NotionForbidden,
+    ErrorKind.NOT_FOUND: NotionNotFound,
+    ErrorKind.INVALID_REQUEST: NotionInvalidRequest,
+    ErrorKind.UNKNOWN_OPERATION: NotionInvalidRequest,
+    ErrorKind.CONFLICT: NotionConflict,
+    ErrorKind.RATE_LIMITED: NotionRateLimited,
+    ErrorKind.TOO_MANY_SESSIONS: NotionRateLimited,
+    ErrorKind.UNAVAILABLE: NotionUnavailable,
+    ErrorKind.UNEXPECTED: NotionUnexpectedResponse,
 }
 
 # What the client catches around one SDK request and hands to :func:`translate`.
@@ -124,20 +124,20 @@ TRANSLATED = (
 )
 
 
-def translate(exc: Exception, *, scrub: Scrubber, clock: Clock) -> NotesError:
+def translate(exc: Exception, *, scrub: Scrubber, clock: Clock) -> NotionError:
     """The SDK's or httpx's exception (one of :data:`TRANSLATED`) as this error family.
 
     ``scrub`` removes secrets from the upstream's message; ``clock`` dates a 429's
     ``Retry-After``.
     """
     if isinstance(exc, RequestTimeoutError | TimeoutError):
-        return NotesUnavailable("the notes API did not answer in time")
+        return NotionUnavailable("the notes API did not answer in time")
     if isinstance(exc, InvalidPathParameterError):
-        return NotesInvalidRequest(
+        return NotionInvalidRequest(
             "an id would change the request path; it was not sent", may_have_been_sent=False
         )
     if isinstance(exc, httpx.TransportError):
-        return NotesUnavailable(
+        return NotionUnavailable(
             f"the notes API could not be reached ({type(exc).__name__})",
             may_have_been_sent=not isinstance(exc, NOT_SENT),
         )
@@ -154,10 +154,10 @@ def translate(exc: Exception, *, scrub: Scrubber, clock: Clock) -> NotesError:
         upstream_message=scrub(body.message or str(exc)),
         request_id=body.request_id or exc.request_id,
         retry_after=parse_retry_after(exc.headers.get("retry-after"), clock.now())
-        if error_class is NotesRateLimited
+        if error_class is NotionRateLimited
         else None,
         # Notion refuses a 429 before doing anything: even a write may be sent again.
-        may_have_been_sent=error_class is not NotesRateLimited,
+        may_have_been_sent=error_class is not NotionRateLimited,
     )
 
 
@@ -190,7 +190,7 @@ def _code_value(code: Any) -> str:
 
 
 def first_error(group: BaseExceptionGroup[Any]) -> BaseException:
-    """The first NotesError inside a (nested) exception group, else its first exception."""
+    """The first NotionError inside a (nested) exception group, else its first exception."""
     leaves: list[BaseException] = []
     pending: list[BaseException] = [group]
     while pending:
@@ -199,4 +199,4 @@ def first_error(group: BaseExceptionGroup[Any]) -> BaseException:
             pending = list(current.exceptions) + pending
         else:
             leaves.append(current)
-    return next((e for e in leaves if isinstance(e, NotesError)), leaves[0] if leaves else group)
+    return next((e for e in leaves if isinstance(e, NotionError)), leaves[0] if leaves else group)

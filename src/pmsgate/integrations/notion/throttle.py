@@ -1,7 +1,7 @@
 """The notes client's throttle: one integration token's requests kept under a rate.
 
 The API allows about 3 requests/second per integration token, with bursts.
-:class:`NotesThrottle` keeps this process at or under ``requests_per_second`` (a
+:class:`NotionThrottle` keeps this process at or under ``requests_per_second`` (a
 pyrate-limiter sliding window timed by the injected clock, waits through the injected
 ``sleep``), so a sync does not *cause* 429s; a 429's ``Retry-After`` holds it back
 whole. Clients sharing one token in a process should share one throttle.
@@ -20,10 +20,10 @@ from pmsgate.ratelimit import RateWindows
 DEFAULT_REQUESTS_PER_SECOND = 3.0
 
 # The throttle's one key: the whole client (one integration token) shares one window.
-_NOTES_KEY = "notes"
+_NOTION_KEY = "notes"
 
 
-class NotesThrottle:
+class NotionThrottle:
     """Keeps one integration token's requests at or under a rate, in this process.
 
     One :class:`~pmsgate.ratelimit.RateWindows` in memory with one key; its waits (and
@@ -47,12 +47,12 @@ class NotesThrottle:
         self._sleep = sleep
 
     def __repr__(self) -> str:
-        return f"NotesThrottle(requests_per_second={self.requests_per_second})"
+        return f"NotionThrottle(requests_per_second={self.requests_per_second})"
 
     def hold(self, seconds: float) -> None:
         """Let no request through for ``seconds`` from now (the API asked us to wait)."""
-        self._windows.hold(_NOTES_KEY, seconds)
+        self._windows.hold(_NOTION_KEY, seconds)
 
     async def acquire(self) -> None:
         """Wait until one more request fits the rate, then count it."""
-        await self._windows.acquire(_NOTES_KEY, [self.rate], self._sleep)
+        await self._windows.acquire(_NOTION_KEY, [self.rate], self._sleep)

@@ -1,6 +1,6 @@
 """The platform emulator's HTTP face: the ``/v1`` API and the ``/_sandbox/`` controls.
 
-Every ``/v1`` request goes through the same steps (docs/platform-api.md):
+Every ``/v1`` request goes through the same steps (docs/assistant-api.md):
 
 1. bearer-token authentication (401 ``{"error"}``);
 2. attribution: the workspace named by the query or body, or owning the object in
@@ -30,13 +30,13 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pmsgate.sandbox.assistant import errors
 from pmsgate.sandbox.assistant.controls import control_router
-from pmsgate.sandbox.assistant.errors import PlatformApiError
+from pmsgate.sandbox.assistant.errors import AssistantApiError
 from pmsgate.sandbox.assistant.routes import api_router
-from pmsgate.sandbox.assistant.store import PlatformStore
+from pmsgate.sandbox.assistant.store import AssistantStore
 from pmsgate.sandbox.emulator_app import emulator_app, request_error_text
 
 
-def create_platform_app(store: PlatformStore) -> FastAPI:
+def create_assistant_app(store: AssistantStore) -> FastAPI:
     """The emulator as an ASGI app over ``store``."""
     return emulator_app(
         "Assistant platform /v1 emulator",
@@ -48,10 +48,10 @@ def create_platform_app(store: PlatformStore) -> FastAPI:
 
 def _install_error_handlers(app: FastAPI) -> None:
     def render(spec: errors.ErrorSpec, message: str | None = None) -> JSONResponse:
-        return JSONResponse(PlatformApiError(spec, message).body(), status_code=spec.status)
+        return JSONResponse(AssistantApiError(spec, message).body(), status_code=spec.status)
 
-    @app.exception_handler(PlatformApiError)
-    async def platform_error(request: Request, exc: PlatformApiError) -> JSONResponse:
+    @app.exception_handler(AssistantApiError)
+    async def platform_error(request: Request, exc: AssistantApiError) -> JSONResponse:
         return JSONResponse(exc.body(), status_code=exc.spec.status, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)

@@ -154,7 +154,7 @@ class AgentPatch(Body):
     enabled: bool | None = None
 
 
-class PmsConnectionBody(Body):
+class KrossConnectionBody(Body):
     """PUT /v1/workspaces/{id}/pms-connection (this project's assumption)."""
 
     provider: str

@@ -20,13 +20,13 @@ from pmsgate.sandbox.assistant.bodies import (
     TokenControl,
     TrafficControl,
 )
-from pmsgate.sandbox.assistant.store import PlatformStore
+from pmsgate.sandbox.assistant.store import AssistantStore
 from pmsgate.sandbox.emulator_app import common_controls
 
 WORKSPACE = "/workspaces/{workspace_id}"
 
 
-def control_router(store: PlatformStore) -> APIRouter:
+def control_router(store: AssistantStore) -> APIRouter:
     """Every ``/_sandbox/`` control of the emulator."""
     router = common_controls(store)
     router.include_router(_workspace_controls(store))
@@ -34,7 +34,7 @@ def control_router(store: PlatformStore) -> APIRouter:
     return router
 
 
-def _workspace_controls(store: PlatformStore) -> APIRouter:
+def _workspace_controls(store: AssistantStore) -> APIRouter:
     router = APIRouter()
 
     @router.post("/tokens", status_code=201)
@@ -62,12 +62,12 @@ def _workspace_controls(store: PlatformStore) -> APIRouter:
 
     @router.put(f"{WORKSPACE}/pms-connection")
     async def set_connection(workspace_id: str, body: ConnectionControl) -> dict[str, Any]:
-        store.set_pms_connection(workspace_id, body.hotel_id, body.username, body.password)
+        store.set_kross_connection(workspace_id, body.hotel_id, body.username, body.password)
         return wire.connection(*store.pms_connection(workspace_id))
 
     @router.delete(f"{WORKSPACE}/pms-connection")
     async def clear_connection(workspace_id: str) -> dict[str, Any]:
-        store.clear_pms_connection(workspace_id)
+        store.clear_kross_connection(workspace_id)
         return wire.connection(None, False)
 
     @router.post(f"{WORKSPACE}/traffic")
@@ -86,7 +86,7 @@ def _workspace_controls(store: PlatformStore) -> APIRouter:
     return router
 
 
-def _switch_controls(store: PlatformStore) -> APIRouter:
+def _switch_controls(store: AssistantStore) -> APIRouter:
     router = APIRouter()
 
     @router.get("/config")

@@ -1,6 +1,6 @@
 """The emulator's error table: every ``{"error": "..."}`` answer it can give.
 
-Statuses are this project's assumption (docs/platform-api.md); the public reference
+Statuses are this project's assumption (docs/assistant-api.md); the public reference
 only fixes the body shape and 429 + ``Retry-After``.
 """
 
@@ -35,7 +35,7 @@ INTERNAL = ErrorSpec("internal", 500, "internal error")
 UNAVAILABLE = ErrorSpec("unavailable", 503, "service temporarily unavailable")
 
 
-class PlatformApiError(EmulatedError[ErrorSpec]):
+class AssistantApiError(EmulatedError[ErrorSpec]):
     """An error answer: raised anywhere in the emulator, rendered by the app's handler."""
 
     def body(self) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 """How every ``/v1`` request is handled, and the endpoint shapes the routes are made of.
 
-The pipeline (docs/platform-api.md): :func:`enter` authenticates, attributes the
+The pipeline (docs/assistant-api.md): :func:`enter` authenticates, attributes the
 request to a workspace (or to the token), counts it against the 120/min window and
 applies injected faults; :func:`run_write` replays a write's answer for a repeated
 ``Idempotency-Key``; :func:`page` cuts a list into ``{data, next_cursor, has_more}``.
@@ -24,8 +24,8 @@ from pydantic import BaseModel, ValidationError
 
 from pmsgate.sandbox.assistant import errors
 from pmsgate.sandbox.assistant.bodies import Body
-from pmsgate.sandbox.assistant.errors import PlatformApiError
-from pmsgate.sandbox.assistant.store import ApiToken, Page, PlatformStore, paginate
+from pmsgate.sandbox.assistant.errors import AssistantApiError
+from pmsgate.sandbox.assistant.store import ApiToken, AssistantStore, Page, paginate
 from pmsgate.sandbox.core import bearer_token, json_object
 
 _Model = TypeVar("_Model", bound=BaseModel)
@@ -35,7 +35,7 @@ Endpoint = Callable[[Request], Awaitable[JSONResponse]]
 Act = Callable[[Request, str, dict[str, Any]], Awaitable[tuple[int, Any]]]
 Render = Callable[[Any], Any]
 
-# Endpoints this project assumes (docs/platform-api.md "Assumed endpoints"): not in the
+# Endpoints this project assumes (docs/assistant-api.md "Assumed endpoints"): not in the
 # public reference. GET /v1/workspaces (the list) is documented and not among them.
 UNDOCUMENTED_ROUTES = frozenset(
     {
@@ -79,7 +79,7 @@ class Target:
     where: Literal["account", "workspace", "query", "body", "object"]
     param: str = ""
 
-    def enter(self, store: PlatformStore, request: Request, body: Any = None) -> tuple[Call, str]:
+    def enter(self, store: AssistantStore, request: Request, body: Any = None) -> tuple[Call, str]:
         """:func:`enter` for this target; the key it names ("" for the account)."""
         if self.where == "body":
             return enter(store, request, body=body), _body_workspace(body)
@@ -109,7 +109,7 @@ def by_id(param: str) -> Target:
 
 
 def read_one(
-    store: PlatformStore, target: Target, get: Callable[[str], Any], render: Render
+    store: AssistantStore, target: Target, get: Callable[[str], Any], render: Render
 ) -> Endpoint:
     """``GET``: one object, ``{"data": {...}}``."""
 
@@ -121,7 +121,7 @@ def read_one(
 
 
 def read_page(
-    store: PlatformStore, target: Target, items: Callable[[str], Sequence[Any]], render: Render
+    store: AssistantStore, target: Target, items: Callable[[str], Sequence[Any]], render: Render
 ) -> Endpoint:
     """``GET``: a list, one page at a time."""
 
@@ -132,7 +132,7 @@ def read_page(
     return endpoint
 
 
-def write(store: PlatformStore, target: Target, act: Act, *, with_body: bool = True) -> Endpoint:
+def write(store: AssistantStore, target: Target, act: Act, *, with_body: bool = True) -> Endpoint:
     """A write, once per ``Idempotency-Key``; its answer wrapped as ``{"data": {...}}``.
 
     A target in the body reads the body first; any other is entered before the body is
@@ -185,7 +185,7 @@ def delete(remove: Callable[[str], None]) -> Act:
 
 
 def enter(
-    store: PlatformStore,
+    store: AssistantStore,
     request: Request,
     *,
     workspace_id: str | None = None,
@@ -198,7 +198,7 @@ def enter(
         and route_name(request) in UNDOCUMENTED_ROUTES
     ):
         # Like a platform without this endpoint: nothing is counted, nothing is checked.
-        raise PlatformApiError(errors.NOT_FOUND, "no such endpoint")
+        raise AssistantApiError(errors.NOT_FOUND, "no such endpoint")
     token = store.authenticate(bearer_token(request))
     if body is not None:
         workspace_id = _body_workspace(body)
@@ -214,7 +214,7 @@ def enter(
 
 
 async def run_write(
-    store: PlatformStore,
+    store: AssistantStore,
     request: Request,
     call: Call,
     body: dict[str, Any],
@@ -246,7 +246,7 @@ def page(request: Request, items: Sequence[Any], render: Render) -> JSONResponse
     try:
         limit = int(raw_limit) if raw_limit is not None else None
     except ValueError:
-        raise PlatformApiError(errors.BAD_REQUEST, "limit must be an integer") from None
+        raise AssistantApiError(errors.BAD_REQUEST, "limit must be an integer") from None
     chosen: Page[Any] = paginate(items, limit, request.query_params.get("cursor") or None)
     return JSONResponse(
         {
@@ -268,14 +268,14 @@ def required_query(request: Request, name: str) -> str:
     """A query parameter that must be there, or 400."""
     value = request.query_params.get(name)
     if not value:
-        raise PlatformApiError(errors.BAD_REQUEST, f"{name} required")
+        raise AssistantApiError(errors.BAD_REQUEST, f"{name} required")
     return value
 
 
 def _body_workspace(body: dict[str, Any]) -> str:
     workspace_id = body.get("workspace_id")
     if not isinstance(workspace_id, str) or not workspace_id:
-        raise PlatformApiError(errors.VALIDATION, "workspace_id required")
+        raise AssistantApiError(errors.VALIDATION, "workspace_id required")
     return workspace_id
 
 
@@ -283,8 +283,8 @@ async def json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object, or 400."""
     return json_object(
         await request.body(),
-        not_json=lambda: PlatformApiError(errors.BAD_REQUEST, "the body is not valid JSON"),
-        not_object=lambda: PlatformApiError(errors.BAD_REQUEST, "the body must be a JSON object"),
+        not_json=lambda: AssistantApiError(errors.BAD_REQUEST, "the body is not valid JSON"),
+        not_object=lambda: AssistantApiError(errors.BAD_REQUEST, "the body must be a JSON object"),
     )
 
 
@@ -296,4 +296,4 @@ def parse(model: type[_Model], body: dict[str, Any]) -> _Model:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "body"
         message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-        raise PlatformApiError(errors.VALIDATION, f"{where}: {message}") from None
+        raise AssistantApiError(errors.VALIDATION, f"{where}: {message}") from None

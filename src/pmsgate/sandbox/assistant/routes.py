@@ -22,10 +22,10 @@ from pmsgate.sandbox.assistant.bodies import (
     AgentPatch,
     Body,
     ConversationBody,
+    KrossConnectionBody,
     MemberBody,
     NodeBody,
     NodePatch,
-    PmsConnectionBody,
     RoleBody,
     RunBody,
     SecretBody,
@@ -34,7 +34,7 @@ from pmsgate.sandbox.assistant.bodies import (
     ToolPatch,
     WorkspaceBody,
 )
-from pmsgate.sandbox.assistant.errors import PlatformApiError
+from pmsgate.sandbox.assistant.errors import AssistantApiError
 from pmsgate.sandbox.assistant.handlers import (
     ACCOUNT,
     IN_BODY,
@@ -56,12 +56,12 @@ from pmsgate.sandbox.assistant.handlers import (
     update,
     write,
 )
-from pmsgate.sandbox.assistant.store import PlatformStore
+from pmsgate.sandbox.assistant.store import AssistantStore
 
 WORKSPACE = "/workspaces/{workspace_id}"
 
 
-def api_router(store: PlatformStore) -> APIRouter:
+def api_router(store: AssistantStore) -> APIRouter:
     """Every ``/v1`` route of the emulator."""
     router = APIRouter(prefix="/v1")
     add = _adder(router)
@@ -104,7 +104,7 @@ RESOURCES = (
 )
 
 
-def mount(router: APIRouter, store: PlatformStore, resource: Resource) -> None:
+def mount(router: APIRouter, store: AssistantStore, resource: Resource) -> None:
     """The routes ``resource`` allows, in the public reference's paths."""
     add, noun, path = _adder(router), resource.noun, resource.path
     render: Render = getattr(wire, noun)
@@ -122,13 +122,13 @@ def mount(router: APIRouter, store: PlatformStore, resource: Resource) -> None:
         add("DELETE", item, write(store, target, removed, with_body=False))
 
 
-def workspace_routes(router: APIRouter, store: PlatformStore) -> None:
+def workspace_routes(router: APIRouter, store: AssistantStore) -> None:
     """Workspaces and what hangs on one: usage, members, roles, secrets, the connection."""
     add = _adder(router)
     add("GET", "/workspaces", _list_workspaces(store))
     add("POST", "/workspaces", _create_workspace(store))
     add("GET", WORKSPACE, read_one(store, IN_PATH, store.workspace, wire.workspace))
-    # Assumed API (docs/platform-api.md): the platform's usage read is not public.
+    # Assumed API (docs/assistant-api.md): the platform's usage read is not public.
     add("GET", f"{WORKSPACE}/usage", read_one(store, IN_PATH, store.usage, wire.usage))
     add("GET", f"{WORKSPACE}/members", read_page(store, IN_PATH, store.members, wire.member))
 
@@ -151,7 +151,7 @@ def workspace_routes(router: APIRouter, store: PlatformStore) -> None:
     connection_routes(router, store)
 
 
-def secret_routes(router: APIRouter, store: PlatformStore) -> None:
+def secret_routes(router: APIRouter, store: AssistantStore) -> None:
     """A workspace's secrets: names listed, values written and never read back."""
     add = _adder(router)
 
@@ -175,14 +175,14 @@ def secret_routes(router: APIRouter, store: PlatformStore) -> None:
     add("DELETE", f"{WORKSPACE}/secrets/{{name}}", secret_delete)
 
 
-def connection_routes(router: APIRouter, store: PlatformStore) -> None:
-    """The booking-system connection (assumed; docs/platform-api.md "Listings") and listings."""
+def connection_routes(router: APIRouter, store: AssistantStore) -> None:
+    """The booking-system connection (assumed; docs/assistant-api.md "Listings") and listings."""
     add = _adder(router)
 
     def connection(workspace_id: str) -> dict[str, Any]:
         held, healthy = store.pms_connection(workspace_id)
         if held is None:
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.NOT_FOUND, "the workspace has no booking-system connection"
             )
         return wire.api_connection(held, healthy)
@@ -190,10 +190,10 @@ def connection_routes(router: APIRouter, store: PlatformStore) -> None:
     async def set_connection(
         request: Request, workspace_id: str, body: dict[str, Any]
     ) -> tuple[int, Any]:
-        req = parse(PmsConnectionBody, body)
+        req = parse(KrossConnectionBody, body)
         if req.provider != "kross":
-            raise PlatformApiError(errors.VALIDATION, "provider: only kross is supported")
-        store.set_pms_connection(workspace_id, req.hotel_id, req.username, req.password)
+            raise AssistantApiError(errors.VALIDATION, "provider: only kross is supported")
+        store.set_kross_connection(workspace_id, req.hotel_id, req.username, req.password)
         return 200, connection(workspace_id)
 
     add("GET", f"{WORKSPACE}/pms-connection", read_one(store, IN_PATH, connection, dict))
@@ -202,7 +202,7 @@ def connection_routes(router: APIRouter, store: PlatformStore) -> None:
     add("GET", "/listings", read_page(store, IN_QUERY, store.listings, wire.listing))
 
 
-def run_routes(router: APIRouter, store: PlatformStore) -> None:
+def run_routes(router: APIRouter, store: AssistantStore) -> None:
     """What runs: a custom tool, and an agent's test conversation (emulator-only)."""
     add = _adder(router)
 
@@ -223,7 +223,7 @@ def run_routes(router: APIRouter, store: PlatformStore) -> None:
     add("GET", talks, read_page(store, agent, conversations, wire.conversation))
 
 
-def _list_nodes(store: PlatformStore) -> Endpoint:
+def _list_nodes(store: AssistantStore) -> Endpoint:
     """Knowledge nodes of a workspace, of a listing, under a parent, of one kind."""
 
     async def endpoint(request: Request) -> JSONResponse:
@@ -231,7 +231,7 @@ def _list_nodes(store: PlatformStore) -> Endpoint:
         query = request.query_params
         is_directory = query.get("is_directory")
         if is_directory not in (None, "true", "false"):
-            raise PlatformApiError(errors.BAD_REQUEST, "is_directory must be true or false")
+            raise AssistantApiError(errors.BAD_REQUEST, "is_directory must be true or false")
         nodes = store.nodes(
             workspace_id,
             listing_id=query.get("listing_id") or None,
@@ -243,7 +243,7 @@ def _list_nodes(store: PlatformStore) -> Endpoint:
     return endpoint
 
 
-def _list_workspaces(store: PlatformStore) -> Endpoint:
+def _list_workspaces(store: AssistantStore) -> Endpoint:
     async def endpoint(request: Request) -> JSONResponse:
         call = enter(store, request)
         return page(request, store.workspaces(call.token), wire.workspace)
@@ -251,11 +251,11 @@ def _list_workspaces(store: PlatformStore) -> Endpoint:
     return endpoint
 
 
-def _create_workspace(store: PlatformStore) -> Endpoint:
+def _create_workspace(store: AssistantStore) -> Endpoint:
     async def endpoint(request: Request) -> JSONResponse:
         call = enter(store, request)
         if call.token.workspace_ids is not None:
-            raise PlatformApiError(errors.FORBIDDEN, "a workspace token cannot create workspaces")
+            raise AssistantApiError(errors.FORBIDDEN, "a workspace token cannot create workspaces")
         body = await json_body(request)
 
         async def act() -> tuple[int, Any]:
@@ -267,7 +267,7 @@ def _create_workspace(store: PlatformStore) -> Endpoint:
     return endpoint
 
 
-def _list_roles(store: PlatformStore) -> Endpoint:
+def _list_roles(store: AssistantStore) -> Endpoint:
     async def endpoint(request: Request) -> JSONResponse:
         IN_PATH.enter(store, request)
         roles = [{"name": name, "description": text} for name, text in store.roles()]

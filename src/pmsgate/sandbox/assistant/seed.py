@@ -3,7 +3,7 @@
 The seeded workspace stands for "another customer" already on the platform: it
 has its own tool and skill, so tests can show that onboarding provisions from the
 catalogue and never copies from someone else's workspace. Everything is added
-through the store's own methods (``PlatformStore.reset``), so the seed obeys the same
+through the store's own methods (``AssistantStore.reset``), so the seed obeys the same
 validation as requests; this module is the data only.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 # The account (organisation-wide) token of the sandbox; a sandbox value, not a real one.
-SANDBOX_PLATFORM_TOKEN = "sbx-platform-7f3a9c2e5b8d4016a1c7e9f2"
+SANDBOX_ASSISTANT_TOKEN = "sbx-platform-7f3a9c2e5b8d4016a1c7e9f2"
 ACCOUNT_OWNER_EMAIL = "owner@example.com"
 ACCOUNT_OWNER_NAME = "Sandbox Account Owner"
 

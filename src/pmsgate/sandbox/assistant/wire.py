@@ -15,9 +15,9 @@ from pmsgate.sandbox.assistant.store import (
     AgentConversation,
     CustomTool,
     KbNode,
+    KrossConnection,
     Listing,
     Member,
-    PmsConnection,
     Secret,
     Skill,
     ToolRun,
@@ -105,8 +105,8 @@ def _trigger(a: Agent, index: int, t: dict[str, Any]) -> dict[str, Any]:
 
 
 def listing(li: Listing) -> dict[str, Any]:
-    pms = {"provider": "kross", "hotel_id": li.hotel_id, "id_room_type": li.id_room_type}
-    return {**fields(li, "id workspace_id name external_id"), "pms": pms, "status": "active"}
+    kross = {"provider": "kross", "hotel_id": li.hotel_id, "id_room_type": li.id_room_type}
+    return {**fields(li, "id workspace_id name external_id"), "pms": kross, "status": "active"}
 
 
 def node(n: KbNode) -> dict[str, Any]:
@@ -126,7 +126,7 @@ def node(n: KbNode) -> dict[str, Any]:
         "version": n.index_version,
         "tags": [],
         # indexed_at is not in the reference: the emulator's own proof of re-indexing
-        # (docs/platform-api.md).
+        # (docs/assistant-api.md).
         **fields(n, "created_at updated_at indexed_at"),
     }
 
@@ -154,13 +154,13 @@ def conversation(c: AgentConversation) -> dict[str, Any]:
     return {**shown, "tool_calls": calls, "created_at": c.at.isoformat()}
 
 
-def connection(held: PmsConnection | None, healthy: bool) -> dict[str, Any]:
+def connection(held: KrossConnection | None, healthy: bool) -> dict[str, Any]:
     """A control's view of the connection: the password is never echoed back."""
     if held is None:
         return {"connected": False, "healthy": False, "hotel_id": None, "username": None}
     return {"connected": True, "healthy": healthy, **fields(held, "hotel_id username")}
 
 
-def api_connection(held: PmsConnection, healthy: bool) -> dict[str, Any]:
+def api_connection(held: KrossConnection, healthy: bool) -> dict[str, Any]:
     """The /v1 shape: never the password (nor an api key)."""
     return {"provider": "kross", **fields(held, "hotel_id username"), "healthy": healthy}

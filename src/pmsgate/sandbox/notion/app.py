@@ -35,14 +35,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from pmsgate.sandbox.core import bearer_token, json_object
 from pmsgate.sandbox.emulator_app import common_controls, emulator_app, request_error_text
 from pmsgate.sandbox.notion import errors
-from pmsgate.sandbox.notion.errors import NotesApiError, validation
+from pmsgate.sandbox.notion.errors import NotionApiError, validation
 from pmsgate.sandbox.notion.properties import rich_text_items
 from pmsgate.sandbox.notion.store import (
     DATA_SOURCES_VERSION,
     POSITION_VERSION,
     Block,
     Database,
-    NotesStore,
+    NotionStore,
     Page,
     SearchHit,
     User,
@@ -89,7 +89,7 @@ class FaultsBody(BaseModel):
 # --- the app -----------------------------------------------------------------------------------
 
 
-def create_notes_app(store: NotesStore) -> FastAPI:
+def create_notion_app(store: NotionStore) -> FastAPI:
     """The emulator as an ASGI app over ``store``."""
     return emulator_app(
         "Notion API emulator",
@@ -99,7 +99,7 @@ def create_notes_app(store: NotesStore) -> FastAPI:
     )
 
 
-def _api_router(store: NotesStore) -> APIRouter:
+def _api_router(store: NotionStore) -> APIRouter:
     router = APIRouter()
     router.include_router(_search_and_user_routes(store))
     router.include_router(_database_routes(store))
@@ -110,16 +110,16 @@ def _api_router(store: NotesStore) -> APIRouter:
     async def not_served(rest: str, request: Request) -> JSONResponse:
         await _enter(store, request)
         if _NOT_EMULATED.fullmatch(f"{request.method} {rest}"):
-            raise NotesApiError(
+            raise NotionApiError(
                 errors.INVALID_REQUEST,
                 f"The emulator does not implement {request.method} /v1/{rest}.",
             )
-        raise NotesApiError(errors.INVALID_REQUEST_URL)
+        raise NotionApiError(errors.INVALID_REQUEST_URL)
 
     return router
 
 
-def _search_and_user_routes(store: NotesStore) -> APIRouter:
+def _search_and_user_routes(store: NotionStore) -> APIRouter:
     router = APIRouter(prefix="/v1")
 
     @router.post("/search")
@@ -149,7 +149,7 @@ def _search_and_user_routes(store: NotesStore) -> APIRouter:
     return router
 
 
-def _database_routes(store: NotesStore) -> APIRouter:
+def _database_routes(store: NotionStore) -> APIRouter:
     router = APIRouter(prefix="/v1")
 
     @router.post("/databases/{database_id}/query")
@@ -157,7 +157,7 @@ def _database_routes(store: NotesStore) -> APIRouter:
         workspace, version = await _enter(store, request)
         if version >= DATA_SOURCES_VERSION:
             # 2025-09-03 moved database queries to the data sources (upgrade guide).
-            raise NotesApiError(errors.INVALID_REQUEST_URL)
+            raise NotionApiError(errors.INVALID_REQUEST_URL)
         database = store.database(workspace, database_id)
         return _query(store, database, version, await _json_body(request), "page_or_database")
 
@@ -181,7 +181,7 @@ def _database_routes(store: NotesStore) -> APIRouter:
     return router
 
 
-def _page_routes(store: NotesStore) -> APIRouter:
+def _page_routes(store: NotionStore) -> APIRouter:
     router = APIRouter(prefix="/v1")
 
     @router.get("/pages/{page_id}")
@@ -205,7 +205,7 @@ def _page_routes(store: NotesStore) -> APIRouter:
     return router
 
 
-def _block_routes(store: NotesStore) -> APIRouter:
+def _block_routes(store: NotionStore) -> APIRouter:
     router = APIRouter(prefix="/v1")
 
     @router.get("/blocks/{block_id}/children")
@@ -244,7 +244,7 @@ def _block_routes(store: NotesStore) -> APIRouter:
 
 
 async def _enter(
-    store: NotesStore, request: Request, *, since: str | None = None
+    store: NotionStore, request: Request, *, since: str | None = None
 ) -> tuple[Workspace, str]:
     """The common preamble of every /v1 route: count, version, token, bucket, faults.
 
@@ -263,12 +263,12 @@ async def _enter(
     if fault is not None:
         raise fault
     if since is not None and version < since:
-        raise NotesApiError(errors.INVALID_REQUEST_URL)
+        raise NotionApiError(errors.INVALID_REQUEST_URL)
     return workspace, version
 
 
 def _query(
-    store: NotesStore, database: Database, version: str, body: dict[str, Any], kind: str
+    store: NotionStore, database: Database, version: str, body: dict[str, Any], kind: str
 ) -> JSONResponse:
     unknown = set(body) - _QUERY_FIELDS
     if unknown:
@@ -278,7 +278,7 @@ def _query(
     return _json(list_json(results, cursor, kind))
 
 
-def _control_router(store: NotesStore) -> APIRouter:
+def _control_router(store: NotionStore) -> APIRouter:
     router = common_controls(store)
 
     @router.get("/workspaces")
@@ -306,7 +306,7 @@ def _control_router(store: NotesStore) -> APIRouter:
     return router
 
 
-def _faults_json(store: NotesStore) -> dict[str, Any]:
+def _faults_json(store: NotionStore) -> dict[str, Any]:
     faults = store.faults
     return {
         "latency_s": faults.latency_s,
@@ -339,7 +339,7 @@ def _trash(archived: bool, version: str) -> dict[str, bool]:
     return {"archived": archived, "in_trash": archived}
 
 
-def _edits(store: NotesStore, item: Page | Block) -> dict[str, Any]:
+def _edits(store: NotionStore, item: Page | Block) -> dict[str, Any]:
     """When and by whom an object was created and last edited (always the bot here)."""
     bot = store.workspace_of(item).bot_id
     return {
@@ -351,7 +351,7 @@ def _edits(store: NotesStore, item: Page | Block) -> dict[str, Any]:
 
 
 def _block_object(
-    store: NotesStore,
+    store: NotionStore,
     item: Page | Block,
     parent: dict[str, Any],
     version: str,
@@ -371,7 +371,7 @@ def _block_object(
 
 
 def block_json(
-    store: NotesStore, block: Block, version: str = DATA_SOURCES_VERSION
+    store: NotionStore, block: Block, version: str = DATA_SOURCES_VERSION
 ) -> dict[str, Any]:
     """A block object."""
     parent = {"type": block.parent_type, block.parent_type: block.parent_id}
@@ -380,7 +380,7 @@ def block_json(
 
 
 def node_json(
-    store: NotesStore, node: Page | Block, version: str = DATA_SOURCES_VERSION
+    store: NotionStore, node: Page | Block, version: str = DATA_SOURCES_VERSION
 ) -> dict[str, Any]:
     """A block object; a page is seen as a ``child_page`` block."""
     if isinstance(node, Block):
@@ -399,7 +399,7 @@ def _page_parent(database: Database, version: str) -> dict[str, Any]:
     return {"type": "database_id", "database_id": database.id}
 
 
-def page_json(store: NotesStore, page: Page, version: str) -> dict[str, Any]:
+def page_json(store: NotionStore, page: Page, version: str) -> dict[str, Any]:
     """A page object (a row of the apartments database)."""
     database = store.database_of(page)
     # Callers must never alias the store's values.
@@ -460,7 +460,7 @@ def data_source_json(database: Database, version: str) -> dict[str, Any]:
     }
 
 
-def hit_json(store: NotesStore, hit: SearchHit, version: str) -> dict[str, Any]:
+def hit_json(store: NotionStore, hit: SearchHit, version: str) -> dict[str, Any]:
     """A search result: a page, a database (before 2025-09-03) or a data source."""
     if isinstance(hit.target, Page):
         return page_json(store, hit.target, version)
@@ -518,20 +518,20 @@ async def _json_body(request: Request) -> dict[str, Any]:
 def _parse_json(raw: bytes) -> dict[str, Any]:
     return json_object(
         raw,
-        not_json=lambda: NotesApiError(errors.INVALID_JSON),
+        not_json=lambda: NotionApiError(errors.INVALID_JSON),
         not_object=lambda: validation("body should be an object."),
     )
 
 
-def _install_error_handlers(app: FastAPI, store: NotesStore) -> None:
-    def render(exc: NotesApiError) -> JSONResponse:
+def _install_error_handlers(app: FastAPI, store: NotionStore) -> None:
+    def render(exc: NotionApiError) -> JSONResponse:
         store.record_error(exc.spec.code)
         return JSONResponse(
             exc.body(_request_id()), status_code=exc.spec.status, headers=exc.headers
         )
 
-    @app.exception_handler(NotesApiError)
-    async def notes_error(request: Request, exc: NotesApiError) -> JSONResponse:
+    @app.exception_handler(NotionApiError)
+    async def notes_error(request: Request, exc: NotionApiError) -> JSONResponse:
         return render(exc)
 
     @app.exception_handler(RequestValidationError)
@@ -541,10 +541,10 @@ def _install_error_handlers(app: FastAPI, store: NotesStore) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         if exc.status_code in (404, 405):
-            return render(NotesApiError(errors.INVALID_REQUEST_URL))
+            return render(NotionApiError(errors.INVALID_REQUEST_URL))
         return render(validation(str(exc.detail)))
 
     # An emulator bug still answers with the error object, never a bare traceback page.
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return render(NotesApiError(errors.INTERNAL_SERVER_ERROR))
+        return render(NotionApiError(errors.INTERNAL_SERVER_ERROR))

@@ -53,7 +53,7 @@ SERVICE_UNAVAILABLE = ErrorSpec(
 )
 
 
-class NotesApiError(EmulatedError[ErrorSpec]):
+class NotionApiError(EmulatedError[ErrorSpec]):
     """An error answer: raised anywhere in the emulator, rendered by the app's handler."""
 
     def body(self, request_id: str) -> dict[str, Any]:
@@ -67,14 +67,14 @@ class NotesApiError(EmulatedError[ErrorSpec]):
         }
 
 
-def validation(message: str) -> NotesApiError:
+def validation(message: str) -> NotionApiError:
     """A 400 ``validation_error`` with a message in Notion's ``body failed validation`` style."""
-    return NotesApiError(VALIDATION_ERROR, message)
+    return NotionApiError(VALIDATION_ERROR, message)
 
 
-def not_found(kind: str, object_id: str) -> NotesApiError:
+def not_found(kind: str, object_id: str) -> NotionApiError:
     """A 404 ``object_not_found`` naming the object, as Notion words it."""
-    return NotesApiError(
+    return NotionApiError(
         OBJECT_NOT_FOUND,
         f"Could not find {kind} with ID: {object_id}. Make sure the relevant pages and "
         "databases are shared with your integration.",

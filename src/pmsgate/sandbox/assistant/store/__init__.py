@@ -1,7 +1,7 @@
 """The platform emulator's state and semantics, one tenant per workspace.
 
 The store knows nothing about HTTP: it takes typed arguments, changes state and
-raises :class:`~pmsgate.sandbox.assistant.errors.PlatformApiError` for every refusal.
+raises :class:`~pmsgate.sandbox.assistant.errors.AssistantApiError` for every refusal.
 All time comes from the injected clock, so the 120/min window moves only when a
 test advances a :class:`~pmsgate.clock.ManualClock`. Ids are 32 lowercase letters and
 digits, like the public reference's examples, drawn from a generator seeded with the
@@ -36,9 +36,9 @@ from pmsgate.sandbox.assistant.store.records import (
     CustomTool,
     Faults,
     KbNode,
+    KrossConnection,
     Listing,
     Member,
-    PmsConnection,
     SandboxConfig,
     Secret,
     Skill,
@@ -63,14 +63,14 @@ __all__ = [
     "AgentConversation",
     "AgentToolCall",
     "ApiToken",
+    "AssistantStore",
     "CustomTool",
     "Faults",
     "KbNode",
+    "KrossConnection",
     "Listing",
     "Member",
     "Page",
-    "PlatformStore",
-    "PmsConnection",
     "SandboxConfig",
     "Secret",
     "Skill",
@@ -82,7 +82,7 @@ __all__ = [
 ]
 
 
-class PlatformStore(WorkspacesMixin, AgentsMixin, KnowledgeMixin):
+class AssistantStore(WorkspacesMixin, AgentsMixin, KnowledgeMixin):
     """State and semantics of the assistant-platform emulator."""
 
     def __init__(
@@ -111,7 +111,7 @@ class PlatformStore(WorkspacesMixin, AgentsMixin, KnowledgeMixin):
         """Back to the seed data: no extra tokens, workspaces, runs, faults or stats."""
         self._clear()
         self.add_token(
-            seed.SANDBOX_PLATFORM_TOKEN, name="sandbox account token", workspace_ids=None
+            seed.SANDBOX_ASSISTANT_TOKEN, name="sandbox account token", workspace_ids=None
         )
         existing = self.create_workspace(seed.EXISTING_WORKSPACE_NAME, seed.EXISTING_WORKSPACE_SLUG)
         self.create_tool(existing.id, **seed.EXISTING_TOOL)

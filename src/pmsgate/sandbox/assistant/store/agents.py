@@ -1,7 +1,7 @@
 """Skills, agents with their guardrails and triggers, and the agent's test conversations.
 
 The test conversation is the emulator's own (the real platform's API for it is not
-public, docs/platform-api.md): a minimal deterministic "agent" that recognises one
+public, docs/assistant-api.md): a minimal deterministic "agent" that recognises one
 intent, availability between two ISO dates, and calls the workspace's
 ``check-availability`` tool when the agent may use it.
 """
@@ -14,7 +14,7 @@ from datetime import date
 from typing import Any
 
 from pmsgate.sandbox.assistant import errors
-from pmsgate.sandbox.assistant.errors import PlatformApiError
+from pmsgate.sandbox.assistant.errors import AssistantApiError
 from pmsgate.sandbox.assistant.store.checks import (
     MAX_BODY,
     check_guardrails,
@@ -160,7 +160,7 @@ class AgentsMixin(ToolsMixin):
         tenant = self._tenant(agent.workspace_id)
         text = required_text("message", message, MAX_MESSAGE)
         if not agent.enabled:
-            raise PlatformApiError(errors.CONFLICT, "the agent is disabled")
+            raise AssistantApiError(errors.CONFLICT, "the agent is disabled")
         calls: list[AgentToolCall] = []
         stay = _availability_request(text)
         if stay is None:
@@ -200,7 +200,7 @@ class AgentsMixin(ToolsMixin):
         try:
             run = await self.run_tool(tool.id, arguments)
             call = AgentToolCall(tool.name, arguments, run.success, run.message)
-        except PlatformApiError as refused:
+        except AssistantApiError as refused:
             call = AgentToolCall(tool.name, arguments, False, refused.message)
         calls.append(call)
         if call.success:
@@ -223,7 +223,7 @@ class AgentsMixin(ToolsMixin):
 def _check_skill_ids(tenant: Tenant, skill_ids: Sequence[str]) -> list[str]:
     unknown = [s for s in skill_ids if s not in tenant.skills]
     if unknown:
-        raise PlatformApiError(
+        raise AssistantApiError(
             errors.VALIDATION, f"skill_ids: unknown skill {unknown[0]} in this workspace"
         )
     return list(dict.fromkeys(skill_ids))

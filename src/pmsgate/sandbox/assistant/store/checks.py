@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pmsgate.sandbox.assistant import errors
-from pmsgate.sandbox.assistant.errors import PlatformApiError
+from pmsgate.sandbox.assistant.errors import AssistantApiError
 
 MAX_NAME = 64
 KEBAB_CASE = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -29,21 +29,21 @@ MAX_SECRET_VALUE = 4096
 MAX_TITLE = 255
 MAX_BODY = 100_000
 
-# The exact validation message the platform answers (docs/platform-api.md).
+# The exact validation message the platform answers (docs/assistant-api.md).
 PARAMETER_DESCRIPTION_REQUIRED = "parameters[].description required"
 
 
 def choice(name: str, value: str, allowed: Sequence[str]) -> str:
     if value not in allowed:
-        raise PlatformApiError(errors.VALIDATION, f"{name} must be one of {', '.join(allowed)}")
+        raise AssistantApiError(errors.VALIDATION, f"{name} must be one of {', '.join(allowed)}")
     return value
 
 
 def required_text(field_name: str, value: Any, max_length: int) -> str:
     if not isinstance(value, str) or not value.strip():
-        raise PlatformApiError(errors.VALIDATION, f"{field_name} required")
+        raise AssistantApiError(errors.VALIDATION, f"{field_name} required")
     if len(value) > max_length:
-        raise PlatformApiError(
+        raise AssistantApiError(
             errors.VALIDATION, f"{field_name} must be at most {max_length} characters"
         )
     return value
@@ -51,9 +51,9 @@ def required_text(field_name: str, value: Any, max_length: int) -> str:
 
 def check_name(field_name: str, value: Any) -> str:
     if not isinstance(value, str) or not value:
-        raise PlatformApiError(errors.VALIDATION, f"{field_name} required")
+        raise AssistantApiError(errors.VALIDATION, f"{field_name} required")
     if len(value) > MAX_NAME or not KEBAB_CASE.match(value):
-        raise PlatformApiError(
+        raise AssistantApiError(
             errors.VALIDATION,
             f"{field_name} must be kebab-case (lowercase letters, digits, single hyphens), "
             f"at most {MAX_NAME} characters",
@@ -63,35 +63,35 @@ def check_name(field_name: str, value: Any) -> str:
 
 def check_language(value: Any) -> str:
     if value not in LANGUAGES:
-        raise PlatformApiError(errors.VALIDATION, "language must be python or javascript")
+        raise AssistantApiError(errors.VALIDATION, "language must be python or javascript")
     return str(value)
 
 
 def check_parameters(parameters: Any) -> dict[str, dict[str, Any]]:
     if not isinstance(parameters, Mapping):
-        raise PlatformApiError(errors.VALIDATION, "parameters must be an object")
+        raise AssistantApiError(errors.VALIDATION, "parameters must be an object")
     checked: dict[str, dict[str, Any]] = {}
     for name, spec in parameters.items():
         if not PARAMETER_NAME.match(name):
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.VALIDATION,
                 f"parameters: '{name}' must be letters, digits and underscores",
             )
         if not isinstance(spec, Mapping):
-            raise PlatformApiError(errors.VALIDATION, f"parameters.{name} must be an object")
+            raise AssistantApiError(errors.VALIDATION, f"parameters.{name} must be an object")
         description = spec.get("description")
         if not isinstance(description, str) or not description.strip():
-            raise PlatformApiError(errors.VALIDATION, PARAMETER_DESCRIPTION_REQUIRED)
+            raise AssistantApiError(errors.VALIDATION, PARAMETER_DESCRIPTION_REQUIRED)
         if spec.get("type") not in PARAMETER_TYPES:
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.VALIDATION,
                 f"parameters[].type must be one of {', '.join(PARAMETER_TYPES)}",
             )
         if not isinstance(spec.get("required", False), bool):
-            raise PlatformApiError(errors.VALIDATION, "parameters[].required must be a boolean")
+            raise AssistantApiError(errors.VALIDATION, "parameters[].required must be a boolean")
         unknown = sorted(set(spec) - PARAMETER_KEYS)
         if unknown:
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.VALIDATION, f"parameters.{name}: unknown field '{unknown[0]}'"
             )
         checked[name] = {"required": False, **copy.deepcopy(dict(spec))}
@@ -101,14 +101,14 @@ def check_parameters(parameters: Any) -> dict[str, dict[str, Any]]:
 def check_arguments(parameters: Mapping[str, Mapping[str, Any]], given: Mapping[str, Any]) -> None:
     unknown = sorted(set(given) - set(parameters))
     if unknown:
-        raise PlatformApiError(errors.VALIDATION, f"parameters: unknown parameter '{unknown[0]}'")
+        raise AssistantApiError(errors.VALIDATION, f"parameters: unknown parameter '{unknown[0]}'")
     for name, spec in parameters.items():
         if name not in given:
             if spec.get("required"):
-                raise PlatformApiError(errors.VALIDATION, f"parameters.{name} required")
+                raise AssistantApiError(errors.VALIDATION, f"parameters.{name} required")
             continue
         if not _fits(spec.get("type"), given[name]):
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.VALIDATION, f"parameters.{name} must be of type {spec.get('type')}"
             )
 
@@ -133,12 +133,12 @@ def _fits(kind: Any, value: Any) -> bool:
 
 def check_role(role: Any) -> None:
     if role not in ROLES:
-        raise PlatformApiError(errors.VALIDATION, f"role must be one of {', '.join(ROLES)}")
+        raise AssistantApiError(errors.VALIDATION, f"role must be one of {', '.join(ROLES)}")
 
 
 def check_operation_mode(value: Any) -> str:
     if value not in OPERATION_MODES:
-        raise PlatformApiError(errors.VALIDATION, "operation_mode must be copilot or autopilot")
+        raise AssistantApiError(errors.VALIDATION, "operation_mode must be copilot or autopilot")
     return str(value)
 
 
@@ -146,14 +146,16 @@ def check_guardrails(guardrails: Any) -> list[dict[str, str]]:
     checked: list[dict[str, str]] = []
     for guardrail in guardrails:
         if not isinstance(guardrail, Mapping):
-            raise PlatformApiError(errors.VALIDATION, "guardrails[] must be objects")
+            raise AssistantApiError(errors.VALIDATION, "guardrails[] must be objects")
         for key in ("title", "knowledge"):
             value = guardrail.get(key)
             if not isinstance(value, str) or not value.strip():
-                raise PlatformApiError(errors.VALIDATION, f"guardrails[].{key} required")
+                raise AssistantApiError(errors.VALIDATION, f"guardrails[].{key} required")
         unknown = sorted(set(guardrail) - {"title", "knowledge"})
         if unknown:
-            raise PlatformApiError(errors.VALIDATION, f"guardrails[]: unknown field '{unknown[0]}'")
+            raise AssistantApiError(
+                errors.VALIDATION, f"guardrails[]: unknown field '{unknown[0]}'"
+            )
         checked.append({"title": guardrail["title"], "knowledge": guardrail["knowledge"]})
     return checked
 
@@ -162,21 +164,21 @@ def check_triggers(triggers: Any) -> list[dict[str, Any]]:
     checked: list[dict[str, Any]] = []
     for trigger in triggers:
         if not isinstance(trigger, Mapping):
-            raise PlatformApiError(errors.VALIDATION, "triggers[] must be objects")
+            raise AssistantApiError(errors.VALIDATION, "triggers[] must be objects")
         required_text("triggers[].name", trigger.get("name"), 200)
         if trigger.get("type") != "message":
-            raise PlatformApiError(errors.VALIDATION, "triggers[].type must be message")
+            raise AssistantApiError(errors.VALIDATION, "triggers[].type must be message")
         config = trigger.get("config")
         if not isinstance(config, Mapping) or not isinstance(config.get("inboxTypeId"), str):
-            raise PlatformApiError(errors.VALIDATION, "triggers[].config.inboxTypeId required")
+            raise AssistantApiError(errors.VALIDATION, "triggers[].config.inboxTypeId required")
         channels = config.get("channels", [])
         if not isinstance(channels, list) or not all(isinstance(c, str) for c in channels):
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.VALIDATION, "triggers[].config.channels must be a list of strings"
             )
         enabled = trigger.get("enabled", True)
         if not isinstance(enabled, bool):
-            raise PlatformApiError(errors.VALIDATION, "triggers[].enabled must be a boolean")
+            raise AssistantApiError(errors.VALIDATION, "triggers[].enabled must be a boolean")
         checked.append(
             {
                 "name": trigger["name"],
@@ -190,13 +192,13 @@ def check_triggers(triggers: Any) -> list[dict[str, Any]]:
 
 def check_body(value: Any) -> str:
     if not isinstance(value, str):
-        raise PlatformApiError(errors.VALIDATION, "body must be a string")
+        raise AssistantApiError(errors.VALIDATION, "body must be a string")
     if len(value) > MAX_BODY:
-        raise PlatformApiError(errors.VALIDATION, f"body must be at most {MAX_BODY} characters")
+        raise AssistantApiError(errors.VALIDATION, f"body must be at most {MAX_BODY} characters")
     return value
 
 
 def check_entity_ids(value: Any) -> list[str]:
     if not isinstance(value, list | tuple) or not all(isinstance(v, str) and v for v in value):
-        raise PlatformApiError(errors.VALIDATION, "entity_ids must be a list of listing ids")
+        raise AssistantApiError(errors.VALIDATION, "entity_ids must be a list of listing ids")
     return list(dict.fromkeys(value))

@@ -4,7 +4,7 @@
 the seed number, the tokens, the 120/min sliding windows, the stored answers of
 idempotent writes, the switches, the faults and the stats. The resource parts
 (workspaces, tools, agents, knowledge) are mixins on it, composed into
-:class:`~pmsgate.sandbox.assistant.store.PlatformStore`.
+:class:`~pmsgate.sandbox.assistant.store.AssistantStore`.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pmsgate.clock import Clock, ManualClock
 from pmsgate.sandbox.assistant import errors
-from pmsgate.sandbox.assistant.errors import PlatformApiError
+from pmsgate.sandbox.assistant.errors import AssistantApiError
 from pmsgate.sandbox.assistant.store.checks import choice
 from pmsgate.sandbox.assistant.store.records import (
     Agent,
@@ -44,7 +44,7 @@ UNDOCUMENTED_MODES = ("present", "absent")
 # What a workspace owns and the store finds by id alone.
 _O = TypeVar("_O", CustomTool, Skill, Agent, KbNode)
 
-# A field's check: the value as stored, or a PlatformApiError.
+# A field's check: the value as stored, or a AssistantApiError.
 FieldCheck = Callable[[Any], Any]
 
 
@@ -105,13 +105,13 @@ class StoreCore:
         token = self._tokens.get(value or "")
         if token is None:
             self.stats.unauthorized += 1
-            raise PlatformApiError(errors.UNAUTHORIZED)
+            raise AssistantApiError(errors.UNAUTHORIZED)
         return token
 
     def authorize(self, token: ApiToken, workspace_id: str) -> None:
         """Refuse (403) a scoped token outside its workspaces."""
         if token.workspace_ids is not None and workspace_id not in token.workspace_ids:
-            raise PlatformApiError(errors.FORBIDDEN)
+            raise AssistantApiError(errors.FORBIDDEN)
 
     def admit(self, scope: str, route: str) -> None:
         """Count one request against ``scope`` (a workspace id or a token key), or refuse 429."""
@@ -121,7 +121,7 @@ class StoreCore:
         if wait is not None:
             # Refused requests are not counted: otherwise Retry-After would never come true.
             self.stats.rate_limited[scope] += 1
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.RATE_LIMITED,
                 f"rate limit exceeded: {self.config.requests_per_minute} requests per minute "
                 "per workspace",
@@ -139,7 +139,7 @@ class StoreCore:
             spec = errors.ErrorSpec(
                 errors.UNAVAILABLE.name, self.faults.fail_status, errors.UNAVAILABLE.message
             )
-            raise PlatformApiError(spec)
+            raise AssistantApiError(spec)
 
     def replay(self, scope: str, key: str, fingerprint: str) -> StoredAnswer | None:
         """The stored answer of an earlier write with this Idempotency-Key, if any."""
@@ -147,7 +147,7 @@ class StoreCore:
         if stored is None:
             return None
         if stored.fingerprint != fingerprint:
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.VALIDATION, "Idempotency-Key was already used with a different request"
             )
         self.stats.idempotent_replays += 1
@@ -161,7 +161,7 @@ class StoreCore:
         """The workspace a tool, skill, agent or node belongs to, or 404."""
         workspace_id = self._owners.get(resource_id)
         if workspace_id is None:
-            raise PlatformApiError(errors.NOT_FOUND, f"no object with id {resource_id}")
+            raise AssistantApiError(errors.NOT_FOUND, f"no object with id {resource_id}")
         return workspace_id
 
     # --- test controls ---------------------------------------------------------------------
@@ -198,7 +198,7 @@ class StoreCore:
     def advance_clock(self, seconds: float) -> datetime:
         """Move a ManualClock forward; any other clock refuses."""
         if not isinstance(self.clock, ManualClock):
-            raise PlatformApiError(errors.BAD_REQUEST, "the emulator's clock is not a ManualClock")
+            raise AssistantApiError(errors.BAD_REQUEST, "the emulator's clock is not a ManualClock")
         return self.clock.advance(seconds)
 
     # --- what the resource parts share -----------------------------------------------------
@@ -206,7 +206,7 @@ class StoreCore:
     def _tenant(self, workspace_id: str) -> Tenant:
         tenant = self._tenants.get(workspace_id)
         if tenant is None:
-            raise PlatformApiError(errors.NOT_FOUND, f"no workspace {workspace_id}")
+            raise AssistantApiError(errors.NOT_FOUND, f"no workspace {workspace_id}")
         return tenant
 
     def _next_seq(self) -> int:
@@ -239,7 +239,7 @@ class StoreCore:
         """One resource of the workspace that owns ``object_id``, or 404."""
         item = shelf_of(self._tenant(self.owner_of(object_id))).get(object_id)
         if item is None:
-            raise PlatformApiError(errors.NOT_FOUND, f"no {kind} {object_id}")
+            raise AssistantApiError(errors.NOT_FOUND, f"no {kind} {object_id}")
         return item
 
     def _forget(self, shelf: dict[str, Any], object_id: str) -> None:
@@ -253,7 +253,7 @@ class StoreCore:
         for key, value in changes.items():
             check = checks.get(key)
             if check is None:
-                raise PlatformApiError(errors.VALIDATION, f"{key} cannot be changed")
+                raise AssistantApiError(errors.VALIDATION, f"{key} cannot be changed")
             checked[key] = check(value)
         return checked
 
@@ -272,7 +272,7 @@ class StoreCore:
         def unique(value: Any) -> Any:
             value = check(value)
             if any(item.name == value and item.id != renamed for item in shelf.values()):
-                raise PlatformApiError(
+                raise AssistantApiError(
                     errors.CONFLICT, f"{kind} named '{value}' already exists in this workspace"
                 )
             return value

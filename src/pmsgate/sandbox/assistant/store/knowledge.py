@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pmsgate.sandbox.assistant import errors
-from pmsgate.sandbox.assistant.errors import PlatformApiError
+from pmsgate.sandbox.assistant.errors import AssistantApiError
 from pmsgate.sandbox.assistant.store.checks import (
     MAX_TITLE,
     check_body,
@@ -104,7 +104,7 @@ class KnowledgeMixin(StoreCore):
         node = self.node(node_id)
         tenant = self._tenant(node.workspace_id)
         if any(n.parent_id == node_id for n in tenant.nodes.values()):
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.CONFLICT, "the directory is not empty; delete its children first"
             )
         self._forget(tenant.nodes, node_id)
@@ -113,16 +113,16 @@ class KnowledgeMixin(StoreCore):
 def _check_parent(tenant: Tenant, parent_id: str, moving: KbNode | None = None) -> None:
     parent = tenant.nodes.get(parent_id)
     if parent is None:
-        raise PlatformApiError(
+        raise AssistantApiError(
             errors.VALIDATION, f"parent_id: no node {parent_id} in this workspace"
         )
     if not parent.is_directory:
-        raise PlatformApiError(errors.VALIDATION, "parent_id must be a directory")
+        raise AssistantApiError(errors.VALIDATION, "parent_id must be a directory")
     if moving is not None:
         cursor: KbNode | None = parent
         while cursor is not None:
             if cursor.id == moving.id:
-                raise PlatformApiError(
+                raise AssistantApiError(
                     errors.VALIDATION, "parent_id would put the node inside itself"
                 )
             cursor = tenant.nodes.get(cursor.parent_id) if cursor.parent_id else None

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Generic, Protocol, TypeVar
 
 from pmsgate.sandbox.assistant import errors
-from pmsgate.sandbox.assistant.errors import PlatformApiError
+from pmsgate.sandbox.assistant.errors import AssistantApiError
 
 PAGE_DEFAULT = 20
 PAGE_MAX = 100
@@ -36,7 +36,7 @@ def paginate(items: Sequence[T], limit: int | None, cursor: str | None) -> Page[
     """One page of ``items`` (in ``seq`` order) after ``cursor``; limit 1-100, default 20."""
     size = PAGE_DEFAULT if limit is None else limit
     if not 1 <= size <= PAGE_MAX:
-        raise PlatformApiError(errors.BAD_REQUEST, f"limit must be between 1 and {PAGE_MAX}")
+        raise AssistantApiError(errors.BAD_REQUEST, f"limit must be between 1 and {PAGE_MAX}")
     after = _decode_cursor(cursor) if cursor else -1
     # Keyset on seq: a deletion or insertion between pages never repeats or skips an item.
     remaining = [item for item in sorted(items, key=lambda i: i.seq) if item.seq > after]
@@ -58,4 +58,4 @@ def _decode_cursor(cursor: str) -> int:
             raise ValueError(prefix)
         return int(value)
     except (binascii.Error, UnicodeDecodeError, ValueError):
-        raise PlatformApiError(errors.BAD_REQUEST, "invalid cursor") from None
+        raise AssistantApiError(errors.BAD_REQUEST, "invalid cursor") from None

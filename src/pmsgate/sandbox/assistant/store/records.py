@@ -158,7 +158,7 @@ class Listing:
 
 
 @dataclass
-class PmsConnection:
+class KrossConnection:
     """The workspace's booking-system credentials, as the platform holds them."""
 
     hotel_id: str
@@ -196,7 +196,7 @@ class AgentToolCall:
 
 @dataclass(frozen=True)
 class AgentConversation:
-    """A test conversation with an agent (emulator-only, see docs/platform-api.md)."""
+    """A test conversation with an agent (emulator-only, see docs/assistant-api.md)."""
 
     seq: int
     id: str
@@ -249,7 +249,7 @@ class Tenant:
     nodes: dict[str, KbNode] = field(default_factory=dict)
     runs: list[ToolRun] = field(default_factory=list)
     conversations: list[AgentConversation] = field(default_factory=list)
-    connection: PmsConnection | None = None
+    connection: KrossConnection | None = None
     # Guest traffic the emulator does not model message by message (a sandbox control adds it).
     traffic_messages: int = 0
     traffic_tool_calls: int = 0

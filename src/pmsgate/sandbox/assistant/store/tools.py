@@ -101,7 +101,7 @@ class ToolsMixin(StoreCore):
         execution_message_description: str | None = None,
         enable_globally: bool = False,
     ) -> CustomTool:
-        """A new custom tool, validated as the platform does (docs/platform-api.md)."""
+        """A new custom tool, validated as the platform does (docs/assistant-api.md)."""
         tenant = self._tenant(workspace_id)
         self._unique_name(tenant.tools, "a custom tool", _kebab)(name)
         tool = CustomTool(

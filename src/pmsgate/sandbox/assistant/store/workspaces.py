@@ -3,7 +3,7 @@
 Listings are not stored: they are derived, on every read, from the booking-system
 emulator (:class:`~pmsgate.sandbox.kross.store.KrossStore`) through the workspace's
 PMS connection, so changing a facility's password there makes the workspace's
-listings drop to none at once (docs/platform-api.md "Listings").
+listings drop to none at once (docs/assistant-api.md "Listings").
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import hashlib
 from decimal import Decimal
 
 from pmsgate.sandbox.assistant import errors
-from pmsgate.sandbox.assistant.errors import PlatformApiError
+from pmsgate.sandbox.assistant.errors import AssistantApiError
 from pmsgate.sandbox.assistant.seed import ACCOUNT_OWNER_EMAIL, ACCOUNT_OWNER_NAME
 from pmsgate.sandbox.assistant.store.checks import (
     EMAIL,
@@ -26,16 +26,16 @@ from pmsgate.sandbox.assistant.store.checks import (
 from pmsgate.sandbox.assistant.store.core import ID_LENGTH, StoreCore
 from pmsgate.sandbox.assistant.store.records import (
     ApiToken,
+    KrossConnection,
     Listing,
     Member,
-    PmsConnection,
     Secret,
     Tenant,
     Workspace,
     WorkspaceUsage,
 )
 
-# ASSUMED prices of the usage read (docs/platform-api.md): the platform's are not public.
+# ASSUMED prices of the usage read (docs/assistant-api.md): the platform's are not public.
 USD_PER_MESSAGE = Decimal("0.0200")
 USD_PER_TOOL_RUN = Decimal("0.0050")
 
@@ -55,7 +55,7 @@ class WorkspacesMixin(StoreCore):
         name = required_text("name", name, 200)
         check_name("slug", slug)
         if any(t.workspace.slug == slug for t in self._tenants.values()):
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.CONFLICT, f"a workspace with slug '{slug}' already exists"
             )
         now = self.now()
@@ -90,10 +90,10 @@ class WorkspacesMixin(StoreCore):
         """Add a person with a role; an e-mail already in the workspace is a conflict."""
         tenant = self._tenant(workspace_id)
         if not EMAIL.match(email or ""):
-            raise PlatformApiError(errors.VALIDATION, "email must be an e-mail address")
+            raise AssistantApiError(errors.VALIDATION, "email must be an e-mail address")
         check_role(role)
         if any(m.email.lower() == email.lower() for m in tenant.members.values()):
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.CONFLICT, f"{email} is already a member of this workspace"
             )
         member = Member(
@@ -106,7 +106,7 @@ class WorkspacesMixin(StoreCore):
         """Change a member's role."""
         member = self._tenant(workspace_id).members.get(member_id)
         if member is None:
-            raise PlatformApiError(errors.NOT_FOUND, f"no member {member_id} in this workspace")
+            raise AssistantApiError(errors.NOT_FOUND, f"no member {member_id} in this workspace")
         check_role(role)
         member.role = role
         return member
@@ -121,13 +121,13 @@ class WorkspacesMixin(StoreCore):
         """Create or replace a secret; True when it is new."""
         tenant = self._tenant(workspace_id)
         if not SECRET_NAME.match(name):
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.VALIDATION,
                 "secret names are letters, digits and underscores, not starting with a digit "
                 "(at most 128)",
             )
         if not isinstance(value, str) or not value or len(value) > MAX_SECRET_VALUE:
-            raise PlatformApiError(
+            raise AssistantApiError(
                 errors.VALIDATION, f"value must be 1 to {MAX_SECRET_VALUE} characters"
             )
         now = self.now()
@@ -142,9 +142,9 @@ class WorkspacesMixin(StoreCore):
     def delete_secret(self, workspace_id: str, name: str) -> None:
         """Remove a secret, or 404."""
         if self._tenant(workspace_id).secrets.pop(name, None) is None:
-            raise PlatformApiError(errors.NOT_FOUND, f"no secret {name}")
+            raise AssistantApiError(errors.NOT_FOUND, f"no secret {name}")
 
-    # --- usage (assumed API, docs/platform-api.md) -----------------------------------------
+    # --- usage (assumed API, docs/assistant-api.md) -----------------------------------------
 
     def usage(self, workspace_id: str) -> WorkspaceUsage:
         """Cumulative usage: one message per test conversation, tool runs, added traffic."""
@@ -162,26 +162,26 @@ class WorkspacesMixin(StoreCore):
     def add_traffic(self, workspace_id: str, messages: int = 0, tool_calls: int = 0) -> None:
         """Count guest messages and tool calls the workspace handled (a sandbox control)."""
         if messages < 0 or tool_calls < 0:
-            raise PlatformApiError(errors.VALIDATION, "traffic counts cannot be negative")
+            raise AssistantApiError(errors.VALIDATION, "traffic counts cannot be negative")
         tenant = self._tenant(workspace_id)
         tenant.traffic_messages += messages
         tenant.traffic_tool_calls += tool_calls
 
     # --- booking-system connection and listings --------------------------------------------
 
-    def set_pms_connection(
+    def set_kross_connection(
         self, workspace_id: str, hotel_id: str, username: str, password: str
-    ) -> PmsConnection:
+    ) -> KrossConnection:
         """Store the workspace's booking-system credentials (a sandbox control)."""
-        connection = PmsConnection(hotel_id, username, password)
+        connection = KrossConnection(hotel_id, username, password)
         self._tenant(workspace_id).connection = connection
         return connection
 
-    def clear_pms_connection(self, workspace_id: str) -> None:
+    def clear_kross_connection(self, workspace_id: str) -> None:
         """Forget the workspace's booking-system credentials."""
         self._tenant(workspace_id).connection = None
 
-    def pms_connection(self, workspace_id: str) -> tuple[PmsConnection | None, bool]:
+    def pms_connection(self, workspace_id: str) -> tuple[KrossConnection | None, bool]:
         """The stored credentials and whether they work against the booking-system emulator now."""
         connection = self._tenant(workspace_id).connection
         return connection, self._healthy(connection)
@@ -209,7 +209,7 @@ class WorkspacesMixin(StoreCore):
             for index, a in enumerate(apartments)
         ]
 
-    def _healthy(self, connection: PmsConnection | None) -> bool:
+    def _healthy(self, connection: KrossConnection | None) -> bool:
         if connection is None or self.kross is None:
             return False
         if not self.kross.has_facility(connection.hotel_id):

@@ -1,7 +1,7 @@
 """The notes emulator's state and semantics, one tenant per workspace (integration token).
 
 The store knows nothing about HTTP: it takes parsed arguments, changes state and
-raises :class:`~pmsgate.sandbox.notion.errors.NotesApiError` for every refusal. It
+raises :class:`~pmsgate.sandbox.notion.errors.NotionApiError` for every refusal. It
 enforces the documented limits of the Notion API (docs/knowledge-sync.md):
 pages of at most 100 results, at most 100 children and two levels of nesting per
 append, at most 1,000 block elements and 500 KB per request, rich text of at most
@@ -45,7 +45,7 @@ __all__ = [
     "Block",
     "Database",
     "Faults",
-    "NotesStore",
+    "NotionStore",
     "Page",
     "SearchHit",
     "Stats",
@@ -54,5 +54,5 @@ __all__ = [
 ]
 
 
-class NotesStore(PagesMixin, BlocksMixin, SearchMixin, UsersMixin, ControlsMixin):
+class NotionStore(PagesMixin, BlocksMixin, SearchMixin, UsersMixin, ControlsMixin):
     """State and semantics of the notes-workspace emulator."""

@@ -14,7 +14,7 @@ from pmsgate.clock import Clock, SystemClock
 from pmsgate.sandbox.kross.seed import FACILITY_COUNT, build_facilities
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.sandbox.notion import errors
-from pmsgate.sandbox.notion.errors import NotesApiError
+from pmsgate.sandbox.notion.errors import NotionApiError
 from pmsgate.sandbox.notion.properties import Schema, rich_text_items
 from pmsgate.sandbox.notion.seed import (
     ADDRESS_PROPERTY,
@@ -138,9 +138,9 @@ class StoreCore:
     def check_version(value: str | None) -> str:
         """The request's Notion-Version, or missing_version / validation_error."""
         if not value:
-            raise NotesApiError(errors.MISSING_VERSION)
+            raise NotionApiError(errors.MISSING_VERSION)
         if value not in SUPPORTED_VERSIONS:
-            raise NotesApiError(
+            raise NotionApiError(
                 errors.INVALID_VERSION,
                 "Notion-Version header failed validation: Notion-Version header should be one "
                 f"of {sorted(SUPPORTED_VERSIONS)}, instead was `{value}`.",
@@ -151,7 +151,7 @@ class StoreCore:
         """The workspace an integration token opens, or unauthorized."""
         workspace_id = self._by_token.get(token or "")
         if workspace_id is None:
-            raise NotesApiError(errors.UNAUTHORIZED)
+            raise NotionApiError(errors.UNAUTHORIZED)
         return self._workspaces[workspace_id]
 
     def record_request(self, endpoint: str) -> None:
@@ -169,17 +169,17 @@ class StoreCore:
         wait = workspace.bucket.take(self.clock.now().timestamp())
         if wait is not None:
             self.stats.rate_limited[workspace.id] += 1
-            raise NotesApiError(errors.RATE_LIMITED, headers={"Retry-After": str(wait)})
+            raise NotionApiError(errors.RATE_LIMITED, headers={"Retry-After": str(wait)})
 
-    def draw_fault(self, path: str) -> NotesApiError | None:
+    def draw_fault(self, path: str) -> NotionApiError | None:
         """The injected error this request gets, if any."""
         compact = path.replace("-", "")  # ids may be sent with or without dashes
         if any(i.replace("-", "") in compact for i in self.faults.fail_ids):
             self.stats.injected_errors += 1
-            return NotesApiError(errors.INTERNAL_SERVER_ERROR)
+            return NotionApiError(errors.INTERNAL_SERVER_ERROR)
         if self.faults.error_rate > 0 and self._fault_rng.random() < self.faults.error_rate:
             self.stats.injected_errors += 1
-            return NotesApiError(errors.SERVICE_UNAVAILABLE)
+            return NotionApiError(errors.SERVICE_UNAVAILABLE)
         return None
 
     def workspace_of(self, node: Page | Block | Database) -> Workspace:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pmsgate.sandbox.notion import errors
-from pmsgate.sandbox.notion.errors import NotesApiError, not_found, validation
+from pmsgate.sandbox.notion.errors import NotionApiError, not_found, validation
 from pmsgate.sandbox.notion.properties import parse_values
 from pmsgate.sandbox.notion.properties import short as _short
 from pmsgate.sandbox.notion.store.core import DATA_SOURCES_VERSION, POSITION_VERSION
@@ -49,7 +49,7 @@ class PagesMixin(DatabasesMixin):
             )
         unknown = set(body) - {"parent", "properties", "children", "icon", "cover"}
         if unknown:
-            raise NotesApiError(
+            raise NotionApiError(
                 errors.INVALID_REQUEST,
                 f"The emulator does not implement body.{sorted(unknown)[0]} of POST /v1/pages.",
             )
@@ -93,7 +93,7 @@ class PagesMixin(DatabasesMixin):
             key = sorted(unknown)[0]
             if key == "archived":
                 raise validation("body.archived should be not present; use body.in_trash.")
-            raise NotesApiError(
+            raise NotionApiError(
                 errors.INVALID_REQUEST,
                 f"The emulator does not implement body.{key} of PATCH /v1/pages/{{id}}.",
             )
@@ -133,7 +133,7 @@ class PagesMixin(DatabasesMixin):
             )
         kind = given[0]
         if kind == "page_id":
-            raise NotesApiError(
+            raise NotionApiError(
                 errors.INVALID_REQUEST,
                 "The emulator creates pages in the apartments database only (parent database_id"
                 + (" or data_source_id)." if version >= DATA_SOURCES_VERSION else ")."),

@@ -14,7 +14,7 @@ from tests.support.db import downgrade_to
 
 pytestmark = pytest.mark.anyio
 
-PLATFORM_TABLES = {
+ASSISTANT_TABLES = {
     "customers",
     "workspace_configurations",
     "pms_integrations",
@@ -30,15 +30,15 @@ def head_revision() -> str | None:
     return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
-async def test_migrations_at_head_create_every_platform_table(database_url: str):
+async def test_migrations_at_head_create_every_assistant_table(database_url: str):
     async with open_database(database_url) as engine:
         assert await current_revision(engine) == head_revision()
         async with engine.connect() as connection:
             tables = await connection.run_sync(lambda sync: set(inspect(sync).get_table_names()))
-    assert tables >= PLATFORM_TABLES
+    assert tables >= ASSISTANT_TABLES
 
 
-async def test_platform_migration_downgrades_to_the_gateway_schema_and_upgrades_again(
+async def test_assistant_migration_downgrades_to_the_gateway_schema_and_upgrades_again(
     database_url: str,
 ):
 
@@ -47,7 +47,7 @@ async def test_platform_migration_downgrades_to_the_gateway_schema_and_upgrades_
             await downgrade_to(connection, "0001")
         async with engine.connect() as connection:
             tables = await connection.run_sync(lambda sync: set(inspect(sync).get_table_names()))
-        assert not tables & PLATFORM_TABLES
+        assert not tables & ASSISTANT_TABLES
         assert "facilities" in tables
     async with open_database(database_url) as engine:
         assert await current_revision(engine) == head_revision()

@@ -22,7 +22,7 @@ from pmsgate.doctor.findings import Report, Status
 AREA = "notes workspace"
 
 
-async def probe_notes(
+async def probe_notion(
     settings: Settings,
     http: httpx.AsyncClient,
     token: SecretStr,
@@ -32,11 +32,11 @@ async def probe_notes(
     """The bot user, a search, and the apartments database, at the configured version."""
     sdk = AsyncClient(
         client=http,
-        base_url=settings.notes_api_url.rstrip("/"),
-        notion_version=settings.notes_version,
-        timeout_ms=int(settings.notes_timeout_s * 1000),
+        base_url=settings.notion_api_url.rstrip("/"),
+        notion_version=settings.notion_version,
+        timeout_ms=int(settings.notion_timeout_s * 1000),
         retry=False,
-        logger=logging.getLogger("pmsgate.doctor.notes"),
+        logger=logging.getLogger("pmsgate.doctor.notion"),
         log_level=logging.WARNING,
     )
     auth = token.get_secret_value()
@@ -49,7 +49,7 @@ async def probe_notes(
         AREA,
         "integration",
         Status.OK,
-        f"The token belongs to a bot of {workspace} (Notion-Version {settings.notes_version}).",
+        f"The token belongs to a bot of {workspace} (Notion-Version {settings.notion_version}).",
     )
     found = await _ask(report, "search", lambda: sdk.search(auth=auth, page_size=1))
     if found is not None:
@@ -95,8 +95,8 @@ async def _ask(report: Report, check: str, call: Any) -> dict[str, Any] | None:
             check,
             Status.FAIL,
             f"The notes API answered HTTP {error.status} ({_code(error)}).",
-            "Reconnect the notes workspace (`pmsgate customers connect-notes`) or share "
-            "the page with the integration; a 400 on the version means PMSGATE_NOTES_VERSION "
+            "Reconnect the notes workspace (`pmsgate customers connect-notion`) or share "
+            "the page with the integration; a 400 on the version means PMSGATE_NOTION_VERSION "
             "is not accepted.",
         )
         return None
@@ -106,7 +106,7 @@ async def _ask(report: Report, check: str, call: Any) -> dict[str, Any] | None:
             check,
             Status.FAIL,
             f"The notes API could not be reached ({type(error).__name__}).",
-            "Check PMSGATE_NOTES_API_URL and the outbound firewall.",
+            "Check PMSGATE_NOTION_API_URL and the outbound firewall.",
         )
         return None
     return answer if isinstance(answer, dict) else None

@@ -1,4 +1,4 @@
-"""The platform emulator honours docs/platform-api.md: shapes, limits, validation, runs."""
+"""The platform emulator honours docs/assistant-api.md: shapes, limits, validation, runs."""
 
 from __future__ import annotations
 
@@ -10,14 +10,14 @@ import httpx
 import pytest
 
 from pmsgate.clock import ManualClock
-from pmsgate.sandbox.assistant.app import create_platform_app
-from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG, SANDBOX_PLATFORM_TOKEN
-from pmsgate.sandbox.assistant.store import PlatformStore
+from pmsgate.sandbox.assistant.app import create_assistant_app
+from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG, SANDBOX_ASSISTANT_TOKEN
+from pmsgate.sandbox.assistant.store import AssistantStore
 from pmsgate.sandbox.kross.store import KrossStore
 
 pytestmark = pytest.mark.anyio
 
-AUTH = {"Authorization": f"Bearer {SANDBOX_PLATFORM_TOKEN}"}
+AUTH = {"Authorization": f"Bearer {SANDBOX_ASSISTANT_TOKEN}"}
 # Ids as in the public reference's examples: 32 lowercase letters and digits.
 ID32 = re.compile(r"^[0-9a-z]{32}$")
 
@@ -25,13 +25,13 @@ ECHO_CODE = "def main(**params):\n    return {'message': 'ok', 'rawData': params
 
 
 @pytest.fixture
-def store(clock: ManualClock, kross_store: KrossStore) -> PlatformStore:
-    return PlatformStore(seed=5, clock=clock, kross=kross_store)
+def store(clock: ManualClock, kross_store: KrossStore) -> AssistantStore:
+    return AssistantStore(seed=5, clock=clock, kross=kross_store)
 
 
 @pytest.fixture
-async def http(store: PlatformStore) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_platform_app(store))
+async def http(store: AssistantStore) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_assistant_app(store))
     async with httpx.AsyncClient(
         transport=transport, base_url="http://platform.test", headers=AUTH
     ) as client:
@@ -175,8 +175,8 @@ async def test_duplicate_workspace_slug_is_a_conflict(
 
 
 async def test_same_seed_gives_the_same_ids(clock: ManualClock) -> None:
-    first = PlatformStore(seed=9, clock=clock)
-    second = PlatformStore(seed=9, clock=clock)
+    first = AssistantStore(seed=9, clock=clock)
+    second = AssistantStore(seed=9, clock=clock)
     assert [w.id for w in first.workspaces()] == [w.id for w in second.workspaces()]
     assert first.create_workspace("A", "a").id == second.create_workspace("A", "a").id
 
@@ -185,7 +185,7 @@ async def test_same_seed_gives_the_same_ids(clock: ManualClock) -> None:
 
 
 async def test_121st_request_in_a_minute_is_429_with_retry_after(
-    http: httpx.AsyncClient, workspace: str, store: PlatformStore
+    http: httpx.AsyncClient, workspace: str, store: AssistantStore
 ) -> None:
     for _ in range(120):
         assert (await http.get(f"/v1/workspaces/{workspace}")).status_code == 200
@@ -418,7 +418,7 @@ async def test_run_with_wrong_parameters_is_422(
 
 
 async def test_write_repeated_with_the_same_idempotency_key_is_replayed_not_reapplied(
-    http: httpx.AsyncClient, workspace: str, store: PlatformStore
+    http: httpx.AsyncClient, workspace: str, store: AssistantStore
 ) -> None:
     headers = {"Idempotency-Key": "create-echo"}
     first = await http.post("/v1/custom-tools", json=tool_body(workspace), headers=headers)

@@ -24,54 +24,54 @@ from pmsgate.catalogue import (
 )
 from pmsgate.clock import ManualClock
 from pmsgate.integrations.assistant.client import AssistantClient, NewAgent, NewCustomTool, NewSkill
-from pmsgate.sandbox.assistant.app import create_platform_app
-from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
-from pmsgate.sandbox.assistant.store import PlatformStore
+from pmsgate.sandbox.assistant.app import create_assistant_app
+from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
+from pmsgate.sandbox.assistant.store import AssistantStore
 from pmsgate.sandbox.kross.store import KrossStore
 
 from .support import KEY_SECRET, URL_SECRET, live_gateway
 
 pytestmark = pytest.mark.anyio
 
-PLATFORM_URL = "http://platform.test"
+ASSISTANT_URL = "http://platform.test"
 
 
 @pytest.fixture
-async def platform(clock: ManualClock, kross_store: KrossStore) -> AsyncIterator[AssistantClient]:
-    store = PlatformStore(seed=3, clock=clock, kross=kross_store)
-    transport = httpx.ASGITransport(app=create_platform_app(store))
-    async with httpx.AsyncClient(transport=transport, base_url=PLATFORM_URL) as http:
+async def assistant(clock: ManualClock, kross_store: KrossStore) -> AsyncIterator[AssistantClient]:
+    store = AssistantStore(seed=3, clock=clock, kross=kross_store)
+    transport = httpx.ASGITransport(app=create_assistant_app(store))
+    async with httpx.AsyncClient(transport=transport, base_url=ASSISTANT_URL) as http:
         yield AssistantClient(
-            http, base_url=PLATFORM_URL, token=SecretStr(SANDBOX_PLATFORM_TOKEN), clock=clock
+            http, base_url=ASSISTANT_URL, token=SecretStr(SANDBOX_ASSISTANT_TOKEN), clock=clock
         )
 
 
-async def test_the_six_catalogue_tools_run_on_the_platform_and_answer_through_the_gateway(
-    platform, database_url, kross_http, kross_store, clock
+async def test_the_six_catalogue_tools_run_on_the_assistant_and_answer_through_the_gateway(
+    assistant, database_url, kross_http, kross_store, clock
 ):
     catalogue = load_catalogue()
-    workspace = await platform.ensure_workspace("Catalogue Test Homes", "catalogue-test-homes")
+    workspace = await assistant.ensure_workspace("Catalogue Test Homes", "catalogue-test-homes")
     today = clock.now().date()
 
     async with live_gateway(database_url, kross_http, kross_store, clock) as (url, key, record):
-        await platform.set_secret(workspace.id, URL_SECRET, SecretStr(url))
-        await platform.set_secret(workspace.id, KEY_SECRET, SecretStr(key))
+        await assistant.set_secret(workspace.id, URL_SECRET, SecretStr(url))
+        await assistant.set_secret(workspace.id, KEY_SECRET, SecretStr(key))
         created = {
-            name: await platform.create_custom_tool(
+            name: await assistant.create_custom_tool(
                 NewCustomTool.model_validate(tool.custom_tool_body(workspace.id))
             )
             for name, tool in catalogue.tools.items()
         }
-        listed = await platform.list_custom_tools(workspace.id)
+        listed = await assistant.list_custom_tools(workspace.id)
 
-        availability = await platform.run_custom_tool(
+        availability = await assistant.run_custom_tool(
             created["check-availability"].id,
             {
                 "arrival": (today + dt.timedelta(days=10)).isoformat(),
                 "departure": (today + dt.timedelta(days=12)).isoformat(),
             },
         )
-        in_house = await platform.run_custom_tool(created["get-in-house-guests"].id)
+        in_house = await assistant.run_custom_tool(created["get-in-house-guests"].id)
         reservation_id = in_house.raw_data["data"]["reservations"][0]["reservation_id"]
         runs = {
             "get-reservation-status": {"reservation_id": reservation_id},
@@ -80,7 +80,7 @@ async def test_the_six_catalogue_tools_run_on_the_platform_and_answer_through_th
             "get-checkin-instructions": {"reservation_id": reservation_id},
         }
         results = {
-            name: await platform.run_custom_tool(created[name].id, params)
+            name: await assistant.run_custom_tool(created[name].id, params)
             for name, params in runs.items()
         }
 
@@ -102,20 +102,20 @@ async def test_the_six_catalogue_tools_run_on_the_platform_and_answer_through_th
 
 
 async def test_skills_and_guest_agent_bodies_are_accepted_and_read_back_as_the_spec_wants(
-    platform,
+    assistant,
 ):
     catalogue = load_catalogue()
-    workspace = await platform.ensure_workspace("Catalogue Agent Homes", "catalogue-agent-homes")
+    workspace = await assistant.ensure_workspace("Catalogue Agent Homes", "catalogue-agent-homes")
     skills = [
-        await platform.create_skill(NewSkill.model_validate(skill.platform_body(workspace.id)))
+        await assistant.create_skill(NewSkill.model_validate(skill.assistant_body(workspace.id)))
         for skill in catalogue.skills_for(CustomerProfile(upsell_autonomous=True))
     ]
     skill_ids = [s.id for s in skills]
 
-    agent = await platform.create_agent(
+    agent = await assistant.create_agent(
         NewAgent.model_validate(catalogue.agent_body(workspace.id, skill_ids))
     )
-    read_back = await platform.get_agent(agent.id)
+    read_back = await assistant.get_agent(agent.id)
 
     assert [s.name for s in skills] == [*STANDARD_SKILL_NAMES, PAYMENT_SKILL_NAME]
     record = read_back.model_dump(by_alias=True, mode="json")

@@ -14,9 +14,9 @@ from notion_client.helpers import async_collect_paginated_api
 
 from pmsgate.clock import ManualClock
 from pmsgate.sandbox.kross.store import KrossStore
-from pmsgate.sandbox.notion.app import create_notes_app
+from pmsgate.sandbox.notion.app import create_notion_app
 from pmsgate.sandbox.notion.seed import CANONICAL_SECTIONS, SECTION_TITLES
-from pmsgate.sandbox.notion.store import Block, NotesStore, Page
+from pmsgate.sandbox.notion.store import Block, NotionStore, Page
 
 pytestmark = pytest.mark.anyio
 
@@ -28,18 +28,18 @@ WIFI_WORDS = re.compile(r"wi-?fi|internet", re.IGNORECASE)
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> NotesStore:
-    return NotesStore(seed=3, clock=clock)
+def store(clock: ManualClock) -> NotionStore:
+    return NotionStore(seed=3, clock=clock)
 
 
 @pytest.fixture
-async def http(store: NotesStore) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_notes_app(store))
+async def http(store: NotionStore) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_notion_app(store))
     async with httpx.AsyncClient(transport=transport, base_url="http://notes.test") as client:
         yield client
 
 
-def workspace_with_most_pages(store: NotesStore) -> dict[str, Any]:
+def workspace_with_most_pages(store: NotionStore) -> dict[str, Any]:
     return max(store.workspaces(), key=lambda w: len(w["pages"]))
 
 
@@ -68,13 +68,13 @@ def plain(node: Page | Block) -> str:
     return "".join(item["plain_text"] for item in node.content.get("rich_text", []))
 
 
-def walk(store: NotesStore, node: Page | Block) -> Iterator[Block]:
+def walk(store: NotionStore, node: Page | Block) -> Iterator[Block]:
     for child in store.live_children(node):
         yield child
         yield from walk(store, child)
 
 
-def page_of(store: NotesStore, truth: dict[str, Any], token: str) -> Page:
+def page_of(store: NotionStore, truth: dict[str, Any], token: str) -> Page:
     return store.page(store.authenticate(token), truth["page_id"])
 
 
@@ -91,7 +91,7 @@ async def error_code(answer: httpx.Response) -> str:
 
 
 async def test_the_same_seed_gives_the_same_workspaces_pages_and_blocks(clock: ManualClock):
-    first, second = NotesStore(seed=5, clock=clock), NotesStore(seed=5, clock=clock)
+    first, second = NotionStore(seed=5, clock=clock), NotionStore(seed=5, clock=clock)
     assert first.workspaces() == second.workspaces()
     ws = first.workspaces()[0]
     page_a = page_of(first, ws["pages"][0], ws["token"])
@@ -99,14 +99,14 @@ async def test_the_same_seed_gives_the_same_workspaces_pages_and_blocks(clock: M
     tree_a = [(b.id, b.type, plain(b)) for b in walk(first, page_a)]
     tree_b = [(b.id, b.type, plain(b)) for b in walk(second, page_b)]
     assert tree_a == tree_b
-    assert NotesStore(seed=6, clock=clock).workspaces() != first.workspaces()
+    assert NotionStore(seed=6, clock=clock).workspaces() != first.workspaces()
 
 
 async def test_one_workspace_per_booking_system_facility_and_one_page_per_apartment(
     clock: ManualClock,
 ):
     kross = KrossStore(seed=7, clock=clock)
-    store = NotesStore(seed=7, kross=kross)
+    store = NotionStore(seed=7, kross=kross)
     workspaces = store.workspaces()
     assert [w["hotel_id"] for w in workspaces] == [f.hotel_id for f in kross.facilities()]
     assert len({w["token"] for w in workspaces}) == len(workspaces)
@@ -121,7 +121,7 @@ async def test_one_workspace_per_booking_system_facility_and_one_page_per_apartm
             assert page["wifi"]["password"] in wifi_manual
 
 
-async def test_every_quirk_is_seeded_and_one_page_is_clean(store: NotesStore):
+async def test_every_quirk_is_seeded_and_one_page_is_clean(store: NotionStore):
     pages = [p for ws in store.workspaces() for p in ws["pages"]]
     assert all(30 <= p["toggle_count"] <= 40 for p in pages)
     assert any(p["sections_missing"] for p in pages)
@@ -147,7 +147,7 @@ async def test_every_quirk_is_seeded_and_one_page_is_clean(store: NotesStore):
 
 @pytest.mark.parametrize("seed", [1, 3, 11])
 async def test_the_ground_truth_describes_each_page_content(clock: ManualClock, seed: int):
-    store = NotesStore(seed=seed, clock=clock)
+    store = NotionStore(seed=seed, clock=clock)
     for ws in store.workspaces():
         for truth in ws["pages"]:
             page = page_of(store, truth, ws["token"])
@@ -189,7 +189,7 @@ async def test_the_ground_truth_describes_each_page_content(clock: ManualClock, 
             assert (longest > 100) == truth["long_toggle"]
 
 
-async def test_seeded_texts_hold_no_contact_data(store: NotesStore):
+async def test_seeded_texts_hold_no_contact_data(store: NotionStore):
     for ws in store.workspaces():
         for truth in ws["pages"]:
             page = page_of(store, truth, ws["token"])
@@ -203,7 +203,7 @@ async def test_seeded_texts_hold_no_contact_data(store: NotesStore):
 
 
 async def test_a_request_without_notion_version_is_refused_with_missing_version(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     answer = await http.get(
@@ -214,7 +214,7 @@ async def test_a_request_without_notion_version_is_refused_with_missing_version(
 
 
 async def test_an_unknown_notion_version_is_a_validation_error(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     answer = await http.get(
@@ -226,7 +226,7 @@ async def test_an_unknown_notion_version_is_a_validation_error(
 
 @pytest.mark.parametrize("authorization", [None, "Bearer ntn_wrong", "Basic abc"])
 async def test_a_missing_or_unknown_token_is_unauthorized(
-    http: httpx.AsyncClient, store: NotesStore, authorization: str | None
+    http: httpx.AsyncClient, store: NotionStore, authorization: str | None
 ):
     ws = workspace_with_most_pages(store)
     sent = {"Notion-Version": VERSION}
@@ -237,7 +237,7 @@ async def test_a_missing_or_unknown_token_is_unauthorized(
     assert await error_code(answer) == "unauthorized"
 
 
-async def test_a_token_sees_only_its_own_workspace(http: httpx.AsyncClient, store: NotesStore):
+async def test_a_token_sees_only_its_own_workspace(http: httpx.AsyncClient, store: NotionStore):
     mine, other = store.workspaces()[:2]
     answer = await http.get(
         f"/v1/pages/{other['pages'][0]['page_id']}", headers=headers(mine["token"])
@@ -247,7 +247,7 @@ async def test_a_token_sees_only_its_own_workspace(http: httpx.AsyncClient, stor
 
 
 async def test_an_unknown_path_is_an_invalid_request_url(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     answer = await http.get("/v1/nothing/here", headers=headers(ws["token"]))
@@ -255,7 +255,7 @@ async def test_an_unknown_path_is_an_invalid_request_url(
     assert await error_code(answer) == "invalid_request_url"
 
 
-async def test_a_malformed_id_is_a_validation_error(http: httpx.AsyncClient, store: NotesStore):
+async def test_a_malformed_id_is_a_validation_error(http: httpx.AsyncClient, store: NotionStore):
     ws = workspace_with_most_pages(store)
     answer = await http.get("/v1/blocks/not-a-uuid", headers=headers(ws["token"]))
     assert answer.status_code == 400
@@ -266,7 +266,7 @@ async def test_a_malformed_id_is_a_validation_error(http: httpx.AsyncClient, sto
 
 
 async def test_the_database_query_pages_with_start_cursor(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     url = f"/v1/databases/{ws['database_id']}/query"
@@ -287,7 +287,7 @@ async def test_the_database_query_pages_with_start_cursor(
 
 
 async def test_a_page_carries_its_title_and_room_type_properties(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     truth = ws["pages"][0]
@@ -301,7 +301,7 @@ async def test_a_page_carries_its_title_and_room_type_properties(
 
 
 async def test_from_version_2025_09_03_a_database_is_queried_through_its_data_source(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     sent = headers(ws["token"], "2025-09-03")
@@ -315,7 +315,7 @@ async def test_from_version_2025_09_03_a_database_is_queried_through_its_data_so
 
 
 async def test_children_come_one_level_at_a_time_in_pages_of_at_most_100(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws, truth = next((w, p) for w in store.workspaces() for p in w["pages"] if p["long_toggle"])
     sent = headers(ws["token"])
@@ -337,7 +337,7 @@ async def test_children_come_one_level_at_a_time_in_pages_of_at_most_100(
     assert await error_code(too_big) == "validation_error"
 
 
-async def test_a_page_is_also_a_child_page_block(http: httpx.AsyncClient, store: NotesStore):
+async def test_a_page_is_also_a_child_page_block(http: httpx.AsyncClient, store: NotionStore):
     ws = workspace_with_most_pages(store)
     truth = ws["pages"][0]
     block = (await http.get(f"/v1/blocks/{truth['page_id']}", headers=headers(ws["token"]))).json()
@@ -350,7 +350,7 @@ async def test_a_page_is_also_a_child_page_block(http: httpx.AsyncClient, store:
 
 
 async def test_an_append_of_two_levels_returns_the_new_first_level_blocks(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     page_id = ws["pages"][0]["page_id"]
@@ -419,7 +419,7 @@ REFUSED_APPENDS: dict[str, Any] = {
 
 @pytest.mark.parametrize("body", list(REFUSED_APPENDS.values()), ids=list(REFUSED_APPENDS))
 async def test_an_append_beyond_the_api_limits_is_refused_whole(
-    http: httpx.AsyncClient, store: NotesStore, body: dict[str, Any]
+    http: httpx.AsyncClient, store: NotionStore, body: dict[str, Any]
 ):
     ws = workspace_with_most_pages(store)
     page_id = ws["pages"][0]["page_id"]
@@ -433,7 +433,7 @@ async def test_an_append_beyond_the_api_limits_is_refused_whole(
     assert len(store.live_children(page)) == before
 
 
-async def test_a_body_that_is_not_json_is_invalid_json(http: httpx.AsyncClient, store: NotesStore):
+async def test_a_body_that_is_not_json_is_invalid_json(http: httpx.AsyncClient, store: NotionStore):
     ws = workspace_with_most_pages(store)
     answer = await http.patch(
         f"/v1/blocks/{ws['pages'][0]['page_id']}/children",
@@ -444,7 +444,7 @@ async def test_a_body_that_is_not_json_is_invalid_json(http: httpx.AsyncClient, 
     assert await error_code(answer) == "invalid_json"
 
 
-async def test_append_after_a_child_inserts_in_place(http: httpx.AsyncClient, store: NotesStore):
+async def test_append_after_a_child_inserts_in_place(http: httpx.AsyncClient, store: NotionStore):
     ws = workspace_with_most_pages(store)
     page = page_of(store, ws["pages"][0], ws["token"])
     first, second = store.live_children(page)[:2]
@@ -463,7 +463,7 @@ async def test_append_after_a_child_inserts_in_place(http: httpx.AsyncClient, st
 
 
 async def test_an_update_changes_a_toggle_title_and_moves_the_page_last_edited_time(
-    http: httpx.AsyncClient, store: NotesStore, clock: ManualClock
+    http: httpx.AsyncClient, store: NotionStore, clock: ManualClock
 ):
     ws = workspace_with_most_pages(store)
     page = page_of(store, ws["pages"][0], ws["token"])
@@ -492,7 +492,7 @@ async def test_an_update_changes_a_toggle_title_and_moves_the_page_last_edited_t
     ids=["type change", "children", "unknown field", "archived not boolean", "unknown key"],
 )
 async def test_an_invalid_update_is_refused(
-    http: httpx.AsyncClient, store: NotesStore, body: dict[str, Any]
+    http: httpx.AsyncClient, store: NotionStore, body: dict[str, Any]
 ):
     ws = workspace_with_most_pages(store)
     page = page_of(store, ws["pages"][0], ws["token"])
@@ -503,7 +503,7 @@ async def test_an_invalid_update_is_refused(
 
 
 async def test_a_deleted_block_leaves_its_parent_and_cannot_be_edited(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     page = page_of(store, ws["pages"][0], ws["token"])
@@ -523,7 +523,7 @@ async def test_a_deleted_block_leaves_its_parent_and_cannot_be_edited(
 
 
 async def test_the_bucket_allows_a_burst_of_10_then_429_with_retry_after_in_whole_seconds(
-    http: httpx.AsyncClient, store: NotesStore, clock: ManualClock
+    http: httpx.AsyncClient, store: NotionStore, clock: ManualClock
 ):
     mine, other = store.workspaces()[:2]
     url = f"/v1/pages/{mine['pages'][0]['page_id']}"
@@ -546,7 +546,7 @@ async def test_the_bucket_allows_a_burst_of_10_then_429_with_retry_after_in_whol
 
 
 async def test_the_rate_limit_control_changes_the_bucket(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     answer = await http.put(
@@ -562,7 +562,7 @@ async def test_the_rate_limit_control_changes_the_bucket(
 
 
 async def test_faults_fail_named_ids_and_a_share_of_requests(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     await http.put("/_sandbox/rate-limit", json={"requests_per_second": 1000, "burst": 1000})
@@ -581,7 +581,7 @@ async def test_faults_fail_named_ids_and_a_share_of_requests(
     assert set(codes) == {200, 503}
 
 
-async def test_reset_restores_the_seeded_content(http: httpx.AsyncClient, store: NotesStore):
+async def test_reset_restores_the_seeded_content(http: httpx.AsyncClient, store: NotionStore):
     ws = workspace_with_most_pages(store)
     page_id = ws["pages"][0]["page_id"]
     url = f"/v1/blocks/{page_id}/children"
@@ -601,7 +601,7 @@ async def test_the_clock_control_moves_a_manual_clock(http: httpx.AsyncClient, c
 
 
 async def test_the_workspaces_control_lists_tokens_databases_and_page_truth(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     workspaces = (await http.get("/_sandbox/workspaces")).json()
     assert workspaces == store.workspaces()
@@ -620,11 +620,11 @@ async def test_the_workspaces_control_lists_tokens_databases_and_page_truth(
 # --- the official SDK ----------------------------------------------------------------------------
 
 
-async def test_the_official_sdk_runs_against_the_emulator_unchanged(store: NotesStore):
+async def test_the_official_sdk_runs_against_the_emulator_unchanged(store: NotionStore):
     ws = workspace_with_most_pages(store)
     # The SDK would really sleep on a 429 (the clock here never moves): keep out of the limit.
     store.set_rate_limit(requests_per_second=1000, burst=1000)
-    transport = httpx.ASGITransport(app=create_notes_app(store))
+    transport = httpx.ASGITransport(app=create_notion_app(store))
     async with httpx.AsyncClient(transport=transport) as http:
         # The SDK's defaults throughout (Notion-Version 2025-09-03), except where to send.
         sdk = NotionSdk(auth=ws["token"], base_url="http://notes.test", client=http)
@@ -651,7 +651,7 @@ async def test_the_official_sdk_runs_against_the_emulator_unchanged(store: Notes
 
 
 async def test_from_2026_03_11_appends_take_position_and_objects_report_only_in_trash(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     page_id = ws["pages"][0]["page_id"]
@@ -703,7 +703,7 @@ async def test_from_2026_03_11_appends_take_position_and_objects_report_only_in_
     ids=["filter-property", "sort-timestamp", "sort-direction", "query-type", "page-size", "extra"],
 )
 async def test_a_malformed_search_is_a_validation_error(
-    http: httpx.AsyncClient, store: NotesStore, body: dict[str, Any]
+    http: httpx.AsyncClient, store: NotionStore, body: dict[str, Any]
 ):
     ws = workspace_with_most_pages(store)
     answer = await http.post("/v1/search", headers=headers(ws["token"], "2025-09-03"), json=body)
@@ -712,7 +712,7 @@ async def test_a_malformed_search_is_a_validation_error(
 
 
 async def test_search_is_counted_and_rate_limited_like_every_other_request(
-    http: httpx.AsyncClient, store: NotesStore
+    http: httpx.AsyncClient, store: NotionStore
 ):
     ws = workspace_with_most_pages(store)
     store.set_rate_limit(requests_per_second=1, burst=1)

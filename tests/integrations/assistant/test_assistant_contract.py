@@ -26,10 +26,10 @@ from pmsgate.integrations.assistant.client import (
     NewKbNode,
     NewSkill,
 )
-from pmsgate.integrations.assistant.errors import PlatformNotFound
-from pmsgate.sandbox.assistant.app import create_platform_app
-from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
-from pmsgate.sandbox.assistant.store import PlatformStore
+from pmsgate.integrations.assistant.errors import AssistantNotFound
+from pmsgate.sandbox.assistant.app import create_assistant_app
+from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
+from pmsgate.sandbox.assistant.store import AssistantStore
 
 from .contract_examples import (
     AGENT,
@@ -130,7 +130,7 @@ async def test_the_client_reads_the_documented_answer(example: Example, clock: M
     client = client_on(documented(example, seen), clock)
 
     if example.status >= 400:
-        with pytest.raises(PlatformNotFound) as caught:
+        with pytest.raises(AssistantNotFound) as caught:
             await CLIENT_CALLS[example.name](client)
         assert caught.value.upstream_message == example.answer["error"]
         assert caught.value.operation == f"{example.method} {seen[0].url.path}"
@@ -197,21 +197,21 @@ async def test_the_client_sends_the_documented_request_bodies(clock: ManualClock
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> PlatformStore:
-    return PlatformStore(seed=3, clock=clock)
+def store(clock: ManualClock) -> AssistantStore:
+    return AssistantStore(seed=3, clock=clock)
 
 
 @pytest.fixture
-async def emulator(store: PlatformStore) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_platform_app(store))
-    headers = {"Authorization": f"Bearer {SANDBOX_PLATFORM_TOKEN}"}
+async def emulator(store: AssistantStore) -> AsyncIterator[httpx.AsyncClient]:
+    transport = httpx.ASGITransport(app=create_assistant_app(store))
+    headers = {"Authorization": f"Bearer {SANDBOX_ASSISTANT_TOKEN}"}
     async with httpx.AsyncClient(
         transport=transport, base_url="http://platform.test", headers=headers
     ) as http:
         yield http
 
 
-def ids_in(store: PlatformStore) -> dict[str, str]:
+def ids_in(store: AssistantStore) -> dict[str, str]:
     """A workspace with one tool, skill, agent and node, as the examples' placeholders need."""
     workspace = store.create_workspace("Contract", "contract")
     tool = store.create_tool(
@@ -285,7 +285,7 @@ def assert_same_shape(documented: Any, actual: Any, extras: frozenset[str], wher
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=lambda e: e.name)
 async def test_the_emulator_answers_the_documented_shape(
-    example: Example, store: PlatformStore, emulator: httpx.AsyncClient
+    example: Example, store: AssistantStore, emulator: httpx.AsyncClient
 ) -> None:
     ids = ids_in(store)
     if example.name == "create-custom-tool":
@@ -303,7 +303,7 @@ async def test_the_emulator_answers_the_documented_shape(
 
 
 async def test_the_emulator_gives_24_hex_node_ids_when_switched_to_that_variant(
-    store: PlatformStore, emulator: httpx.AsyncClient, clock: ManualClock
+    store: AssistantStore, emulator: httpx.AsyncClient, clock: ManualClock
 ) -> None:
     ids = ids_in(store)
     await emulator.put("/_sandbox/config", json={"kb_node_id_format": "hex24"})
@@ -314,11 +314,11 @@ async def test_the_emulator_gives_24_hex_node_ids_when_switched_to_that_variant(
 
     assert re.match(r"^[0-9a-f]{24}$", created.json()["data"]["id"])
     # The client reads either format: an id is an opaque string.
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_platform_app(store)))
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=create_assistant_app(store)))
     client = AssistantClient(
         http,
         base_url="http://platform.test",
-        token=SecretStr(SANDBOX_PLATFORM_TOKEN),
+        token=SecretStr(SANDBOX_ASSISTANT_TOKEN),
         clock=clock,
     )
     node = await client.get_node(created.json()["data"]["id"])

@@ -40,9 +40,9 @@ from pmsgate.storage.integrations import (
 from pmsgate.storage.integrity import FOREIGN_KEY
 from pmsgate.storage.models import (
     Ciphertext,
+    CustomerIntegration,
     IntegrationProvider,
     IntegrationStatus,
-    PmsIntegration,
 )
 
 _INTEGRATION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
@@ -78,7 +78,7 @@ def _status(status: str) -> str:
     return one_of(status.strip().lower(), get_args(IntegrationStatus), "status")
 
 
-def _notes_fields(
+def _notion_fields(
     notes_workspace_id: str | None, apartments_database_id: str | None, token_enc: Ciphertext | None
 ) -> dict[str, Any]:
     return {
@@ -127,7 +127,7 @@ def _refused(
 ) -> PmsgateError:
     return translate_integrity_error(
         error,
-        PmsIntegration.__table__,  # type: ignore[arg-type]
+        CustomerIntegration.__table__,  # type: ignore[arg-type]
         {
             FOREIGN_KEY: lambda: customer_not_found(student_id),
             "uq_pms_integrations_student_provider": lambda: Conflict(
@@ -149,7 +149,7 @@ def _refused(
     )
 
 
-class PmsIntegrations:
+class CustomerIntegrations:
     """Adds, reads and updates PMS integration rows; links the booking-system row's facility."""
 
     def __init__(
@@ -176,8 +176,8 @@ class PmsIntegrations:
         provider = one_of(provider.strip().lower(), get_args(IntegrationProvider), "provider")
         row_id = _integration_id(integration_id or new_integration_id(), student_id)
         status = _status(status)
-        notes_fields = _notes_fields(notes_workspace_id, apartments_database_id, token_enc)
-        if provider != "notes" and any(value is not None for value in notes_fields.values()):
+        notion_fields = _notion_fields(notes_workspace_id, apartments_database_id, token_enc)
+        if provider != "notes" and any(value is not None for value in notion_fields.values()):
             raise InvalidInput(
                 "Only a notes integration row has a notes workspace, database or token.",
                 code="notes_fields_on_booking_system_row",
@@ -197,7 +197,7 @@ class PmsIntegrations:
                         "status": status,
                         "last_error": reason,
                         "facility_id": facility_id,
-                        **notes_fields,
+                        **notion_fields,
                     },
                     self._clock.now(),
                 )
@@ -291,7 +291,7 @@ class PmsIntegrations:
             raise integration_not_found(integration_id)
         return linked
 
-    async def set_notes_connection(
+    async def set_notion_connection(
         self,
         integration_id: str,
         *,
@@ -300,7 +300,7 @@ class PmsIntegrations:
         token_enc: Ciphertext | None,
     ) -> IntegrationView:
         """Record the notes workspace, its apartments database and the encrypted token."""
-        values = _notes_fields(notes_workspace_id, apartments_database_id, token_enc)
+        values = _notion_fields(notes_workspace_id, apartments_database_id, token_enc)
         async with self._sessions.begin() as session:
             repository = IntegrationRepository(session)
             row = await repository.find(integration_id.strip())

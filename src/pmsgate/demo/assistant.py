@@ -16,8 +16,8 @@ from rich.markup import escape
 from pmsgate.catalogue import load_catalogue
 from pmsgate.demo.story import Story
 from pmsgate.integrations.assistant.client import AssistantClient, NewCustomTool
-from pmsgate.integrations.assistant.errors import PlatformError
-from pmsgate.sandbox.assistant.seed import SANDBOX_PLATFORM_TOKEN
+from pmsgate.integrations.assistant.errors import AssistantError
+from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 
 
 @asynccontextmanager
@@ -39,10 +39,10 @@ async def served_on_loopback(app: Any) -> AsyncIterator[str]:
         await task
 
 
-async def platform_chapter(
+async def assistant_chapter(
     story: Story,
     sandbox_http: httpx.AsyncClient,
-    platform_url: str,
+    assistant_url: str,
     gateway_app: Any,
     gateway_key: str,
     today: dt.date,
@@ -52,21 +52,21 @@ async def platform_chapter(
     story.chapter(3, "The catalogue on the assistant platform, run through the gateway")
     catalogue = load_catalogue()
     story.say(f"Catalogue v{catalogue.version} passes its lint: {catalogue.counts()}.")
-    platform = AssistantClient(
+    assistant = AssistantClient(
         sandbox_http,
-        base_url=platform_url,
-        token=SecretStr(SANDBOX_PLATFORM_TOKEN),
+        base_url=assistant_url,
+        token=SecretStr(SANDBOX_ASSISTANT_TOKEN),
     )
-    workspace = await platform.ensure_workspace("Casa Demo", "casa-demo")
+    workspace = await assistant.ensure_workspace("Casa Demo", "casa-demo")
     async with served_on_loopback(gateway_app) as gateway_url:
         # The key lives in the workspace secrets, never in the tools' code.
-        await platform.set_secret(workspace.id, "PMSGATE_GATEWAY_URL", SecretStr(gateway_url))
-        await platform.set_secret(workspace.id, "PMSGATE_GATEWAY_KEY", SecretStr(gateway_key))
+        await assistant.set_secret(workspace.id, "PMSGATE_GATEWAY_URL", SecretStr(gateway_url))
+        await assistant.set_secret(workspace.id, "PMSGATE_GATEWAY_KEY", SecretStr(gateway_key))
         tools = {}
         for name, tool in catalogue.tools.items():
             body = NewCustomTool.model_validate(tool.custom_tool_body(workspace.id))
-            tools[name] = await platform.create_custom_tool(body)
-        portals = await platform.run_custom_tool(tools["get-incomplete-portals"].id, {})
+            tools[name] = await assistant.create_custom_tool(body)
+        portals = await assistant.run_custom_tool(tools["get-incomplete-portals"].id, {})
         rows = portals.raw_data["data"]["reservations"] if portals.success else []
         reservation = rows[0]["reservation_id"] if rows else 1
         runs: dict[str, dict[str, Any]] = {
@@ -82,7 +82,7 @@ async def platform_chapter(
         }
         rows = []
         for name, parameters in runs.items():
-            run = await platform.run_custom_tool(tools[name].id, parameters)
+            run = await assistant.run_custom_tool(tools[name].id, parameters)
             rows.append([name, "yes" if run.success else "no", run.message])
         story.table(
             f"The custom tools of workspace {workspace.id}, each run on the platform",
@@ -105,8 +105,8 @@ async def platform_chapter(
         "parameters": {"day": {"type": "string", "required": True}},
     }
     try:
-        await platform.create_custom_tool(NewCustomTool.model_validate(undocumented))
-    except PlatformError as error:
+        await assistant.create_custom_tool(NewCustomTool.model_validate(undocumented))
+    except AssistantError as error:
         story.say(
             "A tool with an undescribed parameter is refused by the platform: "
             f"[bold]{escape(str(error.upstream_message))}[/]."

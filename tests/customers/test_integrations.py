@@ -15,12 +15,12 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import ManualClock
-from pmsgate.customers.pms_integrations import PmsIntegrations
+from pmsgate.customers.integrations import CustomerIntegrations
 from pmsgate.customers.registry import Customers
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.storage.integrations import new_integration_id, token_context
-from pmsgate.storage.models import PmsIntegration
+from pmsgate.storage.models import CustomerIntegration
 
 from .records_support import add_customer, add_facility, code_of
 
@@ -31,7 +31,7 @@ async def test_integration_rows_have_their_own_id_and_one_row_per_customer_and_p
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    integrations = PmsIntegrations(sessions)
+    integrations = CustomerIntegrations(sessions)
 
     notes = await integrations.add("stu-1001", "notes")
     kross = await integrations.add("stu-1001", "kross")
@@ -56,11 +56,11 @@ async def test_an_integration_id_equal_to_the_student_id_is_refused_by_repositor
     when = datetime(2026, 11, 22, tzinfo=UTC)
 
     with pytest.raises(PmsgateError) as excinfo:
-        await PmsIntegrations(sessions).add("stu-1001", "kross", integration_id="stu-1001")
+        await CustomerIntegrations(sessions).add("stu-1001", "kross", integration_id="stu-1001")
     with pytest.raises(IntegrityError):
         async with sessions.begin() as session:
             session.add(
-                PmsIntegration(
+                CustomerIntegration(
                     id="stu-1001",
                     student_id="stu-1001",
                     provider="kross",
@@ -78,7 +78,7 @@ async def test_a_student_id_given_where_the_integration_row_id_belongs_is_named_
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    integrations = PmsIntegrations(sessions)
+    integrations = CustomerIntegrations(sessions)
     kross = await integrations.add("stu-1001", "kross")
 
     with pytest.raises(PmsgateError) as mistaken:
@@ -98,7 +98,7 @@ async def test_integration_status_moves_to_error_with_its_reason_and_back_to_con
     clock: ManualClock,
 ):
     await add_customer(customers)
-    integrations = PmsIntegrations(sessions, clock)
+    integrations = CustomerIntegrations(sessions, clock)
     kross = await integrations.add("stu-1001", "kross")
     clock.advance(60)
     failed = await integrations.set_status(kross.id, "error", error="authentication failed")
@@ -122,7 +122,7 @@ async def test_the_booking_system_row_links_the_gateway_facility_registered_for_
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
-    integrations = PmsIntegrations(sessions)
+    integrations = CustomerIntegrations(sessions)
     kross = await integrations.add("stu-1001", "kross")
     notes = await integrations.add("stu-1001", "notes")
     await add_facility(sessions, "1001", kross.id)
@@ -131,7 +131,7 @@ async def test_the_booking_system_row_links_the_gateway_facility_registered_for_
     linked = await integrations.link_facility(kross.id, "1001")
     with pytest.raises(PmsgateError) as foreign:
         await integrations.link_facility(kross.id, "2002")
-    with pytest.raises(PmsgateError) as on_notes:
+    with pytest.raises(PmsgateError) as on_notion:
         await integrations.link_facility(notes.id, "1001")
     with pytest.raises(PmsgateError) as missing:
         await integrations.link_facility(kross.id, "9999")
@@ -139,7 +139,7 @@ async def test_the_booking_system_row_links_the_gateway_facility_registered_for_
     assert linked.facility_hotel_id == "1001"
     assert (await integrations.get(kross.id)).facility_hotel_id == "1001"
     assert code_of(foreign) == "facility_of_another_integration"
-    assert code_of(on_notes) == "facility_on_notes_integration"
+    assert code_of(on_notion) == "facility_on_notes_integration"
     assert code_of(missing) == "facility_not_found"
 
 
@@ -149,19 +149,19 @@ async def test_a_facility_registered_first_names_the_integration_row_id_to_creat
     await add_customer(customers)
     await add_facility(sessions, "1001", "int-1001")
 
-    kross = await PmsIntegrations(sessions).add(
+    kross = await CustomerIntegrations(sessions).add(
         "stu-1001", "kross", integration_id="int-1001", facility_hotel_id="1001"
     )
 
     assert (kross.id, kross.facility_hotel_id) == ("int-1001", "1001")
 
 
-async def test_the_notes_token_is_stored_only_as_vault_ciphertext(
+async def test_the_notion_token_is_stored_only_as_vault_ciphertext(
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     vault = Vault(generate_key_spec("k1"))
-    integrations = PmsIntegrations(sessions)
+    integrations = CustomerIntegrations(sessions)
     plaintext = "ntn_4f3b2a1c0d9e8f7a6b5c4d3e2f1a0b9c"
     row_id = new_integration_id()
 
@@ -175,7 +175,9 @@ async def test_the_notes_token_is_stored_only_as_vault_ciphertext(
     )
     async with sessions() as session:
         stored = (
-            await session.execute(select(PmsIntegration).where(PmsIntegration.id == row_id))
+            await session.execute(
+                select(CustomerIntegration).where(CustomerIntegration.id == row_id)
+            )
         ).scalar_one()
 
     assert notes.has_token
@@ -191,25 +193,25 @@ async def test_the_notes_token_is_stored_only_as_vault_ciphertext(
     )
 
 
-async def test_notes_fields_stay_off_the_booking_system_row_in_repository_and_database(
+async def test_notion_fields_stay_off_the_booking_system_row_in_repository_and_database(
     sessions: async_sessionmaker[AsyncSession], customers: Customers
 ):
     await add_customer(customers)
     await add_customer(customers, "stu-2")
-    integrations = PmsIntegrations(sessions)
+    integrations = CustomerIntegrations(sessions)
     kross = await integrations.add("stu-1001", "kross")
     when = datetime(2026, 11, 22, tzinfo=UTC)
 
     with pytest.raises(PmsgateError) as on_add:
         await integrations.add("stu-1001", "kross", apartments_database_id="db")
     with pytest.raises(PmsgateError) as on_update:
-        await integrations.set_notes_connection(
+        await integrations.set_notion_connection(
             kross.id, notes_workspace_id="ws", apartments_database_id="db", token_enc=None
         )
     with pytest.raises(IntegrityError):
         async with sessions.begin() as session:
             session.add(
-                PmsIntegration(
+                CustomerIntegration(
                     id="int-raw",
                     student_id="stu-2",
                     provider="kross",
@@ -229,6 +231,6 @@ async def test_an_integration_row_needs_a_registered_customer(
     sessions: async_sessionmaker[AsyncSession],
 ):
     with pytest.raises(PmsgateError) as excinfo:
-        await PmsIntegrations(sessions).add("stu-missing", "notes")
+        await CustomerIntegrations(sessions).add("stu-missing", "notes")
 
     assert code_of(excinfo) == "customer_not_found"

@@ -22,8 +22,8 @@ from notion_client.errors import APIResponseError
 from notion_client.helpers import async_collect_paginated_api
 
 from pmsgate.clock import ManualClock
-from pmsgate.sandbox.notion.app import create_notes_app
-from pmsgate.sandbox.notion.store import NotesStore
+from pmsgate.sandbox.notion.app import create_notion_app
+from pmsgate.sandbox.notion.store import NotionStore
 
 pytestmark = pytest.mark.anyio
 
@@ -36,15 +36,15 @@ Row = dict[str, Any]
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> NotesStore:
-    store = NotesStore(seed=3, clock=clock)
+def store(clock: ManualClock) -> NotionStore:
+    store = NotionStore(seed=3, clock=clock)
     # The SDK's own retries would really sleep on a 429 (this clock never moves): stay clear.
     store.set_rate_limit(requests_per_second=1000, burst=1000)
     return store
 
 
 @pytest.fixture
-def workspace(store: NotesStore) -> dict[str, Any]:
+def workspace(store: NotionStore) -> dict[str, Any]:
     return max(store.workspaces(), key=lambda w: len(w["pages"]))
 
 
@@ -79,8 +79,10 @@ class Notes:
 
 
 @asynccontextmanager
-async def notes(store: NotesStore, workspace: dict[str, Any], version: str) -> AsyncIterator[Notes]:
-    transport = httpx.ASGITransport(app=create_notes_app(store))
+async def notes(
+    store: NotionStore, workspace: dict[str, Any], version: str
+) -> AsyncIterator[Notes]:
+    transport = httpx.ASGITransport(app=create_notion_app(store))
     async with httpx.AsyncClient(transport=transport) as http:
         sdk = AsyncClient(
             auth=workspace["token"], base_url=BASE_URL, client=http, notion_version=version
@@ -127,7 +129,7 @@ def where(rows: list[Row], keep: Callable[[Row], bool]) -> list[str]:
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_each_property_type_filters_in_its_public_form(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ) -> None:
     async with notes(store, workspace, version) as api:
         every = await api.query()
@@ -191,7 +193,7 @@ async def test_each_property_type_filters_in_its_public_form(
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_compound_filters_combine_and_or_two_levels_deep(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ) -> None:
     draft_or_review = {
         "or": [
@@ -216,7 +218,7 @@ async def test_compound_filters_combine_and_or_two_levels_deep(
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_a_timestamp_filter_and_pagination_keep_to_the_filter(
-    store: NotesStore, workspace: dict[str, Any], version: str, clock: ManualClock
+    store: NotionStore, workspace: dict[str, Any], version: str, clock: ManualClock
 ) -> None:
     async with notes(store, workspace, version) as api:
         every = await api.query()
@@ -241,7 +243,7 @@ async def test_a_timestamp_filter_and_pagination_keep_to_the_filter(
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_sorts_order_by_properties_and_timestamps_with_empty_values_last(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ) -> None:
     async with notes(store, workspace, version) as api:
         every = await api.query()
@@ -321,7 +323,7 @@ async def test_sorts_order_by_properties_and_timestamps_with_empty_values_last(
     ],
 )
 async def test_a_malformed_filter_or_sort_is_a_validation_error_in_the_notion_shape(
-    store: NotesStore, workspace: dict[str, Any], version: str, body: dict[str, Any]
+    store: NotionStore, workspace: dict[str, Any], version: str, body: dict[str, Any]
 ) -> None:
     async with notes(store, workspace, version) as api:
         with pytest.raises(APIResponseError) as caught:
@@ -337,7 +339,7 @@ async def test_a_malformed_filter_or_sort_is_a_validation_error_in_the_notion_sh
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_a_created_page_has_its_properties_and_blocks_and_is_queried(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ) -> None:
     async with notes(store, workspace, version) as api:
         before = await api.query()
@@ -379,7 +381,7 @@ async def test_a_created_page_has_its_properties_and_blocks_and_is_queried(
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_a_page_without_properties_starts_empty_and_a_new_option_joins_the_schema(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ) -> None:
     async with notes(store, workspace, version) as api:
         bare = await api.sdk.pages.create(parent=api.parent(), properties={})
@@ -406,7 +408,7 @@ async def test_a_page_without_properties_starts_empty_and_a_new_option_joins_the
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_a_page_update_changes_properties_and_the_trash_hides_it(
-    store: NotesStore, workspace: dict[str, Any], version: str, clock: ManualClock
+    store: NotionStore, workspace: dict[str, Any], version: str, clock: ManualClock
 ) -> None:
     page_id = workspace["pages"][0]["page_id"]
     async with notes(store, workspace, version) as api:
@@ -451,7 +453,7 @@ async def test_a_page_update_changes_properties_and_the_trash_hides_it(
     ids=["unknown-property", "checkbox-as-text", "wrong-type", "bad-date", "comma-in-option"],
 )
 async def test_a_malformed_page_write_is_refused_and_changes_nothing(
-    store: NotesStore,
+    store: NotionStore,
     workspace: dict[str, Any],
     version: str,
     request_body: dict[str, Any],
@@ -472,7 +474,7 @@ async def test_a_malformed_page_write_is_refused_and_changes_nothing(
 
 
 async def test_at_2022_06_28_a_page_cannot_name_a_data_source_parent(
-    store: NotesStore, workspace: dict[str, Any]
+    store: NotionStore, workspace: dict[str, Any]
 ) -> None:
     async with notes(store, workspace, LEGACY) as api:
         with pytest.raises(APIResponseError) as caught:
@@ -483,7 +485,7 @@ async def test_at_2022_06_28_a_page_cannot_name_a_data_source_parent(
 
 
 async def test_from_2025_09_03_a_page_may_still_name_its_single_source_database(
-    store: NotesStore, workspace: dict[str, Any]
+    store: NotionStore, workspace: dict[str, Any]
 ) -> None:
     async with notes(store, workspace, DATA_SOURCES) as api:
         created = await api.sdk.pages.create(
@@ -494,7 +496,7 @@ async def test_from_2025_09_03_a_page_may_still_name_its_single_source_database(
 
 
 async def test_a_page_in_another_workspace_is_not_found(
-    store: NotesStore, workspace: dict[str, Any]
+    store: NotionStore, workspace: dict[str, Any]
 ) -> None:
     other = next(w for w in store.workspaces() if w["workspace_id"] != workspace["workspace_id"])
     async with notes(store, workspace, DATA_SOURCES) as api:

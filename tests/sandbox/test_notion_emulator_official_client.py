@@ -18,8 +18,8 @@ from notion_client.errors import APIResponseError, HTTPResponseError
 from notion_client.helpers import async_collect_paginated_api
 
 from pmsgate.clock import ManualClock
-from pmsgate.sandbox.notion.app import create_notes_app
-from pmsgate.sandbox.notion.store import NotesStore
+from pmsgate.sandbox.notion.app import create_notion_app
+from pmsgate.sandbox.notion.store import NotionStore
 
 pytestmark = pytest.mark.anyio
 
@@ -31,22 +31,22 @@ Sdk = Callable[..., Any]
 
 
 @pytest.fixture
-def store(clock: ManualClock) -> NotesStore:
-    store = NotesStore(seed=3, clock=clock)
+def store(clock: ManualClock) -> NotionStore:
+    store = NotionStore(seed=3, clock=clock)
     # The SDK's own retries would really sleep on a 429 (this clock never moves): stay clear.
     store.set_rate_limit(requests_per_second=1000, burst=1000)
     return store
 
 
 @pytest.fixture
-def workspace(store: NotesStore) -> dict[str, Any]:
+def workspace(store: NotionStore) -> dict[str, Any]:
     return max(store.workspaces(), key=lambda w: len(w["pages"]))
 
 
 @asynccontextmanager
-async def official_sdk(store: NotesStore, token: str, version: str) -> AsyncIterator[AsyncClient]:
+async def official_sdk(store: NotionStore, token: str, version: str) -> AsyncIterator[AsyncClient]:
     """The SDK with its defaults, except where it sends and the Notion-Version it names."""
-    transport = httpx.ASGITransport(app=create_notes_app(store))
+    transport = httpx.ASGITransport(app=create_notion_app(store))
     async with httpx.AsyncClient(transport=transport) as http:
         yield AsyncClient(auth=token, base_url=BASE_URL, client=http, notion_version=version)
 
@@ -60,7 +60,7 @@ def text(content: str) -> list[dict[str, Any]]:
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_search_finds_pages_and_the_database_in_the_versions_shape(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ):
     async with official_sdk(store, workspace["token"], version) as sdk:
         found = await sdk.search()
@@ -81,7 +81,7 @@ async def test_search_finds_pages_and_the_database_in_the_versions_shape(
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_search_filters_by_object_matches_titles_and_sorts_by_last_edit(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ):
     title = workspace["pages"][1]["title"]
     container = "database" if version == LEGACY else "data_source"
@@ -108,7 +108,7 @@ async def test_search_filters_by_object_matches_titles_and_sorts_by_last_edit(
     ("version", "value"), [(LEGACY, "data_source"), (DATA_SOURCES, "database"), (POSITION, "x")]
 )
 async def test_search_refuses_an_object_filter_the_version_does_not_know(
-    store: NotesStore, workspace: dict[str, Any], version: str, value: str
+    store: NotionStore, workspace: dict[str, Any], version: str, value: str
 ):
     async with official_sdk(store, workspace["token"], version) as sdk:
         with pytest.raises(APIResponseError) as caught:
@@ -118,7 +118,7 @@ async def test_search_refuses_an_object_filter_the_version_does_not_know(
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_search_results_are_collected_across_result_pages(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ):
     async with official_sdk(store, workspace["token"], version) as sdk:
         whole = await sdk.search()
@@ -138,7 +138,7 @@ def _title(result: dict[str, Any]) -> str:
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_users_me_is_the_integrations_bot_owned_by_the_workspace(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ):
     async with official_sdk(store, workspace["token"], version) as sdk:
         me = await sdk.users.me()
@@ -153,7 +153,7 @@ async def test_users_me_is_the_integrations_bot_owned_by_the_workspace(
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_users_are_listed_across_pages_and_retrieved_one_by_one(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ):
     async with official_sdk(store, workspace["token"], version) as sdk:
         first = await sdk.users.list(page_size=1)
@@ -170,7 +170,7 @@ async def test_users_are_listed_across_pages_and_retrieved_one_by_one(
     assert (missing.value.status, missing.value.code) == (404, "object_not_found")
 
 
-async def test_a_token_sees_only_its_own_workspaces_users(store: NotesStore):
+async def test_a_token_sees_only_its_own_workspaces_users(store: NotionStore):
     mine, other = store.workspaces()[:2]
     async with official_sdk(store, mine["token"], DATA_SOURCES) as sdk:
         with pytest.raises(APIResponseError) as caught:
@@ -183,7 +183,7 @@ async def test_a_token_sees_only_its_own_workspaces_users(store: NotesStore):
 
 @pytest.mark.parametrize("version", VERSIONS)
 async def test_pages_and_blocks_are_read_and_written_unchanged(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ):
     page_id = workspace["pages"][0]["page_id"]
     async with official_sdk(store, workspace["token"], version) as sdk:
@@ -220,7 +220,7 @@ async def test_pages_and_blocks_are_read_and_written_unchanged(
 
 @pytest.mark.parametrize("version", [DATA_SOURCES, POSITION])
 async def test_from_2025_09_03_a_database_lists_its_data_source_which_is_queried(
-    store: NotesStore, workspace: dict[str, Any], version: str
+    store: NotionStore, workspace: dict[str, Any], version: str
 ):
     async with official_sdk(store, workspace["token"], version) as sdk:
         database = await sdk.databases.retrieve(database_id=workspace["database_id"])
@@ -240,7 +240,7 @@ async def test_from_2025_09_03_a_database_lists_its_data_source_which_is_queried
 
 
 async def test_at_2022_06_28_a_database_has_its_properties_and_its_own_query(
-    store: NotesStore, workspace: dict[str, Any]
+    store: NotionStore, workspace: dict[str, Any]
 ):
     async with official_sdk(store, workspace["token"], LEGACY) as sdk:
         database = await sdk.databases.retrieve(database_id=workspace["database_id"])
@@ -265,7 +265,7 @@ async def test_at_2022_06_28_a_database_has_its_properties_and_its_own_query(
     ("version", "code"), [("", "missing_version"), ("2024-01-01", "validation_error")]
 )
 async def test_a_missing_or_unknown_notion_version_is_refused(
-    store: NotesStore, workspace: dict[str, Any], version: str, code: str
+    store: NotionStore, workspace: dict[str, Any], version: str, code: str
 ):
     async with official_sdk(store, workspace["token"], version) as sdk:
         # missing_version is not in the SDK's code enum: it raises its generic HTTP error.
@@ -279,7 +279,7 @@ async def test_a_missing_or_unknown_notion_version_is_refused(
 
 
 async def test_an_sdk_endpoint_the_emulator_does_not_serve_says_so(
-    store: NotesStore, workspace: dict[str, Any]
+    store: NotionStore, workspace: dict[str, Any]
 ):
     async with official_sdk(store, workspace["token"], DATA_SOURCES) as sdk:
         with pytest.raises(APIResponseError) as caught:
