@@ -112,6 +112,19 @@ class ConfigurationError(PmsgateError):
     hint = "Check the PMSGATE_* settings (see README, Configuration)."
 
 
+def exception_leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:
+    """The exceptions inside a (nested) exception group, depth first, in order."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        current = pending.pop(0)
+        if isinstance(current, BaseExceptionGroup):
+            pending = list(current.exceptions) + pending
+        else:
+            leaves.append(current)
+    return leaves
+
+
 def _validation_message(exc: RequestValidationError) -> str:
     parts = []
     for err in exc.errors():

@@ -37,7 +37,7 @@ from pmsgate.cli.support import (
 )
 from pmsgate.config import Settings, get_settings
 from pmsgate.doctor.command import doctor as doctor_command
-from pmsgate.errors import PmsgateError
+from pmsgate.errors import PmsgateError, exception_leaves
 from pmsgate.logs import configure_logging
 from pmsgate.version import build_info
 
@@ -407,13 +407,7 @@ def _startup_error(error: BaseException) -> PmsgateError | None:
     # Imported here: `pmsgate --help` and the light commands do not load the whole stack.
     from sqlalchemy.exc import SQLAlchemyError
 
-    leaves = list(error.exceptions) if isinstance(error, BaseExceptionGroup) else [error]
-    while any(isinstance(leaf, BaseExceptionGroup) for leaf in leaves):
-        leaves = [
-            inner
-            for leaf in leaves
-            for inner in (leaf.exceptions if isinstance(leaf, BaseExceptionGroup) else [leaf])
-        ]
+    leaves = exception_leaves(error) if isinstance(error, BaseExceptionGroup) else [error]
     for leaf in leaves:
         if isinstance(leaf, PmsgateError):
             return leaf

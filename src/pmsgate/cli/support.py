@@ -30,7 +30,7 @@ from rich.markup import escape
 
 from pmsgate.clock import Clock
 from pmsgate.config import Settings, get_settings
-from pmsgate.errors import PmsgateError
+from pmsgate.errors import PmsgateError, exception_leaves
 
 if TYPE_CHECKING:
     from pmsgate.container import Container
@@ -423,14 +423,7 @@ def first_error(group: BaseExceptionGroup[Any]) -> PmsgateError:
     from pmsgate.integrations.assistant.errors import AssistantError
     from pmsgate.integrations.notion.errors import NotionError
 
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        current = pending.pop(0)
-        if isinstance(current, BaseExceptionGroup):
-            pending = list(current.exceptions) + pending
-        else:
-            leaves.append(current)
+    leaves = exception_leaves(group)
     for leaf in leaves:
         if isinstance(leaf, PmsgateError):
             return leaf

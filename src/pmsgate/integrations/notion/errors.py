@@ -26,6 +26,7 @@ from notion_client.errors import (
 )
 
 from pmsgate.clock import Clock
+from pmsgate.errors import exception_leaves
 from pmsgate.integrations.kit import (
     NOT_SENT,
     ClassificationTable,
@@ -191,12 +192,5 @@ def _code_value(code: Any) -> str:
 
 def first_error(group: BaseExceptionGroup[Any]) -> BaseException:
     """The first NotionError inside a (nested) exception group, else its first exception."""
-    leaves: list[BaseException] = []
-    pending: list[BaseException] = [group]
-    while pending:
-        current = pending.pop(0)
-        if isinstance(current, BaseExceptionGroup):
-            pending = list(current.exceptions) + pending
-        else:
-            leaves.append(current)
+    leaves = exception_leaves(group)
     return next((e for e in leaves if isinstance(e, NotionError)), leaves[0] if leaves else group)
