@@ -105,7 +105,7 @@ def test_it_keeps_the_promises_of_the_readme(demo: DemoRun) -> None:
         "Route A: Sandbox Residence",
         "Route B: Sandbox Residence",
         "A second onboarding run of the Route A customer: succeeded, nothing changed "
-        "(0 platform writes, 0 invitations)",
+        "(0 assistant-platform writes, 0 invitations)",
         "Console accounts created and invited: 2",
         'lands on its own page: HTTP 200, <html lang="it">',
         "· Sì, è collegato",

@@ -85,7 +85,7 @@ async def assistant_chapter(
             run = await assistant.run_custom_tool(tools[name].id, parameters)
             rows.append([name, "yes" if run.success else "no", run.message])
         story.table(
-            f"The custom tools of workspace {workspace.id}, each run on the platform",
+            f"The custom tools of workspace {workspace.id}, each run on the assistant platform",
             ["tool", "success", "what the guest assistant reads"],
             rows,
             wrap="what the guest assistant reads",
@@ -94,7 +94,8 @@ async def assistant_chapter(
         story.measured(
             "Catalogue",
             f"v{catalogue.version} provisioned: {len(tools)} custom tools in a workspace, "
-            f"{succeeded} of {len(rows)} runs on the platform answered through the gateway",
+            f"{succeeded} of {len(rows)} runs on the assistant platform answered "
+            "through the gateway",
         )
 
     undocumented = {

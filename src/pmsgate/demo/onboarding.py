@@ -217,11 +217,11 @@ async def onboarding_chapter(story: Story, data_dir: Path, *, seed: int) -> Onbo
         f"Route A knowledge base: {nodes} nodes. Console accounts created and invited: "
         f"{invitations} (one per customer, a one-time link to choose a password). A second "
         f"onboarding run of the Route A customer: {again.status}, [bold]{second}[/] "
-        f"({writes} platform writes, {invitations_again} invitations)."
+        f"({writes} assistant-platform writes, {invitations_again} invitations)."
     )
     story.measured(
         "Onboarding",
         f"{nodes} knowledge nodes, {invitations} console invitations; a second run: "
-        f"{second} ({writes} platform writes)",
+        f"{second} ({writes} assistant-platform writes)",
     )
     return Onboarded(sandbox=sandbox, settings=base, clock=clock)
