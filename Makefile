@@ -26,8 +26,8 @@ test: env
 	$(UV) run pytest -n $(TEST_WORKERS) --durations=15
 
 lint: env
-	$(UV) run ruff check src tests bench
-	$(UV) run ruff format --check src tests bench
+	$(UV) run ruff check src tests bench tools
+	$(UV) run ruff format --check src tests bench tools
 	$(UV) run mypy
 	$(UV) run deptry src
 	$(UV) run lint-imports
@@ -54,8 +54,8 @@ messages: env
 	$(UV) run pybabel update --no-fuzzy-matching --ignore-obsolete --width 100 -i $(I18N)/messages.pot -d $(I18N)/locales -D messages -l it
 
 format: env
-	$(UV) run ruff check --fix src tests bench
-	$(UV) run ruff format src tests bench
+	$(UV) run ruff check --fix src tests bench tools
+	$(UV) run ruff format src tests bench tools
 
 serve: env
 	$(UV) run pmsgate serve --port $(PORT)
