@@ -12,10 +12,11 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
-from contextlib import asynccontextmanager
-from dataclasses import asdict, dataclass
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, MutableMapping
+from contextlib import asynccontextmanager, contextmanager
+from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,6 +30,7 @@ from pmsgate.container import open_container
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import Limits, NewFacility
 from pmsgate.gateway.vault import generate_key_spec
+from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 
 KROSS_HOST = "http://kross.bench"
@@ -45,6 +47,14 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    """What every benchmark's knobs share: the seed of the emulators' data and of the
+    benchmark's own random choices."""
+
+    seed: int = 7
 
 
 def gateway_settings(database_url: str, kross_base_url: str, **overrides: Any) -> Settings:
@@ -64,6 +74,16 @@ def gateway_settings(database_url: str, kross_base_url: str, **overrides: Any) -
     }
     values.update(overrides)
     return Settings(**values)
+
+
+def credentials_of(record: dict[str, Any]) -> Credentials:
+    """The booking-system credentials of one of the emulator's seeded facilities."""
+    return Credentials(
+        hotel_id=record["hotel_id"],
+        username=record["username"],
+        password=SecretStr(record["password"]),
+        api_key=SecretStr(record["api_key"]),
+    )
 
 
 def sqlite_url(directory: str, name: str = "gateway.db") -> str:
@@ -268,6 +288,85 @@ def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+def configured(config: type[Any], args: Any, **overrides: Any) -> Any:
+    """A ``config`` dataclass from the parsed ``args`` of the same names (``overrides``
+    instead where given); its other fields keep their defaults."""
+    values = {f.name: getattr(args, f.name) for f in fields(config) if hasattr(args, f.name)}
+    return config(**{**values, **overrides})
+
+
+def add_defaults_of(group: Any, config: type, **helps: str) -> None:
+    """Add ``--<name>`` for each ``name=help`` to the argparse ``group``: a number, by
+    default ``config``'s ``name``."""
+    for name, help_text in helps.items():
+        default = getattr(config, name)
+        flag = "--" + name.replace("_", "-")
+        group.add_argument(flag, type=type(default), default=default, help=help_text)
+
+
+def register_partner_by_cli(facility: dict[str, Any], env: dict[str, str]) -> str:
+    """``pmsgate db upgrade``, then ``pmsgate facilities add`` of the emulator's partner
+    ``facility`` (an operator's steps); its gateway key."""
+    run_pmsgate("db", "upgrade", env=env)
+    added = run_pmsgate(
+        "facilities", "add",
+        "--hotel-id", facility["hotel_id"],
+        "--username", facility["username"],
+        "--kind", "partner",
+        "--integration-id", f"int-{facility['hotel_id']}",
+        "--name", facility["name"],
+        "--password-stdin", "--json",
+        env=env,
+        stdin=facility["password"] + "\n",
+    )  # fmt: skip
+    key: str = json.loads(added)["gateway_key"]
+    return key
+
+
+@contextmanager
+def running_process(
+    command: list[str], env: dict[str, str], log: Path, core: int | None = None
+) -> Iterator[subprocess.Popen[bytes]]:
+    """A long-lived process (pinned to ``core`` with taskset when given), its output in
+    ``log``, terminated at the end."""
+    pinned = ["taskset", "-c", str(core), *command] if core is not None else command
+    with log.open("wb") as output:
+        process = subprocess.Popen(
+            pinned, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, **env}
+        )
+        try:
+            yield process
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def until_ready(
+    url: str,
+    process: subprocess.Popen[bytes],
+    what: str,
+    *,
+    ready: Callable[[int], bool] = lambda status: status < 500,
+) -> None:
+    """Poll ``url`` until its status is ``ready``; raise when ``process`` ended or 90 s
+    have passed (a server offers no "ready" event)."""
+    deadline = time.monotonic() + 90
+    with httpx.Client(timeout=2) as http:
+        while True:
+            try:
+                if ready(http.get(url).status_code):
+                    return
+            except httpx.TransportError:
+                pass
+            if process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{what} did not become ready at {url}")
+            time.sleep(0.1)
 
 
 def run_pmsgate(*args: str, env: dict[str, str], stdin: str | None = None) -> str:

@@ -35,7 +35,7 @@ import itertools
 import tempfile
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
@@ -371,24 +371,26 @@ async def run_knowledge_sync(
                     max_concurrent_apartments=config.max_concurrent_apartments,
                     page_read_concurrency=config.page_read_concurrency,
                 )
-                clock.advance(QUIET_GAP_S)
                 results: dict[str, Any] = {
                     "config": asdict(config),
                     "apartments": len(ctx.apartments),
                     "pages_patched_in_setup": patched,
                 }
-                say("dry run")
-                before = _Tally.of(box, clock)
-                dry = await sync.dry_run(STUDENT_ID)
-                results["dry_run"] = _phase(before, _Tally.of(box, clock), config, dry.counters())
 
-                clock.advance(QUIET_GAP_S)
-                say("first commit (measured)")
-                before = _Tally.of(box, clock)
-                first = await sync.commit(STUDENT_ID)
-                results["first_sync"] = _phase(
-                    before, _Tally.of(box, clock), config, first.counters()
-                )
+                async def measured(
+                    key: str, what: str, run: Callable[[str], Awaitable[Any]]
+                ) -> Any:
+                    """One phase after a quiet gap, its figures under ``key``; its outcome."""
+                    clock.advance(QUIET_GAP_S)
+                    say(what)
+                    before = _Tally.of(box, clock)
+                    outcome = await run(STUDENT_ID)
+                    counters = outcome.counters()
+                    results[key] = _phase(before, _Tally.of(box, clock), config, counters)
+                    return outcome
+
+                await measured("dry_run", "dry run", sync.dry_run)
+                first = await measured("first_sync", "first commit (measured)", sync.commit)
                 results["first_sync"]["nodes_per_apartment"] = {
                     "min": min(d.nodes for d in first.details),
                     "max": max(d.nodes for d in first.details),
@@ -396,12 +398,8 @@ async def run_knowledge_sync(
                 }
                 results["first_sync"]["wifi_nodes_present"] = sum(first.wifi_nodes.values())
 
-                clock.advance(QUIET_GAP_S)
-                say("second commit of unchanged content")
-                before = _Tally.of(box, clock)
-                second = await sync.commit(STUDENT_ID)
-                results["resync_unchanged"] = _phase(
-                    before, _Tally.of(box, clock), config, second.counters()
+                await measured(
+                    "resync_unchanged", "second commit of unchanged content", sync.commit
                 )
                 results["virtual_time_jumps"] = virtual.jumps
             finally:

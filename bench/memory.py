@@ -50,6 +50,9 @@ import httpx
 from bench.common import (
     GATEWAY_HOST,
     UNLIMITED,
+    BenchConfig,
+    add_defaults_of,
+    configured,
     gateway_settings,
     machine,
     new_facility,
@@ -66,13 +69,12 @@ TOOL = "get-in-house-guests"
 
 
 @dataclass(frozen=True)
-class MemoryConfig:
+class MemoryConfig(BenchConfig):
     """The knobs of one run."""
 
     stages: tuple[int, ...] = (1_000, 5_000)
     reservations: int = 50
     concurrency: int = 8
-    seed: int = 7
 
 
 def rss_mib() -> float:
@@ -221,11 +223,11 @@ def _growth(points: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def print_memory(results: dict[str, Any]) -> None:
     """The table of the run."""
-    config = results["config"]
+    reservations, windows = results["config"]["reservations"], results["windows"]
+    kib = windows["json_bytes_mean"] / 1024
     print(
-        f"\n## replica memory: {config['reservations']} reservations per facility "
-        f"(windows: {results['windows']['rows_mean']:.1f} rows, "
-        f"{results['windows']['json_bytes_mean'] / 1024:.1f} KiB as JSON on average)"
+        f"\n## replica memory: {reservations} reservations per facility "
+        f"(windows: {windows['rows_mean']:.1f} rows, {kib:.1f} KiB as JSON on average)"
     )
     print(f"{'facilities':>10} {'RSS MiB':>9}")
     for point in results["points"]:
@@ -246,20 +248,16 @@ def main(argv: list[str] | None = None) -> None:
         default=",".join(map(str, defaults.stages)),
         help="facility counts to measure at, comma-separated (default 1000,5000)",
     )
-    parser.add_argument(
-        "--reservations",
-        type=int,
-        default=defaults.reservations,
-        help="reservations per facility (default 50)",
+    add_defaults_of(
+        parser,
+        MemoryConfig,
+        reservations="reservations per facility (default 50)",
+        concurrency="facilities registered and cached at a time",
     )
-    parser.add_argument("--concurrency", type=int, default=defaults.concurrency)
     parser.add_argument("--json", type=Path, default=DEFAULT_JSON, help="where to write figures")
     args = parser.parse_args(argv)
-    config = MemoryConfig(
-        stages=tuple(sorted(int(s) for s in args.stages.split(","))),
-        reservations=args.reservations,
-        concurrency=args.concurrency,
-    )
+    stages = tuple(sorted(int(s) for s in args.stages.split(",")))
+    config = configured(MemoryConfig, args, stages=stages)
     configure_logging("WARNING")
     results: dict[str, Any] = {"machine": machine(), "config": asdict(config)}
     results.update(asyncio.run(run_memory(config)))

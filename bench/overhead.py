@@ -43,13 +43,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import SecretStr
 
 from bench.common import (
     GATEWAY_HOST,
     KROSS_HOST,
     UNLIMITED,
+    BenchConfig,
     ServerTimer,
+    credentials_of,
     freeze_heap,
     gateway_settings,
     in_process_gateway,
@@ -63,7 +64,6 @@ from pmsgate.config import DEFAULT_USER_AGENT
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView
 from pmsgate.integrations.kross.client import KrossClient
-from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.sandbox.kross.app import create_kross_app
 from pmsgate.sandbox.kross.store import KrossStore
@@ -73,15 +73,14 @@ UPSTREAM_OPERATION = "calendar/get-availability"
 
 
 @dataclass(frozen=True)
-class OverheadConfig:
-    """How many calls of each kind."""
+class OverheadConfig(BenchConfig):
+    """Over which transports, and how many calls of each kind."""
 
+    transports: tuple[str, ...] = ("asgi", "http")
     requests: int = 1000
     warmup: int = 100
     concurrency: int = 16
     throughput_requests: int = 2000
-    transports: tuple[str, ...] = ("asgi", "http")
-    seed: int = 7
 
 
 @dataclass
@@ -122,15 +121,6 @@ def _in_days(days: int) -> str:
     return (dt.datetime.now(dt.UTC).date() + dt.timedelta(days=days)).isoformat()
 
 
-def _credentials(record: dict[str, Any]) -> Credentials:
-    return Credentials(
-        hotel_id=record["hotel_id"],
-        username=record["username"],
-        password=SecretStr(record["password"]),
-        api_key=SecretStr(record["api_key"]),
-    )
-
-
 async def _kinds(setup: Setup) -> list[Kind]:
     client, gateway, kross = setup.client, setup.gateway_url, setup.kross_url
     bearer = {"Authorization": f"Bearer {setup.key}"}
@@ -142,7 +132,7 @@ async def _kinds(setup: Setup) -> list[Kind]:
         operations=load_operations(),
         user_agent=DEFAULT_USER_AGENT,
         clock=SystemClock(),
-    ).get_token(_credentials(setup.record))
+    ).get_token(credentials_of(setup.record))
     direct_headers = {
         "User-Agent": DEFAULT_USER_AGENT,
         "Accept": "application/json",

@@ -47,8 +47,8 @@ import tempfile
 import time
 import uuid
 from collections import Counter
-from collections.abc import AsyncIterator, Callable, Iterator
-from contextlib import AsyncExitStack, asynccontextmanager, contextmanager, suppress
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractContextManager, AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -59,7 +59,14 @@ import asyncpg
 import httpx
 from redis.asyncio import Redis
 
-from bench.common import free_port, latency, run_pmsgate
+from bench.common import (
+    BenchConfig,
+    free_port,
+    latency,
+    register_partner_by_cli,
+    running_process,
+    until_ready,
+)
 from pmsgate.gateway.vault import generate_key_spec
 
 DEFAULT_DATABASE_URL = os.environ.get(
@@ -83,9 +90,11 @@ Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
-class ReplicasConfig:
-    """What to run."""
+class ReplicasConfig(BenchConfig):
+    """Where, and what to run."""
 
+    database_url: str = DEFAULT_DATABASE_URL
+    redis_url: str = DEFAULT_REDIS_URL
     minutes: float = 2.0
     burst: int = 60
     rate: float = 4.0
@@ -94,9 +103,6 @@ class ReplicasConfig:
     # False: PMSGATE_SCHEDULER_ENABLED=false, so no job (check-connections) gets the token
     # before the burst does.
     scheduler: bool = True
-    database_url: str = DEFAULT_DATABASE_URL
-    redis_url: str = DEFAULT_REDIS_URL
-    seed: int = 7
 
 
 @dataclass(frozen=True)
@@ -211,39 +217,19 @@ async def _call(http: httpx.AsyncClient, key: str, call: Call, origin: float) ->
 # --- processes ---------------------------------------------------------------------------
 
 
-@contextmanager
-def _process(args: list[str], env: dict[str, str], log: Path) -> Iterator[subprocess.Popen[bytes]]:
+def _process(
+    args: list[str], env: dict[str, str], log: Path
+) -> AbstractContextManager[subprocess.Popen[bytes]]:
     """A long-lived ``pmsgate`` command, its output in ``log``, terminated at the end."""
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "pmsgate.cli", *args],
-            stdout=output,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "COLUMNS": "200", **env},
-        )
-        try:
-            yield process
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    command = [sys.executable, "-m", "pmsgate.cli", *args]
+    return running_process(command, {"COLUMNS": "200", **env}, log)
 
 
 async def _until_ready(url: str, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 90
-    async with httpx.AsyncClient(timeout=2) as http:
-        while True:
-            try:
-                if (await http.get(url)).status_code == 200:
-                    return
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not become ready at {url}")
-            await anyio.sleep(0.1)
+    """Until ``url`` answers 200 (in a worker thread: the stats poller keeps running)."""
+    await anyio.to_thread.run_sync(
+        lambda: until_ready(url, process, what, ready=lambda status: status == 200)
+    )
 
 
 # --- the shared backends -----------------------------------------------------------------
@@ -380,19 +366,7 @@ async def run_replicas(
         )
         env = _gateway_env(config, directory, namespace, kross, facility["api_key"])
         progress("pmsgate db upgrade; pmsgate facilities add")
-        run_pmsgate("db", "upgrade", env=env)
-        added = run_pmsgate(
-            "facilities", "add",
-            "--hotel-id", facility["hotel_id"],
-            "--username", facility["username"],
-            "--kind", "partner",
-            "--integration-id", f"int-{facility['hotel_id']}",
-            "--name", facility["name"],
-            "--password-stdin", "--json",
-            env=env,
-            stdin=facility["password"] + "\n",
-        )  # fmt: skip
-        key = json.loads(added)["gateway_key"]
+        key = register_partner_by_cli(facility, env)
         ports = [free_port() for _ in range(config.replicas)]
         progress(f"{config.replicas} x pmsgate serve on :{', :'.join(map(str, ports))}")
         replicas = [

@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from bench.common import machine
+from bench.common import add_defaults_of, configured, machine
 from bench.knowledge_sync import KnowledgeSyncConfig, print_knowledge_sync, run_knowledge_sync
 from bench.overhead import OverheadConfig, run_overhead
 from bench.replicas import ReplicasConfig, print_replicas, run_replicas
@@ -24,6 +24,20 @@ from bench.workload import GatewayKind, WorkloadConfig, run_workload
 from pmsgate.logs import configure_logging
 
 DEFAULT_WORKLOAD_FACILITIES = 3
+
+
+TRANSPORTS = ("asgi", "http")
+GATEWAYS: tuple[GatewayKind, ...] = ("pmsgate", "naive")
+
+
+def _add_one_or_both(group: Any, flag: str, both: tuple[str, ...], help_text: str) -> None:
+    """``flag``: one of ``both``, or ``both`` (the default)."""
+    group.add_argument(flag, choices=[*both, "both"], default="both", help=help_text)
+
+
+def _chosen(value: str, both: tuple[Any, ...]) -> tuple[Any, ...]:
+    """What an option of :func:`_add_one_or_both` chose: ``both``, or the one named."""
+    return both if value == "both" else (value,)
 
 
 def _progress(message: str) -> None:
@@ -41,26 +55,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--json", type=Path, help="also write every figure to this JSON file")
     overhead = parser.add_argument_group("overhead")
-    overhead.add_argument(
-        "--requests", type=int, default=OverheadConfig.requests, help="sequential calls per kind"
+    add_defaults_of(
+        overhead,
+        OverheadConfig,
+        requests="sequential calls per kind",
+        concurrency="concurrent callers of the throughput phase",
+        throughput_requests="calls per kind of the throughput phase",
     )
-    overhead.add_argument(
-        "--concurrency",
-        type=int,
-        default=OverheadConfig.concurrency,
-        help="concurrent callers of the throughput phase",
-    )
-    overhead.add_argument(
-        "--throughput-requests",
-        type=int,
-        default=OverheadConfig.throughput_requests,
-        help="calls per kind of the throughput phase",
-    )
-    overhead.add_argument(
+    _add_one_or_both(
+        overhead,
         "--transport",
-        choices=["asgi", "http", "both"],
-        default="both",
-        help="in-process ASGI transport, real HTTP (uvicorn on 127.0.0.1), or both",
+        TRANSPORTS,
+        "in-process ASGI transport, real HTTP (uvicorn on 127.0.0.1), or both",
     )
     workload = parser.add_argument_group("workload")
     workload.add_argument(
@@ -80,30 +86,19 @@ def _parser() -> argparse.ArgumentParser:
         help="simulated minutes (workload, default 60); minutes of steady load (replicas, "
         f"default {ReplicasConfig.minutes:g})",
     )
-    workload.add_argument(
-        "--availability-spread",
-        type=float,
-        default=WorkloadConfig.availability_spread,
-        help="share of check-availability calls with free-form dates (the rest ask popular ranges)",
+    add_defaults_of(
+        workload,
+        WorkloadConfig,
+        availability_spread="share of check-availability calls with free-form dates "
+        "(the rest ask popular ranges)",
+        lifetime_days="simulated days of sparse traffic after the hour, counting tokens (0 = skip)",
     )
-    workload.add_argument(
-        "--lifetime-days",
-        type=int,
-        default=WorkloadConfig.lifetime_days,
-        help="simulated days of sparse traffic after the hour, counting tokens (0 = skip)",
-    )
-    workload.add_argument(
-        "--gateway",
-        choices=["pmsgate", "naive", "both"],
-        default="both",
-        help="which gateway(s) get the workload",
-    )
+    _add_one_or_both(workload, "--gateway", GATEWAYS, "which gateway(s) get the workload")
     knowledge = parser.add_argument_group("knowledge-sync")
-    knowledge.add_argument(
-        "--apartments",
-        type=int,
-        default=KnowledgeSyncConfig.apartments,
-        help="apartments of the synced customer (~35 nodes each)",
+    add_defaults_of(
+        knowledge,
+        KnowledgeSyncConfig,
+        apartments="apartments of the synced customer (~35 nodes each)",
     )
     knowledge.add_argument(
         "--platform-requests-per-minute",
@@ -120,23 +115,14 @@ def _parser() -> argparse.ArgumentParser:
     replicas = parser.add_argument_group(
         "replicas (PostgreSQL + Redis; PMSGATE_BENCH_DATABASE_URL, PMSGATE_BENCH_REDIS_URL)"
     )
-    replicas.add_argument(
-        "--burst", type=int, default=ReplicasConfig.burst, help="calls of the cold-start burst"
-    )
-    replicas.add_argument(
-        "--rate",
-        type=float,
-        default=ReplicasConfig.rate,
-        help="calls per second of the steady load, across the replicas",
-    )
-    replicas.add_argument(
-        "--uncached-share",
-        type=float,
-        default=ReplicasConfig.uncached_share,
-        help="share of calls asking availability beyond the cached window (each its own range)",
-    )
-    replicas.add_argument(
-        "--replicas", type=int, default=ReplicasConfig.replicas, help="pmsgate serve processes"
+    add_defaults_of(
+        replicas,
+        ReplicasConfig,
+        burst="calls of the cold-start burst",
+        rate="calls per second of the steady load, across the replicas",
+        uncached_share="share of calls asking availability beyond the cached window "
+        "(each its own range)",
+        replicas="pmsgate serve processes",
     )
     replicas.add_argument(
         "--no-scheduler",
@@ -216,45 +202,30 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     command = " ".join(["python -m bench.run", *sys.argv[1:]])
     results: dict[str, Any] = {"machine": machine(), "command": command}
     if args.benchmark in ("overhead", "all"):
-        config = OverheadConfig(
-            requests=args.requests,
-            concurrency=args.concurrency,
-            throughput_requests=args.throughput_requests,
-            transports=("asgi", "http") if args.transport == "both" else (args.transport,),
-        )
+        config = configured(OverheadConfig, args, transports=_chosen(args.transport, TRANSPORTS))
         results["overhead"] = await run_overhead(config, _progress)
         _print_overhead(results["overhead"])
     if args.benchmark in ("workload", "all"):
-        workload = WorkloadConfig(
-            facilities=args.facilities,
-            calls_per_minute=args.calls_per_minute,
-            minutes=60 if args.minutes is None else round(args.minutes),
-            availability_spread=args.availability_spread,
-            lifetime_days=args.lifetime_days,
-        )
-        gateways: tuple[GatewayKind, ...] = (
-            ("pmsgate", "naive") if args.gateway == "both" else (args.gateway,)
-        )
+        minutes = 60 if args.minutes is None else round(args.minutes)
+        workload = configured(WorkloadConfig, args, minutes=minutes)
+        gateways: tuple[GatewayKind, ...] = _chosen(args.gateway, GATEWAYS)
         results["workload"] = await run_workload(workload, gateways, _progress)
         _print_workload(results["workload"])
     if args.benchmark in ("knowledge-sync", "all"):
-        knowledge = KnowledgeSyncConfig(
-            apartments=args.apartments,
-            assistant_requests_per_minute=args.assistant_requests_per_minute,
+        knowledge = configured(
+            KnowledgeSyncConfig,
+            args,
+            assistant_requests_per_minute=args.platform_requests_per_minute,
             max_concurrent_apartments=args.apartment_concurrency,
         )
         results["knowledge_sync"] = await run_knowledge_sync(knowledge, _progress)
         print_knowledge_sync(results["knowledge_sync"])
     if args.benchmark == "replicas":
-        replicas = ReplicasConfig(
+        replicas = configured(
+            ReplicasConfig,
+            args,
             minutes=ReplicasConfig.minutes if args.minutes is None else args.minutes,
-            burst=args.burst,
-            rate=args.rate,
-            uncached_share=args.uncached_share,
-            replicas=args.replicas,
             scheduler=not args.no_scheduler,
-            database_url=args.database_url,
-            redis_url=args.redis_url,
         )
         results["replicas"] = await run_replicas(replicas, _progress, args.keep_logs)
         print_replicas(results["replicas"])

@@ -31,11 +31,12 @@ from typing import Any, Literal
 
 import httpx
 import stamina
-from pydantic import SecretStr
 
 from bench.common import (
     GATEWAY_HOST,
     KROSS_HOST,
+    BenchConfig,
+    credentials_of,
     freeze_heap,
     gateway_settings,
     in_process_gateway,
@@ -46,7 +47,6 @@ from bench.naive import NaiveGateway
 from pmsgate.clock import ManualClock
 from pmsgate.config import DEFAULT_USER_AGENT
 from pmsgate.integrations.kross.client import KrossClient
-from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.operations import load_operations
 from pmsgate.sandbox.kross.app import create_kross_app
 from pmsgate.sandbox.kross.records import Facility
@@ -71,7 +71,7 @@ LIFETIME_STEP_S = 3600
 
 
 @dataclass(frozen=True)
-class WorkloadConfig:
+class WorkloadConfig(BenchConfig):
     """What to simulate."""
 
     facilities: int = 50
@@ -83,7 +83,6 @@ class WorkloadConfig:
     # After the hour: this many simulated days of sparse traffic, to count tokens over
     # whole token lifetimes (pmsgate only; 0 = skip).
     lifetime_days: int = 15
-    seed: int = 7
 
 
 @dataclass(frozen=True)
@@ -339,19 +338,10 @@ async def _naive(
         clock=clock,
     )
     naive = NaiveGateway(kross_client)
-    keys = [naive.add(_credentials(record)) for record in store.facility_summaries()]
+    keys = [naive.add(credentials_of(record)) for record in store.facility_summaries()]
     transport = httpx.ASGITransport(app=naive.app())
     async with httpx.AsyncClient(transport=transport, base_url=GATEWAY_HOST) as http:
         yield _Target(http, keys)
-
-
-def _credentials(record: dict[str, Any]) -> Credentials:
-    return Credentials(
-        hotel_id=record["hotel_id"],
-        username=record["username"],
-        password=SecretStr(record["password"]),
-        api_key=SecretStr(record["api_key"]),
-    )
 
 
 async def _call(target: _Target, call: Call) -> httpx.Response:

@@ -44,15 +44,21 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
-from bench.common import free_port, machine, run_pmsgate
+from bench.common import (
+    BenchConfig,
+    free_port,
+    machine,
+    register_partner_by_cli,
+    running_process,
+    until_ready,
+)
 from pmsgate.gateway.vault import generate_key_spec
 
 DEFAULT_JSON = Path(__file__).with_name("results-wrk-side-by-side.json")
@@ -85,18 +91,17 @@ end
 
 
 @dataclass(frozen=True)
-class SideBySideConfig:
-    """The knobs of one run."""
+class SideBySideConfig(BenchConfig):
+    """The knobs of one run: the cached tool measured, for how long, on which cores."""
 
+    tool: str = "get-in-house-guests"
     duration_s: int = 30
     connections: int = 8
     rounds: int = 2
     warmup_s: int = 3
-    tool: str = "get-in-house-guests"
     scheduler: bool = True
     server_core: int = 0
     client_core: int = 1
-    seed: int = 7
     redis_url: str | None = None
 
 
@@ -120,41 +125,6 @@ def ensure_wrk() -> str:
     if not found:
         raise SystemExit("wrk could not be installed (apt-get install wrk)")
     return found
-
-
-@contextmanager
-def _process(
-    command: list[str], env: dict[str, str], log: Path, core: int | None
-) -> Iterator[subprocess.Popen[bytes]]:
-    """A long-lived process (pinned to ``core`` with taskset), terminated at the end."""
-    pinned = ["taskset", "-c", str(core), *command] if core is not None else command
-    with log.open("wb") as output:
-        process = subprocess.Popen(
-            pinned, stdout=output, stderr=subprocess.STDOUT, env={**os.environ, **env}
-        )
-        try:
-            yield process
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
-
-
-def _until_ready(url: str, process: subprocess.Popen[bytes], what: str) -> None:
-    deadline = time.monotonic() + 90
-    with httpx.Client(timeout=2) as http:
-        while True:
-            try:
-                if http.get(url).status_code < 500:
-                    return
-            except httpx.TransportError:
-                pass
-            if process.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not become ready at {url}")
-            time.sleep(0.1)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -275,13 +245,13 @@ def run_side_by_side(config: SideBySideConfig) -> dict[str, Any]:
         kross = f"http://127.0.0.1:{sandbox_port}/kross"
         _progress(f"pmsgate sandbox on :{sandbox_port} (core {config.client_core})")
         sandbox = stack.enter_context(
-            _process(
+            running_process(
                 [sys.executable, "-m", "pmsgate.cli", "sandbox", "--port", str(sandbox_port),
                  "--seed", str(config.seed)],
                 {"COLUMNS": "200"}, directory / "sandbox.log", config.client_core,
             )
         )  # fmt: skip
-        _until_ready(f"{kross}/_sandbox/facilities", sandbox, "pmsgate sandbox")
+        until_ready(f"{kross}/_sandbox/facilities", sandbox, "pmsgate sandbox")
         facilities = httpx.get(f"{kross}/_sandbox/facilities", timeout=30).json()
         facility = next(f for f in facilities if f["kind"] == "partner")
         env = {
@@ -298,35 +268,23 @@ def run_side_by_side(config: SideBySideConfig) -> dict[str, Any]:
             env["PMSGATE_REDIS_NAMESPACE"] = namespace = f"pmsgate-wrk-{uuid.uuid4().hex[:8]}"
             stack.callback(_delete_namespace, config.redis_url, namespace)
         _progress("pmsgate db upgrade; pmsgate facilities add")
-        run_pmsgate("db", "upgrade", env=env)
-        added = run_pmsgate(
-            "facilities", "add",
-            "--hotel-id", facility["hotel_id"],
-            "--username", facility["username"],
-            "--kind", "partner",
-            "--integration-id", f"int-{facility['hotel_id']}",
-            "--name", facility["name"],
-            "--password-stdin", "--json",
-            env=env,
-            stdin=facility["password"] + "\n",
-        )  # fmt: skip
-        key = json.loads(added)["gateway_key"]
+        key = register_partner_by_cli(facility, env)
         _progress(f"pmsgate serve on :{gateway_port}, bench.trivial_app on :{trivial_port}")
         gateway = stack.enter_context(
-            _process(
+            running_process(
                 [sys.executable, "-m", "pmsgate.cli", "serve", "--port", str(gateway_port)],
                 env, directory / "serve.log", config.server_core,
             )
         )  # fmt: skip
         trivial = stack.enter_context(
-            _process(
+            running_process(
                 [sys.executable, "-m", "bench.trivial_app", "--port", str(trivial_port)],
                 {}, directory / "trivial.log", config.server_core,
             )
         )  # fmt: skip
         gateway_base = f"http://127.0.0.1:{gateway_port}"
-        _until_ready(f"{gateway_base}/readyz", gateway, "pmsgate serve")
-        _until_ready(f"http://127.0.0.1:{trivial_port}/trivial", trivial, "bench.trivial_app")
+        until_ready(f"{gateway_base}/readyz", gateway, "pmsgate serve")
+        until_ready(f"http://127.0.0.1:{trivial_port}/trivial", trivial, "bench.trivial_app")
         tool_url = f"{gateway_base}/v1/tools/{config.tool}"
         trivial_url = f"http://127.0.0.1:{trivial_port}/trivial"
         headers = {"Authorization": f"Bearer {key}"}

@@ -261,6 +261,21 @@ def redis_namespace() -> Iterator[str]:
 
 
 @pytest.fixture
+async def sessions(database_url: str) -> AsyncIterator[Any]:
+    """An ``async_sessionmaker`` on the (migrated) test database."""
+    from pmsgate.storage.db import open_database, session_factory
+
+    async with open_database(database_url) as engine:
+        yield session_factory(engine)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def redis_or_memory(request: pytest.FixtureRequest) -> Any:
+    """No Redis (state in memory), then the test Redis: a test using it runs on both."""
+    return request.getfixturevalue("redis_client") if request.param == "redis" else None
+
+
+@pytest.fixture
 async def redis_client(redis_url: str) -> AsyncIterator[Any]:
     """An asyncio Redis client on the test Redis (closed afterwards)."""
     from redis.asyncio import Redis

@@ -11,7 +11,7 @@ from pyrate_limiter import Rate
 from redis.exceptions import NoScriptError
 
 from pmsgate.clock import ManualClock
-from pmsgate.ratelimit import ClockTime, RateWindows, WindowLost
+from pmsgate.ratelimit import ClockTime, RateWindows, Waiter, WindowLost, Yielded
 from pmsgate.sandbox.customers import ClockSleep
 
 pytestmark = pytest.mark.anyio
@@ -21,17 +21,16 @@ HOUR = Rate(5, 3_600_000)
 MakeWindows = Callable[..., RateWindows]
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture
 def make_windows(
-    request: pytest.FixtureRequest, clock: ManualClock, redis_namespace: str
+    redis_or_memory: Any, clock: ManualClock, redis_namespace: str
 ) -> Iterator[MakeWindows]:
     """Builds windows on one backend; Redis ones share the test's namespace (like replicas)."""
-    redis = request.getfixturevalue("redis_client") if request.param == "redis" else None
 
     def make(**kwargs: object) -> RateWindows:
         kwargs.setdefault("clock", clock)
         kwargs.setdefault("retention_ms", HOUR.interval)
-        return RateWindows(redis=redis, key_prefix=f"{redis_namespace}:w", **kwargs)  # type: ignore[arg-type]
+        return RateWindows(redis=redis_or_memory, key_prefix=f"{redis_namespace}:w", **kwargs)  # type: ignore[arg-type]
 
     yield make
 
@@ -211,3 +210,44 @@ async def test_a_put_brings_the_window_back_and_a_fence_refuses_what_the_caller_
     clock.advance(0.001)  # the fence's end, on the windows' clock
     assert await windows.put("k", [MINUTE, HOUR], fence_ok=False)
     assert windows.view("k").counts == (3, 4)  # type: ignore[union-attr]
+
+
+async def test_a_queued_waiter_makes_yielding_puts_refuse_until_it_leaves_or_its_lease_ends(
+    make_windows: MakeWindows, clock: ManualClock, redis_namespace: str
+) -> None:
+    windows = make_windows(queue_prefix=f"{redis_namespace}:q")
+    one = [Rate(1, MINUTE.interval)]
+    assert await windows.put("k", one)
+    now = windows.now_ms()
+    guest = Waiter("guest", now + 120_000)
+    # Refused, the waiter joins the queue (in the same step); yielding puts are refused.
+    assert not await windows.put("k", one, waiter=guest)
+    assert await windows.queued("k") == 1
+    clock.advance(61)
+    with pytest.raises(Yielded):
+        await windows.put("k", [MINUTE], yields=True)
+    assert await windows.counts("k", [MINUTE]) == [0]
+    # Other keys have their own queue.
+    assert await windows.put("other", [MINUTE], yields=True)
+    # Taken, the waiter leaves: background work goes on.
+    assert await windows.put("k", one, waiter=Waiter("guest", windows.now_ms() + 5_000))
+    assert await windows.queued("k") == 0
+    assert await windows.put("k", [MINUTE], yields=True)
+
+    # A waiter that gave up leaves; one that never came back holds nothing past its lease.
+    clock.advance(61)
+    assert await windows.put("k", one)
+    assert not await windows.put("k", one, waiter=guest_at(windows, 1))
+    await windows.leave("k", guest)
+    assert await windows.queued("k") == 0
+    assert not await windows.put("k", one, waiter=guest_at(windows, 2))
+    with pytest.raises(Yielded):
+        await windows.put("k", [MINUTE], yields=True)
+    clock.advance(2.001)
+    assert await windows.queued("k") == 0
+    assert await windows.put("k", [MINUTE], yields=True)
+
+
+def guest_at(windows: RateWindows, lease_s: int) -> Waiter:
+    """The guest waiter, leased for ``lease_s`` from now."""
+    return Waiter("guest", windows.now_ms() + lease_s * 1000)

@@ -11,6 +11,8 @@ MIT), so they are updated like any dependency instead of vendored by hand.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 import fastapi_offline
@@ -52,17 +54,15 @@ def install_api_docs(app: FastAPI) -> None:
 
     @app.get(DOCS_URL, include_in_schema=False)
     async def swagger_ui(request: Request) -> HTMLResponse:
-        root_path = request.scope.get("root_path", "")
-        page = get_swagger_ui_html(
-            openapi_url=f"{root_path}{openapi_url}",
-            title=f"{app.title} - Swagger UI",
-            oauth2_redirect_url=f"{root_path}{OAUTH2_REDIRECT_URL}",
-            swagger_js_url=f"{root_path}{ASSETS_URL}/swagger-ui-bundle.js",
-            swagger_css_url=f"{root_path}{ASSETS_URL}/swagger-ui.css",
-            swagger_favicon_url=f"{root_path}{ASSETS_URL}/favicon.png",
+        return _offline_page(
+            request,
+            partial(get_swagger_ui_html, title=f"{app.title} - Swagger UI"),
+            openapi_url=openapi_url,
+            oauth2_redirect_url=OAUTH2_REDIRECT_URL,
+            swagger_js_url=f"{ASSETS_URL}/swagger-ui-bundle.js",
+            swagger_css_url=f"{ASSETS_URL}/swagger-ui.css",
+            swagger_favicon_url=f"{ASSETS_URL}/favicon.png",
         )
-        page.headers.update(PAGE_POLICY)
-        return page
 
     @app.get(OAUTH2_REDIRECT_URL, include_in_schema=False)
     async def swagger_ui_redirect() -> HTMLResponse:
@@ -70,13 +70,21 @@ def install_api_docs(app: FastAPI) -> None:
 
     @app.get(REDOC_URL, include_in_schema=False)
     async def redoc(request: Request) -> HTMLResponse:
-        root_path = request.scope.get("root_path", "")
-        page = get_redoc_html(
-            openapi_url=f"{root_path}{openapi_url}",
-            title=f"{app.title} - ReDoc",
-            redoc_js_url=f"{root_path}{ASSETS_URL}/redoc.standalone.js",
-            redoc_favicon_url=f"{root_path}{ASSETS_URL}/favicon.png",
-            with_google_fonts=False,
+        return _offline_page(
+            request,
+            partial(get_redoc_html, title=f"{app.title} - ReDoc", with_google_fonts=False),
+            openapi_url=openapi_url,
+            redoc_js_url=f"{ASSETS_URL}/redoc.standalone.js",
+            redoc_favicon_url=f"{ASSETS_URL}/favicon.png",
         )
-        page.headers.update(PAGE_POLICY)
-        return page
+
+
+def _offline_page(
+    request: Request, build: Callable[..., HTMLResponse], **urls: str
+) -> HTMLResponse:
+    """One documentation page: each of ``urls`` under the request's ``root_path``, and
+    :data:`PAGE_POLICY` so that it loads nothing from elsewhere."""
+    root_path = request.scope.get("root_path", "")
+    page = build(**{name: f"{root_path}{url}" for name, url in urls.items()})
+    page.headers.update(PAGE_POLICY)
+    return page

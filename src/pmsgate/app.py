@@ -23,6 +23,7 @@ from fastapi import Depends, FastAPI, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import SecretStr
 from sqlalchemy import text
+from starlette.types import Scope
 
 from pmsgate.api_docs import install_api_docs
 from pmsgate.audit.actions import Actor
@@ -45,8 +46,11 @@ from pmsgate.gateway.http_front import HttpFrontMiddleware
 from pmsgate.gateway.mcp import Lifespan, create_mcp_app
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.gateway.metrics_scrape import scrape
+from pmsgate.gateway.oauth_tokens import MCP_PATH, BearerAuth, Caller
+from pmsgate.gateway.scopes import TOOLS_READ
 from pmsgate.gateway.tracing import Tracing
 from pmsgate.jobs import PER_PROCESS_JOBS, build_scheduler
+from pmsgate.oauth.routes import install_oauth
 from pmsgate.openapi import install_openapi
 from pmsgate.version import build_info
 from pmsgate.web.app import install_web
@@ -100,6 +104,7 @@ def create_app(settings: Settings, *, container: Container | None = None) -> Fas
         _serve(app, container)
     app.include_router(http.router)  # /v1/tools and /v1/operations
     install_web(app)  # the console, its JSON API and /static
+    install_oauth(app)  # OAuth discovery and /oauth/* (docs/oauth.md)
     mount_admin(app, settings)
     mcp_lifespan = mount_mcp(app, settings)
     mount_probes(app, settings)
@@ -199,9 +204,10 @@ def mount_admin(app: FastAPI, settings: Settings) -> None:
 def mount_mcp(app: FastAPI, settings: Settings) -> Lifespan:
     """The tools over MCP at ``/mcp``; the lifespan the app's must enter around it."""
 
-    async def authenticate(raw_key: str) -> FacilityView:
-        facility: FacilityView = await app.state.container.gateway.facilities.authenticate(raw_key)
-        return facility
+    async def authenticate(authorization: str | None, scope: Scope) -> Caller:
+        # A gateway key or an OAuth access token for /mcp (pmsgate.gateway.oauth_tokens).
+        bearer: BearerAuth = app.state.container.gateway.bearer
+        return await bearer.authenticate(authorization, TOOLS_READ, scope, MCP_PATH)
 
     def record_call(tool: str, outcome: str) -> None:
         app.state.container.gateway.metrics.tool_calls.labels(tool, outcome).inc()

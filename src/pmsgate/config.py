@@ -11,11 +11,13 @@ import logging
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AliasChoices,
     Field,
+    NonNegativeFloat,
+    PositiveFloat,
     SecretStr,
     ValidationInfo,
     field_validator,
@@ -43,6 +45,29 @@ DEPRECATED_JOB_INTERVALS = {
     "pms_check_interval_s": "check-connections",
     "listings_sync_interval_s": "restart-listings-syncs",
 }
+
+
+def _renamed(name: str) -> AliasChoices:
+    """The environment names a renamed setting is read under: ``name``, then its old one."""
+    (old,) = (old for old, new in RENAMED_SETTINGS.items() if new == name)
+    return AliasChoices(name, old)
+
+
+def _deprecated_interval(job: str) -> Any:
+    """A deprecated interval setting (DEPRECATED_JOB_INTERVALS): unset unless given."""
+    return Field(
+        default=None, description=f'Deprecated: use PMSGATE_JOB_INTERVALS_S={{"{job}": …}}.'
+    )
+
+
+# What an http(s) base URL setting says when it is not one.
+_BASE_URL_EXAMPLES = {
+    "public_url": "use an http(s):// base URL, e.g. https://console.example.com",
+    "otel_endpoint": "write the collector's base URL, e.g. http://otel-collector:4318",
+}
+
+# A count of at least one (pydantic's PositiveInt would say "greater than 0" instead).
+AtLeastOne = Annotated[int, Field(ge=1)]
 
 DEFAULT_USER_AGENT = (
     "Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) "
@@ -87,16 +112,14 @@ class Settings(BaseSettings):
         min_length=1,
         description="Prefix of every Redis key, so several deployments can share one Redis.",
     )
-    redis_timeout_s: float = Field(
+    redis_timeout_s: PositiveFloat = Field(
         default=1.0,
-        gt=0,
         description="Connect and read timeout of one Redis command, in seconds: an outage is "
         "noticed after this long, not after a long hang (the gateway then runs on its "
         "fallbacks; docs/gateway.md, When Redis is away).",
     )
-    redis_retry_interval_s: float = Field(
+    redis_retry_interval_s: PositiveFloat = Field(
         default=2.0,
-        gt=0,
         description="While Redis is unreachable, try it again at most this often (one call "
         "per interval probes it; the others use the fallbacks without waiting).",
     )
@@ -179,21 +202,18 @@ class Settings(BaseSettings):
         "(a server) is served. None by default (docs/gateway.md, MCP).",
     )
     # --- tokens, limiter, read cache (gateway) ---
-    token_refresh_ahead_s: float = Field(
+    token_refresh_ahead_s: NonNegativeFloat = Field(
         default=3600.0,
-        ge=0,
         description="Get a facility's new booking-system token this many seconds before the "
         "current one expires (never earlier than half-way through its lifetime).",
     )
-    token_lock_timeout_s: float = Field(
+    token_lock_timeout_s: PositiveFloat = Field(
         default=30.0,
-        gt=0,
         description="A replica's token-refresh lock expires after this many seconds even if it "
         "crashed while holding it.",
     )
-    token_lock_wait_s: float = Field(
+    token_lock_wait_s: PositiveFloat = Field(
         default=30.0,
-        gt=0,
         description="How long a replica waits for another replica's token refresh before "
         "answering gateway_busy.",
     )
@@ -203,18 +223,19 @@ class Settings(BaseSettings):
         "`account` (one budget for every facility of the same API account, as one integrator "
         "reports for the per-minute limit).",
     )
-    limiter_wait_s: float = Field(
+    limiter_wait_s: NonNegativeFloat = Field(
         default=2.0,
-        ge=0,
         description="How long an interactive call may wait for a permit before the gateway "
         "answers from the cache (stale) or with 429 and Retry-After.",
     )
     limiter_background_share: float = Field(
-        default=0.5,
+        default=0.3,
         ge=0,
         le=1,
-        description="Share of each window (minute, hour, day) that background refreshes may use; "
-        "the rest is reserved for interactive tool calls.",
+        description="Share of each window (minute, hour, day) that background work (refreshes "
+        "ahead of need, the jobs' checks) may use, rounded down: 0.3 is 3 of 10 a minute, 90 of "
+        "300 an hour, 1,500 of 5,000 a day; the rest is reserved for interactive calls, and "
+        "background work yields while an interactive call waits for a permit.",
     )
     limiter_edge_margin_s: float = Field(
         default=0.5,
@@ -224,9 +245,8 @@ class Settings(BaseSettings):
         "replicas' measured clock offsets (half a round trip to Redis) and network jitter, "
         "which could push a request into the booking system's next window.",
     )
-    limiter_clock_sync_s: float = Field(
+    limiter_clock_sync_s: PositiveFloat = Field(
         default=60.0,
-        gt=0,
         description="How often each replica measures its clock's offset to the Redis server's "
         "TIME again; shared limiter windows are stamped and judged on that one clock, so "
         "replicas whose clocks are seconds apart never exceed a limit together.",
@@ -247,44 +267,38 @@ class Settings(BaseSettings):
         "listed uses the `cache_max_age_s` of its declaration in catalogue/tools.yaml (300 s "
         "for availability, 120 s for one reservation, 3600 s for check-in instructions).",
     )
-    cache_default_max_age_s: float = Field(
+    cache_default_max_age_s: NonNegativeFloat = Field(
         default=120.0,
-        ge=0,
         description="Freshness bound, in seconds, of a tool that neither cache_max_age_s nor its "
         "declaration in catalogue/tools.yaml gives one.",
     )
-    cache_keep_s: float = Field(
+    cache_keep_s: PositiveFloat = Field(
         default=86400.0,
-        gt=0,
         description="How long a cached answer is kept as the last good answer to serve (marked "
         "stale) when the upstream fails or the budget is spent.",
     )
-    cache_max_entries: int = Field(
+    cache_max_entries: AtLeastOne = Field(
         default=10_000,
-        ge=1,
         description="Cached answers a replica holds in memory, least recently used dropped first "
         "(several per facility: its reservation window, availability, single reservations). "
         "With Redis they are also in Redis; without, this is the whole cache. Bounds the "
         "replica's memory: docs/deploy.md, Sizing.",
     )
-    cache_max_parsed: int = Field(
+    cache_max_parsed: AtLeastOne = Field(
         default=1_000,
-        ge=1,
         description="Cached windows a replica also keeps parsed (≈ 1 per facility in use, the "
         "largest part of its memory), least recently used dropped first; a window not held "
         "is parsed again on its next call. Bounds the replica's memory: docs/deploy.md, Sizing.",
     )
-    cache_trust_s: float = Field(
+    cache_trust_s: NonNegativeFloat = Field(
         default=2.0,
-        ge=0,
         description="With Redis: how long a replica serves a cached entry it holds without "
         "asking Redis whether it is still the latest, while it hears the other replicas' "
         "cache changes (Redis pub/sub; a change arrives at once). Bounds how long a lost "
         "message can go unseen; 0 asks Redis on every hit. docs/gateway.md, The read cache.",
     )
-    cache_lock_ttl_s: float = Field(
+    cache_lock_ttl_s: PositiveFloat = Field(
         default=30.0,
-        gt=0,
         description="A replica's lock on one cache refill expires after this many seconds.",
     )
     cache_refresh_ahead_ratio: float = Field(
@@ -294,18 +308,16 @@ class Settings(BaseSettings):
         description="A cached answer older than this share of its freshness bound is refreshed "
         "in the background (at background priority) when it is served; 1 turns it off.",
     )
-    window_booked_days: int = Field(
+    window_booked_days: AtLeastOne = Field(
         default=400,
-        ge=1,
         description="The reservation window asks the booking system for reservations booked "
         "(created) in the last this many days: the only date filter public clients send "
         "(date_reservation_from). 400 covers a stay up to a year ahead booked today and a "
         "guest of the last month who booked up to a year before; stay dates are always "
         "checked by the gateway.",
     )
-    window_max_pages: int = Field(
+    window_max_pages: AtLeastOne = Field(
         default=20,
-        ge=1,
         description="At most this many reservations/get-list pages per refresh of a facility's "
         "reservation window (the budget share below usually binds first).",
     )
@@ -317,71 +329,115 @@ class Settings(BaseSettings):
         "spend (token and retries included; at least one page): with 10/min and 0.5, at most 5 "
         "requests. A window cut short is served with meta.truncated.",
     )
-    gateway_key_cache_s: float = Field(
+    gateway_key_cache_s: NonNegativeFloat = Field(
         default=5.0,
-        ge=0,
         description="How long a process remembers a checked gateway key (and its facility), so "
         "a cached tool call needs no database query; a key revoked or a facility changed by "
         "another process is seen up to this late (0 = check the database on every call).",
     )
-    max_body_bytes: int = Field(
+    # --- OAuth 2.1 for /mcp and /v1 (docs/oauth.md) ---
+    oauth_enabled: bool = Field(
+        default=True,
+        description="Serve pmsgate's own OAuth authorization server (metadata, /oauth/*, the "
+        "consent page) and accept its access tokens on /mcp and /v1; gateway keys work "
+        "either way.",
+    )
+    oauth_client_registration: bool | None = Field(
+        default=None,
+        description="Let any app register itself (Dynamic Client Registration, RFC 7591, at "
+        "/oauth/register). Unset: on with the embedded SQLite database (development, the "
+        "demo, the sandbox), off with a database server (PMSGATE_DATABASE_URL on "
+        "PostgreSQL: production) — there, set it to true to let assistant apps connect "
+        "with the server URL alone.",
+    )
+    oauth_access_token_ttl_s: float = Field(
+        default=3600.0,
+        ge=60,
+        le=86_400,
+        description="How long an OAuth access token is valid (the app refreshes it).",
+    )
+    oauth_refresh_token_ttl_s: float = Field(
+        default=30 * 86_400.0,
+        ge=3600,
+        le=365 * 86_400.0,
+        description="How long an OAuth refresh token is valid; each refresh rotates it.",
+    )
+    oauth_code_ttl_s: float = Field(
+        default=600.0,
+        ge=30,
+        le=3600,
+        description="How long an authorization request waits for the user's consent, and its "
+        "code for the app's exchange.",
+    )
+    oauth_external_issuer: str | None = Field(
+        default=None,
+        description="An external authorization server's issuer (with "
+        "PMSGATE_OAUTH_EXTERNAL_JWKS_URL): pmsgate then issues no tokens, its resource "
+        "metadata names this issuer, and access tokens are its JWTs (iss, aud, exp, scope and "
+        "the facility claim checked; docs/oauth.md). Unset: pmsgate's own server.",
+    )
+    oauth_external_jwks_url: str | None = Field(
+        default=None,
+        description="Where the external authorization server publishes its signing keys (JWKS).",
+    )
+    oauth_external_facility_claim: str = Field(
+        default="pmsgate_facility",
+        min_length=1,
+        max_length=100,
+        description="The JWT claim of an external server's token naming the facility (its "
+        "hotel_id).",
+    )
+    max_body_bytes: AtLeastOne = Field(
         default=1024 * 1024,
-        ge=1,
         description="The largest request body any route accepts, in bytes (larger: 413 "
         "payload_too_large, refused before it is read whole).",
     )
-    max_upload_body_bytes: int = Field(
+    max_upload_body_bytes: AtLeastOne = Field(
         default=72 * 1024 * 1024,
-        ge=1,
         description="The largest body of POST /v1/operations/save-guest-pictures, in bytes: "
         "10 pictures of 5 MiB, base64-encoded, with room for the JSON around them.",
     )
-    reauth_interval_s: float = Field(
+    reauth_interval_s: PositiveFloat = Field(
         default=900.0,
-        gt=0,
         description="After the booking system refuses a facility's credentials, at most one "
         "re-authentication attempt per this many seconds (no retry storm that locks the account).",
     )
     # --- assistant platform (docs/assistant-api.md) ---
     assistant_api_url: str = Field(
-        validation_alias=AliasChoices("PMSGATE_ASSISTANT_API_URL", "PMSGATE_PLATFORM_API_URL"),
+        validation_alias=_renamed("PMSGATE_ASSISTANT_API_URL"),
         default="https://api.assistant.example",
         description="Assistant-platform base URL WITHOUT /v1 (the client appends /v1/…); "
         "a placeholder by default, the sandbox serves it at <sandbox>/assistant.",
     )
     assistant_api_token: SecretStr | None = Field(
-        validation_alias=AliasChoices("PMSGATE_ASSISTANT_API_TOKEN", "PMSGATE_PLATFORM_API_TOKEN"),
+        validation_alias=_renamed("PMSGATE_ASSISTANT_API_TOKEN"),
         default=None,
         description="Bearer token of the assistant-platform /v1 API (account-wide to create "
         "workspaces).",
     )
     # --- notes workspace (the Notion API, docs/knowledge-sync.md) ---
     notion_api_url: str = Field(
-        validation_alias=AliasChoices("PMSGATE_NOTION_API_URL", "PMSGATE_NOTES_API_URL"),
+        validation_alias=_renamed("PMSGATE_NOTION_API_URL"),
         default="https://api.notion.com",
         description="Notes-workspace (Notion API) base URL WITHOUT /v1 (the SDK appends /v1/…); "
         "the sandbox serves it at <sandbox>/notion.",
     )
     notion_version: str = Field(
-        validation_alias=AliasChoices("PMSGATE_NOTION_VERSION", "PMSGATE_NOTES_VERSION"),
+        validation_alias=_renamed("PMSGATE_NOTION_VERSION"),
         default="2025-09-03",
         description="Notion-Version header sent on every notes request (2022-06-28, 2025-09-03 "
         "or 2026-03-11); from 2025-09-03 on the apartments database is queried through its "
         "data source.",
     )
-    notion_requests_per_second: float = Field(
-        validation_alias=AliasChoices(
-            "PMSGATE_NOTION_REQUESTS_PER_SECOND", "PMSGATE_NOTES_REQUESTS_PER_SECOND"
-        ),
+    notion_requests_per_second: PositiveFloat = Field(
+        validation_alias=_renamed("PMSGATE_NOTION_REQUESTS_PER_SECOND"),
         default=3.0,
-        gt=0,
         description="Requests per second the notes client allows itself per integration token "
         "(the API averages about 3; 429 answers are still honoured).",
     )
-    notion_timeout_s: float = Field(
-        validation_alias=AliasChoices("PMSGATE_NOTION_TIMEOUT_S", "PMSGATE_NOTES_TIMEOUT_S"),
+    notion_timeout_s: PositiveFloat = Field(
+        validation_alias=_renamed("PMSGATE_NOTION_TIMEOUT_S"),
         default=30.0,
-        gt=0,
         description="Timeout of one notes-workspace request, in seconds.",
     )
     # --- onboarding message (docs/requirements.md R21.16) ---
@@ -448,9 +504,8 @@ class Settings(BaseSettings):
         description="How long the invitation's one-time set-password link works, in seconds "
         "(it works once; a week by default, at most 30 days; an admin can send a new one).",
     )
-    password_reset_max_per_hour: int = Field(
+    password_reset_max_per_hour: AtLeastOne = Field(
         default=5,
-        ge=1,
         description="'Forgot password?' requests answered per hour for one e-mail address and "
         "for one client address; more get the same page, and no e-mail.",
     )
@@ -461,15 +516,55 @@ class Settings(BaseSettings):
         description="How long the one-time sign-in link of an incident notice works, in "
         "seconds (it works once; at most a week).",
     )
+    # --- signed event webhooks (docs/webhooks.md) ---
+    webhook_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        le=60,
+        description="How long one webhook delivery waits for the receiver's answer, in "
+        "seconds (a timeout is a failed attempt, retried later).",
+    )
+    webhook_max_attempts: int = Field(
+        default=8,
+        ge=1,
+        le=20,
+        description="Attempts of one webhook delivery before it is given up (failed); the "
+        "waits between them double twice each time from PMSGATE_WEBHOOK_RETRY_BASE_S.",
+    )
+    webhook_retry_base_s: PositiveFloat = Field(
+        default=30.0,
+        description="The wait before a webhook delivery's second attempt, in seconds; each "
+        "later wait is four times the one before, at most PMSGATE_WEBHOOK_RETRY_MAX_S.",
+    )
+    webhook_retry_max_s: PositiveFloat = Field(
+        default=21600.0,
+        description="The longest wait between two attempts of a webhook delivery, in seconds.",
+    )
+    webhook_rotation_overlap_s: float = Field(
+        default=86400.0,
+        ge=0,
+        le=30 * 86400,
+        description="After a webhook secret is rotated, how long the previous secret still "
+        "signs every delivery next to the new one, in seconds (at most 30 days).",
+    )
+    webhook_retention_days: AtLeastOne = Field(
+        default=30,
+        description="Webhook events and their settled deliveries are kept this many days "
+        "after the event, then purged (the purge-webhook-deliveries job).",
+    )
+    webhook_allow_loopback_http: bool = Field(
+        default=False,
+        description="Accept http:// webhook URLs to a loopback host (127.0.0.1, ::1, "
+        "localhost): for development and the sandbox only; otherwise https:// is required.",
+    )
     # --- web application and console (docs/web.md) ---
     session_secret: SecretStr | None = Field(
         default=None,
         description="Signs the console's session cookies; unset = derived (HKDF) from the "
         "primary vault key of PMSGATE_SECRET_KEYS, so every replica agrees.",
     )
-    session_ttl_s: float = Field(
+    session_ttl_s: PositiveFloat = Field(
         default=43200.0,
-        gt=0,
         description="A console sign-in lasts this many seconds (then the user signs in again).",
     )
     cookie_secure: Literal["auto", "always", "never"] = Field(
@@ -477,35 +572,30 @@ class Settings(BaseSettings):
         description="The session cookie's Secure flag: `auto` sets it when the request came over "
         "HTTPS (behind a proxy, run uvicorn with --proxy-headers), `always`, or `never`.",
     )
-    login_max_failures: int = Field(
+    login_max_failures: AtLeastOne = Field(
         default=5,
-        ge=1,
         description="Failed sign-ins allowed for one e-mail address from one client address "
         "within login_failure_window_s; further attempts of that pair answer 429 until the "
         "window passes (other accounts from the same address still sign in).",
     )
-    login_address_max_failures: int = Field(
+    login_address_max_failures: AtLeastOne = Field(
         default=50,
-        ge=1,
         description="Failed sign-ins allowed from one client address, whatever the accounts, "
         "within login_failure_window_s: the ceiling against guessing many accounts from one "
         "address, high enough that a shared office address is not shut by its people's typos.",
     )
-    login_account_max_failures: int = Field(
+    login_account_max_failures: AtLeastOne = Field(
         default=20,
-        ge=1,
         description="Failed sign-ins allowed for one e-mail address from every client address "
         "together within login_failure_window_s: the ceiling against guessing one account from "
         "many addresses (an admin unlocks it with `pmsgate users unlock`).",
     )
-    login_failure_window_s: float = Field(
+    login_failure_window_s: PositiveFloat = Field(
         default=900.0,
-        gt=0,
         description="The window, in seconds, over which failed sign-ins are counted.",
     )
-    form_token_ttl_s: float = Field(
+    form_token_ttl_s: PositiveFloat = Field(
         default=43200.0,
-        gt=0,
         description="How long a console form that creates something (a key, a sync, an "
         "invitation) can be sent after its page was shown, in seconds; it is spent by its "
         "first use either way.",
@@ -517,9 +607,8 @@ class Settings(BaseSettings):
         description="How long a freshly minted gateway key waits, encrypted, for the page that "
         "shows it once, in seconds (at most an hour); then it is gone.",
     )
-    sync_max_duration_s: float = Field(
+    sync_max_duration_s: PositiveFloat = Field(
         default=800.0,
-        gt=0,
         description="Maximum duration of POST /api/{assistant}/sync-knowledge (800 s): "
         "the request waits this long for the sync, then answers 202 with the job to poll; the "
         "sync itself is never cut.",
@@ -539,26 +628,10 @@ class Settings(BaseSettings):
     # Deprecated: each of these four named one job's interval before PMSGATE_JOB_INTERVALS_S
     # existed. They keep working for one release (folded into job_intervals_s, with a warning
     # logged; docs/jobs.md, "Deprecated settings"); nothing else reads them.
-    usage_refresh_interval_s: float | None = Field(
-        default=None,
-        gt=0,
-        description='Deprecated: use PMSGATE_JOB_INTERVALS_S={"refresh-usage": …}.',
-    )
-    listings_sync_interval_s: float | None = Field(
-        default=None,
-        gt=0,
-        description='Deprecated: use PMSGATE_JOB_INTERVALS_S={"restart-listings-syncs": …}.',
-    )
-    pms_check_interval_s: float | None = Field(
-        default=None,
-        gt=0,
-        description='Deprecated: use PMSGATE_JOB_INTERVALS_S={"check-connections": …}.',
-    )
-    usage_flush_interval_s: float | None = Field(
-        default=None,
-        gt=0,
-        description='Deprecated: use PMSGATE_JOB_INTERVALS_S={"flush-gateway-usage": …}.',
-    )
+    usage_refresh_interval_s: PositiveFloat | None = _deprecated_interval("refresh-usage")
+    listings_sync_interval_s: PositiveFloat | None = _deprecated_interval("restart-listings-syncs")
+    pms_check_interval_s: PositiveFloat | None = _deprecated_interval("check-connections")
+    usage_flush_interval_s: PositiveFloat | None = _deprecated_interval("flush-gateway-usage")
     # --- the tool-call log (docs/gateway.md, "The tool-call log") ---
     tool_call_log_retention_days: int = Field(
         default=30,
@@ -573,9 +646,8 @@ class Settings(BaseSettings):
         description="At most this many logged calls are kept per facility (the oldest go first).",
     )
     # --- the audit trail (docs/audit.md) ---
-    audit_retention_days: int = Field(
+    audit_retention_days: AtLeastOne = Field(
         default=400,
-        ge=1,
         description="Audit events are kept this many days, then purged (docs/audit.md).",
     )
     log_level: str = Field(default="INFO", description="Log level of the structured logs.")
@@ -623,14 +695,14 @@ class Settings(BaseSettings):
             return origins
         return value
 
-    @field_validator("public_url")
+    @field_validator("public_url", "otel_endpoint")
     @classmethod
-    def _http_base_url(cls, value: str | None) -> str | None:
+    def _http_base_url(cls, value: str | None, info: ValidationInfo) -> str | None:
         if value is None or not value.strip():
-            return None
+            return None  # unset, or set to "": unset
         value = value.strip().rstrip("/")
         if not value.startswith(("https://", "http://")):
-            raise ValueError("use an http(s):// base URL, e.g. https://console.example.com")
+            raise ValueError(_BASE_URL_EXAMPLES[str(info.field_name)])
         return value
 
     @property
@@ -644,14 +716,23 @@ class Settings(BaseSettings):
     def _strip_trailing_slash(cls, value: str) -> str:
         return value.rstrip("/")
 
-    @field_validator("otel_endpoint")
+    @field_validator("oauth_external_issuer", "oauth_external_jwks_url")
     @classmethod
-    def _http_url(cls, value: str | None) -> str | None:
-        if value is not None and not value.strip():
-            return None  # set to "": unset
-        if value is not None and not value.strip().startswith(("http://", "https://")):
-            raise ValueError("write the collector's base URL, e.g. http://otel-collector:4318")
-        return None if value is None else value.strip().rstrip("/")
+    def _external_server_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        if not value.strip().startswith(("https://", "http://")):
+            raise ValueError("write the URL, e.g. https://login.example.com")
+        return value.strip()
+
+    @model_validator(mode="after")
+    def _external_server_whole(self) -> Settings:
+        # An issuer without its keys (or keys without an issuer) would accept nothing.
+        if (self.oauth_external_issuer is None) != (self.oauth_external_jwks_url is None):
+            raise ValueError(
+                "set PMSGATE_OAUTH_EXTERNAL_ISSUER and PMSGATE_OAUTH_EXTERNAL_JWKS_URL together"
+            )
+        return self
 
     @field_validator("metrics_address")
     @classmethod
@@ -702,6 +783,14 @@ class Settings(BaseSettings):
         if self.database_url:
             return self.database_url
         return f"sqlite+aiosqlite:///{(self.data_dir / 'pmsgate.db').resolve()}"
+
+    @property
+    def oauth_registration_open(self) -> bool:
+        """Whether apps may register themselves: the setting, else whether the database is
+        the embedded SQLite (development, demo, sandbox) rather than a server (production)."""
+        if self.oauth_client_registration is not None:
+            return self.oauth_client_registration
+        return self.effective_database_url.startswith("sqlite")
 
     @property
     def migrates_on_start(self) -> bool:

@@ -49,6 +49,8 @@ from pmsgate.gateway.key_cache import KeyChanges
 from pmsgate.gateway.limiter import FacilityLimiter, account_of
 from pmsgate.gateway.locks import liveness_for, locks_for
 from pmsgate.gateway.metrics import GatewayMetrics
+from pmsgate.gateway.oauth_external import ExternalTokenCheck
+from pmsgate.gateway.oauth_tokens import BearerAuth, OAuthTokenCheck, TokenCheck
 from pmsgate.gateway.operations import Operations
 from pmsgate.gateway.service import Gateway, GatewayPolicy
 from pmsgate.gateway.shared_state import RedisHealth
@@ -65,6 +67,7 @@ from pmsgate.jobs.notify import ReconnectLinkMailer
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.sync_jobs import SyncJobs
+from pmsgate.oauth.server import AuthorizationServer
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.ratelimit import ClockTime, TimeReference
@@ -80,6 +83,8 @@ from pmsgate.web.form_tokens import FormTokens
 from pmsgate.web.incidents import IncidentService
 from pmsgate.web.invitations import Invitations
 from pmsgate.web.users import UserService
+from pmsgate.webhooks.delivery import WebhookDeliverer
+from pmsgate.webhooks.service import WebhookService
 
 log = structlog.get_logger(__name__)
 
@@ -143,8 +148,8 @@ async def prepare_database(
 
 
 @dataclass(frozen=True)
-class Container:
-    """Everything one process runs on, built once by :func:`open_container`."""
+class Foundations:
+    """What every service of the process is built on (opened first, closed last)."""
 
     settings: Settings
     clock: Clock
@@ -152,6 +157,12 @@ class Container:
     sessions: async_sessionmaker[AsyncSession]
     redis: Redis | None
     vault: Vault
+
+
+@dataclass(frozen=True)
+class Container(Foundations):
+    """Everything one process runs on, built once by :func:`open_container`."""
+
     gateway: GatewayServices
     customers: CustomerServices
     web: WebServices
@@ -159,6 +170,9 @@ class Container:
     audit: AuditTrail
     # Do the configured vault keys read the stored secrets? (`/readyz`, cached a while)
     vault_keys: VaultKeyCheck
+    # pmsgate's OAuth authorization server (docs/oauth.md); None when PMSGATE_OAUTH_ENABLED is
+    # off or an external one issues the tokens (PMSGATE_OAUTH_EXTERNAL_ISSUER).
+    oauth: AuthorizationServer | None = None
 
 
 def open_redis(settings: Settings) -> Redis | None:
@@ -254,6 +268,7 @@ async def open_container(
                 else httpx.AsyncClient(timeout=settings.kross_timeout_s)
             )
         vault = vault_from_settings(settings)
+        base = Foundations(settings, clock, engine, sessions, redis, vault)
         tracing = _open_tracing(stack, settings, tracing, kross_http)
         # One registry for the process's /metrics: the gateway's, the audit trail's and the
         # knowledge-sync jobs' signals (docs/operations.md, "What to watch").
@@ -264,20 +279,7 @@ async def open_container(
             retention_days=settings.audit_retention_days,
             observer=metrics.audit_recorded,
         )
-        gateway = await _open_gateway(
-            stack,
-            settings,
-            clock,
-            engine,
-            sessions,
-            redis,
-            vault,
-            kross_http,
-            audit,
-            metrics,
-            tracing,
-            reference,
-        )
+        gateway = await _open_gateway(stack, base, kross_http, audit, metrics, tracing, reference)
         customers = CustomerServices(
             settings=settings,
             clock=clock,
@@ -288,20 +290,7 @@ async def open_container(
             http_factory=factory,
             sleep=sleep,
         )
-        yield await _open_services(
-            stack,
-            settings,
-            clock,
-            engine,
-            sessions,
-            redis,
-            vault,
-            gateway,
-            customers,
-            audit,
-            metrics,
-            sleep,
-        )
+        yield await _open_services(stack, base, gateway, customers, audit, metrics, sleep)
 
 
 def _open_tracing(
@@ -331,12 +320,7 @@ def _open_assistant(
 
 async def _open_services(
     stack: AsyncExitStack,
-    settings: Settings,
-    clock: Clock,
-    engine: AsyncEngine,
-    sessions: async_sessionmaker[AsyncSession],
-    redis: Redis | None,
-    vault: Vault,
+    base: Foundations,
     gateway: GatewayServices,
     customers: CustomerServices,
     audit: AuditTrail,
@@ -345,13 +329,14 @@ async def _open_services(
 ) -> Container:
     """The container: the knowledge sync, the web app's and the onboarding's services on the
     gateway and customer services (what needs closing is closed by ``stack``)."""
+    settings, clock, sessions, vault = base.settings, base.clock, base.sessions, base.vault
     knowledge_repo = KnowledgeSyncRecords(sessions, clock)
     knowledge = KnowledgeSync(customers, knowledge_repo, clock=clock, sleep=sleep)
     sync_jobs = await stack.enter_async_context(
         SyncJobs(knowledge, knowledge_repo, clock=clock, metrics=metrics)
     )
     users = UserService(
-        sessions, clock=clock, settings=settings, redis=redis, health=gateway.redis_health
+        sessions, clock=clock, settings=settings, redis=base.redis, health=gateway.redis_health
     )
     invitations = Invitations(
         users=users, customers=customers, audit=audit, settings=settings, clock=clock
@@ -370,13 +355,10 @@ async def _open_services(
             sessions, clock=clock, settings=settings, audit=audit, users=users
         ),
     )
+    # Signed event webhooks: subscriptions and their secrets (docs/webhooks.md).
+    webhooks = WebhookService(sessions, clock=clock, settings=settings, vault=vault, audit=audit)
     return Container(
-        settings=settings,
-        clock=clock,
-        engine=engine,
-        sessions=sessions,
-        redis=redis,
-        vault=vault,
+        **vars(base),
         gateway=gateway,
         customers=customers,
         web=WebServices(
@@ -389,6 +371,17 @@ async def _open_services(
             incidents=incidents,
             # One-time tokens of the console's creating forms (docs/web.md).
             form_tokens=FormTokens(sessions, clock=clock, settings=settings, vault=vault),
+            webhooks=webhooks,
+            webhook_deliverer=WebhookDeliverer(
+                sessions,
+                clock=clock,
+                settings=settings,
+                service=webhooks,
+                audit=audit,
+                http=await stack.enter_async_context(
+                    httpx.AsyncClient(timeout=settings.webhook_timeout_s, follow_redirects=False)
+                ),
+            ),
         ),
         onboarding=OnboardingServices(
             settings=settings,
@@ -403,17 +396,15 @@ async def _open_services(
         ),
         audit=audit,
         vault_keys=VaultKeyCheck(sessions, vault, clock),
+        oauth=AuthorizationServer(sessions, clock, settings, audit, gateway.bearer.tokens)
+        if isinstance(gateway.bearer.tokens, OAuthTokenCheck)
+        else None,
     )
 
 
 async def _open_gateway(
     stack: AsyncExitStack,
-    settings: Settings,
-    clock: Clock,
-    engine: AsyncEngine,
-    sessions: async_sessionmaker[AsyncSession],
-    redis: Redis | None,
-    vault: Vault,
+    base: Foundations,
     kross_http: httpx.AsyncClient,
     audit: AuditTrail,
     metrics: GatewayMetrics,
@@ -421,22 +412,24 @@ async def _open_gateway(
     reference: TimeReference | None = None,
 ) -> GatewayServices:
     """The gateway's services on the container's engine, Redis and vault (closed by ``stack``)."""
+    settings, clock, sessions, redis = base.settings, base.clock, base.sessions, base.redis
     health = RedisHealth(
         clock, retry_interval_s=settings.redis_retry_interval_s, gauge=metrics.redis_up
     )
     usage = UsageCounter(clock, redis=redis, health=health, namespace=settings.redis_namespace)
     stack.push_async_callback(usage.settle)  # the last tick's counts reach Redis
-    facilities = await _open_facilities(stack, settings, clock, sessions, redis, vault, audit)
+    facilities = await _open_facilities(stack, base, audit)
     # Every request to the booking system is timed (pmsgate_upstream_request_seconds).
     kross_client = KrossClient.from_settings(
         settings, kross_http, clock, observer=metrics.observe_upstream
     )
-    limiter = _open_limiter(stack, settings, clock, sessions, redis, health, facilities, reference)
-    cache = await _open_cache(stack, settings, clock, redis, health)
+    limiter = _open_limiter(base, health, facilities, reference)
+    stack.push_async_callback(limiter.aclose)
+    cache = await _open_cache(stack, base, health)
     tokens = TokenManager(
         kross=kross_client,
         sessions=sessions,
-        vault=vault,
+        vault=base.vault,
         clock=clock,
         credentials=facilities.credentials,
         acquire_permit=lambda hotel_id: gateway.token_permit(hotel_id),
@@ -476,7 +469,7 @@ async def _open_gateway(
     return GatewayServices(
         settings=settings,
         clock=clock,
-        engine=engine,
+        engine=base.engine,
         redis=redis,
         redis_health=health,
         facilities=facilities,
@@ -499,52 +492,71 @@ async def _open_gateway(
         ),
         metrics=metrics,
         usage=usage,
+        bearer=await _open_bearer(stack, base, facilities),
         tracing=tracing,
     )
 
 
+async def _open_bearer(
+    stack: AsyncExitStack, base: Foundations, facilities: FacilityService
+) -> BearerAuth:
+    """The bearer check of /v1 and /mcp: gateway keys the old way; access tokens of pmsgate's
+    own authorization server, or an external one's JWTs (docs/oauth.md), remembered like keys."""
+    settings = base.settings
+    tokens: TokenCheck | None = None
+    if settings.oauth_external_issuer and settings.oauth_external_jwks_url:
+        http = await stack.enter_async_context(httpx.AsyncClient(timeout=10.0))
+        tokens = ExternalTokenCheck(
+            base.sessions,
+            base.clock,
+            http,
+            issuer=settings.oauth_external_issuer,
+            jwks_url=settings.oauth_external_jwks_url,
+            facility_claim=settings.oauth_external_facility_claim,
+            cache_s=settings.gateway_key_cache_s,
+        )
+    elif settings.oauth_enabled:
+        tokens = OAuthTokenCheck(
+            base.sessions,
+            base.clock,
+            cache_s=settings.gateway_key_cache_s,
+            key_changes=facilities.key_changes,
+        )
+    return BearerAuth(facilities.authenticate, tokens, public_url=settings.gateway_public_url)
+
+
 async def _open_facilities(
-    stack: AsyncExitStack,
-    settings: Settings,
-    clock: Clock,
-    sessions: async_sessionmaker[AsyncSession],
-    redis: Redis | None,
-    vault: Vault,
-    audit: AuditTrail,
+    stack: AsyncExitStack, base: Foundations, audit: AuditTrail
 ) -> FacilityService:
     """The facility service, its key checks told of every replica's key changes."""
     # Key revocations, scopes and expiries reach every replica's key cache at once (Redis).
     key_changes = await stack.enter_async_context(
         KeyChanges(
-            redis,
-            namespace=settings.redis_namespace,
-            retry_interval_s=settings.redis_retry_interval_s,
+            base.redis,
+            namespace=base.settings.redis_namespace,
+            retry_interval_s=base.settings.redis_retry_interval_s,
         )
     )
-    facilities = FacilityService(
-        sessions,
-        vault,
-        clock,
-        settings.partner_api_key,
-        key_cache_s=settings.gateway_key_cache_s,
+    return FacilityService(
+        base.sessions,
+        base.vault,
+        base.clock,
+        base.settings.partner_api_key,
+        key_cache_s=base.settings.gateway_key_cache_s,
         audit=audit,
         key_changes=key_changes,
     )
-    return facilities
 
 
 def _open_limiter(
-    stack: AsyncExitStack,
-    settings: Settings,
-    clock: Clock,
-    sessions: async_sessionmaker[AsyncSession],
-    redis: Redis | None,
+    base: Foundations,
     health: RedisHealth,
     facilities: FacilityService,
     reference: TimeReference | None,
 ) -> FacilityLimiter:
-    """The facilities' upstream budgets (Redis-held when configured; closed by ``stack``)."""
-    limiter = FacilityLimiter(
+    """The facilities' upstream budgets (Redis-held when configured)."""
+    settings, clock, redis = base.settings, base.clock, base.redis
+    return FacilityLimiter(
         clock=clock,
         redis=redis,
         namespace=settings.redis_namespace,
@@ -552,22 +564,15 @@ def _open_limiter(
         edge_margin_s=settings.limiter_edge_margin_s,
         health=health,
         outage_share=settings.limiter_outage_share,
-        history=upstream_history(UsageHistory(sessions), facilities),
+        history=upstream_history(UsageHistory(base.sessions), facilities),
         reference=reference,
         clock_sync_s=settings.limiter_clock_sync_s,
     )
-    stack.push_async_callback(limiter.aclose)
-    return limiter
 
 
-async def _open_cache(
-    stack: AsyncExitStack,
-    settings: Settings,
-    clock: Clock,
-    redis: Redis | None,
-    health: RedisHealth,
-) -> ReadCache:
+async def _open_cache(stack: AsyncExitStack, base: Foundations, health: RedisHealth) -> ReadCache:
     """The read cache (Redis-held when configured; closed by ``stack``)."""
+    settings, clock = base.settings, base.clock
     cache = ReadCache(
         clock=clock,
         redis_url=settings.redis_url,
@@ -582,5 +587,5 @@ async def _open_cache(
     )
     stack.push_async_callback(cache.close)
     # Other replicas' cache writes heard at once: a hit costs no Redis round trip.
-    await cache.listen(redis, retry_interval_s=settings.redis_retry_interval_s)
+    await cache.listen(base.redis, retry_interval_s=settings.redis_retry_interval_s)
     return cache

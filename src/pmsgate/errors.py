@@ -7,6 +7,7 @@ with a real HTTP status; nothing else (no stack trace, no bare 500) leaves the s
 from __future__ import annotations
 
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import structlog
@@ -110,6 +111,17 @@ class ConfigurationError(PmsgateError):
     code = "configuration_error"
     status = 500
     hint = "Check the PMSGATE_* settings (see README, Configuration)."
+
+
+def require_aware(when: datetime, field: str) -> datetime:
+    """``when`` itself; ``invalid_<field>`` when it names no time zone."""
+    if when.tzinfo is None:
+        raise InvalidInput(
+            f"{field} has no time zone.",
+            code=f"invalid_{field}",
+            hint="Give a timezone-aware time (UTC).",
+        )
+    return when
 
 
 def exception_leaves(group: BaseExceptionGroup[Any]) -> list[BaseException]:

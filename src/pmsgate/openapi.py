@@ -10,7 +10,10 @@ FastAPI documents the bodies of routes that declare a model and a 422 of its own
   rules and the payload checks run the same for HTTP and MCP); their schemas come
   from the catalogue and the payload models as ``openapi_extra`` (see
   ``pmsgate.gateway.http``), and the models' shared definitions are added to
-  ``components.schemas`` here (:func:`schema_of`).
+  ``components.schemas`` here (:func:`schema_of`). Their 200 answers are the declared
+  answer models (``responses``, documentation only: the routes send bytes they render
+  themselves; docs/gateway.md, "Typed answers"), whose fields only some answers carry are
+  declared with :func:`sometimes`.
 
 Every bound those routes enforce is stated (docs/gateway.md, "Inputs and their bounds"):
 their body schemas and the shared definitions pass through the function registered for
@@ -81,6 +84,16 @@ class ErrorBody(BaseModel):
     """Every error answer."""
 
     error: ErrorDetail
+
+
+def _no_default(schema: dict[str, Any]) -> None:
+    schema.pop("default", None)
+
+
+def sometimes(description: str) -> Any:
+    """A field of an answer model that only some answers carry: left out otherwise, never sent
+    as ``null`` (unless its type says so). In the schema: not required, no ``default``."""
+    return Field(default=None, description=description, json_schema_extra=_no_default)
 
 
 def schema_of(model: type[BaseModel], refine: Refine | None = None) -> dict[str, Any]:

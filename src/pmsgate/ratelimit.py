@@ -28,6 +28,14 @@ The contract:
   :class:`ClockOffset` for why an offset rather than ``TIME`` inside the script.
 * **Holds.** :meth:`RateWindows.hold` lets no permit of a key be given before a moment
   (an upstream's ``Retry-After``); this process only.
+* **Queue of waiting callers.** A put may name a :class:`Waiter`: refused, it joins the
+  key's queue until the waiter's lease ends; taken, it leaves (in the same atomic step). A
+  put that ``yields`` is refused (:class:`Yielded`, nothing taken) while anyone is queued.
+  :meth:`RateWindows.leave` takes a waiter that gave up out, :meth:`RateWindows.queued`
+  counts the queue. In Redis the queue is one sorted set per key
+  (``<queue_prefix>:<key>``, scored by lease end) read and written by :data:`PUT_ITEM`, so
+  a waiter on one replica makes a yielding put on another refuse; a replica that dies
+  leaves its waiters behind only until their leases end.
 * **Backends.** In memory: a pyrate-limiter ``InMemoryBucket`` per call over the key's
   item list. In Redis: one sorted set per key (``<key_prefix>:<key>``) and a
   ``RedisBucket`` running our Lua script :data:`PUT_ITEM` (pyrate-limiter's arguments;
@@ -86,9 +94,14 @@ EDGE_MS = 1
 # - KEYS[3], when ARGV "fenced" is 1, is the recovery fence (its end, on the windows' clock):
 #   while it stands, a permit the caller's own rule refuses (ARGV "fence_ok" 0) is not taken
 #   either, and the answer is -3;
-# - it answers {index of the full window, -1 taken, -2 lost or -3 fenced; the marker's
-#   generation (false without one); each window's count after the put; the stamps in the first
-#   window after the put, oldest first; the fence's remaining milliseconds (<= 0: none)}.
+# - KEYS[4], when ARGV "queue" is 'j' (join) or 'y' (yield), is the key's queue of waiting
+#   callers (member: a waiter, score: the end of its lease on the windows' clock; leases past
+#   now are dropped first); 'y': the put is refused while anyone is queued, answer -4; 'j': a
+#   refused put queues the waiter ARGV "waiter" until ARGV "until", a taken one removes it;
+# - it answers {index of the full window, -1 taken, -2 lost, -3 fenced or -4 yielded; the
+#   marker's generation (false without one); each window's count after the put; the stamps in
+#   the first window after the put, oldest first; the fence's remaining milliseconds (<= 0:
+#   none)}.
 PUT_ITEM = """
 local bucket = KEYS[1]
 local now = tonumber(ARGV[1])
@@ -99,6 +112,12 @@ local flags = 5 + rates_count * 2
 local marked = ARGV[flags] == '1'
 local fenced = ARGV[flags + 1] == '1'
 local fence_ok = ARGV[flags + 2] == '1'
+local queue_mode = ARGV[flags + 3]
+local queued = 0
+if queue_mode == 'j' or queue_mode == 'y' then
+    redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', '(' .. ARGV[1])
+    queued = tonumber(redis.call('ZCARD', KEYS[4]))
+end
 
 local generation = false
 if marked then
@@ -127,6 +146,9 @@ for i=1,rates_count do
         outcome = i - 1
     end
 end
+if outcome == -1 and queue_mode == 'y' and queued > 0 then
+    outcome = -4
+end
 if outcome == -1 and fence > 0 and not fence_ok then
     outcome = -3
 end
@@ -136,6 +158,17 @@ if outcome == -1 then
     end
     for i=1,rates_count do
         counts[i] = counts[i] + space_required
+    end
+    if queue_mode == 'j' then
+        redis.call('ZREM', KEYS[4], ARGV[flags + 4])
+    end
+elseif queue_mode == 'j' then
+    local until_ms = tonumber(ARGV[flags + 5])
+    redis.call('ZADD', KEYS[4], until_ms, ARGV[flags + 4])
+    -- Upkeep only: the set goes a minute after its longest lease (the TTL is never shortened).
+    local keep = math.max(until_ms - now, 0) + 60000
+    if tonumber(redis.call('PTTL', KEYS[4])) < keep then
+        redis.call('PEXPIRE', KEYS[4], keep)
     end
 end
 local stamps = {}
@@ -148,7 +181,7 @@ if rates_count > 0 then
 end
 return {outcome, generation, counts, stamps, fence}
 """
-_LOST, _FENCED = -2, -3
+_LOST, _FENCED, _YIELDED = -2, -3, -4
 
 # The recovery fence stands until ARGV[1] (ms on the windows' clock; a later end is kept);
 # the key itself expires ARGV[2] ms later in Redis's own time, so a forgotten one goes.
@@ -298,6 +331,19 @@ class WindowLost(Exception):
     """The window's marker is gone: Redis lost the window (restart without persistence)."""
 
 
+class Yielded(Exception):
+    """A put that yields was refused, nothing taken: a caller is queued for the key."""
+
+
+@dataclass(frozen=True)
+class Waiter:
+    """A caller queued for a key's permit until ``until_ms`` (the windows' clock) unless it
+    gets its permit or leaves first; ``name`` is unique per caller (never a secret)."""
+
+    name: str
+    until_ms: int
+
+
 class PyrateClock(AbstractClock):
     """Our injectable clock as pyrate-limiter's clock: milliseconds since the epoch."""
 
@@ -317,7 +363,8 @@ async def resolve(value: T | Awaitable[T]) -> T:
 
 
 class _SharedBucket(RedisBucket):
-    """pyrate-limiter's RedisBucket running :data:`PUT_ITEM` (with the marker and fence, if any).
+    """pyrate-limiter's RedisBucket running :data:`PUT_ITEM` (with the marker, fence and queue,
+    if any).
 
     The permit's member in the sorted set is the item's name plus "1" (the weight index),
     so writing the same permit again adds nothing twice.
@@ -332,36 +379,51 @@ class _SharedBucket(RedisBucket):
         marker_key: str | None,
         fence_key: str | None,
         fence_ok: bool,
+        queue_key: str | None = None,
+        waiter: Waiter | None = None,
+        yields: bool = False,
     ) -> None:
         super().__init__(rates, redis, bucket_key, script_hash)
         self.marker_key = marker_key
         self.fence_key = fence_key
         self.fence_ok = fence_ok
+        self.queue_key = queue_key
+        self.waiter = waiter
+        self.yields = yields
         self.generation: str | None = None
         self.view: WindowView | None = None
+        self.yielded = False
 
     async def _check_and_insert(self, item: RateItem) -> Rate | None:
         rates = [value for rate in self.rates for value in (rate.interval, rate.limit)]
-        flags = [
+        queue_mode = "0"
+        if self.queue_key is not None:
+            queue_mode = "j" if self.waiter is not None else "y" if self.yields else "0"
+        flags: list[str | int] = [
             int(self.marker_key is not None),
             int(self.fence_key is not None),
             int(self.fence_ok),
+            queue_mode,
+            self.waiter.name if self.waiter is not None else "",
+            self.waiter.until_ms if self.waiter is not None else 0,
         ]
         args: list[str | int] = [
             *(item.timestamp, item.weight, item.name, len(self.rates)),
             *rates,
             *flags,
         ]
-        # Three keys always; the flags say which of the last two are real.
+        # Four keys always; the flags say which of the last three are real.
         keys = [
             self.bucket_key,
             self.marker_key or self.bucket_key,
             self.fence_key or self.bucket_key,
+            self.queue_key or self.bucket_key,
         ]
         awaited = self.redis.evalsha(self.script_hash, len(keys), *keys, *args)
         index, generation, counts, stamps, fence = await resolve(awaited)
         if int(index) == _LOST:
             raise WindowLost
+        self.yielded = int(index) == _YIELDED
         self.generation = generation.decode() if isinstance(generation, bytes) else generation
         self.view = WindowView(
             at_ms=item.timestamp,
@@ -371,7 +433,7 @@ class _SharedBucket(RedisBucket):
             fence_ms=max(0, int(fence)),
             fenced=int(index) == _FENCED,
         )
-        if int(index) == _FENCED:
+        if int(index) in (_FENCED, _YIELDED):
             return self.rates[0]
         return None if int(index) < 0 else self.rates[int(index)]
 
@@ -392,6 +454,7 @@ class RateWindows:
         reference: TimeReference | None = None,
         sync_every_ms: int = 60_000,
         fence_key: str | None = None,
+        queue_prefix: str | None = None,
     ) -> None:
         if retention_ms < 1:
             raise ValueError("retention_ms must be at least 1")
@@ -417,6 +480,8 @@ class RateWindows:
         self._generations: dict[str, str | None] = {}
         self._fence_key = fence_key
         self._views: dict[str, WindowView] = {}
+        self._queue_prefix = queue_prefix
+        self._queues: dict[str, dict[str, int]] = {}  # in memory: key -> waiter -> lease end
 
     def __repr__(self) -> str:
         backend = "redis" if self.redis is not None else "memory"
@@ -449,6 +514,11 @@ class RateWindows:
         assert self._marker_prefix is not None
         return f"{self._marker_prefix}:{key}"
 
+    def queue_key(self, key: str) -> str:
+        """The sorted set of ``key``'s queued waiters in Redis (needs ``queue_prefix``)."""
+        assert self._queue_prefix is not None
+        return f"{self._queue_prefix}:{key}"
+
     def generation(self, key: str) -> str | None:
         """The marker generation the last put on ``key`` saw (None without markers)."""
         return self._generations.get(key)
@@ -480,30 +550,83 @@ class RateWindows:
         now_ms: int | None = None,
         member: str = "",
         fence_ok: bool = True,
+        waiter: Waiter | None = None,
+        yields: bool = False,
     ) -> bool:
         """Take one permit stamped ``now_ms`` if every rate has room; False when one is full.
 
         ``member`` names the permit in Redis (plus "1"); a random one when empty.
         WindowLost when Redis lost a marked window (nothing taken). With a ``fence_key``,
         ``fence_ok`` False refuses the permit while the fence stands (:meth:`view` says so).
+        ``waiter``: refused, it joins the key's queue (its lease renewed); taken, it leaves.
+        ``yields``: :class:`Yielded` (nothing taken) while any waiter is queued. In Redis
+        both need ``queue_prefix``.
         """
         now = await self.synced_now_ms() if now_ms is None else now_ms
         if self.redis is None:
-            memory = self._memory_bucket(key, rates, create=True)
-            assert memory is not None
-            taken = memory.put(RateItem(key, now))
+            taken = self._put_memory(key, rates, now, waiter, yields)
         else:
-            taken = await self._put_shared(
-                key, rates, RateItem(member or f"{uuid.uuid4().hex}:", now), fence_ok
-            )
+            item = RateItem(member or f"{uuid.uuid4().hex}:", now)
+            taken = await self._put_shared(key, rates, item, fence_ok, waiter, yields)
         await self._maybe_trim(key, now)
         return taken
 
-    async def _put_shared(
-        self, key: str, rates: Sequence[Rate], item: RateItem, fence_ok: bool = True
+    def _put_memory(
+        self, key: str, rates: Sequence[Rate], now: int, waiter: Waiter | None, yields: bool
     ) -> bool:
+        """The in-memory put (one step: no await between the queue's check and the put)."""
+        queue = self._live_queue(key, now)
+        if yields and queue:
+            raise Yielded
+        memory = self._memory_bucket(key, rates, create=True)
+        assert memory is not None
+        taken = bool(memory.put(RateItem(key, now)))
+        if waiter is not None and taken:
+            queue.pop(waiter.name, None)
+        elif waiter is not None:
+            queue[waiter.name] = waiter.until_ms
+        if queue:
+            self._queues[key] = queue
+        else:
+            self._queues.pop(key, None)
+        return taken
+
+    def _live_queue(self, key: str, now: int) -> dict[str, int]:
+        """The key's in-memory waiters whose lease has not ended."""
+        queue = self._queues.get(key, {})
+        return {name: until for name, until in queue.items() if until >= now}
+
+    async def leave(self, key: str, waiter: Waiter) -> None:
+        """Take ``waiter`` out of the key's queue (it gave up waiting)."""
+        if self.redis is None:
+            queue = self._queues.get(key)
+            if queue is not None:
+                queue.pop(waiter.name, None)
+                if not queue:
+                    del self._queues[key]
+            return
+        await self.redis.zrem(self.queue_key(key), waiter.name)
+
+    async def queued(self, key: str, *, now_ms: int | None = None) -> int:
+        """Waiters queued for ``key`` now (their lease not ended)."""
+        now = self.now_ms() if now_ms is None else now_ms
+        if self.redis is None:
+            return len(self._live_queue(key, now))
+        return int(await self.redis.zcount(self.queue_key(key), now, "+inf"))
+
+    async def _put_shared(
+        self,
+        key: str,
+        rates: Sequence[Rate],
+        item: RateItem,
+        fence_ok: bool = True,
+        waiter: Waiter | None = None,
+        yields: bool = False,
+    ) -> bool:
+        if (waiter is not None or yields) and self._queue_prefix is None:
+            raise ValueError("a queue in Redis needs the windows' queue_prefix")
         for last_try in (False, True):
-            bucket = await self._redis_bucket(key, rates, fence_ok)
+            bucket = await self._redis_bucket(key, rates, fence_ok, waiter, yields)
             try:
                 taken = bool(await bucket.put(item))  # type: ignore[misc]  # async with Redis
             except NoScriptError:
@@ -515,6 +638,8 @@ class RateWindows:
             self._generations[key] = bucket.generation
             if bucket.view is not None:
                 self._views[key] = bucket.view
+            if bucket.yielded:
+                raise Yielded
             return taken
         raise AssertionError("unreachable")
 
@@ -642,7 +767,12 @@ class RateWindows:
         return bucket
 
     async def _redis_bucket(
-        self, key: str, rates: Sequence[Rate], fence_ok: bool = True
+        self,
+        key: str,
+        rates: Sequence[Rate],
+        fence_ok: bool = True,
+        waiter: Waiter | None = None,
+        yields: bool = False,
     ) -> _SharedBucket:
         assert self.redis is not None
         if self._script_hash is None:
@@ -656,6 +786,9 @@ class RateWindows:
             marker,
             self._fence_key,
             fence_ok,
+            self.queue_key(key) if self._queue_prefix is not None else None,
+            waiter,
+            yields,
         )
 
     async def _maybe_trim(self, key: str, now_ms: int) -> None:
@@ -695,3 +828,5 @@ class RateWindows:
             self._drop_before(key, now_ms - 1 - self.retention_ms)
         for key in [key for key, until in self._held_until.items() if until * 1000 <= now_ms]:
             del self._held_until[key]
+        for key in [key for key in self._queues if not self._live_queue(key, now_ms)]:
+            del self._queues[key]

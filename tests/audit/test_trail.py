@@ -5,7 +5,6 @@ On SQLite and, when PMSGATE_TEST_DATABASE_URL is set, PostgreSQL.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import timedelta
 
 import httpx
@@ -20,17 +19,10 @@ from pmsgate.gateway.http_front import HttpFrontMiddleware
 from pmsgate.request_context import current_request_id
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.storage.customers import CustomerProfile
-from pmsgate.storage.db import open_database, session_factory
 
 pytestmark = pytest.mark.anyio
 
 ADMIN = Actor.admin("ops@example.com")
-
-
-@pytest.fixture
-async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    async with open_database(database_url) as engine:
-        yield session_factory(engine)
 
 
 @pytest.fixture

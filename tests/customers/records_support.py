@@ -12,6 +12,7 @@ from pmsgate.customers.registry import Customers
 from pmsgate.errors import PmsgateError
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.models import Facility
+from tests.support.db import FACILITY_ROW, store_as_is
 
 
 async def add_customer(
@@ -33,18 +34,12 @@ async def add_facility(
     sessions: async_sessionmaker[AsyncSession], hotel_id: str, integration_id: str
 ) -> None:
     when = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
-    async with sessions.begin() as session:
-        session.add(
-            Facility(
-                hotel_id=hotel_id,
-                username="api10001",
-                kind="partner",
-                password_enc="k1:x",
-                integration_id=integration_id,
-                created_at=when,
-                updated_at=when,
-            )
-        )
+    await store_as_is(
+        sessions,
+        Facility,
+        when=when,
+        **{**FACILITY_ROW, "hotel_id": hotel_id, "integration_id": integration_id},
+    )
 
 
 def code_of(excinfo: pytest.ExceptionInfo[PmsgateError]) -> str:

@@ -15,8 +15,8 @@ also the emulators' clock, so throttles and rate-limit buckets move together.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Mapping
-from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import httpx
@@ -26,28 +26,19 @@ from pydantic import SecretStr
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import Container, open_container
+from pmsgate.customers import service as customer_service
 from pmsgate.customers.context import (
     CustomerContext,
     CustomerServices,
     HttpFactory,
 )
-from pmsgate.customers.service import (
-    RegistrySyncResult,
-    Subscription,
-    configure_workspace,
-    connect_notion,
-    link_kross,
-    register_customer,
-    set_kross_status,
-    sync_registry,
-)
-from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.integrations import IntegrationView
+from tests.gateway.facility_support import new_facility_from_seed
 from tests.support.clocks import RecordingSleep
 
 SANDBOX_URL = "http://sandbox.test"
@@ -103,26 +94,75 @@ def profile_of(facility: Mapping[str, Any]) -> CustomerProfile:
 
 
 @dataclass
-class EnrolledSandbox:
-    """The sandbox, the services on it, and the enrolled customer's seeded ground truth."""
+class SandboxSetup:
+    """A fresh sandbox on a ManualClock, settings pointing at it, and one seeded facility."""
 
     sandbox: Sandbox
-    container: Container  # the test process's container, on the sandbox
-    student_id: str
-    facility: dict[str, Any]  # the kross facility summary: hotel_id, credentials, apartments
-    notion_ground_truth: dict[str, Any]  # the notes workspace: token, database_id, pages
-    settings: Settings
+    app: FastAPI  # the sandbox's ASGI app
     clock: ManualClock
     sleep: ClockSleep
-    app: FastAPI
+    settings: Settings
+    facility: dict[str, Any]  # the kross facility summary: hotel_id, credentials, apartments
+    notes: dict[str, Any]  # its notes workspace: token, database_id, pages
+
+    def parts(self) -> dict[str, Any]:
+        """The fields of the set-up (to build a subclass from it)."""
+        return {f.name: getattr(self, f.name) for f in fields(SandboxSetup)}
+
+    def open_container(self) -> AbstractAsyncContextManager[Container]:
+        """A container on the settings whose upstream clients talk to the sandbox app."""
+        return open_container(
+            self.settings,
+            clock=self.clock,
+            http_factory=sandbox_http_factory(self.app),
+            sleep=self.sleep,
+        )
+
+
+def sandbox_setup(
+    database_url: str,
+    *,
+    seed: int = 7,
+    clock: ManualClock | None = None,
+    student_index: int = 0,
+    **overrides: Any,
+) -> SandboxSetup:
+    """A sandbox of ``seed`` with its seeded facility ``student_index`` and that facility's
+    notes workspace; ``overrides`` go to :func:`sandbox_settings`."""
+    clock = clock or ManualClock()
+    sandbox = Sandbox(seed=seed, clock=clock)
+    facility = sandbox.kross.facility_summaries()[student_index]
+    notes = next(w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"])
+    return SandboxSetup(
+        sandbox=sandbox,
+        app=sandbox.asgi_app(),
+        clock=clock,
+        sleep=ClockSleep(clock),
+        settings=sandbox_settings(database_url, **overrides),
+        facility=facility,
+        notes=notes,
+    )
+
+
+@dataclass
+class EnrolledSandbox(SandboxSetup):
+    """The sandbox, the services on it, and the enrolled customer's seeded ground truth."""
+
+    container: Container  # the test process's container, on the sandbox
+    student_id: str
     gateway_facility_registered: bool = False
+
+    @property
+    def notion_ground_truth(self) -> dict[str, Any]:
+        """The notes workspace of the customer: token, database_id, pages."""
+        return self.notes
 
     @property
     def services(self) -> CustomerServices:
         """The customer services of the container."""
         return self.container.customers
 
-    last_sync: RegistrySyncResult | None = None
+    last_sync: customer_service.RegistrySyncResult | None = None
     _original_password: str = field(default="", repr=False)
 
     @property
@@ -151,9 +191,9 @@ class EnrolledSandbox:
         async with sandbox_http_factory(self.app)() as client:
             yield client
 
-    async def sync(self) -> RegistrySyncResult:
+    async def sync(self) -> customer_service.RegistrySyncResult:
         """Run the listings sync of the customer."""
-        self.last_sync = await sync_registry(self.services, self.student_id)
+        self.last_sync = await customer_service.sync_registry(self.services, self.student_id)
         return self.last_sync
 
     async def break_kross(self, reason: str = KROSS_ERROR_REASON) -> IntegrationView:
@@ -161,14 +201,16 @@ class EnrolledSandbox:
         self.sandbox.kross.change_password(self.hotel_id, self._original_password + "-changed")
         if self.gateway_facility_registered:
             await self.services.facilities.mark_error(self.hotel_id, reason)
-        return await set_kross_status(self.services, self.student_id, "error", error=reason)
+        return await customer_service.set_kross_status(
+            self.services, self.student_id, "error", error=reason
+        )
 
     async def restore_kross(self) -> IntegrationView:
         """Back to the enrolled password: listings return, the kross row ``connected``."""
         self.sandbox.kross.change_password(self.hotel_id, self._original_password)
         if self.gateway_facility_registered:
             await self.services.facilities.mark_connected(self.hotel_id)
-        return await set_kross_status(self.services, self.student_id, "connected")
+        return await customer_service.set_kross_status(self.services, self.student_id, "connected")
 
 
 @asynccontextmanager
@@ -190,27 +232,19 @@ async def enrolled_sandbox(
     empty, ``register_facility=False`` the kross row unlinked to a gateway facility,
     ``allowlisted=False`` the customer's e-mail off the knowledge allowlist (step 2).
     """
-    clock = clock or ManualClock()
-    sleep = ClockSleep(clock)
-    sandbox = Sandbox(seed=seed, clock=clock)
-    app = sandbox.asgi_app()
-    settings = sandbox_settings(database_url, **dict(settings_overrides or {}))
-    facility = sandbox.kross.facility_summaries()[student_index]
-    truth = next(w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"])
-    async with open_container(
-        settings, clock=clock, http_factory=sandbox_http_factory(app), sleep=sleep
-    ) as container:
+    setup = sandbox_setup(
+        database_url,
+        seed=seed,
+        clock=clock,
+        student_index=student_index,
+        **dict(settings_overrides or {}),
+    )
+    async with setup.open_container() as container:
         enrolled = EnrolledSandbox(
-            sandbox=sandbox,
+            **setup.parts(),
             container=container,
-            student_id=student_id_of(facility),
-            facility=facility,
-            notion_ground_truth=truth,
-            settings=settings,
-            clock=clock,
-            sleep=sleep,
-            app=app,
-            _original_password=str(facility["password"]),
+            student_id=student_id_of(setup.facility),
+            _original_password=str(setup.facility["password"]),
         )
         await enrol(
             enrolled,
@@ -223,6 +257,22 @@ async def enrolled_sandbox(
         yield enrolled
 
 
+async def give_pms_connection(
+    sandbox: httpx.AsyncClient, workspace_id: str, facility: Mapping[str, Any]
+) -> None:
+    """Give the emulated platform's workspace its connection to ``facility`` (through the
+    ``sandbox`` client, on the sandbox's root): its listings appear."""
+    answer = await sandbox.put(
+        f"/assistant/_sandbox/workspaces/{workspace_id}/pms-connection",
+        json={
+            "hotel_id": str(facility["hotel_id"]),
+            "username": facility["username"],
+            "password": facility["password"],
+        },
+    )
+    answer.raise_for_status()
+
+
 async def enrol(
     enrolled: EnrolledSandbox,
     *,
@@ -233,15 +283,17 @@ async def enrol(
     """Enrol the facility's customer step by step through the service functions."""
     services, facility = enrolled.services, enrolled.facility
     profile = profile_of(facility)
-    await register_customer(
+    await customer_service.register_customer(
         services,
         profile,
-        subscription=Subscription("sub_" + enrolled.hotel_id, "active", CONTRACT_PRICE),
+        subscription=customer_service.Subscription(
+            "sub_" + enrolled.hotel_id, "active", CONTRACT_PRICE
+        ),
     )
     if allowlisted:
         # Step 2: the knowledge sync is open only to customers on the allowlist.
         await services.allowlist.put(profile.email)
-    config = await configure_workspace(
+    config = await customer_service.configure_workspace(
         services,
         enrolled.student_id,
         plan_limit_usd=150,
@@ -250,33 +302,15 @@ async def enrol(
     )
     assert config.workspace_id is not None
     async with enrolled.http() as http:
-        answer = await http.put(
-            f"/assistant/_sandbox/workspaces/{config.workspace_id}/pms-connection",
-            json={
-                "hotel_id": enrolled.hotel_id,
-                "username": facility["username"],
-                "password": facility["password"],
-            },
-        )
-        answer.raise_for_status()
+        await give_pms_connection(http, config.workspace_id, facility)
     # The natural order: the row first (its id is what the facility is registered with).
-    row = await link_kross(services, enrolled.student_id, enrolled.hotel_id)
+    row = await customer_service.link_kross(services, enrolled.student_id, enrolled.hotel_id)
     if register_facility:
-        await services.facilities.add(
-            NewFacility(
-                hotel_id=enrolled.hotel_id,
-                username=facility["username"],
-                password=SecretStr(facility["password"]),
-                kind=facility["kind"],
-                api_key=SecretStr(facility["api_key"]) if facility["kind"] == "own" else None,
-                integration_id=row.id,
-                name=facility["name"],
-            )
-        )
-        await link_kross(services, enrolled.student_id, enrolled.hotel_id)
+        await services.facilities.add(new_facility_from_seed(facility, integration_id=row.id))
+        await customer_service.link_kross(services, enrolled.student_id, enrolled.hotel_id)
         enrolled.gateway_facility_registered = True
     if with_notion:
-        await connect_notion(
+        await customer_service.connect_notion(
             services,
             enrolled.student_id,
             SecretStr(enrolled.notion_ground_truth["token"]),

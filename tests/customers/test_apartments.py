@@ -6,8 +6,6 @@ Every test runs on SQLite and, when PMSGATE_TEST_DATABASE_URL is set, on Postgre
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
-
 import anyio
 import pytest
 from sqlalchemy.exc import IntegrityError
@@ -18,6 +16,7 @@ from pmsgate.customers.apartments import Apartments
 from pmsgate.customers.registry import Customers
 from pmsgate.errors import PmsgateError
 from pmsgate.storage.models import Apartment
+from tests.support.db import store_as_is
 
 from .records_support import add_customer, code_of
 
@@ -26,10 +25,9 @@ pytestmark = pytest.mark.anyio
 
 async def test_a_row_created_by_the_listings_sync_is_completed_with_its_notion_page_in_place(
     sessions: async_sessionmaker[AsyncSession],
-    customers: Customers,
+    customer: str,
     clock: ManualClock,
 ):
-    await add_customer(customers)
     registry = Apartments(sessions, clock)
     # The automatic listings sync knows only the listing and the room type it mirrors.
     synced, synced_created = await registry.upsert(
@@ -54,9 +52,8 @@ async def test_a_row_created_by_the_listings_sync_is_completed_with_its_notion_p
 
 
 async def test_separate_updates_complete_an_existing_row_and_never_create_one(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     registry = Apartments(sessions)
     await registry.upsert("stu-1001", "rt-101", assistant_listing_id="lst-9")
 
@@ -76,9 +73,8 @@ async def test_separate_updates_complete_an_existing_row_and_never_create_one(
 
 
 async def test_a_listing_or_notion_page_maps_to_one_apartment_only(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     registry = Apartments(sessions)
     await registry.upsert("stu-1001", "rt-101", assistant_listing_id="lst-1", notes_page_id="p-1")
     await registry.upsert("stu-1001", "rt-102")
@@ -109,28 +105,22 @@ async def test_the_registry_unique_keys_are_database_constraints_scoped_to_the_c
     # Rows without listing or page never collide (NULLs are distinct on both backends).
     await registry.upsert("stu-1", "rt-102")
     await registry.upsert("stu-1", "rt-103")
-    when = datetime(2026, 11, 22, tzinfo=UTC)
-
     with pytest.raises(IntegrityError):
-        async with sessions.begin() as session:
-            session.add(
-                Apartment(
-                    student_id="stu-1",
-                    pms_room_type_id="rt-101",
-                    name="duplicate",
-                    created_at=when,
-                    updated_at=when,
-                )
-            )
+        await store_as_is(
+            sessions,
+            Apartment,
+            student_id="stu-1",
+            pms_room_type_id="rt-101",
+            name="duplicate",
+        )
 
     assert await registry.count("stu-1") == 3
     assert await registry.count("stu-2") == 1
 
 
 async def test_concurrent_upserts_of_one_apartment_leave_one_complete_row(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     registry = Apartments(sessions)
 
     async with anyio.create_task_group() as group:
@@ -143,9 +133,8 @@ async def test_concurrent_upserts_of_one_apartment_leave_one_complete_row(
 
 
 async def test_registry_rows_are_removed_and_a_missing_one_is_not_found(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     registry = Apartments(sessions)
     await registry.upsert("stu-1001", "rt-101")
 

@@ -7,16 +7,16 @@ import uuid
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import httpx
 import pytest
-import structlog
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from pmsgate.cli import app
-from pmsgate.config import get_settings
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
+from tests.cli_support import assert_failed_with as failed_with
+from tests.cli_support import pmsgate
+from tests.customers.support import give_pms_connection
+from tests.support.cli import cli_environment
 
 from ..e2e.processes import free_port, serving
 from ..gateway.facility_support import all_stored_text
@@ -45,26 +45,15 @@ def sandbox_url() -> Iterator[str]:
 @pytest.fixture
 def cli_env(database_url: str, sandbox_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The CLI's configuration in the environment; the settings cache and logging restored."""
-    monkeypatch.setenv("PMSGATE_DATABASE_URL", database_url)
-    monkeypatch.setenv("PMSGATE_SECRET_KEYS", generate_key_spec("c1"))
-    monkeypatch.setenv("PMSGATE_ASSISTANT_API_URL", f"{sandbox_url}/assistant")
-    monkeypatch.setenv("PMSGATE_ASSISTANT_API_TOKEN", SANDBOX_ASSISTANT_TOKEN)
-    monkeypatch.setenv("PMSGATE_NOTION_API_URL", f"{sandbox_url}/notion")
-    get_settings.cache_clear()
-    saved_logging = structlog.get_config()
-    yield database_url
-    structlog.configure(**saved_logging)
-    get_settings.cache_clear()
-
-
-async def pmsgate(*args: str, input: str | None = None) -> Result:
-    """Run `pmsgate <args>` in a worker thread (the CLI runs its own event loop)."""
-    get_settings.cache_clear()
-
-    def invoke() -> Result:
-        return CliRunner().invoke(app, list(args), input=input)
-
-    return await anyio.to_thread.run_sync(invoke)
+    with cli_environment(
+        monkeypatch,
+        PMSGATE_DATABASE_URL=database_url,
+        PMSGATE_SECRET_KEYS=generate_key_spec("c1"),
+        PMSGATE_ASSISTANT_API_URL=f"{sandbox_url}/assistant",
+        PMSGATE_ASSISTANT_API_TOKEN=SANDBOX_ASSISTANT_TOKEN,
+        PMSGATE_NOTION_API_URL=f"{sandbox_url}/notion",
+    ):
+        yield database_url
 
 
 def one_json(result: Result) -> dict[str, Any]:
@@ -76,9 +65,7 @@ def one_json(result: Result) -> dict[str, Any]:
 
 def assert_failed_with(result: Result, code: str) -> None:
     """Exit status 2 and `error <code>:` plus a hint on standard error, nothing on stdout."""
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert f"error {code}:" in result.stderr
-    assert "hint:" in result.stderr
+    failed_with(result, code)
     # A hidden prompt's newline is the only thing a runner may echo on stdout.
     assert result.stdout.strip() == ""
 
@@ -146,15 +133,7 @@ async def test_a_customer_is_enrolled_and_synced_from_the_command_line(
     workspace_id = configured["workspace"]["workspace_id"]
     assert workspace_id and configured["workspace"]["billing_mode"] == "partner_markup"
     async with httpx.AsyncClient(base_url=sandbox_url) as http:
-        answer = await http.put(
-            f"/assistant/_sandbox/workspaces/{workspace_id}/pms-connection",
-            json={
-                "hotel_id": facility["hotel_id"],
-                "username": facility["username"],
-                "password": facility["password"],
-            },
-        )
-        answer.raise_for_status()
+        await give_pms_connection(http, workspace_id, facility)
 
     linked = await pmsgate(
         "customers", "link-kross", student, "--hotel-id", facility["hotel_id"], "--json"

@@ -21,16 +21,18 @@ from pmsgate.errors import PmsgateError
 from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.storage.integrations import new_integration_id, token_context
 from pmsgate.storage.models import CustomerIntegration
+from tests.support.db import store_as_is
 
 from .records_support import add_customer, add_facility, code_of
 
 pytestmark = pytest.mark.anyio
 
+CONNECTED_KROSS_ROW = {"provider": "kross", "status": "connected"}
+
 
 async def test_integration_rows_have_their_own_id_and_one_row_per_customer_and_provider(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     integrations = CustomerIntegrations(sessions)
 
     notes = await integrations.add("stu-1001", "notes")
@@ -50,34 +52,27 @@ async def test_integration_rows_have_their_own_id_and_one_row_per_customer_and_p
 
 
 async def test_an_integration_id_equal_to_the_student_id_is_refused_by_repository_and_database(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     when = datetime(2026, 11, 22, tzinfo=UTC)
 
     with pytest.raises(PmsgateError) as excinfo:
         await CustomerIntegrations(sessions).add("stu-1001", "kross", integration_id="stu-1001")
     with pytest.raises(IntegrityError):
-        async with sessions.begin() as session:
-            session.add(
-                CustomerIntegration(
-                    id="stu-1001",
-                    student_id="stu-1001",
-                    provider="kross",
-                    status="connected",
-                    status_changed_at=when,
-                    created_at=when,
-                    updated_at=when,
-                )
-            )
+        await store_as_is(
+            sessions,
+            CustomerIntegration,
+            when=when,
+            **{**CONNECTED_KROSS_ROW, "id": "stu-1001", "student_id": "stu-1001"},
+            status_changed_at=when,
+        )
 
     assert code_of(excinfo) == "integration_id_is_student_id"
 
 
 async def test_a_student_id_given_where_the_integration_row_id_belongs_is_named_as_such(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     integrations = CustomerIntegrations(sessions)
     kross = await integrations.add("stu-1001", "kross")
 
@@ -94,10 +89,9 @@ async def test_a_student_id_given_where_the_integration_row_id_belongs_is_named_
 
 async def test_integration_status_moves_to_error_with_its_reason_and_back_to_connected(
     sessions: async_sessionmaker[AsyncSession],
-    customers: Customers,
+    customer: str,
     clock: ManualClock,
 ):
-    await add_customer(customers)
     integrations = CustomerIntegrations(sessions, clock)
     kross = await integrations.add("stu-1001", "kross")
     clock.advance(60)
@@ -119,9 +113,8 @@ async def test_integration_status_moves_to_error_with_its_reason_and_back_to_con
 
 
 async def test_the_booking_system_row_links_the_gateway_facility_registered_for_it(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     integrations = CustomerIntegrations(sessions)
     kross = await integrations.add("stu-1001", "kross")
     notes = await integrations.add("stu-1001", "notes")
@@ -144,9 +137,8 @@ async def test_the_booking_system_row_links_the_gateway_facility_registered_for_
 
 
 async def test_a_facility_registered_first_names_the_integration_row_id_to_create(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     await add_facility(sessions, "1001", "int-1001")
 
     kross = await CustomerIntegrations(sessions).add(
@@ -157,9 +149,8 @@ async def test_a_facility_registered_first_names_the_integration_row_id_to_creat
 
 
 async def test_the_notion_token_is_stored_only_as_vault_ciphertext(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     vault = Vault(generate_key_spec("k1"))
     integrations = CustomerIntegrations(sessions)
     plaintext = "ntn_4f3b2a1c0d9e8f7a6b5c4d3e2f1a0b9c"
@@ -208,20 +199,16 @@ async def test_notion_fields_stay_off_the_booking_system_row_in_repository_and_d
         await integrations.set_notion_connection(
             kross.id, notes_workspace_id="ws", apartments_database_id="db", token_enc=None
         )
+    raw_row = {**CONNECTED_KROSS_ROW, "id": "int-raw", "student_id": "stu-2"}
     with pytest.raises(IntegrityError):
-        async with sessions.begin() as session:
-            session.add(
-                CustomerIntegration(
-                    id="int-raw",
-                    student_id="stu-2",
-                    provider="kross",
-                    status="connected",
-                    apartments_database_id="db",
-                    status_changed_at=when,
-                    created_at=when,
-                    updated_at=when,
-                )
-            )
+        await store_as_is(
+            sessions,
+            CustomerIntegration,
+            when=when,
+            **raw_row,
+            apartments_database_id="db",
+            status_changed_at=when,
+        )
 
     assert code_of(on_add) == "notes_fields_on_booking_system_row"
     assert code_of(on_update) == "not_a_notes_integration"

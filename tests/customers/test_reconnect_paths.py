@@ -10,22 +10,16 @@ path is covered in ``test_reconnect.py`` (``connect_kross``) and ``tests/web``.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from typing import Any
 
-import anyio
 import httpx
 import pytest
-import structlog
 from pydantic import SecretStr
-from typer.testing import CliRunner
 
 from pmsgate.app import create_app
-from pmsgate.cli import app as cli_app
 from pmsgate.cli import facilities as gateway_cli
-from pmsgate.cli.support import Upstreams
-from pmsgate.config import get_settings
-from tests.customers.support import ClockSleep, EnrolledSandbox, enrolled_sandbox
-from tests.customers.support import sandbox_http_factory as http_factory
+from tests.cli_support import pmsgate
+from tests.customers.support import EnrolledSandbox, enrolled_sandbox
+from tests.support.cli import cli_on_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -78,39 +72,9 @@ async def test_the_admin_api_reconnect_restarts_the_listings_sync(
 async def test_the_cli_reconnect_restarts_the_listings_sync(
     enrolled: EnrolledSandbox, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    settings = enrolled.settings
-    env = {
-        "PMSGATE_DATABASE_URL": settings.effective_database_url,
-        "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
-        "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
-        "PMSGATE_NOTION_API_URL": settings.notion_api_url,
-    }
-    for name in ("secret_keys", "partner_api_key", "assistant_api_token"):
-        env[f"PMSGATE_{name.upper()}"] = getattr(settings, name).get_secret_value()
-    for key, value in env.items():
-        monkeypatch.setenv(key, value)
-    monkeypatch.setattr(
-        gateway_cli,
-        "upstreams",
-        Upstreams(
-            http_factory=http_factory(enrolled.app),
-            clock=enrolled.clock,
-            sleep=ClockSleep(enrolled.clock),
-        ),
-    )
     args = ["facilities", "reconnect", enrolled.hotel_id, "--password-stdin", "--json"]
-    saved_logging = structlog.get_config()
-    get_settings.cache_clear()
-    try:
-
-        def invoke() -> Any:
-            return CliRunner().invoke(cli_app, args, input=f"{NEW_PASSWORD}\n")
-
-        result = await anyio.to_thread.run_sync(invoke)
-    finally:
-        # The CLI points structlog at the runner's stream, which is closed once it returns.
-        structlog.configure(**saved_logging)
-        get_settings.cache_clear()
+    with cli_on_sandbox(monkeypatch, enrolled, gateway_cli):
+        result = await pmsgate(*args, input=f"{NEW_PASSWORD}\n")
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert NEW_PASSWORD not in result.stdout + result.stderr
     assert await listings_after_reconnect(enrolled) == len(enrolled.facility["apartments"])

@@ -10,6 +10,7 @@ import pytest
 from pmsgate.config import get_settings
 from pmsgate.container import open_container
 from pmsgate.storage.audit import AuditFilter
+from tests.customers.support import give_pms_connection
 
 from .test_cli import add_args, assert_failed_with, cli_env, one_json, pmsgate, sandbox_truth
 from .test_cli import sandbox_url as sandbox_url
@@ -31,15 +32,7 @@ async def enrolled(sandbox_url: str) -> tuple[str, list[str]]:
     )  # fmt: skip
     workspace_id = configured["workspace"]["workspace_id"]
     async with httpx.AsyncClient(base_url=sandbox_url) as http:
-        answer = await http.put(
-            f"/assistant/_sandbox/workspaces/{workspace_id}/pms-connection",
-            json={
-                "hotel_id": facility["hotel_id"],
-                "username": facility["username"],
-                "password": facility["password"],
-            },
-        )
-        answer.raise_for_status()
+        await give_pms_connection(http, workspace_id, facility)
     assert (await pmsgate("customers", "sync-registry", student)).exit_code == 0
     return student, sorted(str(a["id_room_type"]) for a in facility["apartments"])
 

@@ -17,10 +17,10 @@ from pmsgate.customers.service import (
     sync_registry,
 )
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway.facilities import NewFacility
 from pmsgate.storage.apartments import ApartmentView
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.integrations import new_integration_id
+from tests.gateway.facility_support import new_facility_from_seed
 
 from ..gateway.facility_support import all_stored_text
 from .support import EnrolledSandbox, enrolled_sandbox, profile_of
@@ -272,15 +272,7 @@ async def test_link_kross_before_the_facility_exists_creates_an_unlinked_row_the
         assert ctx.kross is not None and ctx.kross.facility_hotel_id is None
         facility = box.facility
         await box.services.facilities.add(
-            NewFacility(
-                hotel_id=box.hotel_id,
-                username=facility["username"],
-                password=SecretStr(facility["password"]),
-                kind=facility["kind"],
-                api_key=SecretStr(facility["api_key"]) if facility["kind"] == "own" else None,
-                integration_id=ctx.kross.id,
-                name=facility["name"],
-            )
+            new_facility_from_seed(facility, integration_id=ctx.kross.id)
         )
         await box.services.facilities.mark_error(box.hotel_id, "authentication failed")
         linked = await link_kross(box.services, box.student_id, box.hotel_id)
@@ -299,15 +291,7 @@ async def test_link_kross_to_a_facility_registered_for_another_row_is_a_conflict
     async with enrolled_sandbox(database_url, register_facility=False, sync=False) as box:
         facility = box.facility
         await box.services.facilities.add(
-            NewFacility(
-                hotel_id=box.hotel_id,
-                username=facility["username"],
-                password=SecretStr(facility["password"]),
-                kind=facility["kind"],
-                api_key=SecretStr(facility["api_key"]) if facility["kind"] == "own" else None,
-                integration_id=new_integration_id(),
-                name=facility["name"],
-            )
+            new_facility_from_seed(facility, integration_id=new_integration_id())
         )
         with pytest.raises(PmsgateError) as caught:
             await link_kross(box.services, box.student_id, box.hotel_id)

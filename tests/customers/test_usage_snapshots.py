@@ -11,19 +11,17 @@ from decimal import Decimal
 import pytest
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.customers.registry import Customers
 from pmsgate.customers.usage import UsageSnapshots
 from pmsgate.errors import PmsgateError
 
-from .records_support import add_customer, code_of
+from .records_support import code_of
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_the_baseline_is_recorded_once_and_a_second_one_returns_the_first(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     usage = UsageSnapshots(sessions)
     start = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
 
@@ -54,9 +52,8 @@ async def test_the_baseline_is_recorded_once_and_a_second_one_returns_the_first(
 
 
 async def test_latest_is_the_newest_snapshot_and_the_baseline_stays_the_first(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     usage = UsageSnapshots(sessions)
     start = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
     await usage.record(
@@ -99,9 +96,8 @@ async def test_latest_is_the_newest_snapshot_and_the_baseline_stays_the_first(
 
 
 async def test_a_repeated_tick_does_not_duplicate_a_periodic_snapshot(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     usage = UsageSnapshots(sessions)
     when = datetime(2026, 11, 22, 15, 0, tzinfo=UTC)
     values = {"usd_spent": "2", "messages": 5, "tool_calls": 1, "upstream_calls": 1}
@@ -124,13 +120,10 @@ async def test_a_repeated_tick_does_not_duplicate_a_periodic_snapshot(
         ({"student_id": "stu-missing"}, "customer_not_found"),
     ],
 )
+@pytest.mark.usefixtures("customer")
 async def test_a_usage_snapshot_is_checked_before_it_is_stored(
-    sessions: async_sessionmaker[AsyncSession],
-    customers: Customers,
-    changes: dict[str, object],
-    code: str,
+    sessions: async_sessionmaker[AsyncSession], changes: dict[str, object], code: str
 ):
-    await add_customer(customers)
     values: dict[str, object] = {
         "student_id": "stu-1001",
         "taken_at": datetime(2026, 11, 22, 9, 0, tzinfo=UTC),
@@ -148,9 +141,8 @@ async def test_a_usage_snapshot_is_checked_before_it_is_stored(
 
 
 async def test_unknown_figures_are_stored_as_unknown_with_the_reason_never_as_zeros(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     usage = UsageSnapshots(sessions)
     when = datetime(2026, 11, 22, 9, 0, tzinfo=UTC)
     for figures in ({"usd_spent": "1", "messages": None, "tool_calls": 2}, {}):

@@ -5,7 +5,6 @@ Every test runs on SQLite and, when PMSGATE_TEST_DATABASE_URL is set, on Postgre
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -17,18 +16,20 @@ from pmsgate.customers.registry import Customers
 from pmsgate.customers.workspaces import Workspaces
 from pmsgate.errors import PmsgateError
 from pmsgate.storage.models import WorkspaceConfiguration
+from tests.support.db import store_as_is
 
 from .records_support import add_customer, code_of
 
 pytestmark = pytest.mark.anyio
 
+ACME = {"workspace_name": "Acme", "workspace_slug": "acme", "plan_limit_usd": 100}
+
 
 async def test_workspace_configuration_upsert_updates_in_place_and_keeps_the_workspace_id(
     sessions: async_sessionmaker[AsyncSession],
-    customers: Customers,
+    customer: str,
     clock: ManualClock,
 ):
-    await add_customer(customers)
     workspaces = Workspaces(sessions, clock)
     created = await workspaces.upsert(
         "stu-1001",
@@ -58,36 +59,26 @@ async def test_workspace_configuration_upsert_updates_in_place_and_keeps_the_wor
 
 
 async def test_billing_mode_other_than_partner_markup_is_refused_by_repository_and_database(
-    sessions: async_sessionmaker[AsyncSession], customers: Customers
+    sessions: async_sessionmaker[AsyncSession], customer: str
 ):
-    await add_customer(customers)
     workspaces = Workspaces(sessions)
 
     with pytest.raises(PmsgateError) as excinfo:
         await workspaces.upsert(
-            "stu-1001",
+            "stu-1001", **ACME, alert_threshold_pct=80, billing_mode="pass_through"
+        )
+    with pytest.raises(IntegrityError):
+        await store_as_is(
+            sessions,
+            WorkspaceConfiguration,
+            student_id="stu-1001",
             workspace_name="Acme",
             workspace_slug="acme",
-            plan_limit_usd=100,
+            plan_limit_usd=Decimal(100),
             alert_threshold_pct=80,
             billing_mode="pass_through",
+            notes="",
         )
-    when = datetime(2026, 11, 22, tzinfo=UTC)
-    with pytest.raises(IntegrityError):
-        async with sessions.begin() as session:
-            session.add(
-                WorkspaceConfiguration(
-                    student_id="stu-1001",
-                    workspace_name="Acme",
-                    workspace_slug="acme",
-                    plan_limit_usd=Decimal(100),
-                    alert_threshold_pct=80,
-                    billing_mode="pass_through",
-                    notes="",
-                    created_at=when,
-                    updated_at=when,
-                )
-            )
 
     assert code_of(excinfo) == "invalid_billing_mode"
     assert await workspaces.find("stu-1001") is None
@@ -106,18 +97,11 @@ async def test_billing_mode_other_than_partner_markup_is_refused_by_repository_a
 )
 async def test_workspace_configuration_values_are_checked(
     sessions: async_sessionmaker[AsyncSession],
-    customers: Customers,
+    customer: str,
     changes: dict[str, object],
     code: str,
 ):
-    await add_customer(customers)
-    values: dict[str, object] = {
-        "workspace_name": "Acme",
-        "workspace_slug": "acme",
-        "plan_limit_usd": 100,
-        "alert_threshold_pct": 80,
-    }
-    values.update(changes)
+    values: dict[str, object] = {**ACME, "alert_threshold_pct": 80, **changes}
 
     with pytest.raises(PmsgateError) as excinfo:
         await Workspaces(sessions).upsert("stu-1001", **values)

@@ -126,7 +126,29 @@ def test_it_ends_with_a_summary_of_the_figures(demo: DemoRun) -> None:
         ("Catalogue", "6 of 6 runs"),
         ("Onboarding", "a second run: nothing changed"),
         ("Console", "incident resolved"),
+        ("Apps", "an assistant app connected by OAuth from the server's address alone"),
+        ("Apps", "facility.connection_lost delivered 1 time(s), signature verified 1"),
         ("First contact", "the public variants:"),
     ):
         assert topic in summary and figure in summary, (topic, figure)
     assert re.search(r"\d+ tool calls over HTTP", summary)
+
+
+def test_an_app_connects_with_oauth_and_a_webhook_is_signed(demo: DemoRun) -> None:
+    chapter = demo.words.split("6. Apps", 1)[1].split("7. First contact", 1)[0]
+    for expected in (
+        "given only the server's address, http://pmsgate.local/mcp. Its first call: HTTP 401",
+        "PKCE S256 only",
+        "It registers itself (HTTP 201) as 'Front Desk Assistant'",
+        "(HTTP 200): scope tools:read, an access token for 60 minutes",
+        "check-availability over MCP with the token: HTTP 200",
+        "the app's next call: HTTP 401 invalid_token",
+        "runs twice (delivered 1, then 0)",
+        "facility.connection_lost: signature verified.",
+        "Delivery log: facility.connection_lost, delivered, 1 attempt(s), HTTP 204.",
+    ):
+        assert expected in chapter, expected
+    assert re.search(r"consent page \(HTTP 200\) offers its one property, .+ \(\d+\)", chapter)
+    assert re.search(r"event msg_[0-9a-f]{32}, facility\.connection_lost", chapter)
+    # The tokens and the signing secret are never shown.
+    assert not re.search(r"\b(pmo|pmr)_|whsec_", demo.stdout)

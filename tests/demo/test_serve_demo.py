@@ -4,6 +4,7 @@ land in the outbox next to the customer's, and the welcome says where to read th
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from rich.console import Console
@@ -19,21 +20,26 @@ from tests.customers.support import enrolled_sandbox
 pytestmark = pytest.mark.anyio
 
 
-def test_the_welcome_names_the_team_inbox(tmp_path: Path) -> None:
-    settings = serve_settings(tmp_path, "http://127.0.0.1:8080")
-    assert settings.notify_team_email == TEAM_EMAIL
-    console = Console(record=True, width=100)
+def welcome(width: int, **details: Any) -> str:
+    """The demo's welcome (the sandbox of seed 1 on :8090, the app on :8080) with ``details``
+    (logins, gateway key, invitations, outbox), as a ``width``-column terminal shows it."""
+    console = Console(record=True, width=width)
     _print_welcome(
         console,
         sandbox=Sandbox(seed=1),
         sandbox_url="http://127.0.0.1:8090",
         app_url="http://127.0.0.1:8080",
-        logins=[],
-        gateway_key="pgw_demo",
-        invitations=[],
-        outbox=outbox_dir(settings),
+        **details,
     )
-    text = console.export_text()
+    return console.export_text()
+
+
+def test_the_welcome_names_the_team_inbox(tmp_path: Path) -> None:
+    settings = serve_settings(tmp_path, "http://127.0.0.1:8080")
+    assert settings.notify_team_email == TEAM_EMAIL
+    text = welcome(
+        width=100, logins=[], gateway_key="pgw_demo", invitations=[], outbox=outbox_dir(settings)
+    )
     assert str(tmp_path / "outbox") in text and TEAM_EMAIL in text
 
 
@@ -44,18 +50,9 @@ def test_the_welcome_reads_at_80_columns_with_logins_keys_and_links_whole(
     key = "pgw_" + "k" * 43
     link = "http://127.0.0.1:8080/login/link/" + "t" * 43
     outbox = tmp_path / ("a-long-directory-name-" * 4) / "outbox"
-    console = Console(record=True, width=80)
-    _print_welcome(
-        console,
-        sandbox=Sandbox(seed=1),
-        sandbox_url="http://127.0.0.1:8090",
-        app_url="http://127.0.0.1:8080",
-        logins=[login],
-        gateway_key=key,
-        invitations=[(login.email, link)],
-        outbox=outbox,
+    text = welcome(
+        width=80, logins=[login], gateway_key=key, invitations=[(login.email, link)], outbox=outbox
     )
-    text = console.export_text()
     lines = [line.rstrip() for line in text.splitlines()]
     assert [line for line in lines if len(line) > 80 and len(line.split()) != 1] == []
     for whole in (key, link, str(outbox), "http://127.0.0.1:8080/console"):

@@ -144,16 +144,23 @@ async def running_gateway(
     ``shared_clock``: what the replicas agree on (Redis's TIME in production); default the
     replica's ``clock``. A replica whose clock is off passes the booking system's here.
     """
-    async with open_container(
-        settings, kross_http=kross_http, clock=clock, shared_clock=shared_clock
-    ) as container:
-        app = create_app(settings, container=container)
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(
-                transport=transport, base_url="http://gateway.test"
-            ) as http:
-                yield Gateway(container, app, http)
+    async with (
+        open_container(
+            settings, kross_http=kross_http, clock=clock, shared_clock=shared_clock
+        ) as container,
+        gateway_on(settings, container) as gateway,
+    ):
+        yield gateway
+
+
+@asynccontextmanager
+async def gateway_on(settings: Settings, container: Container) -> AsyncIterator[Gateway]:
+    """The app of ``settings`` on ``container`` (inside its lifespan) and a client on it."""
+    app = create_app(settings, container=container)
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as http:
+            yield Gateway(container, app, http)
 
 
 async def add_seeded_facility(

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.answers import assert_error
 from tests.support.mcp import mcp_client
 
 pytestmark = pytest.mark.anyio
@@ -37,8 +38,7 @@ async def test_a_body_breaking_an_input_rule_is_a_422_with_its_code_and_nothing_
     _, key = facility
     before = kross_store.stats.requests_total
     answer = await gateway.http.post(path, content=raw.encode(), headers=_auth(key))
-    assert answer.status_code == 422, answer.text
-    assert answer.json()["error"]["code"] == code
+    assert_error(answer, 422, code)
     assert kross_store.stats.requests_total == before
 
 
@@ -63,6 +63,15 @@ async def test_a_control_character_in_the_path_or_query_is_a_422(
     assert (answer.status_code, answer.json()["error"]["code"]) == (422, "invalid_characters")
 
 
+async def mcp_error_codes(gateway: Any, key: str, *calls: tuple[str, Any]) -> list[str]:
+    """Call each ``(tool, arguments)`` over MCP with ``key``; every answer is an error; the
+    error codes."""
+    async with mcp_client(gateway.app, key) as client:
+        results = [await client.call_tool(name, arguments) for name, arguments in calls]
+    assert all(result.is_error for result in results), results
+    return [result.structured_content["error"]["code"] for result in results]
+
+
 @pytest.mark.parametrize(
     ("arguments", "code"),
     [
@@ -75,10 +84,8 @@ async def test_mcp_tool_arguments_follow_the_same_rules(
 ) -> None:
     _, key = facility
     before = kross_store.stats.requests_total
-    async with mcp_client(gateway.app, key) as client:
-        result = await client.call_tool("get-reservation-status", arguments)
-    assert result.is_error
-    assert result.structured_content["error"]["code"] == code
+    codes = await mcp_error_codes(gateway, key, ("get-reservation-status", arguments))
+    assert codes == [code]
     assert kross_store.stats.requests_total == before
 
 
@@ -115,8 +122,7 @@ async def test_a_null_a_boolean_or_a_non_positive_identifier_is_refused_before_t
     _, key = facility
     before = kross_store.stats.requests_total
     answer = await gateway.http.post(f"/v1/tools/{tool}", json=arguments, headers=_auth(key))
-    assert answer.status_code == 422, answer.text
-    assert answer.json()["error"]["code"] == "invalid_arguments"
+    assert_error(answer, 422, "invalid_arguments")
     assert kross_store.stats.requests_total == before
 
 
@@ -141,8 +147,7 @@ async def test_operation_payloads_are_read_strictly(
     answer = await gateway.http.post(
         f"/v1/operations/{operation}", json=payload, headers=_auth(key)
     )
-    assert answer.status_code == 422, answer.text
-    assert answer.json()["error"]["code"] == "invalid_payload"
+    assert_error(answer, 422, "invalid_payload")
     assert kross_store.stats.requests_total == before
 
 
@@ -183,10 +188,11 @@ async def test_mcp_refuses_the_same_inputs(
 ) -> None:
     _, key = facility
     before = kross_store.stats.requests_total
-    async with mcp_client(gateway.app, key) as client:
-        result = await client.call_tool("get-reservation-status", arguments)
-        guests = await client.call_tool("get-in-house-guests", {"date": None})
-    assert result.is_error and guests.is_error
-    assert result.structured_content["error"]["code"] == code
-    assert guests.structured_content["error"]["code"] == "invalid_arguments"
+    codes = await mcp_error_codes(
+        gateway,
+        key,
+        ("get-reservation-status", arguments),
+        ("get-in-house-guests", {"date": None}),
+    )
+    assert codes == [code, "invalid_arguments"]
     assert kross_store.stats.requests_total == before

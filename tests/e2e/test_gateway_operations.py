@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from pmsgate.gateway.operations import payment_reference
+from tests.support.answers import assert_error
 
 pytestmark = pytest.mark.anyio
 
@@ -126,8 +127,7 @@ async def test_a_write_without_an_idempotency_key_is_refused(gateway, facility, 
     reservation = a_reservation(kross_store, record["hotel_id"], clock)
     body = {"id_reservation": reservation, "amount": 50, "currency": "EUR", "method": "card"}
     answer = await operation(gateway, key, "reservations/add-payment", body)
-    assert answer.status_code == 400
-    assert answer.json()["error"]["code"] == "idempotency_key_required"
+    assert_error(answer, 400, "idempotency_key_required")
 
 
 async def test_a_replayed_payment_is_answered_from_the_record_and_sent_once(
@@ -152,8 +152,7 @@ async def test_the_same_key_with_another_body_is_refused(gateway, facility, kros
     other = await operation(
         gateway, key, "reservations/add-payment", {**body, "amount": 70}, idem="pay-2"
     )
-    assert other.status_code == 422
-    assert other.json()["error"]["code"] == "idempotency_key_reused"
+    assert_error(other, 422, "idempotency_key_reused")
 
 
 async def test_a_payment_that_commits_then_times_out_is_recorded_exactly_once(
@@ -198,6 +197,5 @@ async def test_an_invalid_write_body_is_a_422_and_nothing_is_recorded(gateway, f
     answer = await operation(
         gateway, key, "reservations/add-payment", {"id_reservation": 1, "amount": -5}, idem="bad"
     )
-    assert answer.status_code == 422
-    assert answer.json()["error"]["code"] == "invalid_payload"
+    assert_error(answer, 422, "invalid_payload")
     assert await gateway.services.operations.records.all_rows() == []

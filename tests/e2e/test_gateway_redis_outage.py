@@ -537,7 +537,8 @@ async def test_two_replicas_under_load_through_a_killed_and_a_paused_redis_get_n
     (SIGSTOP, 40 s, back with its data), each mid-minute. Not one request reaches the booking
     system beyond its limit, no answer is a 500, and no task is left with an exception nobody
     retrieved (the cache's refill lock)."""
-    from tests.e2e.test_gateway_replicas import SkewedClock, fresh_schema
+    from tests.e2e.test_gateway_replicas import fresh_schema
+    from tests.support.clocks import SkewedClock
 
     await fresh_schema(postgres_url)
     loop = asyncio.get_running_loop()

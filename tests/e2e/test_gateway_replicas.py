@@ -9,22 +9,12 @@ from contextlib import AsyncExitStack
 import anyio
 import pytest
 
-from pmsgate.clock import ManualClock
 from pmsgate.gateway.facilities import Limits
 from tests.e2e.conftest import ADMIN_TOKEN, add_seeded_facility, gateway_settings, running_gateway
+from tests.support.answers import assert_error
+from tests.support.clocks import SkewedClock
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres, pytest.mark.redis]
-
-
-class SkewedClock:
-    """A replica's own clock: the shared clock plus a fixed offset (NTP is never perfect)."""
-
-    def __init__(self, clock: ManualClock, offset_s: float) -> None:
-        self._clock = clock
-        self._offset = dt.timedelta(seconds=offset_s)
-
-    def now(self) -> dt.datetime:
-        return self._clock.now() + self._offset
 
 
 async def fresh_schema(postgres_url: str) -> None:
@@ -222,7 +212,6 @@ async def test_a_key_revoked_on_one_replica_is_refused_by_the_other_within_a_sec
     delay = time.perf_counter() - started
     refused = await second.tool("get-incomplete-portals", key)
 
-    assert refused.status_code == 401, refused.text
-    assert refused.json()["error"]["code"] == "invalid_gateway_key"
+    assert_error(refused, 401, "invalid_gateway_key")
     assert delay < 1.0
     print(f"revocation reached the other replica in {delay * 1000:.1f} ms")

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.answers import assert_error
 from tests.support.tools import documented_tool_calls
 
 pytestmark = pytest.mark.anyio
@@ -135,16 +136,14 @@ async def test_with_no_budget_and_nothing_cached_the_caller_gets_429_with_retry_
     )
     await gateway.tool("get-in-house-guests", key)
     refused = await gateway.availability(key, clock.now().date())
-    assert refused.status_code == 429
-    assert refused.json()["error"]["code"] == "upstream_budget_exhausted"
+    assert_error(refused, 429, "upstream_budget_exhausted")
     assert int(refused.headers["Retry-After"]) >= 1
 
 
 async def test_invalid_arguments_get_a_422_naming_the_field(gateway, facility):
     _, key = facility
     answer = await gateway.tool("check-availability", key, arrival="tomorrow", departure="x")
-    assert answer.status_code == 422
-    assert answer.json()["error"]["code"] == "invalid_arguments"
+    assert_error(answer, 422, "invalid_arguments")
     unknown = await gateway.tool("get-reservation-status", key, reservation_id=1, guest="x")
     assert unknown.json()["error"]["code"] == "invalid_arguments"
     backwards = await gateway.tool(
@@ -157,8 +156,7 @@ async def test_unknown_tool_and_unknown_reservation_are_404s(gateway, facility):
     _, key = facility
     assert (await gateway.tool("get-house-manual", key)).json()["error"]["code"] == "unknown_tool"
     missing = await gateway.tool("get-reservation-status", key, reservation_id=999999)
-    assert missing.status_code == 404
-    assert missing.json()["error"]["code"] == "reservation_not_found"
+    assert_error(missing, 404, "reservation_not_found")
 
 
 async def test_tool_answers_drop_what_the_server_returned_out_of_range(gateway, facility):

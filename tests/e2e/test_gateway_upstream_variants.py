@@ -16,6 +16,7 @@ from pydantic import SecretStr
 
 from pmsgate.gateway.facilities import NewFacility
 from tests.e2e.conftest import Gateway, gateway_settings, running_gateway
+from tests.support.answers import assert_error
 
 pytestmark = pytest.mark.anyio
 
@@ -46,8 +47,7 @@ async def test_a_refused_login_in_any_shape_puts_the_facility_in_error_with_one_
 
     for _ in range(20):
         answer = await gateway.tool("get-in-house-guests", key)
-        assert answer.status_code == 502
-        assert answer.json()["error"]["code"] == "pms_auth_failed"
+        assert_error(answer, 502, "pms_auth_failed")
     assert (await gateway.services.facilities.get(hotel_id)).status == "error"
     assert kross_store.stats.requests_by_operation[GET_TOKEN] == 1
 
@@ -148,19 +148,32 @@ async def write(gateway: Gateway, key: str, path: str, body: dict[str, Any], ide
     return await gateway.http.post(f"/v1/operations/{path}", json=body, headers=headers)
 
 
+async def guest_registered_on_grouped_paths(
+    gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any, clock: Any, idem: str
+) -> tuple[Any, int]:
+    """check-in-guest with the emulator answering only on its grouped paths; the answer and
+    how many guests the reservation gained."""
+    record, key = facility
+    kross_store.configure(grouped_paths=True)
+    body = guest_body(kross_store, record["hotel_id"], clock)
+
+    def guests() -> int:
+        reservations = kross_store.facility(record["hotel_id"]).reservations
+        return len(reservations[body["id_reservation"]].guests)
+
+    before = guests()
+    answer = await write(gateway, key, "check-in-guest", body, idem)
+    return answer, guests() - before
+
+
 async def test_a_write_answered_no_such_operation_is_applied_once_on_the_grouped_path(
     gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any, clock: Any
 ) -> None:
-    record, key = facility
-    hotel_id = record["hotel_id"]
-    kross_store.configure(grouped_paths=True)
-    body = guest_body(kross_store, hotel_id, clock)
-    guests_before = len(kross_store.facility(hotel_id).reservations[body["id_reservation"]].guests)
-
-    answer = await write(gateway, key, "check-in-guest", body, idem="guest-grouped")
+    answer, added = await guest_registered_on_grouped_paths(
+        gateway, facility, kross_store, clock, "guest-grouped"
+    )
     assert answer.status_code == 200, answer.text
-    reservation = kross_store.facility(hotel_id).reservations[body["id_reservation"]]
-    assert len(reservation.guests) == guests_before + 1
+    assert added == 1
     # the login, the spec path (nothing applied), the grouped path (applied)
     assert kross_store.stats.requests_total == 3
     assert kross_store.stats.requests_by_operation["check-in-guest"] == 1
@@ -169,18 +182,13 @@ async def test_a_write_answered_no_such_operation_is_applied_once_on_the_grouped
 async def test_a_write_lost_on_the_grouped_path_is_read_back_never_sent_again(
     gateway: Gateway, facility: tuple[dict[str, Any], str], kross_store: Any, clock: Any
 ) -> None:
-    record, key = facility
-    hotel_id = record["hotel_id"]
-    kross_store.configure(grouped_paths=True)
     kross_store.set_faults(commit_then_timeout=1, timeout_mode="disconnect")
-    body = guest_body(kross_store, hotel_id, clock)
-    guests_before = len(kross_store.facility(hotel_id).reservations[body["id_reservation"]].guests)
-
-    answer = await write(gateway, key, "check-in-guest", body, "g")
+    answer, added = await guest_registered_on_grouped_paths(
+        gateway, facility, kross_store, clock, "g"
+    )
     assert answer.status_code == 200, answer.text
     assert answer.json()["meta"]["recovered"] is True
-    reservation = kross_store.facility(hotel_id).reservations[body["id_reservation"]]
-    assert len(reservation.guests) == guests_before + 1
+    assert added == 1
     # the login, the spec path (nothing applied), the grouped path (applied), the read-back
     assert kross_store.stats.requests_total == 4
     assert kross_store.stats.requests_by_operation["check-in-guest"] == 1
@@ -224,35 +232,38 @@ async def fake_gateway_call(
     return answer, gateway
 
 
+async def rate_limited_call(
+    database_url: str, clock: Any, *, retry_after: str
+) -> tuple[FakeKross, httpx.Response]:
+    """A tool call on a booking system that answers every request 429 with ``retry_after``;
+    the fake and the gateway's answer."""
+    limited = {"error_code": "RATE_LIMITED"}
+    fake = FakeKross(httpx.Response(429, json=limited, headers={"Retry-After": retry_after}))
+    answer, _ = await fake_gateway_call(database_url, clock, fake)
+    return fake, answer
+
+
 async def test_a_token_rejected_again_after_the_refresh_fails_the_call_without_a_third_login(
     database_url: str, clock: Any
 ) -> None:
     fake = FakeKross(httpx.Response(200, json={"error_code": "AUTH_TOKEN_EXPIRED", "ruid": "r"}))
     answer, _ = await fake_gateway_call(database_url, clock, fake)
-    assert answer.status_code == 502
-    assert answer.json()["error"]["code"] == "kross_token_rejected"
+    assert_error(answer, 502, "kross_token_rejected")
     assert (fake.logins, fake.calls) == (2, 2)
 
 
 async def test_a_retry_after_longer_than_the_read_deadline_is_not_waited(
     database_url: str, clock: Any
 ) -> None:
-    fake = FakeKross(
-        httpx.Response(429, json={"error_code": "RATE_LIMITED"}, headers={"Retry-After": "3600"})
-    )
-    answer, _ = await fake_gateway_call(database_url, clock, fake)
-    assert answer.status_code == 429
-    assert answer.json()["error"]["code"] == "pms_rate_limited"
+    fake, answer = await rate_limited_call(database_url, clock, retry_after="3600")
+    assert_error(answer, 429, "pms_rate_limited")
     assert fake.calls == 1
 
 
 async def test_a_short_retry_after_is_honoured_within_the_attempts(
     database_url: str, clock: Any
 ) -> None:
-    fake = FakeKross(
-        httpx.Response(429, json={"error_code": "RATE_LIMITED"}, headers={"Retry-After": "1"})
-    )
-    answer, _ = await fake_gateway_call(database_url, clock, fake)
+    fake, answer = await rate_limited_call(database_url, clock, retry_after="1")
     assert answer.status_code == 429
     # stamina's testing mode in tests/e2e fixes the attempts at 3
     assert fake.calls == 3

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 from contextlib import AsyncExitStack
+from dataclasses import dataclass
 from typing import Any
 
 import anyio
@@ -22,6 +23,7 @@ from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.sandbox.kross.store import NewGuest, PictureUpload
 from pmsgate.storage.db import session_factory
 from tests.e2e.conftest import add_seeded_facility, gateway_settings, running_gateway
+from tests.support.answers import assert_error
 
 pytestmark = pytest.mark.anyio
 
@@ -71,28 +73,54 @@ def sent(kross_store, name: str) -> int:
     return kross_store.stats.requests_by_operation[name]
 
 
+@dataclass
+class Writer:
+    """The facility's key and an upcoming reservation without guests or pictures."""
+
+    gateway: Any
+    key: str
+    hotel_id: str
+    reservation: Any
+
+    async def check_in(self, idem: str):
+        """The guest registration of the reservation under the Idempotency-Key ``idem``."""
+        body = check_in(self.reservation)
+        return await operation(self.gateway, self.key, "check-in-guest", body, idem)
+
+    async def pictures(self, idem: str):
+        """The two pictures of the reservation under the Idempotency-Key ``idem``."""
+        body = pictures(self.reservation)
+        return await operation(self.gateway, self.key, "save-guest-pictures", body, idem)
+
+
+@pytest.fixture
+def writer(gateway, facility, kross_store, clock) -> Writer:
+    record, key = facility
+    hotel_id = record["hotel_id"]
+    return Writer(gateway, key, hotel_id, a_reservation(kross_store, hotel_id, clock))
+
+
 # --- check-in-guest --------------------------------------------------------------------------
 
 
 async def test_a_registration_committed_then_timed_out_resolves_to_one_guest(
-    gateway, facility, kross_store, clock
+    gateway, writer, kross_store, clock
 ):
-    record, key = facility
-    reservation = a_reservation(kross_store, record["hotel_id"], clock)
+    reservation = writer.reservation
     # Two requests a minute: the login and the write. The read-back finds no budget.
     await gateway.services.facilities.set_limits(
-        record["hotel_id"], Limits(per_minute=2, per_hour=300, per_day=5000)
+        writer.hotel_id, Limits(per_minute=2, per_hour=300, per_day=5000)
     )
     kross_store.set_faults(commit_then_timeout=1, timeout_mode="disconnect")
 
-    first = await operation(gateway, key, "check-in-guest", check_in(reservation), "in-1")
-    again = await operation(gateway, key, "check-in-guest", check_in(reservation), "in-1")
+    first = await writer.check_in("in-1")
+    again = await writer.check_in("in-1")
     assert first.status_code == again.status_code == 504
     assert again.json()["error"]["code"] == "write_outcome_unknown"
 
     clock.advance(61)  # the read-back can be afforded again
-    settled = await operation(gateway, key, "check-in-guest", check_in(reservation), "in-1")
-    replay = await operation(gateway, key, "check-in-guest", check_in(reservation), "in-1")
+    settled = await writer.check_in("in-1")
+    replay = await writer.check_in("in-1")
 
     assert settled.status_code == 200, settled.text
     assert settled.json()["meta"]["recovered"] is True
@@ -106,72 +134,59 @@ async def test_a_registration_committed_then_timed_out_resolves_to_one_guest(
     assert sent(kross_store, "check-in-guest") == 1
 
 
-async def test_a_registration_lost_before_it_applied_is_sent_exactly_once_more(
-    gateway, facility, kross_store, clock
-):
-    record, key = facility
-    reservation = a_reservation(kross_store, record["hotel_id"], clock)
+async def test_a_registration_lost_before_it_applied_is_sent_exactly_once_more(writer, kross_store):
     kross_store.set_faults(lost_then_timeout=1, timeout_mode="disconnect")
 
-    answer = await operation(gateway, key, "check-in-guest", check_in(reservation), "in-2")
-    replay = await operation(gateway, key, "check-in-guest", check_in(reservation), "in-2")
+    answer = await writer.check_in("in-2")
+    replay = await writer.check_in("in-2")
 
     assert answer.status_code == 200, answer.text
     assert "recovered" not in answer.json()["meta"]
     assert replay.json() == answer.json()
     assert kross_store.stats.lost_then_timeout_fired == 1
-    assert [g.last_name for g in reservation.guests] == ["Lovelace"]
+    assert [g.last_name for g in writer.reservation.guests] == ["Lovelace"]
     assert sent(kross_store, "check-in-guest") == 2  # the lost one, and the one that applied
 
 
 # --- save-guest-pictures -----------------------------------------------------------------------
 
 
-async def test_pictures_committed_then_timed_out_are_stored_once(
-    gateway, facility, kross_store, clock
-):
-    record, key = facility
-    reservation = a_reservation(kross_store, record["hotel_id"], clock)
+async def test_pictures_committed_then_timed_out_are_stored_once(writer, kross_store):
     kross_store.set_faults(commit_then_timeout=1, timeout_mode="disconnect")
 
-    answer = await operation(gateway, key, "save-guest-pictures", pictures(reservation), "pic-1")
-    replay = await operation(gateway, key, "save-guest-pictures", pictures(reservation), "pic-1")
+    answer = await writer.pictures("pic-1")
+    replay = await writer.pictures("pic-1")
 
     assert answer.status_code == 200, answer.text
     assert answer.json()["meta"]["recovered"] is True
     assert answer.json()["data"]["saved"] == 2
     assert replay.json() == answer.json()
-    assert len(reservation.pictures) == 2
+    assert len(writer.reservation.pictures) == 2
     assert sent(kross_store, "save-guest-pictures") == 1
 
 
-async def test_pictures_lost_before_they_applied_are_sent_exactly_once_more(
-    gateway, facility, kross_store, clock
-):
-    record, key = facility
-    reservation = a_reservation(kross_store, record["hotel_id"], clock)
+async def test_pictures_lost_before_they_applied_are_sent_exactly_once_more(writer, kross_store):
     kross_store.set_faults(lost_then_timeout=1, timeout_mode="disconnect")
 
-    answer = await operation(gateway, key, "save-guest-pictures", pictures(reservation), "pic-2")
+    answer = await writer.pictures("pic-2")
 
     assert answer.status_code == 200, answer.text
     assert answer.json()["data"]["saved"] == 2
-    assert len(reservation.pictures) == 2
+    assert len(writer.reservation.pictures) == 2
     assert sent(kross_store, "save-guest-pictures") == 2
 
 
 async def test_pictures_the_portal_cannot_tell_apart_are_sent_again_as_documented(
-    gateway, facility, kross_store, clock
+    writer, kross_store
 ):
     # The reservation already has pictures: the portal says "stored" before and after, so
     # nothing can prove the new ones missing; pictures are the one write sent again then.
-    record, key = facility
-    reservation = a_reservation(kross_store, record["hotel_id"], clock)
+    reservation = writer.reservation
     upload = PictureUpload("earlier.png", "image/png", b"\x89PNG earlier")
-    kross_store.save_pictures(record["hotel_id"], reservation.id_reservation, [upload])
+    kross_store.save_pictures(writer.hotel_id, reservation.id_reservation, [upload])
     kross_store.set_faults(commit_then_timeout=1, timeout_mode="disconnect")
 
-    answer = await operation(gateway, key, "save-guest-pictures", pictures(reservation), "pic-3")
+    answer = await writer.pictures("pic-3")
 
     assert answer.status_code == 200, answer.text
     assert sent(kross_store, "save-guest-pictures") == 2
@@ -258,20 +273,16 @@ async def test_a_write_left_in_flight_by_a_process_that_ended_is_settled_at_once
 
 
 async def test_a_write_in_flight_in_this_process_blocks_its_key_and_a_second_key(
-    gateway, facility, kross_store, clock
+    gateway, writer, kross_store
 ):
-    record, key = facility
-    reservation = a_reservation(kross_store, record["hotel_id"], clock)
-    payload = check_in(reservation)
-    await in_flight(gateway, key, "mine", payload, owner=gateway.services.operations.owner)
+    payload = check_in(writer.reservation)
+    await in_flight(gateway, writer.key, "mine", payload, owner=gateway.services.operations.owner)
 
-    answer = await operation(gateway, key, "check-in-guest", payload, "mine")
-    other_key = await operation(gateway, key, "check-in-guest", payload, "another")
+    answer = await writer.check_in("mine")
+    other_key = await writer.check_in("another")
 
-    assert answer.status_code == 409
-    assert answer.json()["error"]["code"] == "idempotency_key_in_flight"
-    assert other_key.status_code == 409
-    assert other_key.json()["error"]["code"] == "write_unresolved"
+    assert_error(answer, 409, "idempotency_key_in_flight")
+    assert_error(other_key, 409, "write_unresolved")
     assert "'mine'" in other_key.json()["error"]["hint"]
     assert sent(kross_store, "check-in-guest") == 0
 

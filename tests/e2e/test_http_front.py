@@ -19,10 +19,11 @@ from structlog.testing import capture_logs
 
 from pmsgate.errors import PmsgateError, install_error_handlers
 from pmsgate.gateway import http
-from pmsgate.gateway.http_front import HttpFrontMiddleware
 from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.request_context import current_client_address, current_request_id
 from tests.e2e.conftest import Gateway
+from tests.support.answers import assert_error
+from tests.support.front import behind_the_front
 
 pytestmark = pytest.mark.anyio
 
@@ -53,14 +54,7 @@ def small_app(metrics: GatewayMetrics) -> FastAPI:
             size += len(chunk)
         return {"size": size}
 
-    app.add_middleware(
-        HttpFrontMiddleware,
-        metrics=lambda: metrics,
-        tracing=lambda: None,
-        max_body_bytes=1000,
-        max_upload_body_bytes=1000,
-    )
-    return app
+    return behind_the_front(app, metrics)
 
 
 def count(metrics: GatewayMetrics, route: str, method: str, status: str) -> float:
@@ -97,8 +91,7 @@ async def test_one_layer_does_what_the_five_middlewares_did() -> None:
     assert structlog.contextvars.get_contextvars().get("request_id") is None
     # Errors keep their body and id; the unforeseen one logs its type, not its message.
     assert refused.status_code == 429 and "x-request-id" in refused.headers
-    assert crashed.status_code == 500
-    assert crashed.json()["error"]["code"] == "internal_error"
+    assert_error(crashed, 500, "internal_error")
     assert crashed.headers["x-request-id"]
     assert [(e["event"], e["error_type"]) for e in crash_logs] == [
         ("unexpected_error", "RuntimeError")
@@ -106,8 +99,7 @@ async def test_one_layer_does_what_the_five_middlewares_did() -> None:
     assert "secret" not in str(crash_logs)
     # The body limit: declared or counted, one 413 with the error body and the id.
     for answer in (declared, counted):
-        assert answer.status_code == 413
-        assert answer.json()["error"]["code"] == "payload_too_large"
+        assert_error(answer, 413, "payload_too_large")
         assert answer.headers["x-request-id"]
     assert within.json() == {"size": 1000}
     # Every request timed by route template and status class.
@@ -135,10 +127,8 @@ async def test_the_documented_tool_and_operation_routes_are_answered_ahead_of_th
     token = await client.post("/v1/operations/auth/get-token", json={}, headers=auth)
     assert answer.status_code == 200 and answer.headers["x-request-id"]
     assert answer.headers["content-type"] == "application/json"
-    assert no_key.status_code == 401
-    assert no_key.json()["error"]["code"] == "missing_gateway_key"
-    assert control.status_code == 422
-    assert control.json()["error"]["code"] == "invalid_characters"
+    assert_error(no_key, 401, "missing_gateway_key")
+    assert_error(control, 422, "invalid_characters")
     assert bad_json.status_code == 422 and bad_json.headers["x-request-id"]
     assert unknown.status_code == 404  # the fallback route: FastAPI's, as before
     assert unknown.json()["error"]["code"] == "unknown_tool"

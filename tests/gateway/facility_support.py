@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -56,6 +56,13 @@ def new_facility(**overrides: Any) -> NewFacility:
     return NewFacility(**fields)
 
 
+def new_own_facility(password: str, **overrides: Any) -> NewFacility:
+    """A valid facility of kind own (its API key :data:`OWN_API_KEY`) with ``password``."""
+    return new_facility(
+        kind="own", api_key=SecretStr(OWN_API_KEY), password=SecretStr(password), **overrides
+    )
+
+
 async def seeded_facilities(kross_http: httpx.AsyncClient) -> list[dict[str, Any]]:
     """The emulator's seeded facilities with their credentials."""
     answer = await kross_http.get("/_sandbox/facilities")
@@ -64,10 +71,13 @@ async def seeded_facilities(kross_http: httpx.AsyncClient) -> list[dict[str, Any
     return facilities
 
 
-def new_facility_from_seed(seed: dict[str, Any], scopes: list[str] | None = None) -> NewFacility:
+def new_facility_from_seed(
+    seed: Mapping[str, Any], scopes: list[str] | None = None, *, integration_id: str | None = None
+) -> NewFacility:
     """The registration of an emulator facility with its real credentials.
 
-    ``scopes`` are its first key's (the default: tools:read only, as in production).
+    ``scopes`` are its first key's (the default: tools:read only, as in production); its
+    integration row is ``integration_id`` (default ``int-<hotel_id>``).
     """
     return NewFacility(
         hotel_id=seed["hotel_id"],
@@ -75,7 +85,7 @@ def new_facility_from_seed(seed: dict[str, Any], scopes: list[str] | None = None
         password=SecretStr(seed["password"]),
         kind=seed["kind"],
         api_key=SecretStr(seed["api_key"]) if seed["kind"] == "own" else None,
-        integration_id=f"int-{seed['hotel_id']}",
+        integration_id=integration_id or f"int-{seed['hotel_id']}",
         name=seed["name"],
         **({"scopes": scopes} if scopes is not None else {}),
     )

@@ -237,15 +237,21 @@ async def test_a_body_that_is_not_json_is_422_invalid_input(admin: httpx.AsyncCl
     assert (response.status_code, _code(response)) == (422, "invalid_input")
 
 
+def facility_routes(hotel_id: str) -> list[tuple[str, str, dict[str, Any] | None]]:
+    """Every admin route of one facility (method, path, body), naming ``hotel_id``."""
+    base = f"/admin/facilities/{hotel_id}"
+    return [
+        ("GET", base, None),
+        ("PUT", f"{base}/limits", {"per_minute": 1}),
+        ("POST", f"{base}/keys", None),
+        ("GET", f"{base}/keys", None),
+        ("DELETE", f"{base}/keys/1", None),
+        ("POST", f"{base}/reconnect", {"username": "api1", "password": "x"}),
+    ]
+
+
 async def test_an_unknown_facility_is_404_facility_not_found(admin: httpx.AsyncClient) -> None:
-    for method, path, body in [
-        ("GET", "/admin/facilities/999", None),
-        ("PUT", "/admin/facilities/999/limits", {"per_minute": 1}),
-        ("POST", "/admin/facilities/999/keys", None),
-        ("GET", "/admin/facilities/999/keys", None),
-        ("DELETE", "/admin/facilities/999/keys/1", None),
-        ("POST", "/admin/facilities/999/reconnect", {"username": "api1", "password": "x"}),
-    ]:
+    for method, path, body in facility_routes("999"):
         response = await admin.request(method, path, json=body, headers=AUTH)
         assert (response.status_code, _code(response)) == (404, "facility_not_found"), path
 
@@ -438,17 +444,7 @@ async def test_a_nul_in_a_facility_field_is_422_and_writes_nothing(
     assert await row_counts(database_url) == (0, 0)
 
 
-@pytest.mark.parametrize(
-    ("method", "path", "body"),
-    [
-        ("GET", "/admin/facilities/12%003", None),
-        ("PUT", "/admin/facilities/12%003/limits", {"per_minute": 1}),
-        ("POST", "/admin/facilities/12%003/keys", None),
-        ("GET", "/admin/facilities/12%003/keys", None),
-        ("DELETE", "/admin/facilities/12%003/keys/1", None),
-        ("POST", "/admin/facilities/12%003/reconnect", {"username": "api1", "password": "x"}),
-    ],
-)
+@pytest.mark.parametrize(("method", "path", "body"), facility_routes("12%003"))
 async def test_a_nul_in_the_hotel_id_of_a_path_is_422(
     admin: httpx.AsyncClient, method: str, path: str, body: dict[str, Any] | None
 ) -> None:

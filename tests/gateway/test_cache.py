@@ -24,10 +24,10 @@ STALE_ON = (UpstreamUnavailable, BudgetExhausted)
 class Upstream:
     """Test data: answers with a counter, fails when told, can hold its answer until released."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, held: bool = False) -> None:
         self.calls = 0
         self.failure: BaseException | None = None
-        self.gate: anyio.Event | None = None
+        self.gate: anyio.Event | None = anyio.Event() if held else None
 
     async def fetch(self) -> dict[str, Any]:
         self.calls += 1
@@ -36,6 +36,41 @@ class Upstream:
         if self.failure is not None:
             raise self.failure
         return {"answer": self.calls, "rows": [{"id": 1}]}
+
+
+async def all_waiting_then_released(
+    upstream: Upstream, reads: list[Callable[[], Awaitable[None]]]
+) -> None:
+    """Start every read, wait until all of them wait, then let the held upstream answer."""
+    assert upstream.gate is not None
+    async with anyio.create_task_group() as tg:
+        for read in reads:
+            tg.start_soon(read)
+        await wait_all_tasks_blocked()
+        upstream.gate.set()
+
+
+async def fetched_then_aged(cache: ReadCache, clock: ManualClock, seconds: float) -> Upstream:
+    """An upstream whose first answer the cache now holds, ``seconds`` old."""
+    upstream = Upstream()
+    await get(cache, "h1:reservations", upstream)
+    clock.advance(seconds)
+    return upstream
+
+
+@pytest.fixture
+async def replicas(
+    redis_url: str, redis_namespace: str, clock: ManualClock
+) -> AsyncIterator[list[ReadCache]]:
+    """Two caches on one Redis namespace, as two replicas have them."""
+    caches = [
+        ReadCache(clock=clock, redis_url=redis_url, namespace=redis_namespace) for _ in range(2)
+    ]
+    try:
+        yield caches
+    finally:
+        for cache in caches:
+            await cache.close()
 
 
 @pytest.fixture(params=["memory", "redis"])
@@ -94,9 +129,7 @@ async def test_a_fresh_value_is_served_from_the_cache_with_its_age(
 
 
 async def test_an_expired_value_is_fetched_again(cache: ReadCache, clock: ManualClock) -> None:
-    upstream = Upstream()
-    await get(cache, "h1:reservations", upstream)
-    clock.advance(60.5)
+    upstream = await fetched_then_aged(cache, clock, 60.5)
     again = await get(cache, "h1:reservations", upstream)
     assert again.source == "upstream"
     assert again.value["answer"] == 2
@@ -106,27 +139,20 @@ async def test_an_expired_value_is_fetched_again(cache: ReadCache, clock: Manual
 async def test_each_caller_applies_its_own_freshness_bound(
     cache: ReadCache, clock: ManualClock
 ) -> None:
-    upstream = Upstream()
-    await get(cache, "h1:reservations", upstream)
-    clock.advance(90)
+    upstream = await fetched_then_aged(cache, clock, 90)
     assert (await get(cache, "h1:reservations", upstream, max_age_s=300)).source == "cache"
     assert (await get(cache, "h1:reservations", upstream, max_age_s=60)).source == "upstream"
     assert upstream.calls == 2
 
 
 async def test_concurrent_reads_of_one_key_make_one_fetch(cache: ReadCache) -> None:
-    upstream = Upstream()
-    upstream.gate = anyio.Event()
+    upstream = Upstream(held=True)
     results: list[Cached] = []
 
     async def read() -> None:
         results.append(await get(cache, "h1:reservations", upstream))
 
-    async with anyio.create_task_group() as tg:
-        for _ in range(100):
-            tg.start_soon(read)
-        await wait_all_tasks_blocked()
-        upstream.gate.set()
+    await all_waiting_then_released(upstream, [read] * 100)
 
     assert upstream.calls == 1
     assert len(results) == 100
@@ -138,8 +164,7 @@ async def test_a_failed_fetch_fails_once_for_all_concurrent_readers(
 ) -> None:
     # In memory only: with Redis a reader may still be reading the store when the failure
     # lands, and then rightly tries again; the coalescing code is the same for both stores.
-    upstream = Upstream()
-    upstream.gate = anyio.Event()
+    upstream = Upstream(held=True)
     upstream.failure = UpstreamUnavailable("down")
     errors: list[BaseException] = []
 
@@ -149,11 +174,7 @@ async def test_a_failed_fetch_fails_once_for_all_concurrent_readers(
         except UpstreamUnavailable as error:
             errors.append(error)
 
-    async with anyio.create_task_group() as tg:
-        for _ in range(50):
-            tg.start_soon(read)
-        await wait_all_tasks_blocked()
-        upstream.gate.set()
+    await all_waiting_then_released(upstream, [read] * 50)
 
     assert upstream.calls == 1
     assert len(errors) == 50
@@ -162,8 +183,7 @@ async def test_a_failed_fetch_fails_once_for_all_concurrent_readers(
 async def test_a_cancelled_reader_does_not_cancel_the_fetch_for_the_others(
     cache: ReadCache,
 ) -> None:
-    upstream = Upstream()
-    upstream.gate = anyio.Event()
+    upstream = Upstream(held=True)
     results: list[Cached] = []
     impatient: list[anyio.CancelScope] = []
 
@@ -192,9 +212,7 @@ async def test_a_cancelled_reader_does_not_cancel_the_fetch_for_the_others(
 async def test_the_last_good_value_is_served_stale_with_its_age_when_the_fetch_fails(
     cache: ReadCache, clock: ManualClock
 ) -> None:
-    upstream = Upstream()
-    await get(cache, "h1:reservations", upstream)
-    clock.advance(600)
+    upstream = await fetched_then_aged(cache, clock, 600)
 
     upstream.failure = BudgetExhausted(retry_after_s=30, window="minute")
     stale = await get(cache, "h1:reservations", upstream)
@@ -216,9 +234,7 @@ async def test_a_failure_without_an_earlier_value_is_raised(cache: ReadCache) ->
 async def test_a_failure_not_listed_in_stale_on_is_raised_even_with_an_earlier_value(
     cache: ReadCache, clock: ManualClock
 ) -> None:
-    upstream = Upstream()
-    await get(cache, "h1:reservations", upstream)
-    clock.advance(600)
+    upstream = await fetched_then_aged(cache, clock, 600)
     upstream.failure = InvalidRequest("bad filter")
     with pytest.raises(InvalidRequest):
         await get(cache, "h1:reservations", upstream)
@@ -228,9 +244,7 @@ async def test_values_older_than_keep_s_are_not_served(
     open_cache: Callable[[], ReadCache], clock: ManualClock
 ) -> None:
     cache = open_cache()
-    upstream = Upstream()
-    await get(cache, "h1:reservations", upstream)
-    clock.advance(86401)
+    upstream = await fetched_then_aged(cache, clock, 86401)
     upstream.failure = UpstreamUnavailable("down")
     with pytest.raises(UpstreamUnavailable):
         await get(cache, "h1:reservations", upstream)
@@ -286,21 +300,14 @@ async def test_peek_reports_age_and_staleness_without_fetching(
 
 
 async def test_a_replica_never_serves_its_decoded_copy_after_another_replaced_the_value(
-    redis_url: str, redis_namespace: str, clock: ManualClock
+    replicas: list[ReadCache],
 ) -> None:
-    replicas = [
-        ReadCache(clock=clock, redis_url=redis_url, namespace=redis_namespace) for _ in range(2)
-    ]
-    try:
-        upstream = Upstream()
-        assert (await get(replicas[0], "h1:reservations", upstream)).value["answer"] == 1
-        await replicas[1].invalidate("h1")
-        # Same instant on the clock: only the version tells the two values apart.
-        assert (await get(replicas[1], "h1:reservations", upstream)).value["answer"] == 2
-        assert (await get(replicas[0], "h1:reservations", upstream)).value["answer"] == 2
-    finally:
-        for replica in replicas:
-            await replica.close()
+    upstream = Upstream()
+    assert (await get(replicas[0], "h1:reservations", upstream)).value["answer"] == 1
+    await replicas[1].invalidate("h1")
+    # Same instant on the clock: only the version tells the two values apart.
+    assert (await get(replicas[1], "h1:reservations", upstream)).value["answer"] == 2
+    assert (await get(replicas[0], "h1:reservations", upstream)).value["answer"] == 2
 
 
 async def test_values_must_be_json(cache: ReadCache) -> None:
@@ -317,34 +324,25 @@ async def test_keys_with_wildcards_are_refused(cache: ReadCache) -> None:
 
 
 async def test_two_replicas_sharing_redis_share_values_and_fetch_once(
-    redis_url: str, redis_namespace: str, clock: ManualClock
+    replicas: list[ReadCache],
 ) -> None:
-    replicas = [
-        ReadCache(clock=clock, redis_url=redis_url, namespace=redis_namespace) for _ in range(2)
-    ]
-    try:
-        upstream = Upstream()
-        upstream.gate = anyio.Event()
-        results: list[Cached] = []
+    upstream = Upstream(held=True)
+    results: list[Cached] = []
 
-        async def read(replica: ReadCache) -> None:
+    def reader(replica: ReadCache) -> Callable[[], Awaitable[None]]:
+        async def read() -> None:
             results.append(await get(replica, "h1:reservations", upstream))
 
-        async with anyio.create_task_group() as tg:
-            for i in range(40):
-                tg.start_soon(read, replicas[i % 2])
-            await wait_all_tasks_blocked()
-            upstream.gate.set()
+        return read
 
-        assert upstream.calls == 1
-        assert len(results) == 40
-        assert {r.value["answer"] for r in results} == {1}
+    await all_waiting_then_released(upstream, [reader(replicas[i % 2]) for i in range(40)])
 
-        await replicas[0].invalidate("h1")
-        assert await replicas[1].peek("h1:reservations") is None
-    finally:
-        for replica in replicas:
-            await replica.close()
+    assert upstream.calls == 1
+    assert len(results) == 40
+    assert {r.value["answer"] for r in results} == {1}
+
+    await replicas[0].invalidate("h1")
+    assert await replicas[1].peek("h1:reservations") is None
 
 
 # --- memory bounds: the held entries and their parsed forms (docs/deploy.md, Sizing) ---------

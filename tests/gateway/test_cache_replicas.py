@@ -9,6 +9,7 @@ but the messages themselves.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack
 from typing import Any
@@ -77,6 +78,17 @@ async def value(cache: ReadCache, upstream: Answers, max_age_s: float = 3600) ->
     return (await cache.get(KEY, max_age_s=max_age_s, fetch=upstream.fetch)).value["answer"]
 
 
+async def both_hold_the_first_answer(replicas: Any) -> tuple[ReadCache, ReadCache, Answers, int]:
+    """Two replicas that both hold the upstream's first answer, the upstream, and how many
+    changes the second has heard of by then."""
+    a, b = await replicas(), await replicas()
+    upstream = Answers()
+    assert await value(a, upstream) == 1
+    assert await value(b, upstream) == 1
+    assert b.heard is not None
+    return a, b, upstream, b.heard.applied
+
+
 async def test_a_hit_asks_redis_nothing_while_the_channel_is_heard(replicas: Any) -> None:
     a, b = await replicas(), await replicas()
     upstream = Answers()
@@ -93,12 +105,7 @@ async def test_a_hit_asks_redis_nothing_while_the_channel_is_heard(replicas: Any
 async def test_a_new_entry_stored_by_one_replica_is_served_by_the_other_at_once(
     replicas: Any, clock: ManualClock
 ) -> None:
-    a, b = await replicas(), await replicas()
-    upstream = Answers()
-    assert await value(a, upstream) == 1
-    assert await value(b, upstream) == 1
-    assert b.heard is not None
-    heard = b.heard.applied
+    a, b, upstream, heard = await both_hold_the_first_answer(replicas)
     clock.advance(10)
     assert await value(a, upstream, max_age_s=5) == 2  # a refills: a new entry in Redis
     await b.heard.wait_applied(heard + 1)
@@ -112,12 +119,7 @@ async def test_a_new_entry_stored_by_one_replica_is_served_by_the_other_at_once(
 async def test_an_invalidation_by_one_replica_drops_the_others_copy_at_once(
     replicas: Any,
 ) -> None:
-    a, b = await replicas(), await replicas()
-    upstream = Answers()
-    assert await value(a, upstream) == 1
-    assert await value(b, upstream) == 1
-    assert b.heard is not None
-    heard = b.heard.applied
+    a, b, upstream, heard = await both_hold_the_first_answer(replicas)
     await a.invalidate("h1")  # a write: every read of the facility
     await b.heard.wait_applied(heard + 1)
     assert await b.peek(KEY) is None
@@ -140,6 +142,21 @@ async def test_a_change_whose_message_is_lost_is_seen_within_trust_s(
     assert await value(b, upstream) == 1
     timer.now += 0.1  # past trust_s: checked against Redis, the new entry found
     assert await value(b, upstream) == 2
+
+
+async def test_the_hits_that_find_the_held_entry_due_share_one_read_of_redis(
+    replicas: Any,
+) -> None:
+    timer = Ticks()
+    b = await replicas(timer=timer)
+    upstream = Answers()
+    assert await value(b, upstream) == 1
+    timer.now += TRUST_S + 0.1  # due: the next read asks Redis for the version
+    reads = b.store_reads
+    hits = await asyncio.gather(*(value(b, upstream) for _ in range(50)))
+    assert hits == [1] * 50
+    assert b.store_reads == reads + 1  # one version read for the fifty, not fifty
+    assert upstream.calls == 1
 
 
 async def test_a_replica_that_does_not_hear_the_channel_asks_redis_on_every_hit(

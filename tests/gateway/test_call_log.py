@@ -275,11 +275,10 @@ async def test_the_purge_removes_calls_past_the_retention_and_beyond_each_facili
 ) -> None:
     async with web_sandbox(database_url) as web:
         clock = web.enrolled.clock
-        facility = await web.gateway.facilities.get(web.hotel_id)
-        call_log = web.gateway.gateway.call_log
-        record(call_log, facility.id)
+        facility_id, call_log = await web.facility_id_and_call_log()
+        record(call_log, facility_id)
         clock.advance(31 * 86400)  # past the default 30 days
-        record(call_log, facility.id, "check-availability")
+        record(call_log, facility_id, "check-availability")
         await call_log.flush()
 
         purged = await purge_tool_calls(web.gateway)
@@ -290,17 +289,17 @@ async def test_the_purge_removes_calls_past_the_retention_and_beyond_each_facili
             "retention_days": 30,
             "max_per_facility": 100_000,
         }
-        assert [c.name for c in (await call_log.page(ToolCallFilter(facility.id))).calls] == [
+        assert [c.name for c in (await call_log.page(ToolCallFilter(facility_id))).calls] == [
             "check-availability"
         ]
         # A facility's bound: the oldest calls beyond it go first.
         bounded = CallLog(clock, web.web.customers.sessions, max_rows_per_facility=2)
         for name in ("a", "b", "c"):
             clock.advance(1)
-            record(bounded, facility.id, name)
+            record(bounded, facility_id, name)
         await bounded.flush()
         assert await bounded.purge(clock.now()) == {"expired": 0, "trimmed": 2}
-        kept = (await bounded.page(ToolCallFilter(facility.id))).calls
+        kept = (await bounded.page(ToolCallFilter(facility_id))).calls
         assert [c.name for c in kept] == ["c", "b"]
 
 

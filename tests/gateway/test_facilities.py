@@ -20,6 +20,7 @@ from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.keys import KEY_PREFIX
 from pmsgate.gateway.vault import Vault, VaultError, facility_context, generate_key_spec
+from pmsgate.gateway.verification import Verifier
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.logs import configure_logging
 from pmsgate.storage.db import open_database, session_factory
@@ -35,6 +36,7 @@ from .facility_support import (
     facility_service,
     new_facility,
     new_facility_from_seed,
+    new_own_facility,
     row_counts,
     seeded_facilities,
 )
@@ -113,9 +115,7 @@ async def test_adding_a_facility_stores_it_connected_with_default_limits_and_ret
 
 
 async def test_the_facility_view_holds_no_secret(service: FacilityService) -> None:
-    view, _ = await service.add(
-        new_facility(kind="own", api_key=SecretStr(OWN_API_KEY), password=SecretStr("pw-abc-123"))
-    )
+    view, _ = await service.add(new_own_facility("pw-abc-123"))
     dumped = view.model_dump_json()
     assert "pw-abc-123" not in dumped
     assert OWN_API_KEY not in dumped
@@ -364,14 +364,7 @@ async def test_credentials_decrypt_with_the_own_key_or_the_shared_partner_key(
     service: FacilityService,
 ) -> None:
     await service.add(new_facility(hotel_id="111111", password=SecretStr("partner-pw")))
-    await service.add(
-        new_facility(
-            hotel_id="222222",
-            kind="own",
-            api_key=SecretStr(OWN_API_KEY),
-            password=SecretStr("own-pw"),
-        )
-    )
+    await service.add(new_own_facility("own-pw", hotel_id="222222"))
     partner = await service.credentials("111111")
     own = await service.credentials("222222")
     assert partner.password.get_secret_value() == "partner-pw"
@@ -403,14 +396,7 @@ async def test_no_plaintext_secret_is_in_any_database_row(
     _, partner_key = await service.add(
         new_facility(hotel_id="111111", password=SecretStr("partner-plain-pw"))
     )
-    _, own_key = await service.add(
-        new_facility(
-            hotel_id="222222",
-            kind="own",
-            api_key=SecretStr(OWN_API_KEY),
-            password=SecretStr("own-plain-pw"),
-        )
-    )
+    _, own_key = await service.add(new_own_facility("own-plain-pw", hotel_id="222222"))
     _, minted = await service.mint_key("222222", "extra")
     await _store_token(database_url, "222222", "plain-bearer-token-xyz", Vault(KEY_1))
     stored = await all_stored_text(database_url)
@@ -436,17 +422,30 @@ async def seeds(kross_http: httpx.AsyncClient) -> dict[str, dict[str, Any]]:
     return {kind: next(f for f in facilities if f["kind"] == kind) for kind in ("own", "partner")}
 
 
+async def registered_with_a_token(
+    service: FacilityService, database_url: str, seed: dict[str, Any]
+) -> str:
+    """The emulator facility ``seed`` registered, with a token stored; its hotel_id."""
+    await service.add(new_facility_from_seed(seed))
+    await _store_token(database_url, seed["hotel_id"], "old-token", Vault(KEY_1))
+    return str(seed["hotel_id"])
+
+
+@pytest.fixture
+def verifier(kross_http: httpx.AsyncClient, clock: ManualClock) -> Verifier:
+    """Asks the booking-system emulator for a token with the credentials to verify."""
+    return emulator_verifier(kross_http, clock)
+
+
 async def test_reconnect_with_a_wrong_password_is_refused_and_changes_nothing(
     service: FacilityService,
     database_url: str,
-    kross_http: httpx.AsyncClient,
-    clock: ManualClock,
+    verifier: Verifier,
     seeds: dict[str, dict[str, Any]],
 ) -> None:
     seed = seeds["partner"]
-    await service.add(new_facility_from_seed(seed))
+    await registered_with_a_token(service, database_url, seed)
     await service.mark_error(seed["hotel_id"], "pms_auth_failed")
-    await _store_token(database_url, seed["hotel_id"], "old-token", Vault(KEY_1))
     before = await _facility_row(database_url, seed["hotel_id"])
 
     with pytest.raises(PmsgateError) as caught:
@@ -455,7 +454,7 @@ async def test_reconnect_with_a_wrong_password_is_refused_and_changes_nothing(
             username=seed["username"],
             password=SecretStr("definitely-wrong"),
             api_key=None,
-            verify=emulator_verifier(kross_http, clock),
+            verify=verifier,
         )
     assert (caught.value.code, caught.value.status) == ("pms_auth_failed", 422)
     assert "definitely-wrong" not in str(caught.value)
@@ -474,12 +473,11 @@ async def test_reconnect_with_the_new_password_returns_the_facility_to_connected
     database_url: str,
     kross_http: httpx.AsyncClient,
     clock: ManualClock,
+    verifier: Verifier,
     seeds: dict[str, dict[str, Any]],
 ) -> None:
     seed = seeds["own"]
-    hotel_id = seed["hotel_id"]
-    await service.add(new_facility_from_seed(seed))
-    await _store_token(database_url, hotel_id, "old-token", Vault(KEY_1))
+    hotel_id = await registered_with_a_token(service, database_url, seed)
     # The customer changes the API password in the booking system: the stored one stops working.
     changed = await kross_http.post(
         f"/_sandbox/facilities/{hotel_id}/password", json={"password": "n3w-pa55word"}
@@ -493,7 +491,7 @@ async def test_reconnect_with_the_new_password_returns_the_facility_to_connected
         username=seed["username"],
         password=SecretStr("n3w-pa55word"),
         api_key=None,
-        verify=emulator_verifier(kross_http, clock),
+        verify=verifier,
     )
     assert (view.status, view.last_error, view.updated_at) == ("connected", None, clock.now())
     credentials = await service.credentials(hotel_id)
@@ -595,14 +593,7 @@ async def test_rotation_re_encrypts_every_secret_under_the_new_first_key(
 ) -> None:
     async with facility_service(database_url, clock, keys=KEY_1) as old:
         await old.add(new_facility(hotel_id="111111", password=SecretStr("pw-one")))
-        await old.add(
-            new_facility(
-                hotel_id="222222",
-                kind="own",
-                api_key=SecretStr(OWN_API_KEY),
-                password=SecretStr("pw-two"),
-            )
-        )
+        await old.add(new_own_facility("pw-two", hotel_id="222222"))
     await _store_token(database_url, "222222", "token-two", Vault(KEY_1))
 
     async with facility_service(database_url, clock, keys=f"{KEY_2},{KEY_1}") as both:
@@ -663,9 +654,7 @@ async def test_no_secret_reaches_the_logs(
 ) -> None:
     # Configured here, not in a fixture: the captured stderr is replaced between test phases.
     configure_logging("DEBUG")
-    _, raw = await service.add(
-        new_facility(kind="own", api_key=SecretStr(OWN_API_KEY), password=SecretStr("log-pw-1"))
-    )
+    _, raw = await service.add(new_own_facility("log-pw-1"))
     _, minted = await service.mint_key("123456")
     await service.reconnect(
         "123456",

@@ -10,16 +10,16 @@ from typing import Any
 
 import anyio
 import pytest
-import structlog
 from pydantic import SecretStr
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from pmsgate.cli import app
 from pmsgate.clock import ManualClock
-from pmsgate.config import get_settings
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.scopes import all_scopes
 from pmsgate.gateway.vault import Vault, generate_key_spec
+from tests.cli_support import assert_failed_with as failed_with
+from tests.cli_support import pmsgate
+from tests.support.cli import cli_environment
 
 from .facility_support import (
     KEY_1,
@@ -59,28 +59,16 @@ BOTH_STDIN = ["--password-stdin", "--api-key-stdin"]
 @pytest.fixture
 def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The CLI's configuration in the environment; the settings cache and logging restored."""
-    monkeypatch.setenv("PMSGATE_DATABASE_URL", database_url)
-    monkeypatch.setenv("PMSGATE_SECRET_KEYS", KEY_1)
-    monkeypatch.setenv("PMSGATE_PARTNER_API_KEY", PARTNER_KEY.get_secret_value())
-    # Nothing listens on the discard port: a reconnect cannot be verified there.
-    monkeypatch.setenv("PMSGATE_KROSS_BASE_URL", "http://127.0.0.1:9")
-    monkeypatch.setenv("PMSGATE_KROSS_TIMEOUT_S", "5")
-    get_settings.cache_clear()
-    saved_logging = structlog.get_config()
-    yield database_url
-    # The CLI points structlog at the runner's stream, which is closed once it returns.
-    structlog.configure(**saved_logging)
-    get_settings.cache_clear()
-
-
-async def pmsgate(*args: str, input: str | None = None) -> Result:
-    """Run `pmsgate <args>` in a worker thread (the CLI runs its own event loop)."""
-    get_settings.cache_clear()
-
-    def invoke() -> Result:
-        return CliRunner().invoke(app, list(args), input=input)
-
-    return await anyio.to_thread.run_sync(invoke)
+    with cli_environment(
+        monkeypatch,
+        PMSGATE_DATABASE_URL=database_url,
+        PMSGATE_SECRET_KEYS=KEY_1,
+        PMSGATE_PARTNER_API_KEY=PARTNER_KEY.get_secret_value(),
+        # Nothing listens on the discard port: a reconnect cannot be verified there.
+        PMSGATE_KROSS_BASE_URL="http://127.0.0.1:9",
+        PMSGATE_KROSS_TIMEOUT_S="5",
+    ):
+        yield database_url
 
 
 def one_json(result: Result) -> dict[str, Any]:
@@ -92,9 +80,7 @@ def one_json(result: Result) -> dict[str, Any]:
 
 def assert_failed_with(result: Result, code: str) -> None:
     """Exit status 2 and `error <code>:` plus a hint on standard error, nothing on stdout."""
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert f"error {code}:" in result.stderr
-    assert "hint:" in result.stderr
+    failed_with(result, code)
     assert result.stdout == ""
 
 

@@ -15,19 +15,14 @@ import pytest
 from fastapi import FastAPI, Request
 from pydantic import SecretStr
 
-from pmsgate.app import create_app
 from pmsgate.boundary import MAX_JSON_DEPTH
 from pmsgate.clock import ManualClock
-from pmsgate.config import Settings
-from pmsgate.container import open_container
 from pmsgate.errors import install_error_handlers
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.http_front import HttpFrontMiddleware
 from pmsgate.gateway.scopes import all_scopes
-from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
-from tests.gateway.facility_support import new_facility_from_seed
+from tests.support.facilities import emulator_settings, served_gateway
+from tests.support.front import behind_the_front
 
 pytestmark = pytest.mark.anyio
 
@@ -55,25 +50,19 @@ class Gateway:
 async def gateway(
     database_url: str, kross_http: httpx.AsyncClient, kross_store: KrossStore, clock: ManualClock
 ) -> AsyncIterator[Gateway]:
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
+    settings = emulator_settings(
+        database_url,
+        kross_http,
         admin_token=SecretStr(ADMIN_TOKEN),
-        limiter_wait_s=0.0,
         max_body_bytes=MAX_BODY,
         max_upload_body_bytes=MAX_UPLOAD,
     )
-    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
-        services = container.gateway
-        record = kross_store.facility_summaries()[0]
-        _, key = await services.facilities.add(
-            new_facility_from_seed(record, scopes=list(all_scopes()))  # every route
-        )
-        app = create_app(settings, container=container)
-        async with app.router.lifespan_context(app):
-            yield Gateway(app=app, services=services, key=key)
+    every_route = list(all_scopes())
+    async with served_gateway(
+        settings, kross_http, kross_store, clock, scopes=every_route
+    ) as served:
+        assert served.first_key is not None
+        yield Gateway(app=served.app, services=served.container.gateway, key=served.first_key)
 
 
 def _error(answer: httpx.Response, status: int, code: str) -> None:
@@ -196,14 +185,7 @@ async def test_the_middleware_stops_reading_at_the_limit() -> None:
             read.append(size)
         return {"size": size}
 
-    app.add_middleware(
-        HttpFrontMiddleware,
-        metrics=lambda: None,
-        tracing=lambda: None,
-        max_body_bytes=1000,
-        max_upload_body_bytes=1000,
-    )
-    transport = httpx.ASGITransport(app=app)
+    transport = httpx.ASGITransport(app=behind_the_front(app))
     async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as client:
         ok = await client.post("/echo", content=_chunks(1000, 100))
         refused = await client.post("/echo", content=_chunks(10_000, 100))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 
 import anyio
@@ -15,6 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.facilities import FacilityView
 from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.key_cache import KeyChanges
 from pmsgate.gateway.vault import Vault
@@ -61,21 +62,34 @@ async def refused(service: FacilityService, key: str) -> str:
     return caught.value.code
 
 
-async def test_a_key_checked_a_moment_ago_is_answered_without_a_query(
+async def queries_of(engine: AsyncEngine, call: Awaitable[object]) -> int:
+    """How many statements ``call`` sent to the database."""
+    with counted_queries(engine) as statements:
+        await call
+    return len(statements)
+
+
+async def checked_once(
     engine: AsyncEngine, clock: ManualClock
-) -> None:
+) -> tuple[FacilityService, FacilityView, str]:
+    """A service caching key checks, a facility, and its key, checked once."""
     service = service_on(engine, clock, CACHE_S)
     facility, key = await service.add(new_facility())
     await service.authenticate(key)
+    return service, facility, key
+
+
+async def test_a_key_checked_a_moment_ago_is_answered_without_a_query(
+    engine: AsyncEngine, clock: ManualClock
+) -> None:
+    service, facility, key = await checked_once(engine, clock)
     with counted_queries(engine) as statements:
         again = await service.authenticate(key)
     assert statements == []
     assert again.hotel_id == facility.hotel_id
 
     clock.advance(CACHE_S + 0.1)
-    with counted_queries(engine) as statements:
-        await service.authenticate(key)
-    assert len(statements) == 1
+    assert await queries_of(engine, service.authenticate(key)) == 1
 
 
 async def test_without_the_cache_every_check_reads_the_database(
@@ -84,17 +98,13 @@ async def test_without_the_cache_every_check_reads_the_database(
     service = service_on(engine, clock, 0)
     _, key = await service.add(new_facility())
     await service.authenticate(key)
-    with counted_queries(engine) as statements:
-        await service.authenticate(key)
-    assert len(statements) == 1
+    assert await queries_of(engine, service.authenticate(key)) == 1
 
 
 async def test_a_key_revoked_in_this_process_is_refused_at_once(
     engine: AsyncEngine, clock: ManualClock
 ) -> None:
-    service = service_on(engine, clock, CACHE_S)
-    facility, key = await service.add(new_facility())
-    await service.authenticate(key)
+    service, facility, key = await checked_once(engine, clock)
     [view] = await service.list_keys(facility.hotel_id)
     await service.revoke_key(facility.hotel_id, view.id)
     assert await refused(service, key) == "invalid_gateway_key"

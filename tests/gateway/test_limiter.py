@@ -14,24 +14,24 @@ from pmsgate.clock import ManualClock, SystemClock
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.limiter import BudgetExhausted, FacilityLimiter, Priority
 from pmsgate.ratelimit import ClockTime
+from tests.support.clocks import SkewedClock
 
 pytestmark = pytest.mark.anyio
 
 MakeLimiter = Callable[..., FacilityLimiter]
 
 
-@pytest.fixture(params=["memory", "redis"])
+@pytest.fixture
 def make_limiter(
-    request: pytest.FixtureRequest, clock: ManualClock, redis_namespace: str
+    redis_or_memory: Redis | None, clock: ManualClock, redis_namespace: str
 ) -> Iterator[MakeLimiter]:
     """Builds limiters on one backend; Redis ones share the test's namespace (like replicas)."""
-    redis = request.getfixturevalue("redis_client") if request.param == "redis" else None
 
     def make(**kwargs: object) -> FacilityLimiter:
         kwargs.setdefault("clock", clock)
         # The replicas' shared clock is the test's (Redis's TIME would not follow it).
         kwargs.setdefault("reference", ClockTime(clock))
-        return FacilityLimiter(redis=redis, namespace=redis_namespace, **kwargs)  # type: ignore[arg-type]
+        return FacilityLimiter(redis=redis_or_memory, namespace=redis_namespace, **kwargs)  # type: ignore[arg-type]
 
     yield make
 
@@ -44,6 +44,12 @@ def clock_sleep(clock: ManualClock, slept: list[float]) -> Callable[[float], Awa
         clock.advance(seconds)
 
     return sleep
+
+
+@pytest.fixture
+def limiter(make_limiter: MakeLimiter) -> FacilityLimiter:
+    """A limiter with the default settings on the test's backend."""
+    return make_limiter()
 
 
 async def take(limiter: FacilityLimiter, key: str, limits: Limits, n: int) -> None:
@@ -63,9 +69,8 @@ async def refused(
 
 
 async def test_each_window_admits_exactly_its_limit(
-    make_limiter: MakeLimiter, clock: ManualClock
+    limiter: FacilityLimiter, clock: ManualClock
 ) -> None:
-    limiter = make_limiter()
     limits = Limits(per_minute=3, per_hour=5, per_day=7)
 
     await take(limiter, "h1", limits, 3)
@@ -84,9 +89,8 @@ async def test_each_window_admits_exactly_its_limit(
 
 
 async def test_spec_limits_are_10_per_minute_300_per_hour_5000_per_day(
-    make_limiter: MakeLimiter, clock: ManualClock
+    limiter: FacilityLimiter, clock: ManualClock
 ) -> None:
-    limiter = make_limiter()
     limits = Limits()
     taken = 0
     for hour in range(17):
@@ -107,9 +111,8 @@ async def test_spec_limits_are_10_per_minute_300_per_hour_5000_per_day(
 
 
 async def test_refusal_says_when_a_permit_frees_as_retry_after(
-    make_limiter: MakeLimiter, clock: ManualClock
+    limiter: FacilityLimiter, clock: ManualClock
 ) -> None:
-    limiter = make_limiter()
     limits = Limits(per_minute=2, per_hour=100, per_day=1000)
     await limiter.acquire("h1", limits)
     clock.advance(20)
@@ -131,9 +134,8 @@ async def test_refusal_says_when_a_permit_frees_as_retry_after(
 
 
 async def test_retry_after_is_when_every_window_has_room(
-    make_limiter: MakeLimiter, clock: ManualClock
+    limiter: FacilityLimiter, clock: ManualClock
 ) -> None:
-    limiter = make_limiter()
     limits = Limits(per_minute=2, per_hour=2, per_day=10)
     await take(limiter, "h1", limits, 2)
     # Both the minute and the hour are full: only the hour's answer is true.
@@ -142,29 +144,36 @@ async def test_retry_after_is_when_every_window_has_room(
     assert error.retry_after_s == pytest.approx(3600.501)
 
 
-async def test_a_caller_waits_up_to_its_deadline_for_a_permit(
+ONE_A_MINUTE = Limits(per_minute=1, per_hour=100, per_day=1000)
+
+
+@pytest.fixture
+async def minute_spent(
     make_limiter: MakeLimiter, clock: ManualClock
-) -> None:
+) -> tuple[FacilityLimiter, list[float]]:
+    """A limiter whose waits move the clock, with the one permit of this minute taken; the
+    limiter and every wait it asked for."""
     slept: list[float] = []
     limiter = make_limiter(sleep=clock_sleep(clock, slept))
-    limits = Limits(per_minute=1, per_hour=100, per_day=1000)
-    await limiter.acquire("h1", limits)
+    await limiter.acquire("h1", ONE_A_MINUTE)
+    return limiter, slept
 
+
+async def test_a_caller_waits_up_to_its_deadline_for_a_permit(
+    minute_spent: tuple[FacilityLimiter, list[float]], clock: ManualClock
+) -> None:
+    limiter, slept = minute_spent
     clock.advance(59)
-    await limiter.acquire("h1", limits, wait_s=2.0)
+    await limiter.acquire("h1", ONE_A_MINUTE, wait_s=2.0)
     assert slept == [pytest.approx(1.501)]
 
 
 async def test_a_caller_does_not_wait_for_a_permit_beyond_its_deadline(
-    make_limiter: MakeLimiter, clock: ManualClock
+    minute_spent: tuple[FacilityLimiter, list[float]],
 ) -> None:
-    slept: list[float] = []
-    limiter = make_limiter(sleep=clock_sleep(clock, slept))
-    limits = Limits(per_minute=1, per_hour=100, per_day=1000)
-    await limiter.acquire("h1", limits)
-
+    limiter, slept = minute_spent
     with pytest.raises(BudgetExhausted) as caught:
-        await limiter.acquire("h1", limits, wait_s=2.0)
+        await limiter.acquire("h1", ONE_A_MINUTE, wait_s=2.0)
     assert caught.value.retry_after_s == pytest.approx(60.501)
     assert slept == []
 
@@ -194,8 +203,7 @@ async def test_interactive_calls_may_use_the_background_share(
     await refused(limiter, "h1", limits)
 
 
-async def test_changed_limits_take_effect_on_the_next_call(make_limiter: MakeLimiter) -> None:
-    limiter = make_limiter()
+async def test_changed_limits_take_effect_on_the_next_call(limiter: FacilityLimiter) -> None:
     await take(limiter, "h1", Limits(per_minute=5, per_hour=50, per_day=500), 5)
     await refused(limiter, "h1", Limits(per_minute=5, per_hour=50, per_day=500))
 
@@ -209,16 +217,14 @@ async def test_changed_limits_take_effect_on_the_next_call(make_limiter: MakeLim
     await refused(limiter, "h1", lowered)
 
 
-async def test_facilities_have_separate_budgets(make_limiter: MakeLimiter) -> None:
-    limiter = make_limiter()
+async def test_facilities_have_separate_budgets(limiter: FacilityLimiter) -> None:
     limits = Limits(per_minute=2, per_hour=50, per_day=500)
     await take(limiter, "h1", limits, 2)
     await refused(limiter, "h1", limits)
     await take(limiter, "h2", limits, 2)
 
 
-async def test_remaining_counts_each_window(make_limiter: MakeLimiter, clock: ManualClock) -> None:
-    limiter = make_limiter()
+async def test_remaining_counts_each_window(limiter: FacilityLimiter, clock: ManualClock) -> None:
     limits = Limits()
     assert await limiter.remaining("h1", limits) == {"minute": 10, "hour": 300, "day": 5000}
     await take(limiter, "h1", limits, 4)
@@ -228,9 +234,8 @@ async def test_remaining_counts_each_window(make_limiter: MakeLimiter, clock: Ma
 
 
 async def test_concurrent_callers_never_get_more_than_the_limit(
-    make_limiter: MakeLimiter,
+    limiter: FacilityLimiter,
 ) -> None:
-    limiter = make_limiter()
     limits = Limits(per_minute=10, per_hour=300, per_day=5000)
     granted: list[str] = []
 
@@ -306,9 +311,8 @@ async def test_a_permit_counts_for_its_window_and_the_edge_margin(
 
 
 async def test_the_default_edge_margin_is_half_a_second(
-    make_limiter: MakeLimiter, clock: ManualClock
+    limiter: FacilityLimiter, clock: ManualClock
 ) -> None:
-    limiter = make_limiter()
     limits = Limits(per_minute=1, per_hour=100, per_day=1000)
     await limiter.acquire("h1", limits)
     clock.advance(60.2)
@@ -322,17 +326,6 @@ def test_the_edge_margin_must_be_below_a_minute(clock: ManualClock) -> None:
         FacilityLimiter(clock=clock, edge_margin_s=60)
     with pytest.raises(ValueError, match="edge_margin_s"):
         FacilityLimiter(clock=clock, edge_margin_s=-0.1)
-
-
-class SkewedClock:
-    """Another replica's clock: the shared manual clock, ``offset_s`` ahead (or behind)."""
-
-    def __init__(self, base: ManualClock, offset_s: float) -> None:
-        self._base = base
-        self._offset = dt.timedelta(seconds=offset_s)
-
-    def now(self) -> dt.datetime:
-        return self._base.now() + self._offset
 
 
 def most_in_any_window(admitted: list[dt.datetime], window_s: float) -> int:
@@ -403,14 +396,32 @@ SKEWS = pytest.mark.parametrize(
 )
 
 
+Hammer = Callable[..., Awaitable[tuple[list[FacilityLimiter], list[dt.datetime]]]]
+
+
+@pytest.fixture
+def skewed(
+    redis_client: Redis, redis_namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
+) -> Hammer:
+    """Hammers (see :func:`hammer`) replicas whose clocks are ``offsets_s`` off the shared
+    one; the replicas and the real time of each permit they were given."""
+
+    async def run(
+        limits: Limits, **options: float
+    ) -> tuple[list[FacilityLimiter], list[dt.datetime]]:
+        replicas = skewed_replicas(redis_client, redis_namespace, clock, offsets_s)
+        return replicas, await hammer(replicas, clock, limits, **options)
+
+    return run
+
+
 @pytest.mark.redis
 @SKEWS
 async def test_replicas_with_skewed_clocks_never_exceed_the_minute_limit_together(
-    redis_client: Redis, redis_namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
+    skewed: Hammer, offsets_s: tuple[float, ...]
 ) -> None:
-    replicas = skewed_replicas(redis_client, redis_namespace, clock, offsets_s)
     limits = Limits(per_minute=10, per_hour=300, per_day=5000)
-    admitted = await hammer(replicas, clock, limits, duration_s=200)
+    replicas, admitted = await skewed(limits, duration_s=200)
 
     assert most_in_any_window(admitted, 60) == 10
     # The budget is still used: 10 permits a minute (a little over a minute apart).
@@ -423,11 +434,10 @@ async def test_replicas_with_skewed_clocks_never_exceed_the_minute_limit_togethe
 @pytest.mark.redis
 @SKEWS
 async def test_replicas_with_skewed_clocks_never_exceed_the_hour_limit_together(
-    redis_client: Redis, redis_namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
+    skewed: Hammer, offsets_s: tuple[float, ...]
 ) -> None:
-    replicas = skewed_replicas(redis_client, redis_namespace, clock, offsets_s)
     limits = Limits(per_minute=5, per_hour=8, per_day=1000)
-    admitted = await hammer(replicas, clock, limits, duration_s=3 * 3600)
+    _, admitted = await skewed(limits, duration_s=3 * 3600)
 
     assert most_in_any_window(admitted, 3600) == 8
     assert most_in_any_window(admitted, 60) == 5
@@ -437,14 +447,13 @@ async def test_replicas_with_skewed_clocks_never_exceed_the_hour_limit_together(
 @pytest.mark.redis
 @pytest.mark.parametrize("offsets_s", [(0.0, 2.0), (0.0, -30.0)], ids=["0/+2s", "0/-30s"])
 async def test_replicas_with_skewed_clocks_hold_the_spec_limits_in_every_window(
-    redis_client: Redis, redis_namespace: str, clock: ManualClock, offsets_s: tuple[float, ...]
+    skewed: Hammer, offsets_s: tuple[float, ...]
 ) -> None:
     """10/min, 300/h and 5,000/day per facility, hammered for 26 hours on two clocks."""
-    replicas = skewed_replicas(redis_client, redis_namespace, clock, offsets_s)
     limits = Limits(per_minute=10, per_hour=300, per_day=5000)
     # 2 ms before each edge, not 200: a day of edges hammered millisecond by millisecond
     # would take minutes; the minute and hour tests above hammer them closely.
-    admitted = await hammer(replicas, clock, limits, duration_s=26 * 3600, near_s=0.002)
+    _, admitted = await skewed(limits, duration_s=26 * 3600, near_s=0.002)
 
     assert most_in_any_window(admitted, 60) == 10
     assert most_in_any_window(admitted, 3600) == 300
@@ -460,7 +469,7 @@ async def test_each_replica_measures_its_offset_to_redis_time(
     count for a replica on time as if it were on time too."""
     off, on_time = (
         FacilityLimiter(
-            clock=SkewedClock(SystemClock(), offset),  # type: ignore[arg-type]
+            clock=SkewedClock(SystemClock(), offset),
             redis=redis_client,
             namespace=redis_namespace,
         )

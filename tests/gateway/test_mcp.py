@@ -41,25 +41,29 @@ from mcp_types.version import (
     MODERN_PROTOCOL_VERSIONS,
 )
 from pydantic import BaseModel, SecretStr
+from starlette.types import Scope
 
 from pmsgate.app import create_app
 from pmsgate.catalogue.loader import load_tools
 from pmsgate.catalogue.tools import ToolDefinition
 from pmsgate.clock import ManualClock
-from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.errors import InvalidInput, PmsgateError, install_error_handlers
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView, NewFacility
 from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.mcp import create_mcp_app
-from pmsgate.gateway.scopes import write_scope
+from pmsgate.gateway.oauth_tokens import MCP_PATH, BearerAuth, Caller
+from pmsgate.gateway.scopes import TOOLS_READ, write_scope
 from pmsgate.gateway.tools import stay_date_years
 from pmsgate.gateway.vault import Vault, generate_key_spec
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.version import build_info
+from tests.gateway.facility_support import new_facility_from_seed
+from tests.support.answers import assert_error
+from tests.support.facilities import emulator_settings, served_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -86,6 +90,11 @@ class RecordingTools:
 
     def input_schema(self, name: str) -> dict[str, Any]:
         return self.definitions[name].input_schema(stay_date_years(TODAY))
+
+    def answer_model(self, name: str) -> None:
+        # Scripted answers, not the declared ones: no outputSchema is listed for them (the
+        # real answers against theirs: tests/gateway/test_typed_answers.py).
+        return None
 
     async def call(self, facility: FacilityView, name: str, arguments: dict[str, Any]) -> Answer:
         self.calls.append((facility.hotel_id, name, arguments))
@@ -136,13 +145,18 @@ class Stack:
 
 def mcp_app_with_lifespan(
     tools: RecordingTools,
-    authenticate: Callable[[str], Awaitable[FacilityView]],
+    authenticate: Callable[[str, str], Awaitable[FacilityView]],
     recorded: list[tuple[str, str]],
 ) -> FastAPI:
     """A gateway-shaped app: /mcp routed to the MCP app, its lifespan entered by the app's."""
+    bearer = BearerAuth(authenticate, None)  # gateway keys only, as the app's without OAuth
+
+    async def caller(authorization: str | None, scope: Scope) -> Caller:
+        return await bearer.authenticate(authorization, TOOLS_READ, scope, MCP_PATH)
+
     mcp_app, mcp_lifespan = create_mcp_app(
         tools_provider=lambda: tools,  # a double of the Tools interface (see module docstring)
-        authenticate=authenticate,
+        authenticate=caller,
         record_call=lambda tool, outcome: recorded.append((tool, outcome)),
         allowed_origins=[ALLOWED_ORIGIN],
     )
@@ -204,22 +218,33 @@ def _body(result: CallToolResult) -> dict[str, Any]:
 # --- listing ----------------------------------------------------------------------------
 
 
+async def listed_tools(gateway: Any, mode: str) -> tuple[Any, str]:
+    """tools/list as facility A's client in ``mode``; the answer and the protocol version."""
+    async with gateway.client(gateway.keys["A"], mode) as client:
+        return await client.list_tools(), client.protocol_version
+
+
+def assert_the_catalogue(tools: list[Any]) -> None:
+    """``tools`` are the catalogue's, each with its input schema (today's) and description."""
+    catalogue = load_tools()
+    assert {tool.name for tool in tools} == set(catalogue)
+    for tool in tools:
+        definition = catalogue[tool.name]
+        assert tool.input_schema == definition.input_schema(stay_date_years(TODAY))
+        assert tool.description == definition.description
+
+
 @pytest.mark.parametrize("mode", ERAS)
 async def test_list_tools_gives_the_six_catalogue_tools_with_their_schemas(
     stack: Stack, mode: str
 ) -> None:
-    async with stack.client(stack.keys["A"], mode) as client:
-        listed = await client.list_tools()
-        version = client.protocol_version
+    listed, version = await listed_tools(stack, mode)
 
     assert version == ("2025-11-25" if mode == "legacy" else "2026-07-28")
-    catalogue = load_tools()
-    assert [tool.name for tool in listed.tools] == list(catalogue)
+    assert_the_catalogue(listed.tools)
+    assert [tool.name for tool in listed.tools] == list(load_tools())
     assert len(listed.tools) == 6
     for tool in listed.tools:
-        definition = catalogue[tool.name]
-        assert tool.input_schema == definition.input_schema(stay_date_years(TODAY))
-        assert tool.description == definition.description
         assert tool.annotations is not None and tool.annotations.read_only_hint is True
 
 
@@ -363,21 +388,33 @@ async def test_a_revoked_key_is_refused(stack: Stack) -> None:
 
     async with stack.http(stack.keys["A"]) as http:
         response = await http.post("/mcp", json=INITIALIZE, headers=JSON_HEADERS)
-    assert response.status_code == 401
-    assert response.json()["error"]["code"] == "invalid_gateway_key"
+    assert_error(response, 401, "invalid_gateway_key")
 
 
 # --- transport --------------------------------------------------------------------------
 
 
+async def initialize_with(app: Any, key: str) -> Any:
+    """An MCP initialize request to ``app``'s /mcp with the gateway key ``key``."""
+    transport = httpx2.ASGITransport(app=app)
+    async with httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+        auth = {"Authorization": f"Bearer {key}"}
+        return await http.post("/mcp", json=INITIALIZE, headers={**JSON_HEADERS, **auth})
+
+
+async def tools_list(http: Any, version: str) -> Any:
+    """A tools/list request saying it speaks MCP ``version`` (the header)."""
+    return await http.post(
+        "/mcp",
+        json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        headers={**JSON_HEADERS, "Mcp-Protocol-Version": version},
+    )
+
+
 async def test_answers_are_plain_json_without_a_session(stack: Stack) -> None:
     async with stack.http(stack.keys["A"]) as http:
         response = await http.post("/mcp", json=INITIALIZE, headers=JSON_HEADERS)
-        listed = await http.post(
-            "/mcp",
-            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-            headers={**JSON_HEADERS, "Mcp-Protocol-Version": "2025-06-18"},
-        )
+        listed = await tools_list(http, "2025-06-18")
 
     # Stateless: no session id to pin a client to one replica; JSON: no SSE stream held open.
     assert response.status_code == 200
@@ -412,8 +449,7 @@ async def test_a_request_from_a_foreign_origin_is_refused_with_403_before_the_ke
         response = await http.post(
             "/mcp", json=INITIALIZE, headers={**JSON_HEADERS, "Origin": origin}
         )
-    assert response.status_code == 403
-    assert response.json()["error"]["code"] == "origin_not_allowed"
+    assert_error(response, 403, "origin_not_allowed")
     assert set(response.json()["error"]) == {"code", "message", "hint"}
     async with stack.http(None) as http:  # refused as foreign even without a key
         keyless = await http.post(
@@ -492,11 +528,7 @@ async def test_initialize_is_answered_in_each_supported_handshake_version(
     offer = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": version}}
     async with stack.http(stack.keys["A"]) as http:
         response = await http.post("/mcp", json=offer, headers=JSON_HEADERS)
-        listed = await http.post(
-            "/mcp",
-            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-            headers={**JSON_HEADERS, "Mcp-Protocol-Version": version},
-        )
+        listed = await tools_list(http, version)
     assert response.json()["result"]["protocolVersion"] == version
     assert len(listed.json()["result"]["tools"]) == 6
 
@@ -507,11 +539,7 @@ async def test_an_unsupported_version_is_countered_with_the_newest_handshake_ver
     offer = {**INITIALIZE, "params": {**INITIALIZE["params"], "protocolVersion": "1999-01-01"}}
     async with stack.http(stack.keys["A"]) as http:
         response = await http.post("/mcp", json=offer, headers=JSON_HEADERS)
-        unknown_header = await http.post(
-            "/mcp",
-            json={"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-            headers={**JSON_HEADERS, "Mcp-Protocol-Version": "1999-01-01"},
-        )
+        unknown_header = await tools_list(http, "1999-01-01")
     assert response.json()["result"]["protocolVersion"] == LATEST_HANDSHAKE_VERSION
     # A request in an unknown version is refused as a JSON-RPC error, never served.
     assert 400 <= unknown_header.status_code < 500
@@ -555,28 +583,13 @@ class RealGateway:
 async def real(
     database_url: str, kross_http: httpx.AsyncClient, kross_store: KrossStore, clock: ManualClock
 ) -> AsyncIterator[RealGateway]:
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
-        limiter_wait_s=0.0,
-    )
+    settings = emulator_settings(database_url, kross_http)
     async with open_container(settings, kross_http=kross_http, clock=clock) as container:
         services = container.gateway
         keys: dict[str, str] = {}
         hotel_ids: dict[str, str] = {}
         for who, record in zip("AB", kross_store.facility_summaries()[:2], strict=True):
-            _, keys[who] = await services.facilities.add(
-                NewFacility(
-                    hotel_id=record["hotel_id"],
-                    username=record["username"],
-                    password=SecretStr(record["password"]),
-                    kind=record["kind"],
-                    api_key=SecretStr(record["api_key"]) if record["kind"] == "own" else None,
-                    integration_id=f"int-{record['hotel_id']}",
-                )
-            )
+            _, keys[who] = await services.facilities.add(new_facility_from_seed(record))
             hotel_ids[who] = record["hotel_id"]
         app = create_app(settings, container=container)
         async with app.router.lifespan_context(app):
@@ -587,14 +600,9 @@ async def real(
 async def test_real_gateway_lists_the_six_tools_with_the_catalogue_schemas(
     real: RealGateway, mode: str
 ) -> None:
-    async with real.client(real.keys["A"], mode) as client:
-        listed = await client.list_tools()
+    listed, _ = await listed_tools(real, mode)
 
-    catalogue = load_tools()
-    assert {tool.name for tool in listed.tools} == set(catalogue)
-    for tool in listed.tools:
-        assert tool.input_schema == catalogue[tool.name].input_schema(stay_date_years(TODAY))
-        assert tool.description == catalogue[tool.name].description
+    assert_the_catalogue(listed.tools)
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -678,8 +686,7 @@ async def test_real_gateway_refuses_a_wrong_key_with_401(real: RealGateway) -> N
             headers={**JSON_HEADERS, "Authorization": "Bearer pgw_" + "z" * 43},
         )
     for response, code in [(missing, "missing_gateway_key"), (wrong, "invalid_gateway_key")]:
-        assert response.status_code == 401
-        assert response.json()["error"]["code"] == code
+        assert_error(response, 401, code)
 
 
 @pytest.mark.parametrize("mode", ERAS)
@@ -691,13 +698,7 @@ async def test_real_gateway_refuses_a_key_without_tools_read(real: RealGateway, 
     with pytest.raises(Exception):  # noqa: B017 - the SDK's exception type is not the point
         async with real.client(key, mode) as client:
             await client.call_tool("get-in-house-guests", {})
-    transport = httpx2.ASGITransport(app=real.app)
-    async with httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as http:
-        response = await http.post(
-            "/mcp",
-            json=INITIALIZE,
-            headers={**JSON_HEADERS, "Authorization": f"Bearer {key}"},
-        )
+    response = await initialize_with(real.app, key)
     assert response.status_code == 403
     error = response.json()["error"]
     assert error["code"] == "scope_missing"
@@ -709,13 +710,7 @@ async def test_real_gateway_refuses_a_key_without_tools_read(real: RealGateway, 
 
 
 async def test_real_gateway_serves_mcp_at_exactly_slash_mcp(real: RealGateway) -> None:
-    transport = httpx2.ASGITransport(app=real.app)
-    async with httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as http:
-        response = await http.post(
-            "/mcp",
-            json=INITIALIZE,
-            headers={**JSON_HEADERS, "Authorization": f"Bearer {real.keys['A']}"},
-        )
+    response = await initialize_with(real.app, real.keys["A"])
     # A redirect to /mcp/ is not harmless: behind a TLS-terminating proxy its Location is
     # http://…, which the MCP SDK refuses to follow (downgrade), and some clients do not
     # re-POST on a 307 at all. Route it exactly: app.add_route("/mcp", mcp_app).
@@ -737,26 +732,20 @@ async def test_real_gateway_refuses_a_foreign_origin_by_default(real: RealGatewa
 
 
 async def test_real_gateway_serves_the_origins_allowed_in_the_settings(
-    database_url: str, kross_http: httpx.AsyncClient, clock: ManualClock
+    database_url: str, kross_http: httpx.AsyncClient, kross_store: KrossStore, clock: ManualClock
 ) -> None:
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
+    settings = emulator_settings(
+        database_url,
+        kross_http,
         allowed_origins="https://console.example.com, http://localhost:3000/",
     )
-    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
-        app = create_app(settings, container=container)
-        async with app.router.lifespan_context(app):
-            transport = httpx2.ASGITransport(app=app)
-            async with httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as http:
-                answers = [
-                    await http.post(
-                        "/mcp", json=INITIALIZE, headers={**JSON_HEADERS, "Origin": origin}
-                    )
-                    for origin in ("http://localhost:3000", "https://evil.example")
-                ]
+    async with served_gateway(settings, kross_http, kross_store, clock, register=False) as served:
+        transport = httpx2.ASGITransport(app=served.app)
+        async with httpx2.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+            answers = [
+                await http.post("/mcp", json=INITIALIZE, headers={**JSON_HEADERS, "Origin": origin})
+                for origin in ("http://localhost:3000", "https://evil.example")
+            ]
     # An allowed origin passes on to the key check (no key here: 401); another is refused.
     assert [a.status_code for a in answers] == [401, 403]
     assert answers[1].json()["error"]["code"] == "origin_not_allowed"

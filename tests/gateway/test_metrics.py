@@ -7,23 +7,22 @@ snapshot's age with the ManualClock: nothing waits.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
 import pytest
 from fastapi import FastAPI
-from prometheus_client.parser import text_string_to_metric_families
 
 from pmsgate.clock import ManualClock
 from pmsgate.errors import PmsgateError, install_error_handlers
 from pmsgate.gateway.http_front import HttpFrontMiddleware
 from pmsgate.gateway.metrics import FacilityState, GatewayMetrics, status_class
-from tests.e2e.conftest import Gateway, add_seeded_facility, gateway_settings, running_gateway
+from tests.e2e.conftest import Gateway, add_seeded_facility
+from tests.support.metrics import scrape
 
 pytestmark = pytest.mark.anyio
 
-LOCAL = ("127.0.0.1", 50000)
 DURATION = "pmsgate_http_request_duration_seconds"
 
 
@@ -179,26 +178,6 @@ async def test_the_facility_snapshot_is_refreshed_at_most_every_max_age(clock: M
 # --- scraped from a real gateway ---
 
 
-@pytest.fixture
-async def gateway(
-    sqlite_url: str, kross_http: httpx.AsyncClient, clock: ManualClock
-) -> AsyncIterator[Gateway]:
-    async with running_gateway(gateway_settings(sqlite_url), kross_http, clock) as running:
-        yield running
-
-
-async def scrape(gateway: Gateway) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    transport = httpx.ASGITransport(app=gateway.app, client=LOCAL)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as local:
-        answer = await local.get("/metrics")
-    assert answer.status_code == 200, answer.text
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(answer.text)
-        for s in family.samples
-    }
-
-
 def value(samples: dict[Any, float], name: str, **labels: str) -> float | None:
     return samples.get((name, frozenset(labels.items())))
 
@@ -212,7 +191,7 @@ async def test_a_gateway_exports_latency_by_route_and_facility_gauges_from_its_s
         assert (await gateway.tool("get-in-house-guests", key)).status_code == 200
     assert (await gateway.http.get(f"/no/such/{hotel_id}")).status_code == 404
 
-    first = await scrape(gateway)
+    first = await scrape(gateway.app)
     count = DURATION + "_count"
     tool_route = "/v1/tools/get-in-house-guests"
     assert value(first, count, route=tool_route, method="POST", status="2xx") == 3
@@ -228,13 +207,13 @@ async def test_a_gateway_exports_latency_by_route_and_facility_gauges_from_its_s
     # holds (no query), after it the broken facility is named.
     await gateway.services.facilities.mark_error(hotel_id, "credentials refused")
     clock.advance(30)
-    held = await scrape(gateway)
+    held = await scrape(gateway.app)
     assert value(held, "pmsgate_facility_status", status="error") == 0
     assert value(held, "pmsgate_facility_snapshot_timestamp_seconds") == value(
         first, "pmsgate_facility_snapshot_timestamp_seconds"
     )
     clock.advance(30)
-    fresh = await scrape(gateway)
+    fresh = await scrape(gateway.app)
     assert value(fresh, "pmsgate_facility_status", status="error") == 1
     assert value(fresh, "pmsgate_facility_status", status="connected") == 0
     assert value(fresh, "pmsgate_facility_error", hotel_id=hotel_id) == 1

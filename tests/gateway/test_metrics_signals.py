@@ -10,12 +10,9 @@ operator's Prometheus would see. docs/operations.md, "What to watch", describes 
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from typing import Any
 
-import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from pmsgate.audit.actions import Actor, AuditAction, Outcome
 from pmsgate.clock import ManualClock
@@ -26,27 +23,14 @@ from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.sync_jobs import SyncJobs
 from tests.customers.support import EnrolledSandbox
-from tests.e2e.conftest import Gateway, add_seeded_facility, gateway_settings, running_gateway
+from tests.e2e.conftest import Gateway, add_seeded_facility
 from tests.knowledge.sync_support import sync_sandbox
+from tests.support.metrics import Samples, scrape
 from tests.web.support import csrf, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
-LOCAL = ("127.0.0.1", 50000)
 UPSTREAM = "pmsgate_upstream_request_seconds"
-Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]
-
-
-async def scrape(app: Any) -> Samples:
-    transport = httpx.ASGITransport(app=app, client=LOCAL)
-    async with httpx.AsyncClient(transport=transport, base_url="http://gateway.test") as local:
-        answer = await local.get("/metrics")
-    assert answer.status_code == 200, answer.text
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(answer.text)
-        for s in family.samples
-    }
 
 
 def value(samples: Samples, name: str, **labels: str) -> float:
@@ -55,14 +39,6 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 
 def series(samples: Samples, name: str) -> list[dict[str, str]]:
     return [dict(labels) for (found, labels) in samples if found == name]
-
-
-@pytest.fixture
-async def gateway(
-    sqlite_url: str, kross_http: httpx.AsyncClient, clock: ManualClock
-) -> AsyncIterator[Gateway]:
-    async with running_gateway(gateway_settings(sqlite_url), kross_http, clock) as running:
-        yield running
 
 
 # --- the booking system: latency and outcomes per operation ---------------------------------

@@ -17,14 +17,11 @@ from fastapi import FastAPI
 from pydantic import SecretStr
 from sqlalchemy import func, select
 
-from pmsgate.app import create_app
 from pmsgate.catalogue.loader import load_tools
 from pmsgate.clock import ManualClock
-from pmsgate.config import Settings
 from pmsgate.container import open_container
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
-from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.keys import parse_duration
 from pmsgate.gateway.scopes import (
@@ -35,14 +32,13 @@ from pmsgate.gateway.scopes import (
     operation_scope,
     write_scope,
 )
-from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.integrations.kross.client import TOKEN_OPERATION
 from pmsgate.integrations.kross.operations import load_operations
-from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.db import session_factory
 from pmsgate.storage.models import GatewayKey, IdempotencyRecord
 from tests.gateway.facility_support import new_facility_from_seed
+from tests.support.facilities import emulator_settings, served_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -93,22 +89,16 @@ class Gateway:
 async def gateway(
     database_url: str, kross_http: httpx.AsyncClient, kross_store: KrossStore, clock: ManualClock
 ) -> AsyncIterator[Gateway]:
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
+    settings = emulator_settings(
+        database_url,
+        kross_http,
         admin_token=SecretStr(ADMIN_TOKEN),
-        limiter_wait_s=0.0,
         # Cached key checks: scopes and expiry must still hold on a cached call.
         gateway_key_cache_s=3600,
     )
-    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
-        record = kross_store.facility_summaries()[0]
-        await container.gateway.facilities.add(new_facility_from_seed(record))
-        app = create_app(settings, container=container)
-        async with app.router.lifespan_context(app):
-            yield Gateway(app, container.gateway, kross_store, record["hotel_id"])
+    async with served_gateway(settings, kross_http, kross_store, clock) as served:
+        hotel_id = served.record["hotel_id"]
+        yield Gateway(served.app, served.container.gateway, kross_store, hotel_id)
 
 
 def _refused(answer: httpx.Response, status: int, code: str) -> dict[str, str]:
@@ -350,25 +340,11 @@ async def test_last_use_is_kept_in_memory_and_written_in_one_flush(
 async def test_shutdown_writes_the_uses_still_in_memory(
     database_url: str, kross_http: httpx.AsyncClient, kross_store: KrossStore, clock: ManualClock
 ) -> None:
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
-    )
+    settings = emulator_settings(database_url, kross_http)
     record = kross_store.facility_summaries()[0]
     async with open_container(settings, kross_http=kross_http, clock=clock) as container:
         facilities = container.gateway.facilities
-        view, key = await facilities.add(
-            NewFacility(
-                hotel_id=record["hotel_id"],
-                username=record["username"],
-                password=SecretStr(record["password"]),
-                kind=record["kind"],
-                api_key=SecretStr(record["api_key"]) if record["kind"] == "own" else None,
-                integration_id="int-1",
-            )
-        )
+        view, key = await facilities.add(new_facility_from_seed(record))
         await facilities.authenticate(key)
     async with open_container(settings, kross_http=kross_http, clock=clock) as container:
         [stored] = await container.gateway.facilities.list_keys(view.hotel_id)

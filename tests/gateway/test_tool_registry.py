@@ -21,9 +21,7 @@ import httpx2
 import pytest
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
-from pydantic import SecretStr
 
-from pmsgate.app import create_app
 from pmsgate.catalogue.loader import FILES, Catalogue, load_tools, read_catalogue
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
@@ -36,10 +34,10 @@ from pmsgate.gateway.tools import (
     check_answers,
     unused_answers,
 )
-from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
+from tests.e2e.conftest import gateway_on
 from tests.gateway.facility_support import new_facility_from_seed
+from tests.support.facilities import emulator_settings
 
 # The whole of "adding a tool" when its answer exists: these lines, appended to tools.yaml.
 ARRIVALS_TOOL = """
@@ -155,13 +153,7 @@ async def served(
     """The real gateway (container, app, emulator) serving the catalogue with get-arrivals."""
     (tmp_path / "catalogue").mkdir()
     catalogue = catalogue_with(tmp_path / "catalogue", ARRIVALS_TOOL)
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
-        limiter_wait_s=0.0,
-    )
+    settings = emulator_settings(database_url, kross_http)
     async with open_container(settings, kross_http=kross_http, clock=clock) as container:
         packaged = container.gateway.tools
         tools = Tools(
@@ -176,13 +168,8 @@ async def served(
         )
         record = kross_store.facility_summaries()[0]
         _, key = await container.gateway.facilities.add(new_facility_from_seed(record))
-        app = create_app(settings, container=container)
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(
-                transport=transport, base_url="http://gateway.test"
-            ) as http:
-                yield Served(container, http, app, key)
+        async with gateway_on(settings, container) as gateway:
+            yield Served(container, gateway.http, gateway.app, key)
 
 
 @pytest.mark.anyio

@@ -82,6 +82,20 @@ async def traced_gateway(
             yield c, http, wire
 
 
+@asynccontextmanager
+async def exported_gateway(
+    sqlite_url: str, kross_store: Any, clock: ManualClock
+) -> AsyncIterator[tuple[Any, httpx.AsyncClient, Recording, InMemorySpanExporter]]:
+    """:func:`traced_gateway` on SQLite with the tracing its settings configure (no
+    environment); also the in-memory exporter the spans go to."""
+    exporter = InMemorySpanExporter()
+    settings = gateway_settings(sqlite_url)
+    tracing = traces.tracing_from_settings(settings, environ={}, exporter=exporter)
+    assert tracing is not None
+    async with traced_gateway(settings, kross_store, clock, tracing) as (container, http, wire):
+        yield container, http, wire, exporter
+
+
 def by_kind(spans: tuple[ReadableSpan, ...], kind: SpanKind) -> list[ReadableSpan]:
     return [span for span in spans if span.kind is kind]
 
@@ -89,11 +103,12 @@ def by_kind(spans: tuple[ReadableSpan, ...], kind: SpanKind) -> list[ReadableSpa
 async def test_a_tool_call_is_one_trace_from_the_caller_to_the_booking_system(
     sqlite_url: str, kross_store: Any, clock: ManualClock
 ) -> None:
-    exporter = InMemorySpanExporter()
-    settings = gateway_settings(sqlite_url)
-    tracing = traces.tracing_from_settings(settings, environ={}, exporter=exporter)
-    assert tracing is not None
-    async with traced_gateway(settings, kross_store, clock, tracing) as (container, http, wire):
+    async with exported_gateway(sqlite_url, kross_store, clock) as (
+        container,
+        http,
+        wire,
+        exporter,
+    ):
         record, key = await add_seeded_facility(container.gateway, kross_store)
         answer = await http.post(
             "/v1/tools/get-in-house-guests",
@@ -142,10 +157,7 @@ async def test_a_tool_call_is_one_trace_from_the_caller_to_the_booking_system(
 async def test_a_failing_booking_system_marks_the_gateway_span_with_the_error_code(
     sqlite_url: str, kross_store: Any, clock: ManualClock
 ) -> None:
-    exporter = InMemorySpanExporter()
-    settings = gateway_settings(sqlite_url)
-    tracing = traces.tracing_from_settings(settings, environ={}, exporter=exporter)
-    async with traced_gateway(settings, kross_store, clock, tracing) as (container, http, _):
+    async with exported_gateway(sqlite_url, kross_store, clock) as (container, http, _, exporter):
         _, key = await add_seeded_facility(container.gateway, kross_store)
         headers = {"Authorization": f"Bearer {key}"}
         assert (

@@ -25,12 +25,6 @@ HOUR = timedelta(hours=1)
 
 
 @pytest.fixture
-async def sessions(database_url: str):  # type: ignore[no-untyped-def]
-    async with open_database(database_url) as engine:
-        yield session_factory(engine)
-
-
-@pytest.fixture
 def history(sessions) -> UsageHistory:  # type: ignore[no-untyped-def]
     return UsageHistory(sessions)
 

@@ -19,26 +19,23 @@ import anyio
 import httpx
 import pytest
 import structlog
-from fastapi import FastAPI
 from pydantic import SecretStr
 from typer.testing import CliRunner, Result
 
-from pmsgate.app import create_app
 from pmsgate.cli import app as cli_app
 from pmsgate.cli import facilities as gateway_cli
 from pmsgate.cli.support import Upstreams
 from pmsgate.clock import ManualClock
-from pmsgate.config import Settings, get_settings
-from pmsgate.container import Container, open_container
+from pmsgate.config import get_settings
 from pmsgate.customers.reconnect import reconnect_facility
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.limiter import Priority
-from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.kross.app import create_kross_app
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.audit import AuditEventView, AuditFilter
+from tests.support.facilities import ServedGateway, emulator_settings, served_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -49,16 +46,7 @@ BASE_URL = "http://gw.test"
 
 
 @dataclass
-class Box:
-    app: FastAPI
-    container: Container
-    store: KrossStore
-    record: dict[str, Any]
-
-    @property
-    def hotel_id(self) -> str:
-        return str(self.record["hotel_id"])
-
+class Box(ServedGateway):
     def body(self, **changes: Any) -> dict[str, Any]:
         """The admin API's registration of the emulator's first facility."""
         body: dict[str, Any] = {
@@ -95,19 +83,11 @@ class Box:
 async def box(
     database_url: str, kross_http: httpx.AsyncClient, kross_store: KrossStore, clock: ManualClock
 ) -> AsyncIterator[Box]:
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
-        admin_token=SecretStr(ADMIN_TOKEN),
-        limiter_wait_s=0.0,
-    )
-    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
-        app = create_app(settings, container=container)
-        async with app.router.lifespan_context(app):
-            record = kross_store.facility_summaries()[0]
-            yield Box(app, container, kross_store, record)
+    settings = emulator_settings(database_url, kross_http, admin_token=SecretStr(ADMIN_TOKEN))
+    async with served_gateway(
+        settings, kross_http, kross_store, clock, register=False, view=Box
+    ) as box:
+        yield box
 
 
 async def _secret_free(box: Box, *secrets: str) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from pmsgate.gateway.limiter import BudgetExhausted
+from pmsgate.gateway.limiter import BudgetExhausted, Priority, YieldedToInteractive
 from pmsgate.gateway.window import WindowPolicy, read_pages
 from pmsgate.integrations.kross.client import KrossResult
 from pmsgate.integrations.kross.errors import UnexpectedResponse, UpstreamUnavailable
@@ -49,7 +49,9 @@ class Server:
         )
 
 
-async def read(server: Server, *, page_size: int = 100, max_pages: int = 20, cap: int = 5):
+async def read(
+    server: Server, *, page_size: int = 100, max_pages: int = 20, cap: int = 5, whole: bool = False
+):
     spent = 0
 
     async def permits() -> int:
@@ -59,7 +61,12 @@ async def read(server: Server, *, page_size: int = 100, max_pages: int = 20, cap
         return spent
 
     return await read_pages(
-        server.page, page_size=page_size, max_pages=max_pages, permit_cap=cap, spent=permits
+        server.page,
+        page_size=page_size,
+        max_pages=max_pages,
+        permit_cap=cap,
+        spent=permits,
+        whole=whole,
     )
 
 
@@ -133,6 +140,24 @@ async def test_a_later_page_that_fails_keeps_the_pages_already_read():
     no_budget = Server(total=500, fail_from_call=2)
     no_budget.failure = BudgetExhausted(retry_after_s=10, window="minute")
     assert (await read(no_budget)).reason == "budget_exhausted"
+
+
+async def test_a_refresh_ahead_of_need_that_cannot_read_the_window_whole_is_no_answer():
+    # Background work: a truncated window must not replace the cached one (R7.8).
+    with pytest.raises(BudgetExhausted) as share_spent:
+        await read(Server(total=1200), cap=5, whole=True)
+    assert share_spent.value.priority is Priority.BACKGROUND
+    yielded = Server(total=500, fail_from_call=2)
+    yielded.failure = YieldedToInteractive(
+        retry_after_s=1, window="minute", priority=Priority.BACKGROUND
+    )
+    with pytest.raises(YieldedToInteractive):
+        await read(yielded, whole=True)
+    with pytest.raises(UpstreamUnavailable):
+        await read(Server(total=500, fail_from_call=3), whole=True)
+    # What the budget does not cut short is read as usual.
+    assert len((await read(Server(total=250), whole=True)).rows) == 250
+    assert (await read(Server(total=500, ignore_offset=True), whole=True)).truncated
 
 
 async def test_a_first_page_that_fails_is_the_callers_failure():

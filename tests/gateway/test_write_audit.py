@@ -13,22 +13,15 @@ from dataclasses import dataclass
 
 import httpx
 import pytest
-from fastapi import FastAPI
-from pydantic import SecretStr
 
-from pmsgate.app import create_app
 from pmsgate.audit import AuditTrail
 from pmsgate.clock import ManualClock
-from pmsgate.config import Settings
-from pmsgate.container import Container, open_container
 from pmsgate.gateway.facilities import Limits
 from pmsgate.gateway.keys import display_prefix
 from pmsgate.gateway.scopes import OPERATIONS_READ, TOOLS_READ, write_scope
-from pmsgate.gateway.vault import generate_key_spec
-from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.audit import AuditEventView, AuditFilter
-from tests.gateway.facility_support import new_facility_from_seed
+from tests.support.facilities import ServedGateway, emulator_settings, served_gateway
 
 pytestmark = pytest.mark.anyio
 
@@ -37,16 +30,7 @@ PAYMENT = "reservations/add-payment"
 
 
 @dataclass
-class World:
-    app: FastAPI
-    container: Container
-    store: KrossStore
-    record: dict[str, str]
-
-    @property
-    def hotel_id(self) -> str:
-        return self.record["hotel_id"]
-
+class World(ServedGateway):
     @property
     def audit(self) -> AuditTrail:
         return self.container.audit
@@ -83,20 +67,9 @@ class World:
 async def world(
     database_url: str, kross_http: httpx.AsyncClient, kross_store: KrossStore, clock: ManualClock
 ) -> AsyncIterator[World]:
-    settings = Settings(
-        database_url=database_url,
-        kross_base_url=str(kross_http.base_url),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        secret_keys=SecretStr(generate_key_spec("t1")),
-        limiter_wait_s=0.0,
-        gateway_key_cache_s=3600,
-    )
-    async with open_container(settings, kross_http=kross_http, clock=clock) as container:
-        record = kross_store.facility_summaries()[0]
-        await container.gateway.facilities.add(new_facility_from_seed(record))
-        app = create_app(settings, container=container)
-        async with app.router.lifespan_context(app):
-            yield World(app, container, kross_store, record)
+    settings = emulator_settings(database_url, kross_http, gateway_key_cache_s=3600)
+    async with served_gateway(settings, kross_http, kross_store, clock, view=World) as world:
+        yield world
 
 
 def _headers(key: str, idempotency_key: str, request_id: str) -> dict[str, str]:

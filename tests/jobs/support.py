@@ -12,17 +12,22 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 import anyio
 import anyio.lowlevel
 
 from pmsgate.clock import ManualClock
-from pmsgate.customers.context import CustomerContext
+from pmsgate.customers.context import CustomerContext, CustomerServices
+from pmsgate.customers.service import register_customer
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.facilities import FacilityView
+from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import Scheduler, build_scheduler
+from pmsgate.jobs.spec import Job
+from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.job_runs import JobRunView
 from pmsgate.web.context import WebServices
 from tests.customers.support import EnrolledSandbox, enrolled_sandbox
@@ -79,13 +84,10 @@ class ParkingSleepEach:
 
 
 @dataclass
-class JobStack:
-    """The enrolled customer and the services the jobs take."""
+class OnEnrolled:
+    """Something built on the enrolled sandbox: its clock, customer and facility."""
 
     enrolled: EnrolledSandbox
-    gateway: GatewayServices
-    web: WebServices
-    scheduler: Scheduler
 
     @property
     def clock(self) -> ManualClock:
@@ -101,6 +103,15 @@ class JobStack:
     def hotel_id(self) -> str:
         """The enrolled customer's facility."""
         return self.enrolled.hotel_id
+
+
+@dataclass
+class JobStack(OnEnrolled):
+    """The enrolled customer and the services the jobs take."""
+
+    gateway: GatewayServices
+    web: WebServices
+    scheduler: Scheduler
 
     async def context(self) -> CustomerContext:
         """The customer's stored records now."""
@@ -140,6 +151,40 @@ async def job_stack(database_url: str, **options: Any) -> AsyncIterator[JobStack
             web=container.web,
             scheduler=build_scheduler(container.web, sleep=enrolled.sleep),
         )
+
+
+# Half a minute past 09:00: the first tick of a job is at once, the next on the grid.
+START = datetime(2026, 11, 22, 9, 0, 30, tzinfo=UTC)
+
+
+async def ticks_until_parked(
+    jobs: list[Job], clock: ManualClock, runs: JobRuns, allowed: int
+) -> ParkingSleep:
+    """Run a scheduler of ``jobs`` until its sleep parks after ``allowed`` waits, then stop
+    it; the sleep (its ``calls``: every wait asked for)."""
+    sleep = ParkingSleep(clock, allowed=allowed)
+    async with Scheduler(jobs, clock, runs, sleep=sleep):
+        await sleep.parked.wait()
+    return sleep
+
+
+GONE = "stu-000-gone"  # sorted before the enrolled customer: its failure comes first
+
+
+async def add_a_customer_whose_workspace_is_gone(services: CustomerServices) -> str:
+    """A customer (:data:`GONE`) whose recorded workspace the platform does not have."""
+    await register_customer(
+        services, CustomerProfile(GONE, "gone@example.com", "Gone Workspace", "partner")
+    )
+    await services.workspaces.upsert(
+        GONE,
+        workspace_name="Gone",
+        workspace_slug="gone-workspace",
+        plan_limit_usd=100,
+        alert_threshold_pct=80,
+        workspace_id="ws-deleted-on-the-platform",
+    )
+    return GONE
 
 
 class Flaky:

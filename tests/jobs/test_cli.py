@@ -10,16 +10,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 import pytest
-import structlog
 
 from pmsgate.cli import jobs as jobs_cli
-from pmsgate.cli.support import Upstreams
-from pmsgate.config import get_settings
-from pmsgate.customers.service import register_customer
-from pmsgate.storage.customers import CustomerProfile
 from tests.cli_support import CliRecorder
-from tests.customers.support import ClockSleep, EnrolledSandbox, enrolled_sandbox
-from tests.customers.support import sandbox_http_factory as http_factory
+from tests.customers.support import EnrolledSandbox, enrolled_sandbox
+from tests.jobs.support import add_a_customer_whose_workspace_is_gone
+from tests.support.cli import cli_on_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -36,34 +32,8 @@ class Cli(CliRecorder):
 @pytest.fixture
 async def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cli]:
     async with enrolled_sandbox(database_url) as enrolled:
-        settings = enrolled.settings
-        env = {
-            "PMSGATE_DATABASE_URL": settings.effective_database_url,
-            "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
-            "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
-            "PMSGATE_NOTION_API_URL": settings.notion_api_url,
-        }
-        for name in ("secret_keys", "partner_api_key", "assistant_api_token"):
-            secret = getattr(settings, name)
-            env[f"PMSGATE_{name.upper()}"] = secret.get_secret_value()
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.setattr(
-            jobs_cli,
-            "upstreams",
-            Upstreams(
-                http_factory=http_factory(enrolled.app),
-                clock=enrolled.clock,
-                sleep=ClockSleep(enrolled.clock),
-            ),
-        )
-        saved_logging = structlog.get_config()
-        try:
+        with cli_on_sandbox(monkeypatch, enrolled, jobs_cli):
             yield Cli(enrolled, monkeypatch)
-        finally:
-            # The CLI points structlog at the runner's stream, which is closed once it returns.
-            structlog.configure(**saved_logging)
-            get_settings.cache_clear()
 
 
 async def test_refresh_usage_records_every_customer_and_exits_0(cli: Cli) -> None:
@@ -82,17 +52,7 @@ async def test_refresh_usage_records_every_customer_and_exits_0(cli: Cli) -> Non
 
 async def test_refresh_usage_exits_1_when_some_customer_failed(cli: Cli) -> None:
     services = cli.enrolled.services
-    await register_customer(
-        services, CustomerProfile("stu-000-gone", "gone@example.com", "Gone", "partner")
-    )
-    await services.workspaces.upsert(
-        "stu-000-gone",
-        workspace_name="Gone",
-        workspace_slug="gone",
-        plan_limit_usd=10,
-        alert_threshold_pct=80,
-        workspace_id="ws-gone",
-    )
+    await add_a_customer_whose_workspace_is_gone(services)
     result = await cli.run("jobs", "refresh-usage")
     assert result.exit_code == 1, (result.stdout, result.stderr)
     assert "job refresh-usage failed" in result.stdout
@@ -124,6 +84,8 @@ async def test_run_runs_any_job_and_list_shows_its_last_run(cli: Cli) -> None:
         "notify-incidents",
         "purge-audit-events",
         "purge-tool-calls",
+        "deliver-webhooks",
+        "purge-webhook-deliveries",
         "record-key-expiry",
     ]
     assert jobs["refresh-usage"]["interval_s"] == 21600

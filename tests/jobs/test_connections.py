@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from typing import Any
 
 import pytest
 
@@ -24,13 +25,19 @@ def kross_requests(stack: JobStack) -> int:
     return int(stats["requests"]["total"])
 
 
-async def test_a_connected_facility_is_checked_with_one_read_and_stays_connected(
-    stack: JobStack,
-) -> None:
+async def checked(stack: JobStack) -> dict[str, Any]:
+    """Run check-connections once; it succeeds with a detail, which is returned."""
     run = await stack.run(CHECK_CONNECTIONS)
     assert run.status == "succeeded", run.detail
     assert run.detail is not None
-    assert run.detail["ok"] == [stack.hotel_id]
+    return run.detail
+
+
+async def test_a_connected_facility_is_checked_with_one_read_and_stays_connected(
+    stack: JobStack,
+) -> None:
+    detail = await checked(stack)
+    assert detail["ok"] == [stack.hotel_id]
     assert (await stack.facility()).status == "connected"
     before = kross_requests(stack)
     await stack.run(CHECK_CONNECTIONS)
@@ -43,14 +50,12 @@ async def test_a_changed_password_puts_the_facility_and_the_customer_kross_row_i
     await stack.run(CHECK_CONNECTIONS)  # a token is held from now on
     stack.enrolled.sandbox.kross.change_password(stack.hotel_id, "changed-by-the-customer-1")
 
-    run = await stack.run(CHECK_CONNECTIONS)
+    detail = await checked(stack)
 
-    assert run.status == "succeeded", run.detail
-    assert run.detail is not None
-    [found] = run.detail["now_in_error"]
+    [found] = detail["now_in_error"]
     assert found["hotel_id"] == stack.hotel_id
     assert found["code"] == "pms_auth_failed"
-    assert "changed-by-the-customer-1" not in str(run.detail)
+    assert "changed-by-the-customer-1" not in str(detail)
     assert (await stack.facility()).status == "error"
     ctx = await stack.context()
     assert ctx.kross is not None
@@ -77,10 +82,8 @@ async def test_the_check_uses_the_background_share_and_is_deferred_when_it_is_sp
     await stack.gateway.facilities.set_limits(
         stack.hotel_id, Limits(per_minute=1, per_hour=300, per_day=5000)
     )
-    run = await stack.run(CHECK_CONNECTIONS)
-    assert run.status == "succeeded", run.detail
-    assert run.detail is not None
-    [deferred] = run.detail["deferred"]
+    detail = await checked(stack)
+    [deferred] = detail["deferred"]
     assert deferred["hotel_id"] == stack.hotel_id
     assert deferred["code"] == "upstream_budget_exhausted"
     assert (await stack.facility()).status == "connected"

@@ -7,7 +7,7 @@ import pytest
 
 from pmsgate.jobs.connections import check_facility
 from pmsgate.jobs.notify import NOTIFY_INCIDENTS
-from pmsgate.web.incidents import IncidentQuery
+from pmsgate.web.incident_views import IncidentQuery
 from tests.jobs.support import job_stack
 
 pytestmark = pytest.mark.anyio

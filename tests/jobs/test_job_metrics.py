@@ -3,7 +3,6 @@ success and the interval exported, from the one place jobs run (the scheduler)."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 
 import pytest
@@ -13,23 +12,14 @@ from pmsgate.gateway.metrics import GatewayMetrics
 from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import Scheduler
 from pmsgate.jobs.spec import Job
-from pmsgate.storage.db import open_database, session_factory
-from tests.jobs.support import Flaky, ParkingSleep
+from tests.jobs.support import START, Flaky, ParkingSleep
 
 pytestmark = pytest.mark.anyio
-
-START = datetime(2026, 11, 22, 9, 0, 30, tzinfo=UTC)
 
 
 @pytest.fixture
 def clock() -> ManualClock:
     return ManualClock(START)
-
-
-@pytest.fixture
-async def runs(database_url: str, clock: ManualClock) -> AsyncIterator[JobRuns]:
-    async with open_database(database_url) as engine:
-        yield JobRuns(session_factory(engine), clock)
 
 
 def sample(metrics: GatewayMetrics, name: str, **labels: str) -> float | None:

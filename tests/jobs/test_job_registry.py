@@ -35,6 +35,8 @@ def test_every_job_has_its_default_interval() -> None:
         "purge-audit-events": 86400.0,
         "purge-tool-calls": 3600.0,
         "record-key-expiry": 300.0,
+        "deliver-webhooks": 15.0,
+        "purge-webhook-deliveries": 3600.0,
     }
     for spec in JOB_SPECS:
         assert spec.variable() == f'PMSGATE_JOB_INTERVALS_S["{spec.name}"]'

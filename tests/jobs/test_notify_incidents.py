@@ -38,7 +38,7 @@ from pmsgate.jobs.scheduler import Scheduler, build_scheduler
 from pmsgate.storage.audit import AuditFilter
 from tests.customers.support import SANDBOX_URL, EnrolledSandbox, enrolled_sandbox, profile_of
 from tests.e2e.processes import free_port
-from tests.jobs.support import job_stack
+from tests.jobs.support import OnEnrolled, job_stack
 
 pytestmark = pytest.mark.anyio
 
@@ -96,23 +96,14 @@ def hook() -> Iterator[Hook]:
 
 
 @dataclass
-class Replicas:
+class Replicas(OnEnrolled):
     """The enrolled sandbox and two more containers over its database (two replicas)."""
 
-    enrolled: EnrolledSandbox
     replicas: list[Container]
     schedulers: list[Scheduler]
     app_client: httpx.AsyncClient
     outbox: Path
     stack: AsyncExitStack
-
-    @property
-    def student_id(self) -> str:
-        return self.enrolled.student_id
-
-    @property
-    def hotel_id(self) -> str:
-        return self.enrolled.hotel_id
 
     async def new_client(self) -> httpx.AsyncClient:
         app = create_app(self.enrolled.settings, container=self.replicas[0])
@@ -201,6 +192,19 @@ async def _break_password(r: Replicas) -> None:
     assert (await r.replicas[0].gateway.facilities.get(r.hotel_id)).status == "error"
 
 
+async def _break_a_signed_up_customers_password(r: Replicas, *, then_ticks: int) -> None:
+    """The customer gets a console user (the notice's link signs it in); then its password
+    changes upstream; then every replica runs the notices job ``then_ticks`` times."""
+    await r.replicas[0].web.users.add(
+        _customer_email(r),
+        SecretStr("a customer password"),
+        role="customer",
+        student_id=r.student_id,
+    )
+    await _break_password(r)
+    await r.notify_everywhere(times=then_ticks)
+
+
 def _link_of(message: EmailMessage) -> str:
     body = message.get_body(preferencelist=("plain",))
     assert body is not None
@@ -224,17 +228,8 @@ async def test_a_changed_password_is_told_once_per_channel_and_the_link_leads_to
     replicas: Replicas, hook: Hook
 ) -> None:
     r = replicas
-    web = r.replicas[0].web
-    await web.users.add(
-        _customer_email(r),
-        SecretStr("a customer password"),
-        role="customer",
-        student_id=r.student_id,
-    )
-    await _break_password(r)
-
     # Two replicas, each ticking twice: one message per channel.
-    await r.notify_everywhere(times=2)
+    await _break_a_signed_up_customers_password(r, then_ticks=2)
 
     messages = r.messages()
     assert len(messages) == 2, list(messages)
@@ -329,15 +324,7 @@ async def test_an_expired_link_is_refused_with_a_page_and_a_new_incident_is_told
     replicas: Replicas, hook: Hook
 ) -> None:
     r = replicas
-    web = r.replicas[0].web
-    await web.users.add(
-        _customer_email(r),
-        SecretStr("a customer password"),
-        role="customer",
-        student_id=r.student_id,
-    )
-    await _break_password(r)
-    await r.notify_everywhere(times=1)
+    await _break_a_signed_up_customers_password(r, then_ticks=1)
     [customer] = [m for m in r.messages().values() if m["To"] == _customer_email(r)]
     link = _link_of(customer)
 
@@ -418,14 +405,7 @@ async def test_a_webhook_that_keeps_failing_is_given_up_after_the_last_attempt(
 
 async def test_two_uses_of_one_link_at_once_sign_in_once(replicas: Replicas) -> None:
     r = replicas
-    await r.replicas[0].web.users.add(
-        _customer_email(r),
-        SecretStr("a customer password"),
-        role="customer",
-        student_id=r.student_id,
-    )
-    await _break_password(r)
-    await r.notify_everywhere(times=1)
+    await _break_a_signed_up_customers_password(r, then_ticks=1)
     [customer] = [m for m in r.messages().values() if m["To"] == _customer_email(r)]
     link = _link_of(customer)
     clients = [await r.new_client(), await r.new_client()]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -16,12 +15,9 @@ from pmsgate.errors import PmsgateError
 from pmsgate.jobs.runs import JobRuns
 from pmsgate.jobs.scheduler import Scheduler, next_tick
 from pmsgate.jobs.spec import Job, JobPartlyFailed, grid_start
-from pmsgate.storage.db import open_database, session_factory
-from tests.jobs.support import Flaky, ParkingSleep, ParkingSleepEach
+from tests.jobs.support import START, Flaky, ParkingSleep, ParkingSleepEach, ticks_until_parked
 
 pytestmark = pytest.mark.anyio
-
-START = datetime(2026, 11, 22, 9, 0, 30, tzinfo=UTC)
 
 
 @pytest.fixture
@@ -29,19 +25,11 @@ def clock() -> ManualClock:
     return ManualClock(START)
 
 
-@pytest.fixture
-async def runs(database_url: str, clock: ManualClock) -> AsyncIterator[JobRuns]:
-    async with open_database(database_url) as engine:
-        yield JobRuns(session_factory(engine), clock)
-
-
 async def test_a_failing_job_is_recorded_failed_and_runs_again_on_the_next_tick_then_succeeds(
     runs: JobRuns, clock: ManualClock
 ) -> None:
     work = Flaky(failures=1)
-    sleep = ParkingSleep(clock, allowed=1)
-    async with Scheduler([Job("flaky", 60, work)], clock, runs, sleep=sleep):
-        await sleep.parked.wait()
+    await ticks_until_parked([Job("flaky", 60, work)], clock, runs, 1)
     recorded = list(reversed(await runs.recent("flaky")))
     assert [r.status for r in recorded] == ["failed", "succeeded"]
     assert recorded[0].error_code == "upstream_unavailable"
@@ -57,9 +45,7 @@ async def test_ticks_fall_on_the_interval_grid_of_the_manual_clock(
     runs: JobRuns, clock: ManualClock
 ) -> None:
     work = Flaky(failures=0)
-    sleep = ParkingSleep(clock, allowed=3)
-    async with Scheduler([Job("every-minute", 60, work)], clock, runs, sleep=sleep):
-        await sleep.parked.wait()
+    sleep = await ticks_until_parked([Job("every-minute", 60, work)], clock, runs, 3)
     started = sorted(r.started_at for r in await runs.recent("every-minute"))
     # At once on start (never ran), then on the minute: 09:01, 09:02, 09:03.
     assert started == [
@@ -123,9 +109,7 @@ async def test_a_job_that_succeeded_in_the_current_interval_does_not_run_again_a
     scheduler = Scheduler([Job("hourly", 3600, work)], clock, runs)
     await scheduler.run_once("hourly")
     clock.advance(600)
-    sleep = ParkingSleep(clock, allowed=0)
-    async with Scheduler([Job("hourly", 3600, work)], clock, runs, sleep=sleep):
-        await sleep.parked.wait()
+    sleep = await ticks_until_parked([Job("hourly", 3600, work)], clock, runs, 0)
     assert work.calls == 1
     assert sleep.calls == [3600 - 630.0]  # until 10:00
 
@@ -133,9 +117,7 @@ async def test_a_job_that_succeeded_in_the_current_interval_does_not_run_again_a
 async def test_a_job_that_last_failed_runs_at_start(runs: JobRuns, clock: ManualClock) -> None:
     work = Flaky(failures=1)
     await Scheduler([Job("hourly", 3600, work)], clock, runs).run_once("hourly")
-    sleep = ParkingSleep(clock, allowed=0)
-    async with Scheduler([Job("hourly", 3600, work)], clock, runs, sleep=sleep):
-        await sleep.parked.wait()
+    await ticks_until_parked([Job("hourly", 3600, work)], clock, runs, 0)
     assert [r.status for r in reversed(await runs.recent("hourly"))] == ["failed", "succeeded"]
 
 
@@ -188,9 +170,7 @@ async def test_a_job_marked_to_run_at_exit_runs_once_more_when_the_scheduler_sto
     runs: JobRuns, clock: ManualClock
 ) -> None:
     work = Flaky(failures=0)
-    sleep = ParkingSleep(clock, allowed=0)
-    async with Scheduler([Job("flush", 60, work, run_at_exit=True)], clock, runs, sleep=sleep):
-        await sleep.parked.wait()
+    await ticks_until_parked([Job("flush", 60, work, run_at_exit=True)], clock, runs, 0)
     assert work.calls == 2  # at start, and at exit
     assert [r.status for r in await runs.recent("flush")] == ["succeeded", "succeeded"]
 

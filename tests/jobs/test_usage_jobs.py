@@ -18,7 +18,7 @@ from pmsgate.sandbox.assistant.store import USD_PER_MESSAGE, USD_PER_TOOL_RUN
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import session_factory
 from pmsgate.storage.gateway_usage import HourCounts, HourUsage
-from tests.jobs.support import JobStack, job_stack
+from tests.jobs.support import JobStack, add_a_customer_whose_workspace_is_gone, job_stack
 
 pytestmark = pytest.mark.anyio
 
@@ -156,19 +156,7 @@ async def test_one_customer_failing_does_not_stop_the_others_and_the_tick_fails(
     stack: JobStack,
 ) -> None:
     customers = stack.web.customers
-    # Sorted before the enrolled customer, so its failure comes first.
-    await register_customer(
-        customers,
-        CustomerProfile("stu-000-gone", "gone@example.com", "Gone Workspace", "partner"),
-    )
-    await customers.workspaces.upsert(
-        "stu-000-gone",
-        workspace_name="Gone",
-        workspace_slug="gone-workspace",
-        plan_limit_usd=100,
-        alert_threshold_pct=80,
-        workspace_id="ws-deleted-on-the-platform",
-    )
+    await add_a_customer_whose_workspace_is_gone(customers)
     await register_customer(
         customers, CustomerProfile("stu-001-new", "new@example.com", "No Workspace", "own")
     )

@@ -7,6 +7,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
+from pydantic import SecretStr
+
+from pmsgate.clock import ManualClock
+from pmsgate.integrations.notion.client import NotionClient
 from pmsgate.integrations.notion.models import Block
 from pmsgate.knowledge.patcher import apply_patch, plan_patch
 from pmsgate.knowledge.records import KnowledgeSyncRecords
@@ -14,12 +19,25 @@ from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.template import WifiCredentials, check_page
 from pmsgate.sandbox.assistant.store import KbNode
 from tests.customers.support import EnrolledSandbox, enrolled_sandbox
+from tests.support.clocks import RecordingSleep
 
 # Seed 7, facility 1: four apartments, one of them (Magnolia) without "how to reach".
 SEED = 7
 STUDENT_INDEX = 1
 
 WRITE_METHODS = ("POST ", "PATCH ", "PUT ", "DELETE ")
+
+
+def emulated_notes(http: httpx.AsyncClient, token: str, clock: ManualClock) -> NotionClient:
+    """A real NotionClient with ``token`` on the notes emulator behind ``http`` (any base
+    URL); its waits move ``clock``."""
+    return NotionClient(
+        http,
+        token=SecretStr(token),
+        base_url="http://notes.test",
+        clock=clock,
+        sleep=RecordingSleep(clock),
+    )
 
 
 @asynccontextmanager

@@ -12,21 +12,17 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import anyio
 import pytest
-import structlog
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from pmsgate.cli import app
 from pmsgate.cli import knowledge as knowledge_cli
-from pmsgate.config import get_settings
 from pmsgate.sandbox.app import Sandbox
+from tests.cli_support import CliRecorder, assert_failed_with
 from tests.customers.support import (
-    ClockSleep,
     EnrolledSandbox,
     enrolled_sandbox,
-    sandbox_http_factory,
 )
+from tests.support.cli import cli_on_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -46,29 +42,21 @@ STUDENT_INDEX = next(
 )
 
 
-class Cli:
+class Cli(CliRecorder):
     """The enrolled sandbox and a way to run `pmsgate` on it, keeping everything printed."""
 
     def __init__(self, enrolled: EnrolledSandbox) -> None:
+        super().__init__()
         self.enrolled = enrolled
-        self.printed: list[str] = []
 
-    async def run(self, *args: str, input: str | None = None) -> Result:
-        """Run `pmsgate <args>` in a worker thread (the CLI runs its own event loop)."""
-        get_settings.cache_clear()
-
-        def invoke() -> Result:
-            return CliRunner().invoke(app, list(args), input=input, env={"COLUMNS": "300"})
-
-        result = await anyio.to_thread.run_sync(invoke)
-        self.printed += [result.stdout, result.stderr]
-        return result
-
-    async def json(self, *args: str, input: str | None = None) -> dict[str, Any]:
-        result = await self.run(*args, "--json", input=input)
-        assert result.exit_code == 0, (result.stdout, result.stderr)
-        parsed: dict[str, Any] = json.loads(result.stdout)
-        return parsed
+    async def patch_wifi(self, page_id: str, *, network: str, password: str) -> Result:
+        """`pmsgate knowledge patch --apply` of one page with WiFi credentials (the password
+        on standard input)."""
+        return await self.run(
+            "knowledge", "patch", "--student", self.student, "--page", page_id,
+            "--wifi-network", network, "--wifi-password-stdin", "--apply",
+            input=password + "\n",
+        )  # fmt: skip
 
     @property
     def student(self) -> str:
@@ -90,46 +78,14 @@ class Cli:
 async def cli(database_url: str, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Cli]:
     """The enrolled customer; the CLI configured by the environment and the upstreams seam."""
     async with enrolled_sandbox(database_url, seed=SEED, student_index=STUDENT_INDEX) as enrolled:
-        settings = enrolled.settings
-        env = {
-            "PMSGATE_DATABASE_URL": settings.effective_database_url,
-            "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
-            "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
-            "PMSGATE_NOTION_API_URL": settings.notion_api_url,
-        }
-        for name in ("secret_keys", "partner_api_key", "assistant_api_token"):
-            secret = getattr(settings, name)
-            env[f"PMSGATE_{name.upper()}"] = secret.get_secret_value()
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.setattr(
-            knowledge_cli,
-            "upstreams",
-            knowledge_cli.Upstreams(
-                http_factory=sandbox_http_factory(enrolled.app),
-                clock=enrolled.clock,
-                sleep=ClockSleep(enrolled.clock),
-            ),
-        )
-        saved_logging = structlog.get_config()
-        try:
+        with cli_on_sandbox(monkeypatch, enrolled, knowledge_cli):
             yield Cli(enrolled)
-        finally:
-            # The CLI points structlog at the runner's stream, which is closed once it returns.
-            structlog.configure(**saved_logging)
-            get_settings.cache_clear()
 
 
 def assert_no_password(cli: Cli) -> None:
     printed = "\n".join(cli.printed)
     for password in cli.passwords():
         assert password not in printed
-
-
-def assert_failed_with(result: Result, code: str) -> None:
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert f"error {code}:" in result.stderr
-    assert "hint:" in result.stderr
 
 
 # --- check -------------------------------------------------------------------------------------
@@ -219,18 +175,9 @@ async def test_patch_apply_makes_every_page_canonical_and_a_second_apply_changes
         assert row["outcome"] is None or row["outcome"]["failed"] is None
 
     for truth in without_wifi:
-        result = await cli.run(
-            "knowledge",
-            "patch",
-            "--student",
-            cli.student,
-            "--page",
-            truth["page_id"],
-            "--wifi-network",
-            truth["wifi"]["network"],
-            "--wifi-password-stdin",
-            "--apply",
-            input=truth["wifi"]["password"] + "\n",
+        wifi = truth["wifi"]
+        result = await cli.patch_wifi(
+            truth["page_id"], network=wifi["network"], password=wifi["password"]
         )
         assert result.exit_code == 0, (result.stdout, result.stderr)
         assert "after: complete, canonical" in result.stdout
@@ -270,19 +217,7 @@ async def test_wifi_credentials_need_a_page_and_both_parts(cli: Cli) -> None:
 async def test_given_credentials_override_the_page_and_are_never_printed(cli: Cli) -> None:
     truth = next(p for p in cli.pages if p["wifi_on_page"])
     secret = "Given-Secret-8812"
-    result = await cli.run(
-        "knowledge",
-        "patch",
-        "--student",
-        cli.student,
-        "--page",
-        truth["page_id"],
-        "--wifi-network",
-        "Given-Net",
-        "--wifi-password-stdin",
-        "--apply",
-        input=secret + "\n",
-    )
+    result = await cli.patch_wifi(truth["page_id"], network="Given-Net", password=secret)
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert "Given-Net" in result.stdout
     assert secret not in result.stdout + result.stderr

@@ -7,7 +7,6 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 from pydantic import SecretStr
@@ -31,6 +30,7 @@ from pmsgate.knowledge.template import (
 )
 from pmsgate.sandbox.notion.app import create_notion_app
 from pmsgate.sandbox.notion.store import NotionStore
+from tests.knowledge.sync_support import emulated_notes
 
 from .test_template import (
     SECTIONS,
@@ -300,22 +300,11 @@ async def emulated() -> AsyncIterator[Emulated]:
     """The notes emulator (seed 7) and a real NotionClient on its most varied workspace."""
     clock = ManualClock()
     store = NotionStore(seed=7, clock=clock)
-
-    async def sleep(seconds: float) -> None:
-        clock.advance(seconds)
-        await anyio.lowlevel.checkpoint()
-
     # The workspace with a page without WiFi and a section written as a heading.
     workspace = max(store.workspaces(), key=quirks)
     transport = httpx.ASGITransport(app=create_notion_app(store))
     async with httpx.AsyncClient(transport=transport) as http:
-        notes = NotionClient(
-            http,
-            token=SecretStr(workspace["token"]),
-            base_url="http://notes.test",
-            clock=clock,
-            sleep=sleep,
-        )
+        notes = emulated_notes(http, workspace["token"], clock)
         yield Emulated(store, notes, workspace["pages"])
 
 

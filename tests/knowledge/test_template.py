@@ -6,14 +6,12 @@ import itertools
 import json
 from typing import Any
 
-import anyio
 import httpx
 import pytest
 from pydantic import SecretStr
 
 from pmsgate.catalogue import load_catalogue
 from pmsgate.clock import ManualClock
-from pmsgate.integrations.notion.client import NotionClient
 from pmsgate.integrations.notion.models import Block, RichText
 from pmsgate.knowledge.template import (
     GENERAL_QUALIFIER,
@@ -26,6 +24,7 @@ from pmsgate.knowledge.template import (
 )
 from pmsgate.sandbox.notion.app import create_notion_app
 from pmsgate.sandbox.notion.store import NotionStore
+from tests.knowledge.sync_support import emulated_notes
 
 TEMPLATE = load_catalogue().knowledge
 SECTIONS = TEMPLATE.section_ids()
@@ -390,24 +389,13 @@ async def _seeded_checks(seed: int) -> list[tuple[dict[str, Any], PageCheck, lis
     clock = ManualClock()
     store = NotionStore(seed=seed, clock=clock)
     app = create_notion_app(store)
-
-    async def sleep(seconds: float) -> None:
-        clock.advance(seconds)
-        await anyio.lowlevel.checkpoint()
-
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app)) as control:
         answer = await control.get("http://notes.test/_sandbox/workspaces")
         workspaces = answer.json()
     results = []
     for workspace in workspaces:
         http = httpx.AsyncClient(transport=httpx.ASGITransport(app=app))
-        notes = NotionClient(
-            http,
-            token=SecretStr(workspace["token"]),
-            base_url="http://notes.test",
-            clock=clock,
-            sleep=sleep,
-        )
+        notes = emulated_notes(http, workspace["token"], clock)
         async with http:
             for truth in workspace["pages"]:
                 blocks = await notes.read_tree(truth["page_id"])

@@ -18,16 +18,16 @@ from typing import Any
 
 import httpx
 import yaml
-from fastapi import FastAPI
 
-from pmsgate.clock import ManualClock
-from pmsgate.config import Settings
-from pmsgate.container import open_container
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
-from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.customers import customer_document as sandbox_customer_document
-from tests.customers.support import ClockSleep, sandbox_http_factory, sandbox_settings
+from tests.customers.support import (
+    SandboxSetup,
+    give_pms_connection,
+    sandbox_http_factory,
+    sandbox_setup,
+)
 
 CONTRACT_PRICE = "price_sandbox_partner"
 PLATFORM_ADMIN = "onboarding@platform-team.example"
@@ -76,17 +76,10 @@ def customer_document(
 
 
 @dataclass
-class OnboardingSandbox:
+class OnboardingSandbox(SandboxSetup):
     """The sandbox, the onboarding services on it, and one seeded customer's file."""
 
-    sandbox: Sandbox
-    app: FastAPI
-    clock: ManualClock
-    sleep: ClockSleep
-    settings: Settings
     services: OnboardingServices
-    facility: dict[str, Any]
-    notes: dict[str, Any]
     document: dict[str, Any]
     env: dict[str, str]
 
@@ -131,15 +124,9 @@ class OnboardingSandbox:
     async def connect_listings(self) -> None:
         """Give the platform workspace its booking-system connection (listings appear)."""
         config = await self.services.customers.workspaces.get(self.student_id)
-        await self.control(
-            "PUT",
-            f"/assistant/_sandbox/workspaces/{config.workspace_id}/pms-connection",
-            json={
-                "hotel_id": self.hotel_id,
-                "username": self.facility["username"],
-                "password": self.facility["password"],
-            },
-        )
+        assert config.workspace_id is not None
+        async with sandbox_http_factory(self.app)() as http:
+            await give_pms_connection(http, config.workspace_id, self.facility)
 
     def prepare_route_a(self) -> str:
         """The customer's platform workspace exists with its booking-system connection.
@@ -181,28 +168,12 @@ async def onboarding_sandbox(
     settings_overrides: Mapping[str, Any] | None = None,
 ) -> AsyncIterator[OnboardingSandbox]:
     """A fresh sandbox and onboarding services on it (see the module docstring)."""
-    clock = ManualClock()
-    sleep = ClockSleep(clock)
-    sandbox = Sandbox(seed=seed, clock=clock)
-    app = sandbox.asgi_app()
     overrides: dict[str, Any] = {"gateway_public_url": GATEWAY_URL, **(settings_overrides or {})}
-    settings = sandbox_settings(database_url, data_dir=data_dir, **overrides)
-    facility = sandbox.kross.facility_summaries()[student_index]
-    notes = next(w for w in sandbox.notion.workspaces() if w["hotel_id"] == facility["hotel_id"])
-    document, env = customer_document(facility, notes)
-    async with open_container(
-        settings, clock=clock, http_factory=sandbox_http_factory(app), sleep=sleep
-    ) as container:
-        services = container.onboarding
+    setup = sandbox_setup(
+        database_url, seed=seed, student_index=student_index, data_dir=data_dir, **overrides
+    )
+    document, env = customer_document(setup.facility, setup.notes)
+    async with setup.open_container() as container:
         yield OnboardingSandbox(
-            sandbox=sandbox,
-            app=app,
-            clock=clock,
-            sleep=sleep,
-            settings=settings,
-            services=services,
-            facility=facility,
-            notes=notes,
-            document=document,
-            env=env,
+            **setup.parts(), services=container.onboarding, document=document, env=env
         )

@@ -25,7 +25,14 @@ from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.onboarding.customer_file import CustomerFile, parse_customer_file
 from pmsgate.onboarding.registry import STEPS
-from pmsgate.onboarding.steps import OnboardingContext, StepResult
+from pmsgate.onboarding.steps import (
+    BOTH_ROUTES,
+    Check,
+    OnboardingContext,
+    Step,
+    StepKind,
+    StepResult,
+)
 from pmsgate.sandbox.customers import customer_document as sandbox_customer_document
 from tests.customers.support import (
     SANDBOX_URL,
@@ -55,6 +62,29 @@ def customer_document(
         document["wifi"] = []
     document.update(overrides)
     return document
+
+
+def synthetic_step(
+    number: int,
+    kind: StepKind,
+    check: Check,
+    *,
+    name: str = "step",
+    title: str | None = None,
+    routes: frozenset[str] = BOTH_ROUTES,
+    **handlers: Any,
+) -> Step:
+    """A made-up step ``<name>-<number>`` of ``kind`` (``handlers``: the step's ``apply``
+    and ``describe``)."""
+    return Step(
+        number=number,
+        id=f"{name}-{number}",
+        title=title or f"Step {number}",
+        kind=kind,
+        routes=routes,
+        check=check,
+        **handlers,
+    )
 
 
 def customer_file(enrolled: EnrolledSandbox, **overrides: Any) -> CustomerFile:
@@ -138,6 +168,11 @@ def assistant_writes(before: Counter[str], after: Counter[str]) -> dict[str, int
     """Write requests admitted between two tallies, by route."""
     delta = after - before
     return {route: n for route, n in delta.items() if route.startswith(WRITE_METHODS)}
+
+
+def assistant_writes_since(enrolled: EnrolledSandbox, before: Counter[str]) -> dict[str, int]:
+    """The platform writes since ``before`` (see :func:`assistant_writes`)."""
+    return assistant_writes(before, assistant_routes(enrolled))
 
 
 async def run_step(

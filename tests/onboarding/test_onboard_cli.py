@@ -15,13 +15,11 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-import structlog
 
 from pmsgate.cli import knowledge as knowledge_cli
-from pmsgate.config import get_settings
 from tests.cli_support import CliRecorder
-from tests.customers.support import ClockSleep, sandbox_http_factory
 from tests.onboarding.sandbox_customer import OnboardingSandbox, onboarding_sandbox
+from tests.support.cli import cli_on_sandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -46,37 +44,15 @@ async def cli(
 ) -> AsyncIterator[Cli]:
     """A fresh sandbox customer, its file on disk, the CLI configured by the environment."""
     async with onboarding_sandbox(database_url, tmp_path / "data") as box:
-        settings = box.settings
-        env = {
-            "PMSGATE_DATABASE_URL": settings.effective_database_url,
-            "PMSGATE_DATA_DIR": str(settings.data_dir),
-            "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
-            "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
-            "PMSGATE_NOTION_API_URL": settings.notion_api_url,
-            "PMSGATE_GATEWAY_PUBLIC_URL": str(settings.gateway_public_url),
-            **box.env,
-        }
-        for name in ("secret_keys", "partner_api_key", "assistant_api_token"):
-            secret = getattr(settings, name)
-            env[f"PMSGATE_{name.upper()}"] = secret.get_secret_value()
-        for key, value in env.items():
-            monkeypatch.setenv(key, value)
-        monkeypatch.setattr(
+        with cli_on_sandbox(
+            monkeypatch,
+            box,
             knowledge_cli,
-            "upstreams",
-            knowledge_cli.Upstreams(
-                http_factory=sandbox_http_factory(box.app),
-                clock=box.clock,
-                sleep=ClockSleep(box.clock),
-            ),
-        )
-        saved_logging = structlog.get_config()
-        try:
+            PMSGATE_DATA_DIR=str(box.settings.data_dir),
+            PMSGATE_GATEWAY_PUBLIC_URL=str(box.settings.gateway_public_url),
+            **box.env,
+        ):
             yield Cli(box, box.write(tmp_path / "customer.yaml"))
-        finally:
-            # The CLI points structlog at the runner's stream, which is closed once it returns.
-            structlog.configure(**saved_logging)
-            get_settings.cache_clear()
 
 
 async def test_onboard_then_status_then_confirm_then_a_rerun_that_writes_nothing(cli: Cli) -> None:

@@ -15,9 +15,10 @@ from pmsgate.audit import Actor
 from pmsgate.audit.trail import fit_details
 from pmsgate.errors import InvalidInput
 from pmsgate.onboarding.runner import OnboardingRunner
-from pmsgate.onboarding.steps import BOTH_ROUTES, OnboardingContext, Step, StepKind, StepResult
+from pmsgate.onboarding.steps import OnboardingContext, Step, StepKind, StepResult
 from pmsgate.storage.audit import AuditEventView, AuditFilter
 from tests.onboarding.sandbox_customer import OnboardingSandbox, onboarding_sandbox
+from tests.onboarding.step_support import synthetic_step
 
 pytestmark = pytest.mark.anyio
 
@@ -41,13 +42,12 @@ class Thing:
 
 
 def step(number: int, thing: Thing) -> Step:
-    return Step(
-        number=number,
-        id=f"thing-{number}",
+    return synthetic_step(
+        number,
+        StepKind.AUTO,
+        thing.check,
+        name="thing",
         title=f"Make thing {number}",
-        kind=StepKind.AUTO,
-        routes=BOTH_ROUTES,
-        check=thing.check,
         apply=thing.apply,
     )
 

@@ -64,3 +64,14 @@ async def call(
 ) -> httpx.Response:
     """POST one /v5 operation with ``headers`` (a session's)."""
     return await http.post(f"/v5/{operation}", headers=headers, json=body)
+
+
+# A guest registration the emulator accepts.
+GUEST = {
+    "first_name": "Ada",
+    "last_name": "Esempio",
+    "birth_date": "1990-01-01",
+    "nationality": "IT",
+    "document_type": "passport",
+    "document_number": "X0000001",
+}

@@ -17,6 +17,7 @@ from pmsgate.sandbox.kross.seed import FACILITY_COUNT, SANDBOX_PARTNER_API_KEY, 
 from pmsgate.sandbox.kross.store import KrossStore
 from tests.sandbox.kross_support import (
     DEFAULTS,
+    GUEST,
     TODAY,
     UA,
     call,
@@ -34,6 +35,22 @@ pytestmark = pytest.mark.anyio
 
 def live(facility: Facility) -> list[Reservation]:
     return [r for r in facility.reservations.values() if r.holds_room]
+
+
+async def seeded_session(
+    kross_http: httpx.AsyncClient, kross_store: KrossStore
+) -> tuple[dict[str, str], Facility]:
+    """Headers with a valid token (see ``session``), and the seeded state of their facility."""
+    facility, headers = await session(kross_http)
+    return headers, kross_store.facility(facility["hotel_id"])
+
+
+async def next_arrival(
+    kross_http: httpx.AsyncClient, kross_store: KrossStore
+) -> tuple[dict[str, str], Reservation]:
+    """Headers with a valid token (see ``session``) and its facility's next arrival."""
+    headers, seeded = await seeded_session(kross_http, kross_store)
+    return headers, upcoming(seeded)[0]
 
 
 def upcoming(facility: Facility) -> list[Reservation]:
@@ -397,8 +414,7 @@ def test_default_limits_are_ten_per_minute_300_per_hour_5000_per_day(
 async def test_availability_counts_rooms_not_held_by_live_reservations(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    seeded = kross_store.facility(facility["hotel_id"])
+    headers, seeded = await seeded_session(kross_http, kross_store)
     answer = await call(
         kross_http,
         headers,
@@ -439,8 +455,7 @@ async def test_availability_counts_rooms_not_held_by_live_reservations(
 async def test_reservation_list_rows_carry_rooms_portal_payments_and_guests(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    seeded = kross_store.facility(facility["hotel_id"])
+    headers, seeded = await seeded_session(kross_http, kross_store)
     answer = await call(kross_http, headers, "reservations/get-list", {"limit": 500})
     body = answer.json()
     assert answer.status_code == 200
@@ -513,8 +528,7 @@ async def test_date_filters_apply_when_the_quirk_is_switched_off(
 async def test_in_house_and_status_filters_are_applied(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    seeded = kross_store.facility(facility["hotel_id"])
+    headers, seeded = await seeded_session(kross_http, kross_store)
     in_house = await call(kross_http, headers, "reservations/get-list", {"in_house": True})
     expected = {r.id_reservation for r in live(seeded) if r.arrival <= TODAY < r.departure}
     assert {r["id_reservation"] for r in in_house.json()["data"]} == expected
@@ -531,8 +545,7 @@ async def test_in_house_and_status_filters_are_applied(
 async def test_guest_documents_are_answered_by_room_type_or_reservation_on_both_paths(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    seeded = kross_store.facility(facility["hotel_id"])
+    headers, seeded = await seeded_session(kross_http, kross_store)
     apartment = next(iter(seeded.apartments.values()))
     res = next(r for r in seeded.reservations.values() if r.id_room_type == apartment.id_room_type)
     for prefix in ("", "reservations/"):
@@ -580,8 +593,7 @@ async def test_rooms_and_portal_blocks_can_be_left_out(kross_http: httpx.AsyncCl
 async def test_changing_dates_onto_another_reservation_answers_409_and_changes_nothing(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    seeded = kross_store.facility(facility["hotel_id"])
+    headers, seeded = await seeded_session(kross_http, kross_store)
     res, blocker = next(
         (a, b)
         for a in upcoming(seeded)
@@ -600,8 +612,7 @@ async def test_changing_dates_onto_another_reservation_answers_409_and_changes_n
 async def test_extending_into_free_nights_moves_the_dates_and_the_availability(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    seeded = kross_store.facility(facility["hotel_id"])
+    headers, seeded = await seeded_session(kross_http, kross_store)
     res = next(
         r
         for r in upcoming(seeded)
@@ -647,8 +658,7 @@ async def test_dates_of_unknown_reservations_answer_not_found(
 async def test_payments_are_appended_to_the_reservation(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    res = upcoming(kross_store.facility(facility["hotel_id"]))[0]
+    headers, res = await next_arrival(kross_http, kross_store)
     before = len(res.payments)
     answer = await call(
         kross_http,
@@ -679,20 +689,12 @@ async def test_registering_every_guest_and_a_picture_completes_the_portal(
 ) -> None:
     facility, headers = await session(kross_http)
     res = next(r for r in upcoming(kross_store.facility(facility["hotel_id"])) if not r.guests)
-    guest = {
-        "first_name": "Ada",
-        "last_name": "Esempio",
-        "birth_date": "1990-01-01",
-        "nationality": "IT",
-        "document_type": "passport",
-        "document_number": "X0000001",
-    }
     answers = [
         await call(
             kross_http,
             headers,
             "check-in-guest",
-            {"id_reservation": res.id_reservation, "guest": guest},
+            {"id_reservation": res.id_reservation, "guest": GUEST},
         )
         for _ in range(res.qt_guests)
     ]
@@ -724,8 +726,7 @@ async def test_registering_every_guest_and_a_picture_completes_the_portal(
 async def test_pictures_are_refused_by_type_size_and_count(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    res = upcoming(kross_store.facility(facility["hotel_id"]))[0]
+    headers, res = await next_arrival(kross_http, kross_store)
     before = len(res.pictures)
     cases = [
         ([picture(), picture("image/gif")], 415, "UNSUPPORTED_MEDIA_TYPE"),
@@ -759,8 +760,7 @@ async def test_pictures_are_refused_by_type_size_and_count(
 async def test_commit_then_disconnect_applies_the_write_before_the_client_fails(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    res = upcoming(kross_store.facility(facility["hotel_id"]))[0]
+    headers, res = await next_arrival(kross_http, kross_store)
     before = len(res.payments)
     await kross_http.post(
         "/_sandbox/faults", json={"commit_then_timeout": 1, "timeout_mode": "disconnect"}
@@ -777,8 +777,7 @@ async def test_commit_then_disconnect_applies_the_write_before_the_client_fails(
 async def test_commit_then_hang_applies_the_write_and_never_answers_in_time(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    res = upcoming(kross_store.facility(facility["hotel_id"]))[0]
+    headers, res = await next_arrival(kross_http, kross_store)
     before = len(res.payments)
     await kross_http.post("/_sandbox/faults", json={"commit_then_timeout": 1})
     answers: list[httpx.Response] = []
@@ -849,8 +848,7 @@ async def test_stats_count_requests_tokens_and_429s(
 async def test_reset_restores_the_seed_and_forgets_tokens_faults_and_changes(
     kross_http: httpx.AsyncClient, kross_store: KrossStore
 ) -> None:
-    facility, headers = await session(kross_http)
-    res = upcoming(kross_store.facility(facility["hotel_id"]))[0]
+    headers, res = await next_arrival(kross_http, kross_store)
     await call(
         kross_http,
         headers,

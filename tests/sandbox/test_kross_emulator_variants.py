@@ -17,6 +17,7 @@ from pmsgate.sandbox.kross.records import Facility, Reservation
 from pmsgate.sandbox.kross.store import KrossStore, SandboxConfig
 from tests.sandbox.kross_support import (
     DEFAULTS,
+    GUEST,
     UA,
     call,
     facility_of,
@@ -66,14 +67,6 @@ def upcoming_without_guests(facility: Facility) -> Reservation:
     )
 
 
-GUEST = {
-    "first_name": "Ada",
-    "last_name": "Esempio",
-    "birth_date": "1990-01-01",
-    "nationality": "IT",
-    "document_type": "passport",
-    "document_number": "X0000001",
-}
 PICTURE = {"filename": "id.jpg", "content_type": "image/jpeg", "data_base64": "/9j/4AAQ"}
 
 

@@ -9,6 +9,7 @@ from sqlalchemy import select
 
 from pmsgate.storage.db import current_revision, open_database, session_factory
 from pmsgate.storage.models import Facility
+from tests.support.db import FACILITY_ROW, store_as_is
 
 pytestmark = pytest.mark.anyio
 
@@ -26,18 +27,12 @@ async def test_timestamps_round_trip_as_timezone_aware_utc(database_url: str):
     when = datetime(2026, 11, 22, 9, 30, tzinfo=UTC)
     async with open_database(database_url) as engine:
         sessions = session_factory(engine)
-        async with sessions.begin() as session:
-            session.add(
-                Facility(
-                    hotel_id="1001",
-                    username="api10001",
-                    kind="partner",
-                    password_enc="v1:x",
-                    integration_id="int-1",
-                    created_at=when,
-                    updated_at=when,
-                )
-            )
+        await store_as_is(
+            sessions,
+            Facility,
+            when=when,
+            **FACILITY_ROW,
+        )
         async with sessions() as session:
             stored = (await session.execute(select(Facility))).scalar_one()
     assert stored.created_at == when

@@ -10,18 +10,11 @@ from datetime import UTC, datetime
 import pytest
 
 from pmsgate.gateway.usage import UsageHistory
-from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.gateway_usage import GatewayUsageRepository, HourCounts, UsageTotal
 
 pytestmark = pytest.mark.anyio
 
 NINE = datetime(2026, 11, 22, 9, tzinfo=UTC)
-
-
-@pytest.fixture
-async def sessions(database_url: str):  # type: ignore[no-untyped-def]
-    async with open_database(database_url) as engine:
-        yield session_factory(engine)
 
 
 async def test_the_repository_writes_in_the_callers_transaction_and_never_commits(

@@ -5,31 +5,26 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import bindparam, text
 
 from pmsgate.gateway.write_records import WriteRecords
 from pmsgate.storage.db import current_revision, open_database, session_factory
-from pmsgate.storage.models import UtcDateTime
 from tests.storage.test_assistant_migrations import head_revision
-from tests.support.db import downgrade_to, insert_old_facility
+from tests.support.db import execute_at, facility_in_old_schema
 
 pytestmark = pytest.mark.anyio
 WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+# A record as the 0005 schema stored it (no owner column yet).
+OLD_RECORD = (
+    "INSERT INTO idempotency_records (facility_id, key, operation, body_hash, state, "
+    "created_at, updated_at) VALUES (:facility, 'k', 'check-in-guest', 'h', 'unknown', "
+    ":now, :now)"
+)
 
 
 async def test_records_written_before_0006_stay_readable_and_unowned(database_url: str):
     async with open_database(database_url) as engine:
-        async with engine.begin() as connection:
-            await downgrade_to(connection, "0005")
-        async with engine.begin() as connection:
-            facility_id = await insert_old_facility(connection, WHEN)
-        insert = text(
-            "INSERT INTO idempotency_records (facility_id, key, operation, body_hash, state, "
-            "created_at, updated_at) VALUES (:facility, 'k', 'check-in-guest', 'h', 'unknown', "
-            ":now, :now)"
-        ).bindparams(bindparam("now", type_=UtcDateTime()))
-        async with engine.begin() as connection:
-            await connection.execute(insert, {"facility": facility_id, "now": WHEN})
+        facility_id = await facility_in_old_schema(engine, "0005", WHEN)
+        await execute_at(engine, OLD_RECORD, WHEN, facility=facility_id)
     async with open_database(database_url) as engine:
         assert await current_revision(engine) == head_revision()  # migrated on to head
         records = WriteRecords(session_factory(engine))

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 import pytest
-from sqlalchemy import bindparam, inspect, select, text
+from sqlalchemy import inspect, select
 
 from pmsgate.storage.db import open_database, session_factory
-from pmsgate.storage.models import GatewayKey, UtcDateTime
-from tests.support.db import downgrade_to, insert_old_facility
+from pmsgate.storage.models import GatewayKey
+from tests.support.db import execute_at, facility_in_old_schema
 
 pytestmark = pytest.mark.anyio
 WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
@@ -17,18 +17,16 @@ WHEN = datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
 
 async def test_keys_minted_before_scopes_get_only_tools_read(database_url: str):
     async with open_database(database_url) as engine:
-        async with engine.begin() as connection:
-            await downgrade_to(connection, "0006")
-        async with engine.begin() as connection:
-            facility_id = await insert_old_facility(connection, WHEN)
-        insert = text(
+        facility_id = await facility_in_old_schema(engine, "0006", WHEN)
+        await execute_at(
+            engine,
             "INSERT INTO gateway_keys (facility_id, prefix, key_hash, label, created_at) "
-            "VALUES (:facility, 'pgw_abcdefgh', :hash, 'old', :now)"
-        ).bindparams(bindparam("now", type_=UtcDateTime()))
-        async with engine.begin() as connection:
-            await connection.execute(
-                insert, {"facility": facility_id, "hash": "a" * 64, "now": WHEN}
-            )
+            "VALUES (:facility, 'pgw_abcdefgh', :hash, 'old', :now)",
+            WHEN,
+            facility=facility_id,
+            hash="a" * 64,
+        )
+        async with engine.connect() as connection:
             tables = await connection.run_sync(lambda c: inspect(c).get_table_names())
         assert "audit_events" not in tables
     async with open_database(database_url) as engine:

@@ -2,8 +2,9 @@
 and services").
 
 Each module under ``src/pmsgate/storage`` is parsed (not imported): only ``db.py``, which
-builds the sessionmaker, may name ``async_sessionmaker``, and no module calls ``commit`` or
-opens a transaction with ``begin``. The services own the unit of work; a repository that
+builds the sessionmaker, and ``records.py``, the base of the records services (one
+transaction per call), may name ``async_sessionmaker``, and no other module calls ``commit``
+or opens a transaction with ``begin``. The services own the unit of work; a repository that
 committed on its own would split a service's transaction in two.
 """
 
@@ -17,9 +18,9 @@ import pytest
 import pmsgate.storage
 
 STORAGE = Path(pmsgate.storage.__file__).parent
-# Builds the engine and the sessionmaker the services take; holds no repository.
-SESSION_FACTORY = "db.py"
-MODULES = sorted(path for path in STORAGE.glob("*.py") if path.name != SESSION_FACTORY)
+# The engine and the sessionmaker the services take, and the services' base: no repository.
+UNIT_OF_WORK = {"db.py", "records.py"}
+MODULES = sorted(path for path in STORAGE.glob("*.py") if path.name not in UNIT_OF_WORK)
 
 
 def _unit_of_work_uses(source: str) -> list[str]:

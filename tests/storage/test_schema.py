@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 from sqlalchemy import delete, select, text
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pmsgate.container import SchemaError, prepare_database
 from pmsgate.storage.db import (
@@ -170,12 +172,22 @@ async def test_the_previous_release_runs_on_the_newest_schema_after_every_additi
         assert await current_revision(engine) == HEAD
 
 
+@asynccontextmanager
+async def on_the_next_release(
+    migrated_url: str, tmp_path: Path, *, compatible: bool
+) -> AsyncIterator[tuple[AsyncEngine, str]]:
+    """The database migrated on to a next release's schema (its one migration backward
+    compatible or not); the engine and that release's revision."""
+    following, revision = release_after(tmp_path / "next", backward_compatible=compatible)
+    async with open_database(migrated_url, migrate=False) as engine:
+        await prepare_schema(engine, migrate=True, script_location=following)
+        yield engine, revision
+
+
 async def test_this_release_runs_on_the_schema_of_a_next_release_whose_migration_is_additive(
     migrated_url: str, tmp_path: Path
 ) -> None:
-    following, revision = release_after(tmp_path / "next", backward_compatible=True)
-    async with open_database(migrated_url, migrate=False) as engine:
-        await prepare_schema(engine, migrate=True, script_location=following)
+    async with on_the_next_release(migrated_url, tmp_path, compatible=True) as (engine, revision):
         status = await prepare_database(engine, migrate=False)
         assert (status.current, status.newer) == (revision, (revision,))
         assert "newer than this release's" in status.line()
@@ -187,9 +199,7 @@ async def test_this_release_runs_on_the_schema_of_a_next_release_whose_migration
 async def test_a_migration_not_backward_compatible_is_refused_naming_both_revisions(
     migrated_url: str, tmp_path: Path
 ) -> None:
-    following, revision = release_after(tmp_path / "next", backward_compatible=False)
-    async with open_database(migrated_url, migrate=False) as engine:
-        await prepare_schema(engine, migrate=True, script_location=following)
+    async with on_the_next_release(migrated_url, tmp_path, compatible=False) as (engine, revision):
         for migrate in (False, True):
             with pytest.raises(SchemaError) as refused:
                 await prepare_database(engine, migrate=migrate)

@@ -17,19 +17,12 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from pmsgate.clock import ManualClock
 from pmsgate.customers.registry import Customers
 from pmsgate.storage.customers import CustomerProfile
-from pmsgate.storage.db import open_database, session_factory
 from pmsgate.storage.users import UserRepository, WebSessionRepository
 
 pytestmark = pytest.mark.anyio
 
 STUDENT = "stu-2001"
 HASH = "$argon2id$v=19$m=65536,t=3,p=4$c29tZXNhbHQ$not-a-real-hash"
-
-
-@pytest.fixture
-async def sessions(database_url: str) -> AsyncIterator[async_sessionmaker[AsyncSession]]:
-    async with open_database(database_url) as engine:
-        yield session_factory(engine)
 
 
 @pytest.fixture

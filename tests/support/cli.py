@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from types import ModuleType
 
 import pytest
 import structlog
 
-from pmsgate.config import get_settings
+from pmsgate.cli.support import Upstreams
+from pmsgate.config import Settings, get_settings
+from tests.customers.support import ClockSleep, SandboxSetup, sandbox_http_factory
 
 
 @contextmanager
@@ -26,3 +29,37 @@ def cli_environment(monkeypatch: pytest.MonkeyPatch, **variables: str) -> Iterat
     finally:
         structlog.configure(**saved_logging)
         get_settings.cache_clear()
+
+
+def sandbox_cli_variables(settings: Settings) -> dict[str, str]:
+    """The ``PMSGATE_…`` variables that give the CLI the database, upstream URLs and secrets
+    of ``settings``."""
+    variables = {
+        "PMSGATE_DATABASE_URL": settings.effective_database_url,
+        "PMSGATE_KROSS_BASE_URL": settings.kross_base_url,
+        "PMSGATE_ASSISTANT_API_URL": settings.assistant_api_url,
+        "PMSGATE_NOTION_API_URL": settings.notion_api_url,
+    }
+    for name in ("secret_keys", "partner_api_key", "assistant_api_token"):
+        secret = getattr(settings, name)
+        variables[f"PMSGATE_{name.upper()}"] = secret.get_secret_value()
+    return variables
+
+
+@contextmanager
+def cli_on_sandbox(
+    monkeypatch: pytest.MonkeyPatch, setup: SandboxSetup, group: ModuleType, **variables: str
+) -> Iterator[None]:
+    """The CLI configured as ``setup``'s settings say (plus ``variables``), with the command
+    group's ``upstreams`` seam on the sandbox app, its ManualClock and a sleep moving it."""
+    with cli_environment(monkeypatch, **sandbox_cli_variables(setup.settings), **variables):
+        monkeypatch.setattr(
+            group,
+            "upstreams",
+            Upstreams(
+                http_factory=sandbox_http_factory(setup.app),
+                clock=setup.clock,
+                sleep=ClockSleep(setup.clock),
+            ),
+        )
+        yield

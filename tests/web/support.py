@@ -43,6 +43,7 @@ from pmsgate.app import create_app
 from pmsgate.clock import ManualClock
 from pmsgate.container import open_container
 from pmsgate.customers.service import register_customer
+from pmsgate.gateway.call_log import CallLog
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.storage.customers import CustomerProfile
@@ -149,6 +150,11 @@ class WebSandbox:
         email, password = await self.add_user(role, student_id=student_id)
         client = await self.new_client()
         return client, await login(client, email, password)
+
+    async def facility_id_and_call_log(self) -> tuple[int, CallLog]:
+        """The enrolled facility's row id and the gateway's call log."""
+        facility = await self.gateway.facilities.get(self.hotel_id)
+        return facility.id, self.gateway.gateway.call_log
 
     async def second_customer(self, index: int = 1) -> str:
         """Register another of the sandbox's facilities as a customer; its student_id."""
@@ -286,21 +292,13 @@ async def web_sandbox(
                 sleep=sleep,
             )
         )
-        gateway, web = container.gateway, container.web
         app = create_app(enrolled.settings, container=container)
+        transport = httpx.ASGITransport(app=app)
         client = await stack.enter_async_context(
-            httpx.AsyncClient(
-                transport=httpx.ASGITransport(app=app), base_url=WEB_URL, headers=ENGLISH
-            )
+            httpx.AsyncClient(transport=transport, base_url=WEB_URL, headers=ENGLISH)
         )
         sandbox = WebSandbox(
-            enrolled=enrolled,
-            gateway=gateway,
-            web=web,
-            app=app,
-            client=client,
-            sleep=sleep,
-            _stack=stack,
+            enrolled, container.gateway, container.web, app, client, sleep, _stack=stack
         )
         try:
             yield sandbox

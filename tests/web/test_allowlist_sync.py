@@ -13,37 +13,36 @@ import pytest
 
 from pmsgate.errors import PmsgateError
 from tests.customers.support import profile_of
-from tests.web.support import csrf, login, post_sync, sync_knowledge, web_sandbox
+from tests.web.support import WebSandbox, csrf, login, post_sync, sync_knowledge, web_sandbox
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_the_api_refuses_a_customer_removed_from_the_allowlist_at_once(
-    database_url: str,
+    web: WebSandbox,
 ) -> None:
-    async with web_sandbox(database_url) as web:
-        client, token = await web.signed_in("customer")
-        url = f"/api/{web.assistant}/sync-knowledge"
-        allowed = await client.post(url, json={"commit": False}, headers=csrf(token))
-        assert allowed.status_code == 200, allowed.text
-        jobs_before = await web.web.sync_jobs.repo.jobs_of(web.student_id, limit=50)
+    client, token = await web.signed_in("customer")
+    url = f"/api/{web.assistant}/sync-knowledge"
+    allowed = await client.post(url, json={"commit": False}, headers=csrf(token))
+    assert allowed.status_code == 200, allowed.text
+    jobs_before = await web.web.sync_jobs.repo.jobs_of(web.student_id, limit=50)
 
-        email = profile_of(web.enrolled.facility).email
-        await web.web.customers.allowlist.remove(email)
-        refused = await client.post(url, json={"commit": True}, headers=csrf(token))
+    email = profile_of(web.enrolled.facility).email
+    await web.web.customers.allowlist.remove(email)
+    refused = await client.post(url, json={"commit": True}, headers=csrf(token))
 
-        assert refused.status_code == 403, refused.text
-        error = refused.json()["error"]
-        assert error["code"] == "not_on_allowlist"
-        assert email in error["message"] and "allowlist" in error["hint"]
-        # No job was recorded for the refused start.
-        assert await web.web.sync_jobs.repo.jobs_of(web.student_id, limit=50) == jobs_before
-        assert await web.web.customers.allowlist.customer_allowed(web.student_id) is False
+    assert refused.status_code == 403, refused.text
+    error = refused.json()["error"]
+    assert error["code"] == "not_on_allowlist"
+    assert email in error["message"] and "allowlist" in error["hint"]
+    # No job was recorded for the refused start.
+    assert await web.web.sync_jobs.repo.jobs_of(web.student_id, limit=50) == jobs_before
+    assert await web.web.customers.allowlist.customer_allowed(web.student_id) is False
 
-        # Put back: the very next start is accepted (nothing cached either way).
-        await web.web.customers.allowlist.put(email)
-        again = await client.post(url, json={"commit": False}, headers=csrf(token))
-        assert again.status_code == 200, again.text
+    # Put back: the very next start is accepted (nothing cached either way).
+    await web.web.customers.allowlist.put(email)
+    again = await client.post(url, json={"commit": False}, headers=csrf(token))
+    assert again.status_code == 200, again.text
 
 
 async def test_an_admin_acting_on_a_customer_off_the_list_is_refused_too(

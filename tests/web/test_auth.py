@@ -54,6 +54,8 @@ from pmsgate.web.users import (
     KeyedLocks,
     UserService,
 )
+from tests.conftest import database_url as database_url  # both databases: see conftest.py
+from tests.support.answers import assert_error
 
 from ..gateway.facility_support import all_stored_text
 from .support import DEFAULT_PASSWORD, WEB_URL, WebSandbox, login, web_sandbox
@@ -147,6 +149,25 @@ def users(
     return UserService(sessions, clock=clock, settings=settings, redis=None)
 
 
+async def signed_in_here(site: WebSandbox, role: str) -> tuple[str, str, str]:
+    """A new user of ``role`` signed in on ``site.client``: its e-mail, password and CSRF token."""
+    email, password = await site.add_user(role)
+    return email, password, await login(site.client, email, password)
+
+
+async def signed_in_with_its_cookie(site: WebSandbox, role: str) -> tuple[str, str]:
+    """A new user of ``role`` signed in on ``site.client``: its CSRF token and session
+    cookie."""
+    _, _, token = await signed_in_here(site, role)
+    return token, site.client.cookies[SESSION_COOKIE]
+
+
+async def me_with(site: WebSandbox, cookie: str) -> httpx.Response:
+    """``GET /api/auth/me`` on ``site.client`` with the session ``cookie``."""
+    site.client.cookies.set(SESSION_COOKIE, cookie)
+    return await site.client.get("/api/auth/me")
+
+
 def error_code(answer: httpx.Response) -> str:
     """The code of an error answer."""
     code: str = answer.json()["error"]["code"]
@@ -184,8 +205,7 @@ async def test_a_request_without_a_session_cookie_is_refused_with_not_authentica
         await site.client.post("/probe/write", headers={CSRF_HEADER: "anything"}),
         await site.client.get("/probe/admin"),
     ):
-        assert answer.status_code == 401
-        assert error_code(answer) == "not_authenticated"
+        assert_error(answer, 401, "not_authenticated")
 
 
 async def test_signing_in_answers_the_user_and_its_csrf_token_without_the_session_id(
@@ -220,8 +240,7 @@ async def test_a_wrong_password_is_refused_with_invalid_credentials_and_no_cooki
 
     answer = await sign_in_api(site.client, email, WRONG_PASSWORD)
 
-    assert answer.status_code == 401
-    assert error_code(answer) == "invalid_credentials"
+    assert_error(answer, 401, "invalid_credentials")
     assert "set-cookie" not in answer.headers
 
 
@@ -263,8 +282,7 @@ async def test_failed_sign_ins_pause_that_account_from_that_address_until_the_wi
 
     # Even the right password is refused now, from this address.
     refused = await sign_in_api(site.client, email, password)
-    assert refused.status_code == 429
-    assert error_code(refused) == "too_many_login_attempts"
+    assert_error(refused, 429, "too_many_login_attempts")
     retry_after = int(refused.headers["Retry-After"])
     assert 0 < retry_after <= WINDOW_S + 1  # the window, rounded up to whole seconds
     assert "set-cookie" not in refused.headers
@@ -299,8 +317,7 @@ async def test_failed_sign_ins_from_one_client_address_are_throttled_at_the_addr
         await sign_in_api(site.client, f"guess-{attempt}@example.com", WRONG_PASSWORD)
 
     refused = await sign_in_api(site.client, email, password)
-    assert refused.status_code == 429
-    assert error_code(refused) == "too_many_login_attempts"
+    assert_error(refused, 429, "too_many_login_attempts")
 
     # Another address is not concerned: failures, not users, are what is counted.
     async with client_at(site, "198.51.100.7") as other:
@@ -399,6 +416,15 @@ def client_at(site: WebSandbox, address: str) -> httpx.AsyncClient:
     )
 
 
+def assert_paused_after(codes: list[str], ceiling: int) -> None:
+    """Every one of the parallel guesses was refused: at most ``ceiling`` as wrong
+    credentials, every other one as paused."""
+    assert len(codes) == PARALLEL_GUESSES
+    wrong = codes.count("invalid_credentials")
+    assert wrong <= ceiling
+    assert codes.count("too_many_login_attempts") == PARALLEL_GUESSES - wrong
+
+
 async def parallel_codes(attempts: list[tuple[httpx.AsyncClient, str]]) -> list[str]:
     """Send every (client, e-mail) wrong sign-in at once; the error codes answered."""
     codes: list[str] = []
@@ -424,11 +450,7 @@ async def test_parallel_wrong_passwords_for_one_account_are_throttled_after_the_
         for client in clients:
             await client.aclose()
 
-    assert len(codes) == PARALLEL_GUESSES
-    assert codes.count("invalid_credentials") <= ACCOUNT_MAX_FAILURES
-    assert codes.count("too_many_login_attempts") == PARALLEL_GUESSES - codes.count(
-        "invalid_credentials"
-    )
+    assert_paused_after(codes, ACCOUNT_MAX_FAILURES)
     assert (await sign_in_api(site.client, email, password)).status_code == 429
 
 
@@ -440,11 +462,7 @@ async def test_parallel_guesses_from_one_client_address_are_throttled_after_the_
 
     codes = await parallel_codes(guesses)
 
-    assert len(codes) == PARALLEL_GUESSES
-    assert codes.count("invalid_credentials") <= ADDRESS_MAX_FAILURES
-    assert codes.count("too_many_login_attempts") == PARALLEL_GUESSES - codes.count(
-        "invalid_credentials"
-    )
+    assert_paused_after(codes, ADDRESS_MAX_FAILURES)
     assert (await sign_in_api(site.client, email, password)).status_code == 429
 
 
@@ -539,8 +557,7 @@ async def test_a_password_with_a_lone_surrogate_is_a_wrong_password_not_an_error
         headers={"Content-Type": "application/json"},
     )
 
-    assert answer.status_code == 401, answer.text
-    assert error_code(answer) == "invalid_credentials"
+    assert_error(answer, 401, "invalid_credentials")
 
 
 async def test_replicas_sharing_redis_share_the_failure_count(
@@ -639,8 +656,7 @@ async def test_the_session_cookie_is_http_only_same_site_lax_and_secure_behind_h
 
 
 async def test_a_tampered_or_foreign_cookie_is_refused(site: WebSandbox) -> None:
-    email, password = await site.add_user("admin")
-    await login(site.client, email, password)
+    await signed_in_here(site, "admin")
     genuine = site.client.cookies[SESSION_COOKIE]
     raw, stamp, signature = genuine.split(".")
     forged_signature = ("A" if signature[0] != "A" else "B") + signature[1:]
@@ -659,23 +675,20 @@ async def test_a_tampered_or_foreign_cookie_is_refused(site: WebSandbox) -> None
     ):
         site.client.cookies.set(SESSION_COOKIE, value)
         answer = await site.client.get("/api/auth/me")
-        assert answer.status_code == 401, value
-        assert error_code(answer) == "not_authenticated"
+        assert_error(answer, 401, "not_authenticated")
     site.client.cookies.set(SESSION_COOKIE, genuine)
     assert (await site.client.get("/api/auth/me")).status_code == 200
 
 
 async def test_a_session_ends_after_its_lifetime(site: WebSandbox) -> None:
-    email, password = await site.add_user("admin")
-    await login(site.client, email, password)
+    await signed_in_here(site, "admin")
 
     site.enrolled.clock.advance(site.web.settings.session_ttl_s - 60)
     assert (await site.client.get("/api/auth/me")).status_code == 200
     site.enrolled.clock.advance(61)
 
     answer = await site.client.get("/api/auth/me")
-    assert answer.status_code == 401
-    assert error_code(answer) == "not_authenticated"
+    assert_error(answer, 401, "not_authenticated")
 
 
 # --- sign-out and password changes -------------------------------------------------------------
@@ -684,49 +697,38 @@ async def test_a_session_ends_after_its_lifetime(site: WebSandbox) -> None:
 async def test_signing_out_ends_the_session_so_the_old_cookie_is_refused(
     site: WebSandbox,
 ) -> None:
-    email, password = await site.add_user("customer")
-    token = await login(site.client, email, password)
-    old_cookie = site.client.cookies[SESSION_COOKIE]
+    token, old_cookie = await signed_in_with_its_cookie(site, "customer")
 
     answer = await site.client.post("/api/auth/logout", headers={CSRF_HEADER: token})
 
     assert answer.status_code == 204
     assert set_cookie(answer)[SESSION_COOKIE].value == ""
-    site.client.cookies.set(SESSION_COOKIE, old_cookie)
-    replay = await site.client.get("/api/auth/me")
-    assert replay.status_code == 401
-    assert error_code(replay) == "not_authenticated"
+    assert_error(await me_with(site, old_cookie), 401, "not_authenticated")
 
 
 async def test_signing_out_needs_the_csrf_token(site: WebSandbox) -> None:
-    email, password = await site.add_user("customer")
-    await login(site.client, email, password)
+    await signed_in_here(site, "customer")
 
     answer = await site.client.post("/api/auth/logout")
 
-    assert answer.status_code == 403
-    assert error_code(answer) == "csrf_failed"
+    assert_error(answer, 403, "csrf_failed")
     assert (await site.client.get("/api/auth/me")).status_code == 200
 
 
 async def test_the_sign_out_form_ends_the_session_and_returns_to_the_sign_in_page(
     site: WebSandbox,
 ) -> None:
-    email, password = await site.add_user("admin")
-    token = await login(site.client, email, password)
-    old_cookie = site.client.cookies[SESSION_COOKIE]
+    token, old_cookie = await signed_in_with_its_cookie(site, "admin")
 
     answer = await site.client.post("/logout", data={CSRF_FIELD: token})
 
     assert answer.status_code == 303
     assert answer.headers["location"] == "/login"
-    site.client.cookies.set(SESSION_COOKIE, old_cookie)
-    assert (await site.client.get("/api/auth/me")).status_code == 401
+    assert (await me_with(site, old_cookie)).status_code == 401
 
 
 async def test_a_password_change_or_removal_ends_the_users_sessions(site: WebSandbox) -> None:
-    email, password = await site.add_user("admin")
-    await login(site.client, email, password)
+    email, password, _ = await signed_in_here(site, "admin")
     await site.web.users.set_password(email, SecretStr("a brand new passphrase"))
 
     assert (await site.client.get("/api/auth/me")).status_code == 401
@@ -744,8 +746,7 @@ async def test_a_password_change_or_removal_ends_the_users_sessions(site: WebSan
 async def test_a_cookie_authenticated_write_needs_the_sessions_csrf_token(
     site: WebSandbox,
 ) -> None:
-    email, password = await site.add_user("customer")
-    token = await login(site.client, email, password)
+    email, _, token = await signed_in_here(site, "customer")
     _, other_token = await site.signed_in("customer")
     assert other_token != token
 
@@ -754,8 +755,7 @@ async def test_a_cookie_authenticated_write_needs_the_sessions_csrf_token(
     others = await site.client.post("/probe/write", data={"note": "hi", CSRF_FIELD: other_token})
     empty = await site.client.post("/probe/write", headers={CSRF_HEADER: ""})
     for answer in (missing, wrong, others, empty):
-        assert answer.status_code == 403
-        assert error_code(answer) == "csrf_failed"
+        assert_error(answer, 403, "csrf_failed")
 
     header = await site.client.post("/probe/write", headers={CSRF_HEADER: token})
     assert header.status_code == 200
@@ -787,16 +787,14 @@ async def test_a_customer_is_forbidden_on_admin_routes_and_an_admin_is_let_in(
         await customer.get("/probe/admin"),
         await customer.post("/probe/admin-write", headers={CSRF_HEADER: customer_token}),
     ):
-        assert answer.status_code == 403
-        assert error_code(answer) == "forbidden"
+        assert_error(answer, 403, "forbidden")
 
     assert (await admin.get("/probe/admin")).status_code == 200
     assert (
         await admin.post("/probe/admin-write", headers={CSRF_HEADER: admin_token})
     ).status_code == 200
     refused = await admin.post("/probe/admin-write")
-    assert refused.status_code == 403
-    assert error_code(refused) == "csrf_failed"
+    assert_error(refused, 403, "csrf_failed")
 
 
 async def test_a_customer_acts_only_on_its_own_customer_and_an_admin_on_any(
@@ -807,8 +805,7 @@ async def test_a_customer_acts_only_on_its_own_customer_and_an_admin_on_any(
 
     assert (await customer.get(f"/probe/customers/{site.student_id}")).status_code == 200
     other = await customer.get("/probe/customers/stu-someone-else")
-    assert other.status_code == 403
-    assert error_code(other) == "forbidden"
+    assert_error(other, 403, "forbidden")
     for student_id in (site.student_id, "stu-someone-else"):
         assert (await admin.get(f"/probe/customers/{student_id}")).status_code == 200
 
@@ -856,8 +853,7 @@ async def test_the_sign_in_form_redirects_to_the_console_or_a_local_next_page(
 async def test_a_signed_in_user_opening_the_sign_in_page_goes_straight_on(
     site: WebSandbox,
 ) -> None:
-    email, password = await site.add_user("admin")
-    await login(site.client, email, password)
+    await signed_in_here(site, "admin")
 
     answer = await site.client.get("/login", params={"next": "/console/customers/x"})
 

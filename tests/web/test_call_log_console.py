@@ -20,7 +20,8 @@ from pmsgate.gateway.facility_status import CAUSE_ACCEPTED_AGAIN
 from pmsgate.gateway.scopes import TOOLS_READ
 from pmsgate.jobs.usage import flush_gateway_usage
 from pmsgate.web.connection_health import read_health
-from tests.web.support import WebSandbox, web_sandbox
+from tests.conftest import database_url as database_url  # both databases: see conftest.py
+from tests.web.support import WebSandbox
 
 pytestmark = pytest.mark.anyio
 
@@ -68,27 +69,25 @@ def rows(page: str) -> list[dict[str, str]]:
 
 
 async def test_the_health_panel_shows_history_last_success_token_counts_and_budget(
-    database_url: str,
+    web: WebSandbox,
 ) -> None:
-    async with web_sandbox(database_url) as web:
-        clock = web.enrolled.clock
-        facility = await web.gateway.facilities.get(web.hotel_id)
-        call_log = web.gateway.gateway.call_log
-        record(call_log, facility.id, "check-availability")  # 7 days and 1 hour ago, below
-        clock.advance(5 * 86400)
-        record(call_log, facility.id, "check-availability", error="invalid_arguments")
-        await web.gateway.facilities.mark_error(web.hotel_id, "password changed")
-        clock.advance(2 * 86400 + 3600)
-        await web.gateway.facilities.mark_connected(web.hotel_id, cause=CAUSE_ACCEPTED_AGAIN)
-        raw = await mint(web)
-        answer = await web.client.post(TOOL, json={}, headers={"Authorization": f"Bearer {raw}"})
-        assert answer.status_code == 200, answer.text
-        called_at = clock.now()
-        await flush_gateway_usage(web.gateway)
+    clock = web.enrolled.clock
+    facility_id, call_log = await web.facility_id_and_call_log()
+    record(call_log, facility_id, "check-availability")  # 7 days and 1 hour ago, below
+    clock.advance(5 * 86400)
+    record(call_log, facility_id, "check-availability", error="invalid_arguments")
+    await web.gateway.facilities.mark_error(web.hotel_id, "password changed")
+    clock.advance(2 * 86400 + 3600)
+    await web.gateway.facilities.mark_connected(web.hotel_id, cause=CAUSE_ACCEPTED_AGAIN)
+    raw = await mint(web)
+    answer = await web.client.post(TOOL, json={}, headers={"Authorization": f"Bearer {raw}"})
+    assert answer.status_code == 200, answer.text
+    called_at = clock.now()
+    await flush_gateway_usage(web.gateway)
 
-        health = await read_health(web.web, await web.gateway.facilities.get(web.hotel_id))
-        admin, _ = await web.signed_in("admin")
-        page = await get(admin, f"/console/customers/{web.student_id}")
+    health = await read_health(web.web, await web.gateway.facilities.get(web.hotel_id))
+    admin, _ = await web.signed_in("admin")
+    page = await get(admin, f"/console/customers/{web.student_id}")
 
     counts = {p.label: (p.counts.calls, p.counts.errors) for p in health.periods}
     assert counts == {"24 h": (1, 0), "7 days": (2, 1)}
@@ -117,22 +116,19 @@ async def test_the_health_panel_shows_history_last_success_token_counts_and_budg
 # --- the log page -------------------------------------------------------------------------------
 
 
-async def test_the_log_shows_the_latest_calls_with_outcome_and_freshness(
-    database_url: str,
-) -> None:
-    async with web_sandbox(database_url) as web:
-        raw = await mint(web, label="production assistant")
-        auth = {"Authorization": f"Bearer {raw}"}
-        await web.client.post(TOOL, json={}, headers=auth)
-        web.enrolled.clock.advance(65)
-        await web.client.post(TOOL, json={}, headers=auth)
-        await web.client.post("/v1/tools/check-availability", json={"arrival": "x"}, headers=auth)
-        await flush_gateway_usage(web.gateway)
-        admin, _ = await web.signed_in("admin")
+async def test_the_log_shows_the_latest_calls_with_outcome_and_freshness(web: WebSandbox) -> None:
+    raw = await mint(web, label="production assistant")
+    auth = {"Authorization": f"Bearer {raw}"}
+    await web.client.post(TOOL, json={}, headers=auth)
+    web.enrolled.clock.advance(65)
+    await web.client.post(TOOL, json={}, headers=auth)
+    await web.client.post("/v1/tools/check-availability", json={"arrival": "x"}, headers=auth)
+    await flush_gateway_usage(web.gateway)
+    admin, _ = await web.signed_in("admin")
 
-        page = await get(admin, calls_url(web))
-        only_errors = await get(admin, calls_url(web, "outcome=error"))
-        one_tool = await get(admin, calls_url(web, "tool=get-in-house-guests"))
+    page = await get(admin, calls_url(web))
+    only_errors = await get(admin, calls_url(web, "outcome=error"))
+    one_tool = await get(admin, calls_url(web, "tool=get-in-house-guests"))
 
     assert rows(page) == [
         {"name": "check-availability", "outcome": "error", "source": "", "freshness": "none"},
@@ -154,26 +150,24 @@ async def test_the_log_shows_the_latest_calls_with_outcome_and_freshness(
 
 
 async def test_the_time_range_is_read_in_the_readers_zone_and_pages_follow_a_cursor(
-    database_url: str,
+    web: WebSandbox,
 ) -> None:
-    async with web_sandbox(database_url) as web:
-        clock = web.enrolled.clock  # 2026-11-22 09:00 UTC = 10:00 in Rome
-        facility = await web.gateway.facilities.get(web.hotel_id)
-        call_log = web.gateway.gateway.call_log
-        for index in range(55):
-            record(call_log, facility.id, f"tool-{index:02d}")
-            clock.advance(60)
-        await call_log.flush()
-        admin, _ = await web.signed_in("admin")
+    clock = web.enrolled.clock  # 2026-11-22 09:00 UTC = 10:00 in Rome
+    facility_id, call_log = await web.facility_id_and_call_log()
+    for index in range(55):
+        record(call_log, facility_id, f"tool-{index:02d}")
+        clock.advance(60)
+    await call_log.flush()
+    admin, _ = await web.signed_in("admin")
 
-        first = await get(admin, calls_url(web))
-        older = re.search(r'href="([^"]+)" data-testid="calls-older"', first)
-        assert older is not None
-        second = await get(admin, older.group(1).replace("&amp;", "&"))
-        # 10:00 to 10:04 Rome time, both minutes included: five calls.
-        window = await get(admin, calls_url(web, "since=2026-11-22T10:00&until=2026-11-22T10:04"))
-        day = await get(admin, calls_url(web, "since=2026-11-22&until=2026-11-22"))
-        before = await get(admin, calls_url(web, "until=2026-11-21"))
+    first = await get(admin, calls_url(web))
+    older = re.search(r'href="([^"]+)" data-testid="calls-older"', first)
+    assert older is not None
+    second = await get(admin, older.group(1).replace("&amp;", "&"))
+    # 10:00 to 10:04 Rome time, both minutes included: five calls.
+    window = await get(admin, calls_url(web, "since=2026-11-22T10:00&until=2026-11-22T10:04"))
+    day = await get(admin, calls_url(web, "since=2026-11-22&until=2026-11-22"))
+    before = await get(admin, calls_url(web, "until=2026-11-21"))
 
     assert len(rows(first)) == 50 and rows(first)[0]["name"] == "tool-54"
     assert [r["name"] for r in rows(second)] == [f"tool-{i:02d}" for i in range(4, -1, -1)]
@@ -194,27 +188,25 @@ async def test_the_time_range_is_read_in_the_readers_zone_and_pages_follow_a_cur
         "tool=" + "x" * 120,
     ],
 )
-async def test_a_bad_filter_is_a_clear_422_page(database_url: str, query: str) -> None:
-    async with web_sandbox(database_url) as web:
-        admin, _ = await web.signed_in("admin")
-        page = await get(admin, calls_url(web, query), status=422)
-        export = await admin.get(f"/console/customers/{web.student_id}/calls.csv?{query}")
+async def test_a_bad_filter_is_a_clear_422_page(web: WebSandbox, query: str) -> None:
+    admin, _ = await web.signed_in("admin")
+    page = await get(admin, calls_url(web, query), status=422)
+    export = await admin.get(f"/console/customers/{web.student_id}/calls.csv?{query}")
     assert 'data-code="invalid_call_log_parameter"' in page
     assert '<link rel="stylesheet"' in page
     assert export.status_code == 422
 
 
-async def test_the_selection_exports_as_csv_and_json_lines(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        raw = await mint(web, label="=cmd|' /C calc'!A0")  # a label a spreadsheet would run
-        auth = {"Authorization": f"Bearer {raw}"}
-        await web.client.post(TOOL, json={"date": "2026-11-23"}, headers=auth)
-        await web.client.post(TOOL, json={"date": "bad"}, headers=auth)
-        await flush_gateway_usage(web.gateway)
-        admin, _ = await web.signed_in("admin")
-        base = f"/console/customers/{web.student_id}/calls"
-        as_csv = await admin.get(f"{base}.csv?outcome=ok")
-        as_jsonl = await admin.get(f"{base}.jsonl")
+async def test_the_selection_exports_as_csv_and_json_lines(web: WebSandbox) -> None:
+    raw = await mint(web, label="=cmd|' /C calc'!A0")  # a label a spreadsheet would run
+    auth = {"Authorization": f"Bearer {raw}"}
+    await web.client.post(TOOL, json={"date": "2026-11-23"}, headers=auth)
+    await web.client.post(TOOL, json={"date": "bad"}, headers=auth)
+    await flush_gateway_usage(web.gateway)
+    admin, _ = await web.signed_in("admin")
+    base = f"/console/customers/{web.student_id}/calls"
+    as_csv = await admin.get(f"{base}.csv?outcome=ok")
+    as_jsonl = await admin.get(f"{base}.jsonl")
 
     assert as_csv.status_code == 200
     assert as_csv.headers["content-type"].startswith("text/csv")
@@ -237,13 +229,12 @@ async def test_the_selection_exports_as_csv_and_json_lines(database_url: str) ->
     assert raw not in as_csv.text + as_jsonl.text
 
 
-async def test_only_an_admin_sees_a_facilitys_call_log(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        customer, _ = await web.signed_in("customer")
-        refused = await get(customer, calls_url(web), status=403)
-        export = await customer.get(f"/console/customers/{web.student_id}/calls.jsonl")
-        anonymous = await web.client.get(calls_url(web))
-        own_page = await get(customer, f"/console/customers/{web.student_id}")
+async def test_only_an_admin_sees_a_facilitys_call_log(web: WebSandbox) -> None:
+    customer, _ = await web.signed_in("customer")
+    refused = await get(customer, calls_url(web), status=403)
+    export = await customer.get(f"/console/customers/{web.student_id}/calls.jsonl")
+    anonymous = await web.client.get(calls_url(web))
+    own_page = await get(customer, f"/console/customers/{web.student_id}")
     assert 'data-code="forbidden"' in refused
     assert export.status_code == 403
     assert anonymous.status_code == 303 and anonymous.headers["location"].startswith("/login")

@@ -108,29 +108,26 @@ async def test_an_admins_pages_stay_english_without_the_switch(database_url: str
         assert "pmsgate</a>" in page.text
 
 
-async def test_the_reconnect_result_comes_first_in_the_panel(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        await web.enrolled.break_kross()
-        client, token = await signed_in_as_customer(web, {})
-        facility = web.enrolled.facility
-        refused = await client.post(
-            f"/console/customers/{web.student_id}/reconnect",
-            data={"csrf_token": token, "username": facility["username"], "password": "wrong"},
-            headers=HTMX,
-        )
-        panel = refused.text
-        assert panel.index('id="reconnect-result"') < panel.index('id="reconnect"')
-        assert 'data-testid="reconnect-error"' in panel and 'tabindex="-1"' in panel
-        # The password break_kross set.
-        done = await post_reconnect(
-            web, client, token, f"{facility['password']}-changed", headers=HTMX
-        )
-        panel = done.text
-        heading = panel.index('id="pms-title"')
-        result = panel.index('data-testid="reconnect-result"')
-        assert heading < result < panel.index('data-testid="pms-status"')
-        assert result < panel.index("<form")
-        assert "connected again" in visible_text(panel)
+async def test_the_reconnect_result_comes_first_in_the_panel(web: WebSandbox) -> None:
+    await web.enrolled.break_kross()
+    client, token = await signed_in_as_customer(web, {})
+    facility = web.enrolled.facility
+    refused = await client.post(
+        f"/console/customers/{web.student_id}/reconnect",
+        data={"csrf_token": token, "username": facility["username"], "password": "wrong"},
+        headers=HTMX,
+    )
+    panel = refused.text
+    assert panel.index('id="reconnect-result"') < panel.index('id="reconnect"')
+    assert 'data-testid="reconnect-error"' in panel and 'tabindex="-1"' in panel
+    # The password break_kross set.
+    done = await post_reconnect(web, client, token, f"{facility['password']}-changed", headers=HTMX)
+    panel = done.text
+    heading = panel.index('id="pms-title"')
+    result = panel.index('data-testid="reconnect-result"')
+    assert heading < result < panel.index('data-testid="pms-status"')
+    assert result < panel.index("<form")
+    assert "connected again" in visible_text(panel)
 
 
 async def test_a_customer_reads_apartment_names_not_room_type_numbers(database_url: str) -> None:
@@ -150,35 +147,34 @@ async def test_a_customer_reads_apartment_names_not_room_type_numbers(database_u
         assert f'<span class="muted">(room type {first})' in shown.text
 
 
-async def test_a_customer_downloads_its_activity_as_csv_in_its_words(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        client, _ = await signed_in_as_customer(web, ITALIAN)
-        page = await client.get("/console/audit")
-        assert 'href="/console/audit/export.csv"' in page.text
-        assert "JSON" not in visible_text(page.text)
-        assert "Scarica (CSV)" in visible_text(page.text)
+async def test_a_customer_downloads_its_activity_as_csv_in_its_words(web: WebSandbox) -> None:
+    client, _ = await signed_in_as_customer(web, ITALIAN)
+    page = await client.get("/console/audit")
+    assert 'href="/console/audit/export.csv"' in page.text
+    assert "JSON" not in visible_text(page.text)
+    assert "Scarica (CSV)" in visible_text(page.text)
 
-        export = await client.get("/console/audit/export.csv")
-        assert export.status_code == 200
-        assert export.headers["content-type"].startswith("text/csv")
-        assert 'filename="activity.csv"' in export.headers["content-disposition"]
-        body = export.content.decode("utf-8-sig")
-        rows = list(csv.reader(io.StringIO(body), delimiter=";"))
-        assert rows[0] == ["Quando (ora di Roma)", "Cosa è successo"]
-        assert len(rows) >= 2 and all(len(row) == 2 for row in rows)
-        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", rows[1][0])
+    export = await client.get("/console/audit/export.csv")
+    assert export.status_code == 200
+    assert export.headers["content-type"].startswith("text/csv")
+    assert 'filename="activity.csv"' in export.headers["content-disposition"]
+    body = export.content.decode("utf-8-sig")
+    rows = list(csv.reader(io.StringIO(body), delimiter=";"))
+    assert rows[0] == ["Quando (ora di Roma)", "Cosa è successo"]
+    assert len(rows) >= 2 and all(len(row) == 2 for row in rows)
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", rows[1][0])
 
-        english = await client.get(
-            "/console/audit/export.jsonl",
-            params={"format": "csv"},
-            headers={"Accept-Language": "en"},
-        )
-        rows = list(csv.reader(io.StringIO(english.content.decode("utf-8-sig"))))
-        assert rows[0] == ["When (Rome time)", "What happened"]
+    english = await client.get(
+        "/console/audit/export.jsonl",
+        params={"format": "csv"},
+        headers={"Accept-Language": "en"},
+    )
+    rows = list(csv.reader(io.StringIO(english.content.decode("utf-8-sig"))))
+    assert rows[0] == ["When (Rome time)", "What happened"]
 
-        admin, _ = await web.signed_in("admin")
-        admin_rows = list(
-            csv.reader(io.StringIO((await admin.get("/console/audit/export.csv")).text[1:]))
-        )
-        assert admin_rows[0][:3] == ["occurred_at", "action", "outcome"]
-        assert any(row[1] == "signin.succeeded" for row in admin_rows[1:])
+    admin, _ = await web.signed_in("admin")
+    admin_rows = list(
+        csv.reader(io.StringIO((await admin.get("/console/audit/export.csv")).text[1:]))
+    )
+    assert admin_rows[0][:3] == ["occurred_at", "action", "outcome"]
+    assert any(row[1] == "signin.succeeded" for row in admin_rows[1:])

@@ -17,10 +17,9 @@ from html.parser import HTMLParser
 
 import httpx
 import pytest
-from pydantic import SecretStr
 
 from pmsgate.customers.service import link_kross
-from pmsgate.gateway.facilities import NewFacility
+from tests.gateway.facility_support import new_facility_from_seed
 from tests.web.support import (
     WebSandbox,
     post_reconnect,
@@ -132,56 +131,53 @@ async def run_sync(web: WebSandbox, client: httpx.AsyncClient, token: str, *, co
     await web.web.sync_jobs.wait(job.id)
 
 
-async def test_connected_and_never_synced_says_so_and_what_to_do(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        client, _ = await web.signed_in("customer")
-        html, text = await customer_page(web, client)
-        assert "Is my assistant live?" in text
-        assert "Is my booking system connected?" in text
-        assert "Is my knowledge up to date?" in text
-        assert "What to do now" in text
-        assert tone_of(html, "booking") == "ok" and "Yes, connected" in text
-        assert tone_of(html, "knowledge") == "warn" and "Not loaded yet" in text
-        assert "Not yet — set-up has not started" in text
-        assert "Check your apartment notes, then load them into your assistant" in text
-        assert 'data-testid="sync-never"' in html
-        assert "Check my notes" in text and "Update knowledge" in text
-        assert 'id="reconnect"' in html
-        assert "Nothing recorded yet." in text or 'data-testid="event"' in html
-        assert 'href="/console/audit"' in html
-        # The detailed page's parts are not there.
-        assert 'data-testid="checklist"' not in html and "sync-counters" not in html
+async def test_connected_and_never_synced_says_so_and_what_to_do(web: WebSandbox) -> None:
+    client, _ = await web.signed_in("customer")
+    html, text = await customer_page(web, client)
+    assert "Is my assistant live?" in text
+    assert "Is my booking system connected?" in text
+    assert "Is my knowledge up to date?" in text
+    assert "What to do now" in text
+    assert tone_of(html, "booking") == "ok" and "Yes, connected" in text
+    assert tone_of(html, "knowledge") == "warn" and "Not loaded yet" in text
+    assert "Not yet — set-up has not started" in text
+    assert "Check your apartment notes, then load them into your assistant" in text
+    assert 'data-testid="sync-never"' in html
+    assert "Check my notes" in text and "Update knowledge" in text
+    assert 'id="reconnect"' in html
+    assert "Nothing recorded yet." in text or 'data-testid="event"' in html
+    assert 'href="/console/audit"' in html
+    # The detailed page's parts are not there.
+    assert 'data-testid="checklist"' not in html and "sync-counters" not in html
 
 
-async def test_a_connection_in_error_puts_reconnecting_first(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        await web.enrolled.break_kross()
-        client, _ = await web.signed_in("customer")
-        html, text = await customer_page(web, client)
-        assert tone_of(html, "booking") == "bad"
-        assert "No — the connection is down" in text
-        first = re.search(r'<li data-testid="todo" data-who="(\w+)">(.*?)</li>', html, re.DOTALL)
-        assert first and first.group(1) == "you"
-        assert 'href="#reconnect"' in first.group(2) and "Reconnect your booking system" in text
-        assert re.search(r'<div id="reconnect">\s*<form', html)
-        assert "Your booking system stopped accepting our sign-in." in text
-        assert tone_of(html, "knowledge") == "warn" and "Nothing can sync until you" in text
+async def test_a_connection_in_error_puts_reconnecting_first(web: WebSandbox) -> None:
+    await web.enrolled.break_kross()
+    client, _ = await web.signed_in("customer")
+    html, text = await customer_page(web, client)
+    assert tone_of(html, "booking") == "bad"
+    assert "No — the connection is down" in text
+    first = re.search(r'<li data-testid="todo" data-who="(\w+)">(.*?)</li>', html, re.DOTALL)
+    assert first and first.group(1) == "you"
+    assert 'href="#reconnect"' in first.group(2) and "Reconnect your booking system" in text
+    assert re.search(r'<div id="reconnect">\s*<form', html)
+    assert "Your booking system stopped accepting our sign-in." in text
+    assert tone_of(html, "knowledge") == "warn" and "Nothing can sync until you" in text
 
 
 async def test_a_dry_run_while_the_connection_is_down_is_a_warning_not_a_success(
-    database_url: str,
+    web: WebSandbox,
 ) -> None:
-    async with web_sandbox(database_url) as web:
-        await web.enrolled.break_kross()
-        client, token = await web.signed_in("customer")
-        await run_sync(web, client, token, commit=False)
-        html, text = await customer_page(web, client)
-        job = re.search(r'data-testid="sync-job"[^>]*data-tone="(\w+)"', html)
-        assert job and job.group(1) == "warn"
-        assert "Nothing can sync until you reconnect your booking system" in text
-        apartments = len(web.enrolled.facility["apartments"])
-        assert f"found {apartments} apartments, but none can be matched" in text
-        assert "succeeded" not in text and "Check finished: ready to update" not in text
+    await web.enrolled.break_kross()
+    client, token = await web.signed_in("customer")
+    await run_sync(web, client, token, commit=False)
+    html, text = await customer_page(web, client)
+    job = re.search(r'data-testid="sync-job"[^>]*data-tone="(\w+)"', html)
+    assert job and job.group(1) == "warn"
+    assert "Nothing can sync until you reconnect your booking system" in text
+    apartments = len(web.enrolled.facility["apartments"])
+    assert f"found {apartments} apartments, but none can be matched" in text
+    assert "succeeded" not in text and "Check finished: ready to update" not in text
 
 
 async def test_an_unverified_connection_is_said_to_be_unconfirmed(database_url: str) -> None:
@@ -189,15 +185,7 @@ async def test_an_unverified_connection_is_said_to_be_unconfirmed(database_url: 
         facility = web.enrolled.facility
         row = await link_kross(web.web.customers, web.student_id, web.hotel_id)
         await web.gateway.facilities.add(
-            NewFacility(
-                hotel_id=web.hotel_id,
-                username=facility["username"],
-                password=SecretStr(facility["password"]),
-                kind=facility["kind"],
-                api_key=SecretStr(facility["api_key"]) if facility["kind"] == "own" else None,
-                integration_id=row.id,
-                name=facility["name"],
-            ),
+            new_facility_from_seed(facility, integration_id=row.id),
             unverified=True,
         )
         await link_kross(web.web.customers, web.student_id, web.hotel_id)
@@ -209,86 +197,81 @@ async def test_an_unverified_connection_is_said_to_be_unconfirmed(database_url: 
 
 
 async def test_a_dry_run_explains_the_incomplete_templates_and_how_to_fix_them(
-    database_url: str,
+    web: WebSandbox,
 ) -> None:
-    async with web_sandbox(database_url) as web:
-        client, token = await web.signed_in("customer")
-        await run_sync(web, client, token, commit=False)
-        job = await web.web.sync_jobs.latest(web.student_id)
-        assert job is not None and job.counters is not None
-        incomplete = job.counters["incompleteTemplates"]
-        _, text = await customer_page(web, client)
-        apartments = len(web.enrolled.facility["apartments"])
-        assert f"{apartments} apartments checked; nothing was changed." in text
-        if incomplete:
-            assert "Check finished: some things to fix before updating" in text
-            assert "What to fix in your notes:" in text
-            fixes = re.findall(r"add the missing sections? (.*?) to its notes page", text)
-            no_page = "has no notes page yet" in text
-            assert fixes or no_page
-            assert "Fix a notes page" in text  # and it is on the to-do list
-        else:
-            assert "Check finished: ready to update" in text
-        assert "You started a check of the notes." in text
+    client, token = await web.signed_in("customer")
+    await run_sync(web, client, token, commit=False)
+    job = await web.web.sync_jobs.latest(web.student_id)
+    assert job is not None and job.counters is not None
+    incomplete = job.counters["incompleteTemplates"]
+    _, text = await customer_page(web, client)
+    apartments = len(web.enrolled.facility["apartments"])
+    assert f"{apartments} apartments checked; nothing was changed." in text
+    if incomplete:
+        assert "Check finished: some things to fix before updating" in text
+        assert "What to fix in your notes:" in text
+        fixes = re.findall(r"add the missing sections? (.*?) to its notes page", text)
+        no_page = "has no notes page yet" in text
+        assert fixes or no_page
+        assert "Fix a notes page" in text  # and it is on the to-do list
+    else:
+        assert "Check finished: ready to update" in text
+    assert "You started a check of the notes." in text
 
 
-async def test_a_commit_is_told_in_words(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        client, token = await web.signed_in("customer")
-        await run_sync(web, client, token, commit=True)
-        job = await web.web.sync_jobs.latest(web.student_id)
-        assert job is not None and job.status == "succeeded" and job.counters is not None
-        html, text = await customer_page(web, client)
-        created = job.counters["created"]
-        added = rf"{created} new pieces? of knowledge added, \d+ updated, \d+ already up to date"
-        assert re.search(added, text)
-        blocked = job.counters["blockedByTemplate"]
-        if blocked:
-            assert "Update finished with problems to fix" in text
-            assert f"{blocked} apartment" in text and "skipped because" in text
-            assert tone_of(html, "knowledge") == "warn"
-        else:
-            assert "Update finished: all done" in text
-            assert tone_of(html, "knowledge") == "ok"
-        assert "You started an update of the knowledge." in text
+async def test_a_commit_is_told_in_words(web: WebSandbox) -> None:
+    client, token = await web.signed_in("customer")
+    await run_sync(web, client, token, commit=True)
+    job = await web.web.sync_jobs.latest(web.student_id)
+    assert job is not None and job.status == "succeeded" and job.counters is not None
+    html, text = await customer_page(web, client)
+    created = job.counters["created"]
+    added = rf"{created} new pieces? of knowledge added, \d+ updated, \d+ already up to date"
+    assert re.search(added, text)
+    blocked = job.counters["blockedByTemplate"]
+    if blocked:
+        assert "Update finished with problems to fix" in text
+        assert f"{blocked} apartment" in text and "skipped because" in text
+        assert tone_of(html, "knowledge") == "warn"
+    else:
+        assert "Update finished: all done" in text
+        assert tone_of(html, "knowledge") == "ok"
+    assert "You started an update of the knowledge." in text
 
 
-async def test_a_running_sync_shows_its_progress_in_words(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        client, token = await web.signed_in("customer")
-        web.sleep.close()  # hold the sync at its first throttle wait
-        started = await post_sync(web, client, token, commit=True, htmx=True)
-        assert started.status_code == 200
-        assert "Updating your assistant's knowledge…" in visible_text(started.text)
-        html, text = await customer_page(web, client)
-        assert tone_of(html, "knowledge") == "busy" and "Updating now" in text
-        assert 'data-testid="sync-progress"' in html
-        web.sleep.open()
-        job = await web.web.sync_jobs.latest(web.student_id)
-        assert job is not None
-        await web.web.sync_jobs.wait(job.id)
+async def test_a_running_sync_shows_its_progress_in_words(web: WebSandbox) -> None:
+    client, token = await web.signed_in("customer")
+    web.sleep.close()  # hold the sync at its first throttle wait
+    started = await post_sync(web, client, token, commit=True, htmx=True)
+    assert started.status_code == 200
+    assert "Updating your assistant's knowledge…" in visible_text(started.text)
+    html, text = await customer_page(web, client)
+    assert tone_of(html, "knowledge") == "busy" and "Updating now" in text
+    assert 'data-testid="sync-progress"' in html
+    web.sleep.open()
+    job = await web.web.sync_jobs.latest(web.student_id)
+    assert job is not None
+    await web.web.sync_jobs.wait(job.id)
 
 
-async def test_route_b_has_no_sync_and_says_what_applies_instead(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        await record_route(web, "B", live=True)
-        client, _ = await web.signed_in("customer")
-        html, text = await customer_page(web, client)
-        assert 'data-testid="sync-dry-run"' not in html and 'data-testid="sync-commit"' not in html
-        assert 'data-testid="knowledge-route-b"' in html
-        assert "answers from your booking system directly" in text
-        assert tone_of(html, "assistant") == "ok" and "Yes, it is live" in text
-        assert "Nothing to do — everything is in order." in text
+async def test_route_b_has_no_sync_and_says_what_applies_instead(web: WebSandbox) -> None:
+    await record_route(web, "B", live=True)
+    client, _ = await web.signed_in("customer")
+    html, text = await customer_page(web, client)
+    assert 'data-testid="sync-dry-run"' not in html and 'data-testid="sync-commit"' not in html
+    assert 'data-testid="knowledge-route-b"' in html
+    assert "answers from your booking system directly" in text
+    assert tone_of(html, "assistant") == "ok" and "Yes, it is live" in text
+    assert "Nothing to do — everything is in order." in text
 
 
-async def test_a_live_assistant_with_the_connection_down_is_a_warning(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        await record_route(web, "A", live=True)
-        await web.enrolled.break_kross()
-        client, _ = await web.signed_in("customer")
-        html, text = await customer_page(web, client)
-        assert tone_of(html, "assistant") == "warn"
-        assert "Live, but it cannot see your bookings" in text
+async def test_a_live_assistant_with_the_connection_down_is_a_warning(web: WebSandbox) -> None:
+    await record_route(web, "A", live=True)
+    await web.enrolled.break_kross()
+    client, _ = await web.signed_in("customer")
+    html, text = await customer_page(web, client)
+    assert tone_of(html, "assistant") == "warn"
+    assert "Live, but it cannot see your bookings" in text
 
 
 async def test_a_sync_refused_from_the_page_is_said_in_words(database_url: str) -> None:
@@ -324,75 +307,72 @@ async def test_a_customer_off_the_allowlist_sees_a_plain_message_and_no_buttons(
         assert 'data-testid="sync-closed"' in html
 
 
-async def test_a_fragment_opened_directly_is_the_whole_styled_page(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        client, _ = await web.signed_in("customer")
-        path = f"/console/customers/{web.student_id}"
-        direct = await client.get(f"{path}/sync")
-        assert direct.status_code == 303
-        assert direct.headers["location"] == f"{path}#knowledge"
-        page = await client.get(direct.headers["location"])
-        assert page.status_code == 200
-        assert "console.css" in page.text and page.text.lstrip().startswith("<!doctype html>")
-        admin, _ = await web.signed_in("admin")
-        assert (await admin.get(f"{path}/sync")).status_code == 303
-        fragment = await client.get(f"{path}/sync", headers={"HX-Request": "true"})
-        assert fragment.text.lstrip().startswith('<section class="card" id="knowledge"')
-        # The customer's summary comes along, to be swapped out of band.
-        assert '<div id="status" hx-swap-oob="true">' in fragment.text
-        admin_fragment = await admin.get(f"{path}/sync", headers={"HX-Request": "true"})
-        assert "hx-swap-oob" not in admin_fragment.text
-        form = await client.get(f"{path}/reconnect")
-        assert (form.status_code, form.headers["location"]) == (303, f"{path}#reconnect")
-        full = await client.get(path)
-        assert "hx-swap-oob" not in full.text
+async def test_a_fragment_opened_directly_is_the_whole_styled_page(web: WebSandbox) -> None:
+    client, _ = await web.signed_in("customer")
+    path = f"/console/customers/{web.student_id}"
+    direct = await client.get(f"{path}/sync")
+    assert direct.status_code == 303
+    assert direct.headers["location"] == f"{path}#knowledge"
+    page = await client.get(direct.headers["location"])
+    assert page.status_code == 200
+    assert "console.css" in page.text and page.text.lstrip().startswith("<!doctype html>")
+    admin, _ = await web.signed_in("admin")
+    assert (await admin.get(f"{path}/sync")).status_code == 303
+    fragment = await client.get(f"{path}/sync", headers={"HX-Request": "true"})
+    assert fragment.text.lstrip().startswith('<section class="card" id="knowledge"')
+    # The customer's summary comes along, to be swapped out of band.
+    assert '<div id="status" hx-swap-oob="true">' in fragment.text
+    admin_fragment = await admin.get(f"{path}/sync", headers={"HX-Request": "true"})
+    assert "hx-swap-oob" not in admin_fragment.text
+    form = await client.get(f"{path}/reconnect")
+    assert (form.status_code, form.headers["location"]) == (303, f"{path}#reconnect")
+    full = await client.get(path)
+    assert "hx-swap-oob" not in full.text
 
 
-async def test_usage_charts_have_axes_units_and_empty_states(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        client, _ = await web.signed_in("customer")
-        html, text = await customer_page(web, client)
-        assert "No usage yet — the first snapshot is taken" in text
-        assert "No assistant lookups in the last 48 hours." in text
-        assert "<svg" not in html
+async def test_usage_charts_have_axes_units_and_empty_states(web: WebSandbox) -> None:
+    client, _ = await web.signed_in("customer")
+    html, text = await customer_page(web, client)
+    assert "No usage yet — the first snapshot is taken" in text
+    assert "No assistant lookups in the last 48 hours." in text
+    assert "<svg" not in html
 
-        now = web.enrolled.clock.now()
-        usage = web.web.customers.usage
-        for hours, (usd, messages, calls) in enumerate([(10, 100, 50), (12, 130, 70)]):
-            await usage.record(
-                web.student_id,
-                taken_at=now - timedelta(hours=12 - 6 * hours),
-                usd_spent=Decimal(usd),
-                messages=messages,
-                tool_calls=calls,
-                upstream_calls=calls,
-                kind="baseline" if hours == 0 else "periodic",
-            )
-        html, text = await customer_page(web, client)
-        assert html.count("<svg") == 2  # usage and spend; the hourly chart is still empty
-        assert "USD x 100" not in html
-        assert "US dollars" in text and "count since onboarding" in text
-        assert "latest guest messages: 30; assistant lookups (tool calls): 20." in text
-        assert "latest spend (US dollars): $2.00." in text
+    now = web.enrolled.clock.now()
+    usage = web.web.customers.usage
+    for hours, (usd, messages, calls) in enumerate([(10, 100, 50), (12, 130, 70)]):
+        await usage.record(
+            web.student_id,
+            taken_at=now - timedelta(hours=12 - 6 * hours),
+            usd_spent=Decimal(usd),
+            messages=messages,
+            tool_calls=calls,
+            upstream_calls=calls,
+            kind="baseline" if hours == 0 else "periodic",
+        )
+    html, text = await customer_page(web, client)
+    assert html.count("<svg") == 2  # usage and spend; the hourly chart is still empty
+    assert "USD x 100" not in html
+    assert "US dollars" in text and "count since onboarding" in text
+    assert "latest guest messages: 30; assistant lookups (tool calls): 20." in text
+    assert "latest spend (US dollars): $2.00." in text
 
 
-async def test_the_activity_page_tells_a_customer_its_events_in_words(database_url: str) -> None:
-    async with web_sandbox(database_url) as web:
-        await web.enrolled.break_kross()
-        client, token = await web.signed_in("customer")
-        refused = await post_reconnect(web, client, token, "certainly-not-the-password")
-        assert refused.status_code == 422
-        text = assert_plain(web, refused.text)
-        assert "Your booking system refused these credentials." in text
-        assert "Nothing was changed" in text
-        await run_sync(web, client, token, commit=False)
-        page = await client.get("/console/audit")
-        assert page.status_code == 200
-        text = assert_plain(web, page.text)
-        assert "Activity" in text and "What happened on your account" in text
-        assert "You signed in to this console." in text
-        assert "You started a check of the notes." in text
-        assert "You tried new booking-system credentials — it did not work." in text
-        assert "New booking-system credentials were tried and refused; nothing changed." in text
-        for internal in ("console.action", "customer_user", "customer:", "facility:"):
-            assert internal not in text
+async def test_the_activity_page_tells_a_customer_its_events_in_words(web: WebSandbox) -> None:
+    await web.enrolled.break_kross()
+    client, token = await web.signed_in("customer")
+    refused = await post_reconnect(web, client, token, "certainly-not-the-password")
+    assert refused.status_code == 422
+    text = assert_plain(web, refused.text)
+    assert "Your booking system refused these credentials." in text
+    assert "Nothing was changed" in text
+    await run_sync(web, client, token, commit=False)
+    page = await client.get("/console/audit")
+    assert page.status_code == 200
+    text = assert_plain(web, page.text)
+    assert "Activity" in text and "What happened on your account" in text
+    assert "You signed in to this console." in text
+    assert "You started a check of the notes." in text
+    assert "You tried new booking-system credentials — it did not work." in text
+    assert "New booking-system credentials were tried and refused; nothing changed." in text
+    for internal in ("console.action", "customer_user", "customer:", "facility:"):
+        assert internal not in text

@@ -1,4 +1,6 @@
-"""Each counter and problem of a sync job, and each event, told in words (customer_view).
+"""Each counter and problem of a sync job, and each event, told in words.
+
+Told by sync_words, customer_events and customer_view.
 
 These read the English words (the source language); the Italian ones are checked in
 ``test_customer_words_it.py``.
@@ -18,13 +20,9 @@ from pmsgate.i18n import use_locale
 from pmsgate.storage.audit import AuditEventView
 from pmsgate.storage.knowledge import SyncJobView
 from pmsgate.storage.models import SyncJobKind, SyncJobStatus
-from pmsgate.web.customer_view import (
-    error_words,
-    event_text,
-    explain_job,
-    group_events,
-    reconnect_words,
-)
+from pmsgate.web.customer_events import event_text, group_events
+from pmsgate.web.customer_view import reconnect_words
+from pmsgate.web.sync_words import error_words, explain_job
 
 WHEN = datetime(2026, 11, 24, 9, 30, tzinfo=UTC)
 _CAMEL = re.compile(r"\b[a-z]+[A-Z][A-Za-z]*\b")
@@ -211,6 +209,27 @@ def _event(action: str, outcome: str = "success", **details: Any) -> AuditEventV
         ),
         (_event("signin.link_used"), "You signed in with the link from our message."),
         (_event("registry.fixed"), "You repaired which listing each apartment belongs to."),
+        (
+            _event("oauth.granted", client_name="Claude"),
+            "You allowed the app “Claude” to use your booking system.",
+        ),
+        (
+            _event("oauth.revoked", client_name="Claude", by="x"),
+            "You disconnected the app “Claude”.",
+        ),
+        (
+            _event("oauth.revoked", client_name="", by="client"),
+            "The app “unnamed” ended its own connection.",
+        ),
+        (
+            _event("oauth.denied", "refused"),
+            "You refused to connect an app to your booking system.",
+        ),
+        (_event("oauth.refresh_reused", "failure", client_name="Claude"), "for safety"),
+        (_event("webhook.subscribed"), "You added a web address that receives our automatic"),
+        (_event("webhook.rotated"), "You made a new secret key for our automatic messages."),
+        (_event("webhook.gave_up", "failure"), "You can send it again from the Webhooks page."),
+        (_event("webhook.disabled", "failure"), "it answered that it no longer exists"),
     ],
 )
 def test_events_are_sentences(event: AuditEventView, sentence: str) -> None:

@@ -23,17 +23,11 @@ from pmsgate.storage.knowledge import SyncJobView
 from pmsgate.storage.models import SyncJobKind
 from pmsgate.web.auth import not_authenticated
 from pmsgate.web.charts import Series, count_label, hourly_chart, time_chart, usd_label
+from pmsgate.web.customer_events import event_text, group_events
 from pmsgate.web.customer_pages import HOURLY_EMPTY, USAGE_EMPTY, console_charts
-from pmsgate.web.customer_view import (
-    CustomerHome,
-    customer_home,
-    error_words,
-    event_text,
-    explain_job,
-    group_events,
-    reconnect_words,
-)
+from pmsgate.web.customer_view import CustomerHome, customer_home, reconnect_words
 from pmsgate.web.page_errors import page_error_words
+from pmsgate.web.sync_words import error_words, explain_job
 from pmsgate.web.users import LoginLinkRefused, TooManyLoginAttempts, invalid_credentials
 from pmsgate.web.views import CustomerPage, Onboarding
 

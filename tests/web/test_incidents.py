@@ -20,11 +20,13 @@ from pydantic import SecretStr
 
 from pmsgate.audit.actions import Actor
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.limiter import Priority
 from pmsgate.jobs.connections import check_facility
 from pmsgate.jobs.notify import notify_incidents
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.storage.job_runs import JobRunRepository
-from pmsgate.web.incidents import IncidentQuery, IncidentView
+from pmsgate.web.incident_views import IncidentQuery, IncidentView
+from tests.conftest import database_url as database_url  # both databases: see conftest.py
 from tests.customers.support import profile_of
 from tests.web.support import WebSandbox, web_sandbox
 
@@ -87,7 +89,10 @@ async def test_an_error_opens_one_incident_that_counts_attempts_and_resolves_on_
     s.enrolled.clock.advance(3600)
     with pytest.raises(PmsgateError) as refused:
         await s.gateway.gateway.read(
-            await s.gateway.facilities.get(s.hotel_id), "reservations/get-list", {"limit": 1}
+            await s.gateway.facilities.get(s.hotel_id),
+            "reservations/get-list",
+            {"limit": 1},
+            priority=Priority.INTERACTIVE,
         )
     assert refused.value.code == "pms_auth_failed"
     await notify_incidents(s.web)

@@ -6,13 +6,10 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
-import anyio
 import pytest
-import structlog
 from pydantic import SecretStr
-from typer.testing import CliRunner, Result
+from typer.testing import Result
 
-from pmsgate.cli import app
 from pmsgate.clock import ManualClock
 from pmsgate.config import get_settings
 from pmsgate.customers.registry import Customers
@@ -21,6 +18,8 @@ from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.web.users import UserService
+from tests.cli_support import assert_failed_with, pmsgate
+from tests.support.cli import cli_environment
 
 from ..gateway.facility_support import all_stored_text
 
@@ -33,14 +32,12 @@ PASSWORD = "a long enough passphrase"
 @pytest.fixture
 def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The CLI's configuration in the environment; the settings cache and logging restored."""
-    monkeypatch.setenv("PMSGATE_DATABASE_URL", database_url)
-    monkeypatch.setenv("PMSGATE_SECRET_KEYS", generate_key_spec("u1"))
-    monkeypatch.delenv("PMSGATE_REDIS_URL", raising=False)
-    get_settings.cache_clear()
-    saved_logging = structlog.get_config()
-    yield database_url
-    structlog.configure(**saved_logging)
-    get_settings.cache_clear()
+    with cli_environment(
+        monkeypatch,
+        PMSGATE_DATABASE_URL=database_url,
+        PMSGATE_SECRET_KEYS=generate_key_spec("u1"),
+    ):
+        yield database_url
 
 
 @pytest.fixture
@@ -53,21 +50,16 @@ async def customer(cli_env: str) -> str:
     return STUDENT
 
 
-async def pmsgate(*args: str, input: str | None = None) -> Result:
-    """Run `pmsgate <args>` in a worker thread (the CLI runs its own event loop)."""
-    get_settings.cache_clear()
-
-    def invoke() -> Result:
-        return CliRunner().invoke(app, list(args), input=input)
-
-    return await anyio.to_thread.run_sync(invoke)
-
-
-def assert_failed_with(result: Result, code: str) -> None:
-    """Exit status 2 and `error <code>:` plus a hint on standard error."""
-    assert result.exit_code == 2, (result.stdout, result.stderr)
-    assert f"error {code}:" in result.stderr
-    assert "hint:" in result.stderr
+async def add_user(
+    email: str = "ops@example.com",
+    role: str = "admin",
+    *extra: str,
+    input: str = PASSWORD + "\n",
+) -> Result:
+    """`pmsgate users add --email <email> --role <role> <extra> --password-stdin`."""
+    return await pmsgate(
+        "users", "add", "--email", email, "--role", role, *extra, "--password-stdin", input=input
+    )
 
 
 async def sign_in(database_url: str, email: str, password: str) -> str:
@@ -94,18 +86,7 @@ async def listed(*extra: str) -> list[dict[str, Any]]:
 async def test_users_add_with_password_stdin_creates_a_user_that_can_sign_in(
     cli_env: str, customer: str
 ) -> None:
-    result = await pmsgate(
-        "users",
-        "add",
-        "--email",
-        "Owner@Example.com",
-        "--role",
-        "customer",
-        "--student-id",
-        customer,
-        "--password-stdin",
-        input=PASSWORD + "\n",
-    )
+    result = await add_user("Owner@Example.com", "customer", "--student-id", customer)
 
     assert result.exit_code == 0, (result.stdout, result.stderr)
     assert "owner@example.com" in result.stdout
@@ -141,16 +122,7 @@ async def test_users_add_prompts_twice_for_a_hidden_password(cli_env: str) -> No
 async def test_a_short_password_is_refused_with_exit_2_and_nothing_is_stored(
     cli_env: str,
 ) -> None:
-    result = await pmsgate(
-        "users",
-        "add",
-        "--email",
-        "ops@example.com",
-        "--role",
-        "admin",
-        "--password-stdin",
-        input="short\n",
-    )
+    result = await add_user(input="short\n")
 
     assert_failed_with(result, "password_too_short")
     assert await listed() == []
@@ -159,41 +131,20 @@ async def test_a_short_password_is_refused_with_exit_2_and_nothing_is_stored(
 async def test_a_customer_user_with_an_unknown_student_id_is_refused_with_customer_not_found(
     cli_env: str,
 ) -> None:
-    result = await pmsgate(
-        "users",
-        "add",
-        "--email",
-        "owner@example.com",
-        "--role",
-        "customer",
-        "--student-id",
-        "stu-nobody",
-        "--password-stdin",
-        input=PASSWORD + "\n",
-    )
+    result = await add_user("owner@example.com", "customer", "--student-id", "stu-nobody")
 
     assert_failed_with(result, "customer_not_found")
     assert await listed() == []
 
 
 async def test_adding_the_same_email_twice_is_refused_with_user_exists(cli_env: str) -> None:
-    args = ("users", "add", "--email", "ops@example.com", "--role", "admin", "--password-stdin")
-    assert (await pmsgate(*args, input=PASSWORD + "\n")).exit_code == 0
+    assert (await add_user()).exit_code == 0
 
-    assert_failed_with(await pmsgate(*args, input=PASSWORD + "\n"), "user_exists")
+    assert_failed_with(await add_user(), "user_exists")
 
 
 async def test_set_password_replaces_the_password(cli_env: str) -> None:
-    await pmsgate(
-        "users",
-        "add",
-        "--email",
-        "ops@example.com",
-        "--role",
-        "admin",
-        "--password-stdin",
-        input=PASSWORD + "\n",
-    )
+    await add_user()
 
     result = await pmsgate(
         "users", "set-password", "OPS@example.com", "--password-stdin", input="another passphrase\n"
@@ -210,16 +161,7 @@ async def test_set_password_replaces_the_password(cli_env: str) -> None:
 async def test_remove_deletes_the_user_and_an_unknown_one_is_user_not_found(
     cli_env: str,
 ) -> None:
-    await pmsgate(
-        "users",
-        "add",
-        "--email",
-        "ops@example.com",
-        "--role",
-        "admin",
-        "--password-stdin",
-        input=PASSWORD + "\n",
-    )
+    await add_user()
 
     removed = await pmsgate("users", "remove", "ops@example.com")
 
@@ -237,17 +179,7 @@ async def test_users_list_shows_a_table_without_any_hash(cli_env: str, customer:
         ("ops@example.com", "admin", ()),
         ("owner@example.com", "customer", ("--student-id", customer)),
     ):
-        await pmsgate(
-            "users",
-            "add",
-            "--email",
-            email,
-            "--role",
-            role,
-            *extra,
-            "--password-stdin",
-            input=PASSWORD + "\n",
-        )
+        await add_user(email, role, *extra)
 
     table = await pmsgate("users", "list")
 

@@ -51,6 +51,19 @@ class AuditAction(StrEnum):
     INCIDENT_NOTE_ADDED = "incident.note_added"
     INCIDENT_CHECKED = "incident.checked"
     INCIDENT_LINK_RESENT = "incident.link_resent"
+    WEBHOOK_SUBSCRIBED = "webhook.subscribed"
+    WEBHOOK_REMOVED = "webhook.removed"
+    WEBHOOK_ENABLED = "webhook.enabled"
+    WEBHOOK_ROTATED = "webhook.rotated"
+    WEBHOOK_REPLAYED = "webhook.replayed"
+    WEBHOOK_DISABLED = "webhook.disabled"
+    WEBHOOK_GAVE_UP = "webhook.gave_up"
+    OAUTH_CLIENT_REGISTERED = "oauth.client_registered"
+    OAUTH_GRANTED = "oauth.granted"
+    OAUTH_DENIED = "oauth.denied"
+    OAUTH_REFRESH_REUSED = "oauth.refresh_reused"
+    OAUTH_CODE_REUSED = "oauth.code_reused"
+    OAUTH_REVOKED = "oauth.revoked"
 
 
 class Outcome(StrEnum):

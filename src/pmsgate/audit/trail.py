@@ -31,7 +31,7 @@ from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from enum import Enum
-from typing import Any
+from typing import Any, Required, TypedDict, Unpack
 
 import structlog
 from sqlalchemy import event as sa_event
@@ -182,6 +182,23 @@ def _fit(value: Any, *, depth: int) -> Any:
     return str(value)
 
 
+class EventFacts(TypedDict, total=False):
+    """What :meth:`AuditTrail.record` and :meth:`AuditTrail.record_in` are told of an event,
+    besides its action: who did it to what (required), how it ended (success unless said),
+    its details, and the customer and facility it concerns (by row id, or by ``student_id``
+    / ``hotel_id`` when the ids are not at hand)."""
+
+    actor: Required[Actor]
+    subject: Required[str]
+    outcome: Outcome
+    details: Mapping[str, Any] | None
+    customer_id: int | None
+    facility_id: int | None
+    student_id: str | None
+    hotel_id: str | None
+    client_address: str | None
+
+
 @dataclass(frozen=True)
 class _Event:
     """An event checked and ready to append (built before any database work)."""
@@ -213,38 +230,26 @@ class AuditTrail:
 
     # --- recording ------------------------------------------------------------------------
 
-    def _event(
-        self,
-        action: AuditAction,
-        actor: Actor,
-        subject: str,
-        outcome: Outcome,
-        details: Mapping[str, Any] | None,
-        client_address: str | None,
-    ) -> _Event:
+    def _event(self, action: AuditAction, facts: EventFacts) -> _Event:
         if not isinstance(action, AuditAction):
             raise AuditDetailsError(f"{action!r} is not an AuditAction")
+        client_address = facts.get("client_address")
         return _Event(
             action=action.value,
-            actor=actor,
-            subject=clean_text(subject, MAX_SUBJECT) or "-",
-            outcome=Outcome(outcome).value,
-            details=check_details(details),
+            actor=facts["actor"],
+            subject=clean_text(facts["subject"], MAX_SUBJECT) or "-",
+            outcome=Outcome(facts.get("outcome", Outcome.SUCCESS)).value,
+            details=check_details(facts.get("details")),
             request_id=current_request_id(),
             client_address=(client_address or current_client_address() or None),
         )
 
     async def _append(
-        self,
-        session: AsyncSession,
-        event: _Event,
-        *,
-        customer_id: int | None,
-        facility_id: int | None,
-        student_id: str | None,
-        hotel_id: str | None,
+        self, session: AsyncSession, event: _Event, facts: EventFacts
     ) -> AuditEventView:
         repository = AuditRepository(session)
+        customer_id, facility_id = facts.get("customer_id"), facts.get("facility_id")
+        student_id, hotel_id = facts.get("student_id"), facts.get("hotel_id")
         if customer_id is None and student_id is not None:
             customer_id = await repository.customer_id(student_id)
         if facility_id is None and hotel_id is not None:
@@ -264,35 +269,17 @@ class AuditTrail:
         )
 
     async def record(
-        self,
-        action: AuditAction,
-        *,
-        actor: Actor,
-        subject: str,
-        outcome: Outcome = Outcome.SUCCESS,
-        details: Mapping[str, Any] | None = None,
-        customer_id: int | None = None,
-        facility_id: int | None = None,
-        student_id: str | None = None,
-        hotel_id: str | None = None,
-        client_address: str | None = None,
+        self, action: AuditAction, **facts: Unpack[EventFacts]
     ) -> AuditEventView | None:
         """Record one event in its own transaction; None when the database could not take it.
 
         ``student_id`` / ``hotel_id`` name the customer / facility when their row ids are
         not at hand (looked up in the same transaction).
         """
-        event = self._event(action, actor, subject, outcome, details, client_address)
+        event = self._event(action, facts)
         try:
             async with self._sessions.begin() as session:
-                view = await self._append(
-                    session,
-                    event,
-                    customer_id=customer_id,
-                    facility_id=facility_id,
-                    student_id=student_id,
-                    hotel_id=hotel_id,
-                )
+                view = await self._append(session, event, facts)
         except (SQLAlchemyError, OSError) as error:
             log.error(
                 "audit_event_lost",
@@ -307,30 +294,11 @@ class AuditTrail:
         return view
 
     async def record_in(
-        self,
-        session: AsyncSession,
-        action: AuditAction,
-        *,
-        actor: Actor,
-        subject: str,
-        outcome: Outcome = Outcome.SUCCESS,
-        details: Mapping[str, Any] | None = None,
-        customer_id: int | None = None,
-        facility_id: int | None = None,
-        student_id: str | None = None,
-        hotel_id: str | None = None,
-        client_address: str | None = None,
+        self, session: AsyncSession, action: AuditAction, **facts: Unpack[EventFacts]
     ) -> AuditEventView:
         """Add one event to the caller's unit of work (it commits or rolls back with it)."""
-        event = self._event(action, actor, subject, outcome, details, client_address)
-        view = await self._append(
-            session,
-            event,
-            customer_id=customer_id,
-            facility_id=facility_id,
-            student_id=student_id,
-            hotel_id=hotel_id,
-        )
+        event = self._event(action, facts)
+        view = await self._append(session, event, facts)
         if self.observer is not None:
             _observe_on_commit(session.sync_session, self.observer, event)
         return view
@@ -394,17 +362,12 @@ class AuditTrail:
         cutoff = moment - self.retention
         async with self._sessions.begin() as session:
             removed = await AuditRepository(session).purge_before(cutoff)
-            event = self._event(
-                AuditAction.AUDIT_PURGED,
-                Actor.system(),
-                "audit_events",
-                Outcome.SUCCESS,
-                {"removed": removed, "before": cutoff},
-                None,
-            )
-            await self._append(
-                session, event, customer_id=None, facility_id=None, student_id=None, hotel_id=None
-            )
+            facts: EventFacts = {
+                "actor": Actor.system(),
+                "subject": "audit_events",
+                "details": {"removed": removed, "before": cutoff},
+            }
+            await self._append(session, self._event(AuditAction.AUDIT_PURGED, facts), facts)
         return removed
 
     # --- key expiry ----------------------------------------------------------------------
@@ -447,22 +410,13 @@ class AuditTrail:
             for key in expired:
                 if key.id in recorded:
                     continue
-                event = self._event(
-                    AuditAction.KEY_EXPIRED,
-                    who,
-                    f"key:{key.prefix}",
-                    Outcome.SUCCESS,
-                    {"key_id": key.id, "expires_at": key.expires_at, "label": key.label},
-                    None,
-                )
-                await self._append(
-                    session,
-                    event,
-                    customer_id=None,
-                    facility_id=key.facility_id,
-                    student_id=None,
-                    hotel_id=None,
-                )
+                facts: EventFacts = {
+                    "actor": who,
+                    "subject": f"key:{key.prefix}",
+                    "details": {"key_id": key.id, "expires_at": key.expires_at, "label": key.label},
+                    "facility_id": key.facility_id,
+                }
+                await self._append(session, self._event(AuditAction.KEY_EXPIRED, facts), facts)
                 added += 1
         return added
 

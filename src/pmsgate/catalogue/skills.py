@@ -6,6 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from pmsgate.catalogue.keyed import names_from_keys
+
 # docs/requirements.md R15.4, R15.5: the three minimum skills, the same for every customer,
 # and the optional one.
 STANDARD_SKILL_NAMES = (
@@ -96,15 +98,7 @@ class SkillsFile(BaseModel):
     @model_validator(mode="before")
     @classmethod
     def _names_from_keys(cls, raw: Any) -> Any:
-        if isinstance(raw, dict) and isinstance(raw.get("skills"), dict):
-            raw = {
-                **raw,
-                "skills": {
-                    name: {"name": name, **body} if isinstance(body, dict) else body
-                    for name, body in raw["skills"].items()
-                },
-            }
-        return raw
+        return names_from_keys(raw, "skills")
 
     @field_validator("skills")
     @classmethod

@@ -8,18 +8,28 @@ and caches it for its ``cache_max_age_s``; onboarding creates one custom tool pe
 definition on the assistant platform (``custom_tool_body``), whose code is the
 catalogue's one shared template rendered with the tool's name
 (``custom_tool_code``). See docs/extending.md, "How to add a tool".
+
+A tool's answer is declared here too: each registered answer's model (:data:`ANSWER_MODELS`,
+``{"data", "meta"}`` exactly as the gateway sends it), which ``/openapi.json`` names as the
+route's 200 answer and MCP lists as the tool's ``outputSchema`` (docs/gateway.md, "Typed
+answers"). The models document; the answers are made as plain JSON by
+``pmsgate.gateway.tools`` and checked against them by the test suite (and by MCP, whose
+``structuredContent`` must match the listed schema).
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import re
 from collections.abc import Callable
+from functools import cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from pmsgate.boundary import INT64_MAX, INT64_MIN, bounded_schema
+from pmsgate.openapi import sometimes
 
 # docs/requirements.md R6.2: these six are always there (more may be declared), in the order
 # onboarding creates them (docs/requirements.md R21.6).
@@ -38,6 +48,256 @@ DateYears = Callable[[str], tuple[int, int]]
 # The template's assignments replaced per tool; each must appear exactly once.
 _TEMPLATE_CONSTANTS = ("TOOL_NAME", "URL_SECRET", "KEY_SECRET", "TIMEOUT_S")
 _SECRET_NAME = r"^[A-Z][A-Z0-9_]{2,63}$"
+
+
+# --- what the tools answer (docs/gateway.md, "Typed answers") -----------------------------
+
+# Why a reservation window was read only in part (pmsgate.gateway.window.TruncatedReason).
+TruncatedReason = Literal[
+    "budget_share", "page_limit", "offset_ignored", "page_repeated", "budget_exhausted", "upstream"
+]
+# A reservation's status in words (pmsgate.gateway.tools.STATUS_LABELS, or "unknown").
+StatusLabel = Literal["confirmed", "pending", "cancelled", "checked in", "checked out", "unknown"]
+
+
+class _Answer(BaseModel):
+    # Exactly the fields the gateway sends (additionalProperties: false): an answer that
+    # grows a field fails the tests until it is declared here.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AnswerMeta(_Answer):
+    """Where a tool's answer came from and how fresh it is."""
+
+    source: Literal["upstream", "cache"] = Field(
+        description="upstream: read from the booking system for this call; cache: a kept read."
+    )
+    age_s: float = Field(description="Seconds since the answer's read was made.")
+    stale: bool = Field(
+        description="True when the booking system could not be asked and this is the last good "
+        "answer (age_s says how old)."
+    )
+    count: int = Field(ge=0, description="How many items the answer lists.")
+    dropped_out_of_range: int = Field(
+        ge=0, description="Rows the booking system returned outside what was asked (filtered out)."
+    )
+    skipped_rows: int = Field(
+        ge=0, description="Rows the booking system sent that could not be read (left out)."
+    )
+    truncated: bool = Field(description="True when the reservation window was read only in part.")
+    truncated_reason: TruncatedReason = sometimes(
+        "Why the window was read only in part; only when truncated is true."
+    )
+
+
+class PortalMeta(AnswerMeta):
+    """Where a check-in portal answer came from, with the unknown statuses counted."""
+
+    unknown: int = Field(
+        ge=0, description="Reservations whose portal status the booking system did not give."
+    )
+
+
+class _WindowNote(_Answer):
+    complete: bool = sometimes(
+        "false when the reservation window was read only in part (reservations may be "
+        "missing); left out otherwise."
+    )
+    window_note: str = sometimes("Says, in words, that the window was read only in part.")
+
+
+class ApartmentAvailability(_Answer):
+    """One apartment (room type) over the nights of the stay."""
+
+    apartment_id: int = Field(description="The apartment's (room type's) identifier.")
+    apartment: str | None = Field(description="The apartment's name, when given.")
+    available: bool = Field(description="Free every night of the stay, and long enough.")
+    nights_free: int = Field(ge=0)
+    nights_asked: int = Field(ge=0)
+    min_stay: int = Field(description="The longest minimum stay of its nights.")
+    total_price: float | None = Field(
+        description="The stay's price; null unless every night has a price."
+    )
+    currency: str | None
+
+
+class StayAvailability(_Answer):
+    """Which apartments are free for a stay."""
+
+    arrival: dt.date
+    departure: dt.date
+    nights: int
+    available_count: int = Field(ge=0)
+    apartments: list[ApartmentAvailability]
+
+
+class ReservationBrief(_Answer):
+    """A reservation in brief (never the guest's e-mail or phone)."""
+
+    reservation_id: int
+    status: StatusLabel
+    arrival: dt.date
+    departure: dt.date
+    apartment: str | None = Field(description="The apartments' names, comma-separated.")
+    guests: int | None = Field(description="Guests of its rooms; null when not given.")
+    language: str | None
+
+
+class ReservationDetail(ReservationBrief):
+    """A reservation described: dates, apartment, channel, payments and portal."""
+
+    nights: int
+    channel: str | None
+    total_amount: float | None
+    paid: float | None = Field(description="Null when the booking system lists no payments.")
+    balance: float | None = Field(description="total_amount - paid; null when either is.")
+    currency: str | None
+    portal_status: str = Field(description="The check-in portal's status, or unknown.")
+    portal_link: str | None
+
+
+class Portal(_Answer):
+    """A reservation's online check-in portal; an unknown status carries only the link."""
+
+    status: str = Field(description="The booking system's status (complete, ...), or unknown.")
+    guests_registered: int | None = sometimes("Left out when the status is unknown.")
+    guests_expected: int | None = sometimes("Left out when the status is unknown.")
+    missing: list[str] = sometimes("What is still missing; left out when the status is unknown.")
+    link: str | None
+
+
+class ReservationWithPortal(ReservationBrief):
+    """A reservation in brief with its check-in portal."""
+
+    portal: Portal
+
+
+class ReservationsOnNight(_WindowNote):
+    """The reservations of one night (cancelled excluded)."""
+
+    date: dt.date
+    count: int = Field(ge=0)
+    reservations: list[ReservationBrief]
+
+
+class ReservationsInRange(_WindowNote):
+    """The reservations of a range of days (cancelled excluded)."""
+
+    date_from: dt.date
+    date_to: dt.date
+    count: int = Field(ge=0)
+    reservations: list[ReservationBrief]
+
+
+class IncompletePortals(_WindowNote):
+    """Arrivals whose check-in portal is incomplete, and those whose status is unknown."""
+
+    date_from: dt.date
+    date_to: dt.date
+    count: int = Field(ge=0, description="Arrivals whose portal is known to be incomplete.")
+    unknown: int = Field(ge=0, description="Arrivals whose portal status is unknown.")
+    reservations: list[ReservationWithPortal]
+    unknown_reservations: list[ReservationWithPortal]
+    note: str = sometimes("Says, in words, that some statuses are unknown; only then.")
+
+
+class PortalStatus(_Answer):
+    """Whether one reservation's check-in portal is complete."""
+
+    reservation_id: int
+    complete: bool | None = Field(description="Null when the status is unknown.")
+    portal: Portal
+    note: str = sometimes("Says, in words, that the status is unknown; only then.")
+
+
+class ReservationStatus(_Answer):
+    """One reservation described."""
+
+    reservation: ReservationDetail
+
+
+class ApartmentInstructions(_Answer):
+    """An apartment's check-in instructions."""
+
+    apartment_id: int
+    apartment: str | None
+    address: str | None
+    check_in_from: str | None
+    check_in_until: str | None
+    check_out_until: str | None
+    instructions: str | None
+
+
+class StayAvailabilityAnswer(_Answer):
+    """A tool's answer made by availability: data and meta."""
+
+    data: StayAvailability
+    meta: AnswerMeta
+
+
+class ReservationStatusAnswer(_Answer):
+    """A tool's answer made by reservation-status: data and meta."""
+
+    data: ReservationStatus
+    meta: AnswerMeta
+
+
+class ReservationsOnNightAnswer(_Answer):
+    """A tool's answer made by reservation-list about one night (a date parameter)."""
+
+    data: ReservationsOnNight
+    meta: AnswerMeta
+
+
+class ReservationsInRangeAnswer(_Answer):
+    """A tool's answer made by reservation-list about a range (date_from, date_to)."""
+
+    data: ReservationsInRange
+    meta: AnswerMeta
+
+
+class IncompletePortalsAnswer(_Answer):
+    """A tool's answer made by incomplete-portals: data and meta."""
+
+    data: IncompletePortals
+    meta: PortalMeta
+
+
+class PortalStatusAnswer(_Answer):
+    """A tool's answer made by portal-status: data and meta."""
+
+    data: PortalStatus
+    meta: PortalMeta
+
+
+class ApartmentInstructionsAnswer(_Answer):
+    """A tool's answer made by checkin-instructions: data and meta."""
+
+    data: ApartmentInstructions
+    meta: AnswerMeta
+
+
+# The model of each registered answer (``answer`` in tools.yaml), by name.
+ANSWER_MODELS: dict[str, type[BaseModel]] = {
+    "availability": StayAvailabilityAnswer,
+    "reservation-status": ReservationStatusAnswer,
+    "reservation-list": ReservationsInRangeAnswer,
+    "incomplete-portals": IncompletePortalsAnswer,
+    "portal-status": PortalStatusAnswer,
+    "checkin-instructions": ApartmentInstructionsAnswer,
+}
+# An answer shaped by a parameter of its tool: (answer, parameter) → its model then. A
+# reservation list asks about one night with a `date`, else about a range.
+ANSWER_MODELS_BY_PARAMETER: dict[tuple[str, str], type[BaseModel]] = {
+    ("reservation-list", "date"): ReservationsOnNightAnswer,
+}
+
+
+@cache
+def answer_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """``model``'s JSON Schema, self-contained (``$defs``), as MCP lists it; made once. Not
+    to be changed."""
+    return model.model_json_schema(mode="serialization")
 
 
 class ToolParameter(BaseModel):
@@ -212,6 +472,14 @@ class ToolDefinition(BaseModel):
             return schema
         bounded: dict[str, Any] = bounded_schema(schema, date_years)
         return bounded
+
+    def answer_model(self) -> type[BaseModel] | None:
+        """The model of this tool's answer (:data:`ANSWER_MODELS`); None when its answer has
+        none declared (the gateway refuses such a tool: pmsgate.gateway.tools.check_answers)."""
+        for (answer, parameter), model in ANSWER_MODELS_BY_PARAMETER.items():
+            if answer == self.answer and parameter in self.parameters:
+                return model
+        return ANSWER_MODELS.get(self.answer)
 
     def openapi_schema(self, date_years: DateYears | None = None) -> dict[str, Any]:
         """:meth:`input_schema` with what only the HTTP body states (``requires_any_of``)."""

@@ -113,6 +113,11 @@ LAZY_GROUPS: dict[str, LazyGroup] = {
         "audit_app",
         "The audit trail: export it as JSON lines, list the newest events (docs/audit.md).",
     ),
+    "webhooks": LazyGroup(
+        "pmsgate.cli.webhooks",
+        "webhooks_app",
+        "Signed event webhooks: subscriptions, secrets, deliveries and replays (docs/webhooks.md).",
+    ),
 }
 
 

@@ -10,27 +10,28 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, date, datetime
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from pmsgate.audit.trail import AuditTrail
-from pmsgate.cli.support import err_console, open_cli_container, run
+from pmsgate.cli.support import command_group, console, err_console, run_on_container
 from pmsgate.errors import InvalidInput
 from pmsgate.storage.audit import AuditFilter
 
+if TYPE_CHECKING:
+    from pmsgate.container import Container
+
 T = TypeVar("T")
 
-audit_app = typer.Typer(
-    help="The audit trail: export it as JSON lines, list the newest events (docs/audit.md).",
-    no_args_is_help=True,
+audit_app = command_group(
+    "The audit trail: export it as JSON lines, list the newest events (docs/audit.md)."
 )
 
-console = Console(highlight=False)
 
 Since = Annotated[
     str | None,
@@ -75,38 +76,45 @@ def parse_moment(value: str, option: str) -> datetime:
     return moment if moment.tzinfo is not None else moment.replace(tzinfo=UTC)
 
 
-async def build_filter(
-    trail: AuditTrail,
-    *,
-    since: str | None,
-    until: str | None,
-    customer: str | None,
-    facility: str | None,
-    action: str | None,
-    outcome: str | None,
-    actor: str | None,
-) -> AuditFilter:
-    """The filter the options describe (the customer and facility looked up by name)."""
-    owner = await trail.owner(customer.strip()) if customer else None
-    if owner is not None and owner.customer_id is None and not owner.facility_ids:
-        err_console.print(f"[yellow]warning[/] no customer {escape(customer or '')} is stored")
-    return AuditFilter(
-        since=parse_moment(since, "--since") if since else None,
-        until=parse_moment(until, "--until") if until else None,
-        owner=owner,
-        facility_ids=await trail.facility_ids(facility.strip()) if facility else None,
-        action_prefix=action.strip() if action else None,
-        outcome=outcome.strip().lower() if outcome else None,
-        actor=actor.strip() if actor else None,
-    )
+@dataclass(frozen=True)
+class FilterOptions:
+    """The filter options of a command, as given (each None when left out)."""
+
+    since: str | None
+    until: str | None
+    customer: str | None
+    facility: str | None
+    action: str | None
+    outcome: str | None
+    actor: str | None
+
+    async def build_filter(self, trail: AuditTrail) -> AuditFilter:
+        """The filter the options describe (the customer and facility looked up by name)."""
+        customer, facility, action = self.customer, self.facility, self.action
+        owner = await trail.owner(customer.strip()) if customer else None
+        if owner is not None and owner.customer_id is None and not owner.facility_ids:
+            err_console.print(f"[yellow]warning[/] no customer {escape(customer or '')} is stored")
+        return AuditFilter(
+            since=parse_moment(self.since, "--since") if self.since else None,
+            until=parse_moment(self.until, "--until") if self.until else None,
+            owner=owner,
+            facility_ids=await trail.facility_ids(facility.strip()) if facility else None,
+            action_prefix=action.strip() if action else None,
+            outcome=self.outcome.strip().lower() if self.outcome else None,
+            actor=self.actor.strip() if self.actor else None,
+        )
 
 
-def _with_trail(work: Callable[[AuditTrail], Awaitable[T]]) -> T:
-    async def _go() -> T:
-        async with open_cli_container() as container:
-            return await work(container.audit)
+def _with_filter(
+    options: FilterOptions, work: Callable[[AuditTrail, AuditFilter], Awaitable[T]]
+) -> T:
+    """Run ``work`` on the trail with the filter the options describe."""
 
-    return run(_go())
+    async def on_trail(container: Container) -> T:
+        trail = container.audit
+        return await work(trail, await options.build_filter(trail))
+
+    return run_on_container(on_trail)
 
 
 @audit_app.command("export")
@@ -121,17 +129,7 @@ def export(
 ) -> None:
     """Write the matching events as JSON lines on standard output, newest first."""
 
-    async def work(trail: AuditTrail) -> int:
-        where = await build_filter(
-            trail,
-            since=since,
-            until=until,
-            customer=customer,
-            facility=facility,
-            action=action,
-            outcome=outcome,
-            actor=actor,
-        )
+    async def work(trail: AuditTrail, where: AuditFilter) -> int:
         count = 0
         async for event in trail.export(where):
             sys.stdout.write(json.dumps(event.as_json(), ensure_ascii=False) + "\n")
@@ -139,7 +137,8 @@ def export(
         sys.stdout.flush()
         return count
 
-    count = _with_trail(work)
+    options = FilterOptions(since, until, customer, facility, action, outcome, actor)
+    count = _with_filter(options, work)
     err_console.print(f"[dim]{count} events[/]")
 
 
@@ -156,17 +155,7 @@ def list_events(
 ) -> None:
     """Show the newest matching events as a table."""
 
-    async def work(trail: AuditTrail) -> Table:
-        where = await build_filter(
-            trail,
-            since=since,
-            until=until,
-            customer=customer,
-            facility=facility,
-            action=action,
-            outcome=outcome,
-            actor=actor,
-        )
+    async def work(trail: AuditTrail, where: AuditFilter) -> Table:
         page = await trail.page(where, limit=limit)
         table = Table("when (UTC)", "action", "outcome", "actor", "subject", "details")
         for event in page.events:
@@ -180,4 +169,5 @@ def list_events(
             )
         return table
 
-    console.print(_with_trail(work))
+    options = FilterOptions(since, until, customer, facility, action, outcome, actor)
+    console.print(_with_filter(options, work))

@@ -11,10 +11,10 @@ from rich.console import Console
 from rich.table import Table
 
 from pmsgate.catalogue.loader import inspect_catalogue
+from pmsgate.cli.support import command_group
 
-catalogue_app = typer.Typer(
-    help="The catalogue: tools, skills, guardrails, guest agent, knowledge template.",
-    no_args_is_help=True,
+catalogue_app = command_group(
+    "The catalogue: tools, skills, guardrails, guest agent, knowledge template."
 )
 
 PathOption = Annotated[

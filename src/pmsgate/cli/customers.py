@@ -19,12 +19,21 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import SecretStr
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from pmsgate.audit.actions import Actor
-from pmsgate.cli.support import fail, open_cli_container, run
+from pmsgate.cli.support import (
+    JsonOption,
+    StudentArgument,
+    command_group,
+    console,
+    err_console,
+    fail,
+    open_cli_container,
+    run,
+    run_on_container,
+)
 from pmsgate.customers.context import CustomerContext, CustomerServices
 from pmsgate.customers.registry_check import (
     RegistryFix,
@@ -46,29 +55,16 @@ from pmsgate.storage.integrations import IntegrationView
 
 T = TypeVar("T")
 
-customers_app = typer.Typer(
-    help="Customers: records, notes and booking-system integrations, apartment registry.",
-    no_args_is_help=True,
+customers_app = command_group(
+    "Customers: records, notes and booking-system integrations, apartment registry."
 )
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
-
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print one JSON object on standard output.")
-]
-Student = Annotated[str, typer.Argument(help="The customer's student_id.")]
 
 
 # --- plumbing ----------------------------------------------------------------------------------
 
 
 def _with_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:
-    async def _go() -> T:
-        async with open_cli_container() as container:
-            return await work(container.customers)
-
-    return run(_go())
+    return run_on_container(lambda container: work(container.customers))
 
 
 def _plain(value: Any) -> Any:
@@ -161,7 +157,7 @@ def _registry_counts(ctx: CustomerContext) -> dict[str, int]:
 
 @customers_app.command("add")
 def add(
-    student_id: Student,
+    student_id: StudentArgument,
     email: Annotated[str, typer.Option(help="The customer's e-mail address.")],
     name: Annotated[str, typer.Option(help="The customer's name.")],
     kind: Annotated[str, typer.Option(help="`partner` or `own` (booking-system api key).")],
@@ -253,7 +249,7 @@ def list_customers(as_json: JsonOption = False) -> None:
 
 
 @customers_app.command("show")
-def show(student_id: Student, as_json: JsonOption = False) -> None:
+def show(student_id: StudentArgument, as_json: JsonOption = False) -> None:
     """A customer's records, integrations and registry counts (never a token)."""
     ctx = _with_services(lambda s: s.context(student_id))
     counts = _registry_counts(ctx)
@@ -302,7 +298,7 @@ def show(student_id: Student, as_json: JsonOption = False) -> None:
 
 @customers_app.command("configure-workspace")
 def configure_workspace_command(
-    student_id: Student,
+    student_id: StudentArgument,
     plan_limit_usd: Annotated[str, typer.Option(help="The plan's monthly limit in USD.")],
     alert_threshold_pct: Annotated[
         int, typer.Option(help="Share of the plan limit at which to alert.")
@@ -337,7 +333,7 @@ def configure_workspace_command(
 @customers_app.command("connect-notes", hidden=True, deprecated=True)  # the old name, one release
 @customers_app.command("connect-notion")
 def connect_notion_command(
-    student_id: Student,
+    student_id: StudentArgument,
     database_id: Annotated[str, typer.Option(help="The notes apartments database id.")],
     token_stdin: Annotated[
         bool,
@@ -385,7 +381,7 @@ def connect_notion_command(
 @customers_app.command("link-pms", hidden=True, deprecated=True)  # the old name, one release
 @customers_app.command("link-kross")
 def link_kross_command(
-    student_id: Student,
+    student_id: StudentArgument,
     hotel_id: Annotated[str, typer.Option(help="The booking-system facility's hotel_id.")],
     as_json: JsonOption = False,
 ) -> None:
@@ -412,7 +408,7 @@ def link_kross_command(
 
 
 @customers_app.command("sync-registry")
-def sync_registry_command(student_id: Student, as_json: JsonOption = False) -> None:
+def sync_registry_command(student_id: StudentArgument, as_json: JsonOption = False) -> None:
     """The listings sync: one registry row per apartment (listing, notes page, name)."""
     result = _with_services(lambda s: sync_registry(s, student_id))
     if as_json:
@@ -470,7 +466,7 @@ def _print_report(report: RegistryReport) -> None:
 
 
 @customers_app.command("check-registry")
-def check_registry_command(student_id: Student, as_json: JsonOption = False) -> None:
+def check_registry_command(student_id: StudentArgument, as_json: JsonOption = False) -> None:
     """Check that every apartment maps to a listing of its room type (stores the result)."""
     report = _with_services(lambda s: check_and_record(s, student_id))
     if as_json:
@@ -481,7 +477,7 @@ def check_registry_command(student_id: Student, as_json: JsonOption = False) -> 
 
 @customers_app.command("fix-registry")
 def fix_registry_command(
-    student_id: Student,
+    student_id: StudentArgument,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Show what would change; change nothing.")
     ] = False,

@@ -26,12 +26,19 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from pydantic import BaseModel, SecretStr
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from pmsgate.audit.actions import Actor
-from pmsgate.cli.support import Upstreams, fail, open_cli_container, run
+from pmsgate.cli.support import (
+    JsonOption,
+    Upstreams,
+    command_group,
+    console,
+    err_console,
+    fail,
+    run_on_container,
+)
 from pmsgate.customers.reconnect import reconnect_facility
 from pmsgate.errors import InvalidInput, PmsgateError
 from pmsgate.gateway.facilities import FacilityView, KeyView, Limits, NewFacility
@@ -45,21 +52,12 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-facilities_app = typer.Typer(
-    help="Facilities: booking-system credentials, limits and gateway keys.",
-    no_args_is_help=True,
-)
-secrets_app = typer.Typer(
-    help="Vault keys (PMSGATE_SECRET_KEYS): generate one, re-encrypt under the first.",
-    no_args_is_help=True,
+facilities_app = command_group("Facilities: booking-system credentials, limits and gateway keys.")
+secrets_app = command_group(
+    "Vault keys (PMSGATE_SECRET_KEYS): generate one, re-encrypt under the first."
 )
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print one JSON object on standard output.")
-]
 PasswordStdin = Annotated[
     bool,
     typer.Option(
@@ -155,34 +153,27 @@ def _when(value: datetime | None) -> str:
 # --- plumbing ---------------------------------------------------------------------------
 
 
-def _run(work: Callable[[], Awaitable[T]]) -> T:
-    async def _main() -> T:
-        return await work()
-
-    return run(_main())
-
-
 # How the commands reach the upstreams: real clients by default; tests set the emulators'.
 upstreams = Upstreams()
 
 
 def _with_container(work: Callable[[Container], Awaitable[T]]) -> T:
-    async def _go() -> T:
-        async with open_cli_container(upstreams) as container:
-            return await work(container)
-
-    return _run(_go)
+    return run_on_container(work, upstreams)
 
 
 def _with_service(work: Callable[[FacilityService], Awaitable[T]]) -> T:
-    async def on_facilities(container: Container) -> T:
-        return await work(container.gateway.facilities)
-
-    return _with_container(on_facilities)
+    return run_on_container(lambda container: work(container.gateway.facilities), upstreams)
 
 
 def _print_json(payload: dict[str, Any]) -> None:
     typer.echo(json.dumps(payload, ensure_ascii=False))
+
+
+def _answered_in_json(json_output: bool, payload: dict[str, Any]) -> bool:
+    """With --json, print ``payload`` as the command's one JSON object; whether it did."""
+    if json_output:
+        _print_json(payload)
+    return json_output
 
 
 def _dump(model: BaseModel) -> dict[str, Any]:
@@ -355,8 +346,7 @@ def add(
         )
 
     view, raw_key = _with_container(work)
-    if json_output:
-        _print_json({"facility": _dump(view), "gateway_key": raw_key})
+    if _answered_in_json(json_output, {"facility": _dump(view), "gateway_key": raw_key}):
         return
     console.print(_facility_table(view))
     if view.status == "unverified":
@@ -375,8 +365,7 @@ def list_facilities(json_output: JsonOption = False) -> None:
         return await service.list()
 
     views = _with_service(work)
-    if json_output:
-        _print_json({"facilities": [_dump(view) for view in views]})
+    if _answered_in_json(json_output, {"facilities": [_dump(view) for view in views]}):
         return
     table = Table(title=f"Facilities ({len(views)})")
     for column in ("hotel_id", "name", "kind", "username", "status", "limits", "integration"):
@@ -402,8 +391,9 @@ def show(hotel_id: HotelId, json_output: JsonOption = False) -> None:
         return await service.get(hotel_id), await service.list_keys(hotel_id)
 
     view, keys = _with_service(work)
-    if json_output:
-        _print_json({"facility": _dump(view), "keys": [_dump(key) for key in keys]})
+    if _answered_in_json(
+        json_output, {"facility": _dump(view), "keys": [_dump(key) for key in keys]}
+    ):
         return
     console.print(_facility_table(view))
     console.print(_keys_table(keys))
@@ -429,8 +419,7 @@ def set_limits(
         return await service.set_limits(hotel_id, limits)
 
     view = _with_service(work)
-    if json_output:
-        _print_json({"facility": _dump(view)})
+    if _answered_in_json(json_output, {"facility": _dump(view)}):
         return
     console.print(f"Limits of {view.hotel_id}: {_limits_text(view.limits)}")
 
@@ -455,8 +444,7 @@ def mint_key(
         )
 
     view, raw_key = _with_service(work)
-    if json_output:
-        _print_json({"key": _dump(view), "gateway_key": raw_key})
+    if _answered_in_json(json_output, {"key": _dump(view), "gateway_key": raw_key}):
         return
     console.print(
         f"Key {view.id} ({escape(view.prefix)}…) for facility {view.facility_hotel_id}, "
@@ -498,8 +486,7 @@ def grant_scopes(
         )
 
     view = _with_service(work)
-    if json_output:
-        _print_json({"key": _dump(view)})
+    if _answered_in_json(json_output, {"key": _dump(view)}):
         return
     console.print(
         f"Key {view.id} ({escape(view.prefix)}…) of {view.facility_hotel_id} now holds: "
@@ -528,8 +515,9 @@ def rotate_key(
         return await service.rotate_key(hotel_id, chosen, period, actor=_actor("rotate-key"))
 
     old, new, raw_key = _with_service(work)
-    if json_output:
-        _print_json({"old_key": _dump(old), "key": _dump(new), "gateway_key": raw_key})
+    if _answered_in_json(
+        json_output, {"old_key": _dump(old), "key": _dump(new), "gateway_key": raw_key}
+    ):
         return
     console.print(
         f"Key {new.id} ({escape(new.prefix)}…) replaces key {old.id} ({escape(old.prefix)}…), "
@@ -563,8 +551,7 @@ def revoke_key(
         return await service.revoke_key(hotel_id, key_id, actor=_actor("revoke-key"))
 
     view = _with_service(work)
-    if json_output:
-        _print_json({"key": _dump(view)})
+    if _answered_in_json(json_output, {"key": _dump(view)}):
         return
     console.print(f"Key {view.id} ({escape(view.prefix)}…) of {view.facility_hotel_id} revoked.")
 
@@ -604,8 +591,7 @@ def reconnect(
         return reconnected.facility
 
     view = _with_container(work)
-    if json_output:
-        _print_json({"facility": _dump(view)})
+    if _answered_in_json(json_output, {"facility": _dump(view)}):
         return
     console.print(f"Facility {view.hotel_id} reconnected: status [green]{view.status}[/].")
 
@@ -630,8 +616,7 @@ def generate_key(
             )
         )
     spec = generate_key_spec(key_id)
-    if json_output:
-        _print_json({"key_spec": spec})
+    if _answered_in_json(json_output, {"key_spec": spec}):
         return
     # Only the entry on stdout, so it can be captured; the advice goes to stderr.
     typer.echo(spec)
@@ -649,8 +634,7 @@ def rotate(json_output: JsonOption = False) -> None:
         return await service.rotate_secrets()
 
     changed = _with_service(work)
-    if json_output:
-        _print_json({"rotated": changed})
+    if _answered_in_json(json_output, {"rotated": changed}):
         return
     console.print(
         f"{changed} secret(s) re-encrypted under the first key; the older keys can now be "

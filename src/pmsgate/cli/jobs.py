@@ -20,12 +20,20 @@ from contextlib import asynccontextmanager
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 from sqlalchemy.exc import SQLAlchemyError
 
-from pmsgate.cli.support import Upstreams, database_unavailable, fail, open_cli_container
+from pmsgate.cli.support import (
+    JsonOption,
+    Upstreams,
+    command_group,
+    console,
+    database_unavailable,
+    err_console,
+    fail,
+    open_cli_container,
+)
 from pmsgate.cli.support import run as run_async
 from pmsgate.config import get_settings
 from pmsgate.container import open_container
@@ -36,23 +44,16 @@ from pmsgate.jobs.spec import JobPartlyFailed
 from pmsgate.jobs.usage import REFRESH_USAGE
 from pmsgate.storage.job_runs import JobRunView
 
-jobs_app = typer.Typer(
-    help="Scheduled jobs: usage snapshots, hourly gateway usage, connection checks, "
-    "listings syncs (docs/jobs.md).",
-    no_args_is_help=True,
+jobs_app = command_group(
+    "Scheduled jobs: usage snapshots, hourly gateway usage, connection checks, "
+    "listings syncs (docs/jobs.md)."
 )
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 # How the commands reach the upstreams: real clients by default; the sandbox and tests
 # put httpx clients on the emulators and a shared clock here (the same seam as
 # `pmsgate knowledge`, no behaviour replaced).
 upstreams = Upstreams()
-
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print one JSON object on standard output.")
-]
 
 
 @asynccontextmanager

@@ -22,13 +22,21 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import SecretStr, ValidationError
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue
-from pmsgate.cli.support import Upstreams, fail, open_cli_container, run
+from pmsgate.cli.support import (
+    JsonOption,
+    Upstreams,
+    command_group,
+    console,
+    err_console,
+    fail,
+    open_cli_container,
+    run_on_container,
+)
 from pmsgate.customers.context import (
     CustomerContext,
     CustomerServices,
@@ -42,21 +50,15 @@ from pmsgate.knowledge.template import WIFI, PageCheck, WifiCredentials, check_p
 
 T = TypeVar("T")
 
-knowledge_app = typer.Typer(
-    help="Knowledge bridge: check and patch the customers' notes pages, sync them.",
-    no_args_is_help=True,
+knowledge_app = command_group(
+    "Knowledge bridge: check and patch the customers' notes pages, sync them."
 )
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 StudentOption = Annotated[str, typer.Option("--student", help="The customer's student_id.")]
 PageOption = Annotated[
     str | None,
     typer.Option("--page", help="Only this notes page (its id, with or without dashes)."),
-]
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print one JSON object on standard output.")
 ]
 
 
@@ -86,12 +88,7 @@ async def open_cli_customer_services() -> AsyncIterator[CustomerServices]:
 
 def run_on_customer_services(work: Callable[[CustomerServices], Awaitable[T]]) -> T:
     """Run ``work`` on the command's customer services; a service error becomes exit status 2."""
-
-    async def _go() -> T:
-        async with open_cli_customer_services() as services:
-            return await work(services)
-
-    return run(_go())
+    return run_on_container(lambda container: work(container.customers), upstreams)
 
 
 def page_progress() -> Progress:

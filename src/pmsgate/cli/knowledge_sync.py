@@ -17,7 +17,6 @@ import json
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -29,16 +28,13 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pmsgate.cli.knowledge import knowledge_app, open_cli_customer_services
-from pmsgate.cli.support import run
+from pmsgate.cli.knowledge import StudentOption, knowledge_app, open_cli_customer_services
+from pmsgate.cli.support import console, err_console, run
 from pmsgate.knowledge.records import KnowledgeSyncRecords
 from pmsgate.knowledge.sync import KnowledgeSync
 from pmsgate.knowledge.sync_jobs import SyncJobs
 from pmsgate.knowledge.sync_reports import CommitReport, DryRunReport, SyncProgress
 from pmsgate.storage.knowledge import SyncJobView
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 
 class _Bar:
@@ -142,7 +138,7 @@ def _apartments_table(report: DryRunReport | CommitReport) -> Table:
 
 @knowledge_app.command("sync")
 def sync_command(
-    student: Annotated[str, typer.Option("--student", help="The customer's student_id.")],
+    student: StudentOption,
     commit: Annotated[
         bool,
         typer.Option(

@@ -28,13 +28,12 @@ from __future__ import annotations
 
 import getpass
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypeVar
 
 import typer
-from rich.console import Console, Group, RenderableType
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.markup import escape
 from rich.padding import Padding
@@ -43,7 +42,14 @@ from rich.text import Text
 from typer.core import TyperGroup
 
 from pmsgate.cli import knowledge as knowledge_cli
-from pmsgate.cli.support import fail, open_cli_container, run
+from pmsgate.cli.support import (
+    JsonOption,
+    StudentArgument,
+    console,
+    err_console,
+    fail,
+    run_on_container,
+)
 from pmsgate.errors import PmsgateError
 from pmsgate.onboarding.context import OnboardingServices
 from pmsgate.onboarding.customer_file import load_customer_file
@@ -55,13 +61,16 @@ from pmsgate.onboarding.report import (
     StepOutcome,
     render_report,
 )
-from pmsgate.onboarding.runner import OnboardingRunner, StepEvent, confirm_step, reopen_step
+from pmsgate.onboarding.runner import (
+    OnboardingRunner,
+    StepEvent,
+    StepResultView,
+    confirm_step,
+    reopen_step,
+)
 from pmsgate.onboarding.steps import Step
 
 T = TypeVar("T")
-
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
 
 
 class _FileByDefault(TyperGroup):
@@ -82,26 +91,10 @@ onboard_app = typer.Typer(
     no_args_is_help=True,
 )
 
-JsonOption = Annotated[
-    bool, typer.Option("--json", help="Print one JSON object on standard output.")
-]
-
-
-@asynccontextmanager
-async def open_cli_onboarding_services() -> AsyncIterator[OnboardingServices]:
-    """The command's container (:func:`pmsgate.cli.support.open_cli_container`, with the
-    knowledge group's upstreams: the tests' seam), as the onboarding services."""
-    upstreams = knowledge_cli.upstreams
-    async with open_cli_container(upstreams) as container:
-        yield container.onboarding
-
 
 def _run_on_onboarding_services(work: Callable[[OnboardingServices], Awaitable[T]]) -> T:
-    async def _go() -> T:
-        async with open_cli_onboarding_services() as services:
-            return await work(services)
-
-    return run(_go())
+    upstreams = knowledge_cli.upstreams
+    return run_on_container(lambda container: work(container.onboarding), upstreams)
 
 
 # --- the live view -----------------------------------------------------------------------------
@@ -182,7 +175,7 @@ def run_command(
 
 @onboard_app.command("status")
 def status_command(
-    student_id: Annotated[str, typer.Argument(help="The customer's student_id.")],
+    student_id: StudentArgument,
     as_json: JsonOption = False,
 ) -> None:
     """The customer's checklist: done / not done / waiting for a person, evidence, due dates."""
@@ -313,35 +306,66 @@ def _words(value: Any) -> str:
     return str(value)
 
 
+StepArgument = Annotated[str, typer.Argument(help="The step's id (e.g. `channels`) or number.")]
+ItemOption = Annotated[
+    str | None,
+    typer.Option("--item", help="The item of a step confirmed item by item (channels)."),
+]
+
+
+def _by_option(verb: str) -> Any:
+    return typer.Option("--by", help=f"Who {verb} (default: the login name).")
+
+
 @onboard_app.command("confirm")
 def confirm_command(
-    student_id: Annotated[str, typer.Argument(help="The customer's student_id.")],
-    step: Annotated[str, typer.Argument(help="The step's id (e.g. `channels`) or number.")],
+    student_id: StudentArgument,
+    step: StepArgument,
     evidence: Annotated[
         str,
         typer.Option("--evidence", help="What was done and how it was checked (never a secret)."),
     ],
-    item: Annotated[
-        str | None,
-        typer.Option("--item", help="The item of a step confirmed item by item (channels)."),
-    ] = None,
-    by: Annotated[
-        str | None, typer.Option("--by", help="Who confirms (default: the login name).")
-    ] = None,
+    item: ItemOption = None,
+    by: Annotated[str | None, _by_option("confirms")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Record a person's evidence for a manual step (or one of its items)."""
+    _change_step(confirm_step, student_id, step, evidence, item, by, as_json=as_json)
+
+
+@onboard_app.command("reopen")
+def reopen_command(
+    student_id: StudentArgument,
+    step: StepArgument,
+    note: Annotated[
+        str, typer.Option("--note", help="Why the confirmation is taken back (never a secret).")
+    ] = "",
+    item: ItemOption = None,
+    by: Annotated[str | None, _by_option("reopens")] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Take back a person's confirmation of a step (or one item): it waits for a person again."""
+    _change_step(reopen_step, student_id, step, note, item, by, as_json=as_json)
+
+
+def _change_step(
+    change: Callable[..., Awaitable[StepResultView]],
+    student_id: str,
+    step: str,
+    text: str,
+    item: str | None,
+    by: str | None,
+    *,
+    as_json: bool,
+) -> None:
+    """Confirm or reopen a step as a person (``by``, else the login name) and print it."""
     person = by or _login_name()
 
     async def work(services: OnboardingServices) -> dict[str, Any]:
-        view = await confirm_step(services, student_id, step, evidence, item=item, person=person)
+        view = await change(services, student_id, step, text, item=item, person=person)
         return view.as_dict()
 
-    _print_step(_run_on_onboarding_services(work), as_json=as_json)
-
-
-def _print_step(recorded: dict[str, Any], *, as_json: bool) -> None:
-    """A step as confirm/reopen left it: its JSON, or one line and what it waits for."""
+    recorded = _run_on_onboarding_services(work)
     if as_json:
         typer.echo(json.dumps(recorded, ensure_ascii=False))
         return
@@ -352,32 +376,6 @@ def _print_step(recorded: dict[str, Any], *, as_json: bool) -> None:
     )
     if recorded["waiting_for"]:
         console.print(f"[cyan]waiting for:[/] {escape(recorded['waiting_for'])}")
-
-
-@onboard_app.command("reopen")
-def reopen_command(
-    student_id: Annotated[str, typer.Argument(help="The customer's student_id.")],
-    step: Annotated[str, typer.Argument(help="The step's id (e.g. `channels`) or number.")],
-    note: Annotated[
-        str, typer.Option("--note", help="Why the confirmation is taken back (never a secret).")
-    ] = "",
-    item: Annotated[
-        str | None,
-        typer.Option("--item", help="The item of a step confirmed item by item (channels)."),
-    ] = None,
-    by: Annotated[
-        str | None, typer.Option("--by", help="Who reopens (default: the login name).")
-    ] = None,
-    as_json: JsonOption = False,
-) -> None:
-    """Take back a person's confirmation of a step (or one item): it waits for a person again."""
-    person = by or _login_name()
-
-    async def work(services: OnboardingServices) -> dict[str, Any]:
-        view = await reopen_step(services, student_id, step, note, item=item, person=person)
-        return view.as_dict()
-
-    _print_step(_run_on_onboarding_services(work), as_json=as_json)
 
 
 def _login_name() -> str | None:

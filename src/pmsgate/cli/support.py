@@ -18,10 +18,10 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-from collections.abc import AsyncIterator, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import anyio
 import typer
@@ -36,7 +36,21 @@ if TYPE_CHECKING:
     from pmsgate.container import Container
     from pmsgate.customers.context import HttpFactory, Sleep
 
+# What every command group prints with: its answers on standard output, the rest on standard
+# error (so that stdout stays exactly the answer: a table, or one JSON object with --json).
+console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
+
+JsonOption = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object on standard output.")
+]
+StudentArgument = Annotated[str, typer.Argument(help="The customer's student_id.")]
+
+
+def command_group(help: str) -> typer.Typer:
+    """A group of `pmsgate` commands (``pmsgate facilities …``); without a command, its help."""
+    return typer.Typer(help=help, no_args_is_help=True)
+
 
 T = TypeVar("T")
 
@@ -401,6 +415,19 @@ async def schema_problem(settings: Settings, *, timeout_s: float = 10.0) -> Pmsg
     except Exception as error:  # reachable a moment ago (dependency_problems): say which kind
         return database_unavailable(error)
     return None
+
+
+def run_on_container(
+    work: Callable[[Container], Awaitable[T]], upstreams: Upstreams | None = None
+) -> T:
+    """Run ``work`` on the command's container (:func:`open_cli_container`, with the group's
+    ``upstreams``); a service error ends the command with exit status 2 (:func:`run`)."""
+
+    async def _go() -> T:
+        async with open_cli_container(upstreams) as container:
+            return await work(container)
+
+    return run(_go())
 
 
 def run(main: Coroutine[Any, Any, T]) -> T:

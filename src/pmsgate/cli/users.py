@@ -15,12 +15,11 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 from pydantic import SecretStr
-from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
 from pmsgate.audit.actions import Actor
-from pmsgate.cli.support import open_cli_container, run
+from pmsgate.cli.support import command_group, console, open_cli_container, run, run_on_container
 from pmsgate.customers.checks import customer_not_found
 from pmsgate.errors import ConfigurationError
 from pmsgate.web.sign_in_locks import unlock_sign_ins
@@ -28,12 +27,8 @@ from pmsgate.web.users import UserService, UserView
 
 T = TypeVar("T")
 
-users_app = typer.Typer(
-    help="Web console accounts: add, list, remove, set passwords.",
-    no_args_is_help=True,
-)
+users_app = command_group("Web console accounts: add, list, remove, set passwords.")
 
-console = Console(highlight=False)
 
 PasswordStdin = Annotated[
     bool,
@@ -47,11 +42,7 @@ Email = Annotated[str, typer.Argument(help="The account's e-mail address.")]
 
 
 def _with_users(work: Callable[[UserService], Awaitable[T]]) -> T:
-    async def _go() -> T:
-        async with open_cli_container() as container:
-            return await work(container.web.users)
-
-    return run(_go())
+    return run_on_container(lambda container: work(container.web.users))
 
 
 def _read_password(from_stdin: bool) -> SecretStr:

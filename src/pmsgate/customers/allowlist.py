@@ -18,9 +18,7 @@ once.
 from __future__ import annotations
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.clock import Clock, SystemClock
 from pmsgate.customers.checks import (
     customer_not_found,
     email_address,
@@ -31,6 +29,7 @@ from pmsgate.errors import Conflict, Forbidden, InvalidInput, NotFound, PmsgateE
 from pmsgate.storage.allowlist import AllowlistComment, AllowlistEntryView, AllowlistRepository
 from pmsgate.storage.customers import CustomerRepository
 from pmsgate.storage.models import AllowlistEntry
+from pmsgate.storage.records import Records
 
 
 def entry_not_found(email: str) -> NotFound:
@@ -67,14 +66,8 @@ def _entry_refused(error: IntegrityError, email: str) -> PmsgateError:
     )
 
 
-class Allowlist:
+class Allowlist(Records):
     """Adds, replaces, reads and removes allowlist entries; answers whether one is allowed."""
-
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
 
     async def add(self, email: str, comment: AllowlistComment | None = None) -> AllowlistEntryView:
         """Admit an address; one already on the list is an ``allowlist_entry_exists`` conflict."""

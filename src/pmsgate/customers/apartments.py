@@ -11,15 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.clock import Clock, SystemClock
 from pmsgate.customers.checks import (
-    customer_not_found,
     optional_text,
+    refused_on_customer,
     required_text,
     student_id_value,
-    translate_integrity_error,
 )
 from pmsgate.errors import Conflict, NotFound, PmsgateError
 from pmsgate.storage.apartments import (
@@ -29,8 +26,8 @@ from pmsgate.storage.apartments import (
     ApartmentRepository,
     ApartmentView,
 )
-from pmsgate.storage.integrity import FOREIGN_KEY
 from pmsgate.storage.models import Apartment
+from pmsgate.storage.records import Records
 
 
 def apartment_not_found(student_id: str, pms_room_type_id: str) -> NotFound:
@@ -43,11 +40,11 @@ def apartment_not_found(student_id: str, pms_room_type_id: str) -> NotFound:
 
 
 def _refused(error: IntegrityError, student_id: str, room_type: str) -> PmsgateError:
-    return translate_integrity_error(
+    return refused_on_customer(
         error,
-        Apartment.__table__,  # type: ignore[arg-type]
+        Apartment,
+        student_id,
         {
-            FOREIGN_KEY: lambda: customer_not_found(student_id),
             "uq_apartments_student_listing": lambda: Conflict(
                 f"The listing is already attached to another apartment of {student_id} "
                 f"(not room type {room_type}).",
@@ -65,14 +62,8 @@ def _refused(error: IntegrityError, student_id: str, room_type: str) -> PmsgateE
     )
 
 
-class Apartments:
+class Apartments(Records):
     """Upserts, updates, reads and removes registry rows."""
-
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
 
     async def upsert(
         self,

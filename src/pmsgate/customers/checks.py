@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from typing import Any
 
 from sqlalchemy import Table
 from sqlalchemy.exc import IntegrityError
 
 from pmsgate.errors import InvalidInput, NotFound, PmsgateError
 from pmsgate.storage.customers import MAX_STUDENT_ID
-from pmsgate.storage.integrity import violated_constraint
+from pmsgate.storage.integrity import FOREIGN_KEY, violated_constraint
 
 _EMAIL = re.compile(r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
@@ -106,4 +107,17 @@ def translate_integrity_error(
         code="constraint_violated",
         status=409,
         hint="Read the current record and retry with consistent values.",
+    )
+
+
+def refused_on_customer(
+    error: IntegrityError,
+    model: type[Any],
+    student_id: str,
+    errors: dict[str, Callable[[], PmsgateError]],
+) -> PmsgateError:
+    """:func:`translate_integrity_error` on the table of ``model``, a customer's record:
+    a ``student_id`` no customer has (the foreign key) is ``customer_not_found``."""
+    return translate_integrity_error(
+        error, model.__table__, {FOREIGN_KEY: lambda: customer_not_found(student_id), **errors}
     )

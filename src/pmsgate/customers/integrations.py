@@ -15,16 +15,14 @@ from datetime import datetime
 from typing import Any, get_args
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.clock import Clock, SystemClock
 from pmsgate.customers.checks import (
-    customer_not_found,
     one_of,
     optional_text,
+    refused_on_customer,
     required_text,
     student_id_value,
-    translate_integrity_error,
 )
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
 from pmsgate.storage.customers import CustomerRepository
@@ -37,13 +35,13 @@ from pmsgate.storage.integrations import (
     IntegrationView,
     new_integration_id,
 )
-from pmsgate.storage.integrity import FOREIGN_KEY
 from pmsgate.storage.models import (
     Ciphertext,
     CustomerIntegration,
     IntegrationProvider,
     IntegrationStatus,
 )
+from pmsgate.storage.records import Records
 
 _INTEGRATION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]*$")
 
@@ -125,11 +123,11 @@ async def _facility_for(
 def _refused(
     error: IntegrityError, student_id: str, provider: str, integration_id: str
 ) -> PmsgateError:
-    return translate_integrity_error(
+    return refused_on_customer(
         error,
-        CustomerIntegration.__table__,  # type: ignore[arg-type]
+        CustomerIntegration,
+        student_id,
         {
-            FOREIGN_KEY: lambda: customer_not_found(student_id),
             "uq_pms_integrations_student_provider": lambda: Conflict(
                 f"Customer {student_id} already has a {provider} integration row.",
                 code="integration_exists",
@@ -149,14 +147,8 @@ def _refused(
     )
 
 
-class CustomerIntegrations:
+class CustomerIntegrations(Records):
     """Adds, reads and updates PMS integration rows; links the booking-system row's facility."""
-
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
 
     async def add(
         self,

@@ -260,21 +260,14 @@ async def connect_kross(
     listings_sync: ListingsSync = restart.listings_sync if restart is not None else "not_applicable"
     registry = restart.registry if restart is not None else None
     current = await customers.integrations.get(row.id)
-    log.info(
-        "kross_connected",
-        student_id=ctx.student_id,
-        hotel_id=facility.hotel_id,
-        status=current.status,
-        listings_sync=listings_sync,
-        listings=registry.listings if registry is not None else None,
-    )
-    return KrossConnection(
-        student_id=ctx.student_id,
-        hotel_id=facility.hotel_id,
-        status=current.status,
-        listings_sync=listings_sync,
-        registry=registry,
-    )
+    said: dict[str, Any] = {
+        "student_id": ctx.student_id,
+        "hotel_id": facility.hotel_id,
+        "status": current.status,
+        "listings_sync": listings_sync,
+    }
+    log.info("kross_connected", **said, listings=registry.listings if registry else None)
+    return KrossConnection(**said, registry=registry)
 
 
 async def _restart_listings_sync(

@@ -6,12 +6,12 @@ each call in one transaction over :class:`pmsgate.storage.customers.CustomerRepo
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 from typing import get_args
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.clock import Clock, SystemClock
 from pmsgate.customers.checks import (
     customer_not_found,
     email_address,
@@ -31,6 +31,7 @@ from pmsgate.storage.customers import (
     CustomerView,
 )
 from pmsgate.storage.models import Customer, CustomerKind, SubscriptionStatus
+from pmsgate.storage.records import Records
 
 MAX_LANGUAGE = 16
 MAX_TIMEZONE = 64
@@ -87,30 +88,26 @@ def _refused(error: IntegrityError, student_id: str) -> PmsgateError:
     )
 
 
-class Customers:
+class Customers(Records):
     """Adds, upserts and reads customers; sets their subscription."""
-
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
 
     async def add(self, profile: CustomerProfile) -> CustomerView:
         """Register a new customer; an existing student_id is a ``customer_exists`` conflict."""
-        values = _profile_values(profile)
-        try:
-            async with self._sessions.begin() as session:
-                return await CustomerRepository(session).insert(values, self._clock.now())
-        except IntegrityError as error:
-            raise _refused(error, str(values["student_id"])) from None
+        return await self._store(profile, CustomerRepository.insert)
 
     async def upsert(self, profile: CustomerProfile) -> CustomerView:
         """Insert the customer, or replace its profile; its subscription is left as it is."""
+        return await self._store(profile, CustomerRepository.upsert)
+
+    async def _store(
+        self,
+        profile: CustomerProfile,
+        write: Callable[[CustomerRepository, dict[str, object], datetime], Awaitable[CustomerView]],
+    ) -> CustomerView:
         values = _profile_values(profile)
         try:
             async with self._sessions.begin() as session:
-                return await CustomerRepository(session).upsert(values, self._clock.now())
+                return await write(CustomerRepository(session), values, self._clock.now())
         except IntegrityError as error:
             raise _refused(error, str(values["student_id"])) from None
 

@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from enum import StrEnum
+from functools import partial
 from typing import Any, cast
 
 import structlog
@@ -267,6 +268,13 @@ def _row_problem(
         + ". Remove the duplicate on the platform, or have the platform team map the right "
         "one by hand."
     )
+
+    def remap_fix(without_candidates: str) -> str:
+        """How a mapped row is fixed: to its one candidate, or as there are none or several."""
+        if target is not None:
+            return f"Map it to the listing of its room type, {_label(target)}."
+        return ambiguous_fix if candidates else without_candidates
+
     if row.assistant_listing_id is None:
         if target is not None:
             return problem(
@@ -290,40 +298,29 @@ def _row_problem(
             "gone for good); then check again.",
             None,
         )
+
     if current is None:
-        if target is not None:
-            fix = f"Map it to the listing of its room type, {_label(target)}."
-        elif candidates:
-            fix = ambiguous_fix
-        else:
-            fix = (
-                f"The workspace has no listing of room type {room_type} any more: check the "
-                "apartment in the booking system and the platform's listings sync."
-            )
         return problem(
             ProblemKind.LISTING_DELETED,
             f"{name} is mapped to a listing the workspace no longer has: {unavailable}.",
-            fix,
+            remap_fix(
+                f"The workspace has no listing of room type {room_type} any more: check the "
+                "apartment in the booking system and the platform's listings sync."
+            ),
             f"map {name} to listing {_label(target)} instead of the deleted one"
             if target is not None
             else None,
         )
     listed_as = listing_room_type(current)
     if listed_as != room_type:
-        if target is not None:
-            fix = f"Map it to the listing of its room type, {_label(target)}."
-        elif candidates:
-            fix = ambiguous_fix
-        else:
-            fix = (
-                f"No listing has room type {room_type}: detach {_label(current)} from it and "
-                "check the apartment in the booking system."
-            )
         return problem(
             ProblemKind.ROOM_TYPE_MISMATCH,
             f"{name} (room type {room_type}) is mapped to listing {_label(current)}, "
             f"another apartment's: {unavailable}, or answers with the other apartment's facts.",
-            fix,
+            remap_fix(
+                f"No listing has room type {room_type}: detach {_label(current)} from it and "
+                "check the apartment in the booking system."
+            ),
             f"map {name} to listing {_label(target)} instead of {_label(current)}"
             if target is not None
             else None,
@@ -452,23 +449,22 @@ def _listing_without_apartment(
 ) -> RegistryProblem:
     room_type = listing_room_type(listing)
     name = listing.name.strip() or "(no name)"
+    problem = partial(
+        RegistryProblem,
+        kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
+        room_type=room_type,
+        apartment=name,
+        listing_id=listing.id,
+    )
     if room_type is None:
-        return RegistryProblem(
-            kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
-            room_type=None,
-            apartment=name,
-            listing_id=listing.id,
+        return problem(
             reason=f"Listing {_label(listing)} does not say which booking-system room "
             "type it mirrors, so no apartment can be mapped to it.",
             fix="Check the listing on the platform (its booking-system room type), "
             "then check again.",
         )
     if room_type not in room_types and len(by_room_type[room_type]) == 1:
-        return RegistryProblem(
-            kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
-            room_type=room_type,
-            apartment=name,
-            listing_id=listing.id,
+        return problem(
             reason=f"Listing {_label(listing)} has no apartment in the registry: "
             "its knowledge is never synced.",
             fix=f"Add the apartment of room type {room_type} to the registry, mapped "
@@ -478,11 +474,7 @@ def _listing_without_apartment(
             target_listing_id=listing.id,
             target_listing_name=listing.name,
         )
-    return RegistryProblem(
-        kind=ProblemKind.LISTING_WITHOUT_APARTMENT,
-        room_type=room_type,
-        apartment=name,
-        listing_id=listing.id,
+    return problem(
         reason=f"Listing {_label(listing)} is one of "
         f"{len(by_room_type[room_type])} listings of room type {room_type}; "
         "no apartment maps to it.",

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import re
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from decimal import Decimal
 from typing import Any
 
@@ -101,20 +101,8 @@ class RegistrySyncResult:
         return self.created + self.updated
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready view."""
-        return {
-            "student_id": self.student_id,
-            "listings": self.listings,
-            "notes_pages": self.notes_pages,
-            "apartments": self.apartments,
-            "created": self.created,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "without_listing": self.without_listing,
-            "without_notes_page": self.without_notes_page,
-            "ignored_listings": list(self.ignored_listings),
-            "ignored_pages": list(self.ignored_pages),
-        }
+        """A JSON-ready view: every field, by name."""
+        return asdict(self)
 
 
 # --- errors ------------------------------------------------------------------------------------

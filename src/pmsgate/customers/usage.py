@@ -22,7 +22,7 @@ from pmsgate.customers.checks import (
     student_id_value,
     translate_integrity_error,
 )
-from pmsgate.errors import InvalidInput
+from pmsgate.errors import InvalidInput, require_aware
 from pmsgate.storage.integrity import FOREIGN_KEY, violated_constraint
 from pmsgate.storage.models import UsageSnapshot, UsageSnapshotKind
 from pmsgate.storage.usage import (
@@ -58,16 +58,6 @@ def _count(value: int, field: str) -> int:
             hint=f"Give the workspace's cumulative number of {field.replace('_', ' ')}.",
         )
     return value
-
-
-def _aware(when: datetime, field: str) -> datetime:
-    if when.tzinfo is None:
-        raise InvalidInput(
-            f"{field} has no time zone.",
-            code=f"invalid_{field}",
-            hint="Give a timezone-aware time (UTC).",
-        )
-    return when
 
 
 class UsageSnapshots:
@@ -115,7 +105,7 @@ class UsageSnapshots:
             student_id=student_id,
             workspace_id=optional_text(workspace_id, "workspace_id", MAX_WORKSPACE_ID),
             kind=kind,
-            taken_at=_aware(taken_at, "taken_at"),
+            taken_at=require_aware(taken_at, "taken_at"),
             usd_spent=_usd(usd_spent) if usd_spent is not None else None,
             messages=_count(messages, "messages") if messages is not None else None,
             tool_calls=_count(tool_calls, "tool_calls") if tool_calls is not None else None,
@@ -161,7 +151,7 @@ class UsageSnapshots:
         until: datetime | None = None,
     ) -> list[UsageSnapshotView]:
         """The customer's snapshots of both kinds, oldest first, within [since, until]."""
-        first = _aware(since, "since") if since is not None else None
-        last = _aware(until, "until") if until is not None else None
+        first = require_aware(since, "since") if since is not None else None
+        last = require_aware(until, "until") if until is not None else None
         async with self._sessions() as session:
             return await UsageSnapshotRepository(session).series(student_id.strip(), first, last)

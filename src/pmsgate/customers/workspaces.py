@@ -11,20 +11,17 @@ from decimal import Decimal, InvalidOperation
 from typing import Literal, get_args
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.clock import Clock, SystemClock
 from pmsgate.customers.checks import (
-    customer_not_found,
     one_of,
     optional_text,
+    refused_on_customer,
     required_text,
     student_id_value,
-    translate_integrity_error,
 )
 from pmsgate.errors import Conflict, InvalidInput, NotFound, PmsgateError
-from pmsgate.storage.integrity import FOREIGN_KEY
 from pmsgate.storage.models import BillingMode, WorkspaceConfiguration
+from pmsgate.storage.records import Records
 from pmsgate.storage.workspaces import (
     MAX_PLAN_LIMIT_USD,
     MAX_WORKSPACE_ID,
@@ -89,11 +86,11 @@ def configuration_not_found(student_id: str) -> NotFound:
 
 
 def _refused(error: IntegrityError, student_id: str) -> PmsgateError:
-    return translate_integrity_error(
+    return refused_on_customer(
         error,
-        WorkspaceConfiguration.__table__,  # type: ignore[arg-type]
+        WorkspaceConfiguration,
+        student_id,
         {
-            FOREIGN_KEY: lambda: customer_not_found(student_id),
             "uq_workspace_configurations_workspace_slug": lambda: Conflict(
                 "Another customer's workspace already has this slug.",
                 code="workspace_slug_taken",
@@ -109,14 +106,8 @@ def _refused(error: IntegrityError, student_id: str) -> PmsgateError:
     )
 
 
-class Workspaces:
+class Workspaces(Records):
     """Upserts and reads workspace configurations; records the platform's workspace id."""
-
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
 
     async def upsert(
         self,

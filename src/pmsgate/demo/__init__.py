@@ -17,6 +17,7 @@ from pydantic import SecretStr
 
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
+from pmsgate.demo.apps import apps_chapter
 from pmsgate.demo.assistant import assistant_chapter
 from pmsgate.demo.booking_system import booking_system_chapter
 from pmsgate.demo.first_contact import first_contact_chapter
@@ -65,5 +66,6 @@ async def run_demo(story: Story, *, seed: int = 1) -> None:
         with tempfile.TemporaryDirectory(prefix="pmsgate-onboarding-") as data_dir:
             onboarded = await onboarding_chapter(story, Path(data_dir), seed=seed)
             await web_chapter(story, onboarded)
+            await apps_chapter(story, onboarded)
         await first_contact_chapter(story, seed=seed, start=clock.now())
     story.summary()

@@ -1,4 +1,4 @@
-"""Demo chapter 6: `pmsgate doctor --live`, the first-contact probe, on the sandbox.
+"""Demo chapter 7: `pmsgate doctor --live`, the first-contact probe, on the sandbox.
 
 The same probe a platform team runs against the real systems on day one, here
 against the emulators twice: as they answer by default, then switched to the
@@ -36,7 +36,7 @@ PROBED_AREAS = ("booking system", "assistant platform")
 
 async def first_contact_chapter(story: Story, *, seed: int, start: datetime) -> None:
     """Run the doctor's live probe on a default sandbox, then on one in the public variants."""
-    story.chapter(6, "First contact: `pmsgate doctor --live` before the first customer")
+    story.chapter(7, "First contact: `pmsgate doctor --live` before the first customer")
     clock = ManualClock(start)
     box = Sandbox(seed=seed, clock=clock)
     app = box.asgi_app()

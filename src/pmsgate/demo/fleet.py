@@ -32,9 +32,9 @@ from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.usage import UsageHistory
 from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.onboarding.registry import STEPS
+from pmsgate.onboarding.runner import new_step_result
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.gateway_usage import HourCounts, hour_start
-from pmsgate.storage.onboarding import NewStepResult
 
 # Called with each generated facility's member and API credentials before it is stored.
 Upstream = Callable[["FleetMember", str, str], None]
@@ -132,12 +132,10 @@ async def _onboarding(
         if step.id == CHANNELS_STEP and member.waiting:
             due = today - timedelta(days=2) if member.overdue else today + timedelta(days=5)
             await records.record(
-                NewStepResult(
-                    student_id=member.student_id,
-                    step_id=step.id,
-                    number=step.number,
-                    kind=str(step.kind),
-                    status="waiting",
+                new_step_result(
+                    member.student_id,
+                    step,
+                    "waiting",
                     done=False,
                     evidence={},
                     message="WhatsApp number and voice agent to be set up by the customer.",
@@ -148,12 +146,10 @@ async def _onboarding(
             )
             break
         await records.record(
-            NewStepResult(
-                student_id=member.student_id,
-                step_id=step.id,
-                number=step.number,
-                kind=str(step.kind),
-                status="done",
+            new_step_result(
+                member.student_id,
+                step,
+                "done",
                 done=True,
                 evidence={"generated": True},
                 run_id=run.id,

@@ -58,8 +58,44 @@ class Story:
         wrap: str | None = None,
         right: Collection[str] = (),
     ) -> None:
-        """A table that fits the terminal (see :func:`show_table`)."""
-        show_table(self.console, title, columns, rows, wrap=wrap, right=right)
+        """A table when it fits the terminal's width, else each row as ``column: value`` lines.
+
+        Only the ``wrap`` column (prose) may wrap inside the table; every other cell keeps its
+        width, so nothing is cut. Cells are plain text (a subject may hold brackets).
+        """
+        console = self.console
+        table = Table(
+            title=Text(title, style="bold"),
+            title_justify="left",
+            box=box.SIMPLE_HEAD,
+            show_edge=False,
+        )
+        for column in columns:
+            table.add_column(
+                column,
+                justify="right" if column in right else "left",
+                no_wrap=column != wrap,
+                overflow="fold",
+            )
+        for row in rows:
+            table.add_row(*(Text(cell) for cell in row))
+        natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
+        fixed = natural
+        if wrap is not None:
+            widest = max((len(row[columns.index(wrap)]) for row in rows), default=0)
+            fixed = natural - max(widest, len(wrap)) + MIN_WRAP_WIDTH
+        if natural <= console.width or fixed <= console.width:
+            console.print(table)
+            return
+        console.print(Text(title, style="bold"))
+        for row in rows:
+            console.print(Padding(Text(row[0], style="bold"), (0, 0, 0, 2)))
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(style="dim", no_wrap=True)
+            grid.add_column(overflow="fold")
+            for name, cell in zip(columns[1:], row[1:], strict=True):
+                grid.add_row(f"{name}:", Text(cell))
+            console.print(Padding(grid, (0, 0, 0, 4)))
 
     def measured(self, topic: str, figure: str) -> None:
         """Keep a figure for the closing summary, under its topic."""
@@ -75,51 +111,3 @@ class Story:
         for topic, figures in self.figures.items():
             grid.add_row(topic, Text("; ".join(figures) + "."))
         self.console.print(grid)
-
-
-def show_table(
-    console: Console,
-    title: str,
-    columns: Sequence[str],
-    rows: Sequence[Sequence[str]],
-    *,
-    wrap: str | None = None,
-    right: Collection[str] = (),
-) -> None:
-    """A table when it fits the console's width, else each row as ``column: value`` lines.
-
-    Only the ``wrap`` column (prose) may wrap inside the table; every other cell keeps its
-    width, so nothing is cut. Cells are plain text (a subject may hold brackets).
-    """
-    table = Table(
-        title=Text(title, style="bold"),
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        show_edge=False,
-    )
-    for column in columns:
-        table.add_column(
-            column,
-            justify="right" if column in right else "left",
-            no_wrap=column != wrap,
-            overflow="fold",
-        )
-    for row in rows:
-        table.add_row(*(Text(cell) for cell in row))
-    natural = Measurement.get(console, console.options.update_width(10_000), table).maximum
-    fixed = natural
-    if wrap is not None:
-        widest = max((len(row[columns.index(wrap)]) for row in rows), default=0)
-        fixed = natural - max(widest, len(wrap)) + MIN_WRAP_WIDTH
-    if natural <= console.width or fixed <= console.width:
-        console.print(table)
-        return
-    console.print(Text(title, style="bold"))
-    for row in rows:
-        console.print(Padding(Text(row[0], style="bold"), (0, 0, 0, 2)))
-        grid = Table.grid(padding=(0, 1))
-        grid.add_column(style="dim", no_wrap=True)
-        grid.add_column(overflow="fold")
-        for name, cell in zip(columns[1:], row[1:], strict=True):
-            grid.add_row(f"{name}:", Text(cell))
-        console.print(Padding(grid, (0, 0, 0, 4)))

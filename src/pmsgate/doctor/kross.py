@@ -30,6 +30,7 @@ from pmsgate.config import Settings
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.errors import PmsgateError
 from pmsgate.gateway.context import GatewayServices
+from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.window import DEFAULT_PAGE_SIZE
 from pmsgate.integrations.kit.http import NOT_SENT
 from pmsgate.integrations.kross.client import BROWSER_UA_PREFIX
@@ -163,7 +164,9 @@ async def _first_page(
 ) -> tuple[Any, int] | None:
     """The first list page and the limit it was read with (the gateway's page if refused)."""
     try:
-        result = await services.gateway.read(facility, LIST, _list_body(services, 0, asked))
+        body = _list_body(services, 0, asked)
+        # An operator waits for the doctor's answer: interactive.
+        result = await services.gateway.read(facility, LIST, body, priority=Priority.INTERACTIVE)
         return result, asked
     except InvalidRequest as error:
         # Refused rather than lowered: the gateway's own page size is what has to work.
@@ -194,7 +197,7 @@ async def _read(
     operation: str = LIST,
 ) -> Any:
     try:
-        return await services.gateway.read(facility, operation, body)
+        return await services.gateway.read(facility, operation, body, priority=Priority.INTERACTIVE)
     except (KrossError, PmsgateError) as error:
         report.add(AREA, check, Status.FAIL, _describe(error), _hint(error))
         return None

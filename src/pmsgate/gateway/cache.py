@@ -159,6 +159,8 @@ class ReadCache:
         self._lock_ttl_s = lock_ttl_s
         self._lock_poll_s = lock_poll_s
         self._flights: SingleFlight[Cached] = SingleFlight()
+        # One store read per key at a time (see _read).
+        self._reads: SingleFlight[Any] = SingleFlight()
         self._decoded: OrderedDict[str, _Held] = OrderedDict()
         self._decoded_max = max_entries
         self.max_entries = max_entries
@@ -302,6 +304,7 @@ class ReadCache:
     async def close(self) -> None:
         """Stop refills in flight and listening, close the store's connections."""
         await self._flights.cancel_all()
+        await self._reads.cancel_all()
         await self._stack.aclose()
         self._changes = None
         with warnings.catch_warnings():
@@ -389,10 +392,13 @@ class ReadCache:
         if held is not None and not confirm and self._trusted(held):
             self._decoded.move_to_end(key)
             entry = held.entry
+        elif confirm:
+            entry = await self._read_from_store(key)
         else:
-            entry = await self._shared(
-                "read the cache", lambda: self._read_stored(key), _UNREACHABLE
-            )
+            # The hits that find the held entry due (trust_s ran out, a write heard) share
+            # one read: under load every hit in flight at that moment would otherwise ask
+            # Redis at once, and the last of them waits for all the round trips before it.
+            entry = await self._reads.run(key, lambda: self._read_from_store(key))
         if entry is _UNREACHABLE:
             # Redis is away: what this process holds is all there is.
             held = self._decoded.get(key)
@@ -401,6 +407,10 @@ class ReadCache:
         if entry is None or self._age(entry) > self._keep_s:
             return None
         return entry
+
+    async def _read_from_store(self, key: str) -> Any:
+        """The stored entry of ``key`` (None when absent), or _UNREACHABLE."""
+        return await self._shared("read the cache", lambda: self._read_stored(key), _UNREACHABLE)
 
     async def _read_stored(self, key: str) -> _Entry | None:
         if self._pending_invalidations:

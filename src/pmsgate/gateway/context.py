@@ -25,6 +25,7 @@ from pmsgate.gateway.cache import ReadCache
 from pmsgate.gateway.facility_service import FacilityService
 from pmsgate.gateway.limiter import FacilityLimiter
 from pmsgate.gateway.metrics import GatewayMetrics
+from pmsgate.gateway.oauth_tokens import BearerAuth
 from pmsgate.gateway.operations import Operations
 from pmsgate.gateway.service import Gateway
 from pmsgate.gateway.shared_state import RedisHealth
@@ -54,6 +55,8 @@ class GatewayServices:
     operations: Operations
     metrics: GatewayMetrics
     usage: UsageCounter
+    # The bearer check of /v1 and /mcp: gateway keys and OAuth tokens (docs/oauth.md).
+    bearer: BearerAuth
     tracing: Tracing | None = None  # traces, when configured (pmsgate.gateway.tracing)
 
 

@@ -26,20 +26,23 @@ from pmsgate.gateway.facilities import (
     CLI_ACTOR,
     KINDS,
     MAX_USERNAME,
+    Changed,
     FacilityKind,
+    FacilityPart,
     FacilityView,
     check_length,
     facility_not_found,
     require_facility,
     subject_of,
 )
-from pmsgate.gateway.facility_status import CAUSE_RECONNECTED, Changed, record_status_change
+from pmsgate.gateway.facility_status import CAUSE_RECONNECTED, record_status_change
 from pmsgate.gateway.vault import Vault, VaultError, facility_context
 from pmsgate.gateway.verification import Verifier, failure_details, refused, verification_error
 from pmsgate.integrations.kross.credentials import Credentials
 from pmsgate.integrations.kross.errors import KrossError
 from pmsgate.storage.facilities import FacilityRepository
 from pmsgate.storage.models import Ciphertext, Facility
+from pmsgate.storage.webhooks import WebhookRepository, secret_context
 
 log = structlog.get_logger(__name__)
 
@@ -82,7 +85,7 @@ def check_kind(kind: str, api_key: SecretStr | None) -> FacilityKind:
     return "own" if kind == "own" else "partner"
 
 
-class FacilityCredentials:
+class FacilityCredentials(FacilityPart):
     """Verifies, stores (encrypted), reads, replaces and re-encrypts facilities' credentials."""
 
     def __init__(
@@ -94,12 +97,9 @@ class FacilityCredentials:
         partner_api_key: SecretStr | None,
         changed: Changed,
     ) -> None:
-        self._sessions = sessions
+        super().__init__(sessions, clock, audit, changed)
         self._vault = vault
-        self._clock = clock
-        self._audit = audit
         self._partner_api_key = partner_api_key
-        self._changed = changed
 
     def __repr__(self) -> str:
         return f"FacilityCredentials(vault={self._vault!r})"
@@ -284,22 +284,20 @@ class FacilityCredentials:
         # One transaction: a value that no configured key opens aborts the whole rotation.
         async with self._sessions.begin() as session:
             facilities = FacilityRepository(session)
+            # (row, its ciphertext attribute, the vault context the value is bound to)
+            sealed: list[tuple[object, str, str]] = []
             for row in await facilities.all():
-                if self._vault.needs_rotation(row.password_enc):
-                    row.password_enc = self._vault.rotate(
-                        row.password_enc, context=facility_context(row.hotel_id, "password")
-                    )
-                    changed += 1
-                if row.api_key_enc is not None and self._vault.needs_rotation(row.api_key_enc):
-                    row.api_key_enc = self._vault.rotate(
-                        row.api_key_enc, context=facility_context(row.hotel_id, "api_key")
-                    )
-                    changed += 1
+                sealed.append((row, "password_enc", facility_context(row.hotel_id, "password")))
+                sealed.append((row, "api_key_enc", facility_context(row.hotel_id, "api_key")))
             for token, hotel_id in await facilities.tokens_with_hotel_ids():
-                if self._vault.needs_rotation(token.token_enc):
-                    token.token_enc = self._vault.rotate(
-                        token.token_enc, context=facility_context(hotel_id, "token")
-                    )
+                sealed.append((token, "token_enc", facility_context(hotel_id, "token")))
+            for hook in await WebhookRepository(session).subscription_rows():
+                sealed.append((hook, "secret_enc", secret_context(hook.id, "secret")))
+                sealed.append((hook, "previous_secret_enc", secret_context(hook.id, "previous")))
+            for holder, attribute, context in sealed:
+                ciphertext = getattr(holder, attribute)
+                if ciphertext is not None and self._vault.needs_rotation(ciphertext):
+                    setattr(holder, attribute, self._vault.rotate(ciphertext, context=context))
                     changed += 1
         log.info("secrets_rotated", changed=changed, primary_key_id=self._vault.primary_key_id)
         return changed

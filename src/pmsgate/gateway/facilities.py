@@ -12,13 +12,16 @@ registration, listing, limits; the one object callers hold),
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
-from sqlalchemy.ext.asyncio import AsyncSession
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.audit.actions import Actor
+from pmsgate.audit.trail import AuditTrail
+from pmsgate.clock import Clock
 from pmsgate.errors import Conflict, InvalidInput, NotFound
 from pmsgate.gateway.scopes import DEFAULT_SCOPES
 from pmsgate.storage.facilities import FacilityRepository
@@ -102,25 +105,12 @@ class FacilityView(BaseModel):
 
     @classmethod
     def of(cls, row: Facility) -> FacilityView:
-        """The view of a stored facility."""
-        return cls(
-            id=row.id,
-            hotel_id=row.hotel_id,
-            username=row.username,
-            kind=row.kind,
-            integration_id=row.integration_id,
-            name=row.name,
-            status=row.status,
-            last_error=row.last_error,
-            last_auth_attempt_at=row.last_auth_attempt_at,
-            limits=Limits(
-                per_minute=row.limit_per_minute,
-                per_hour=row.limit_per_hour,
-                per_day=row.limit_per_day,
-            ),
-            created_at=row.created_at,
-            updated_at=row.updated_at,
+        """The view of a stored facility: its columns of the same names, and its limits."""
+        limits = Limits(
+            per_minute=row.limit_per_minute, per_hour=row.limit_per_hour, per_day=row.limit_per_day
         )
+        columns = {name: getattr(row, name) for name in cls.model_fields if name != "limits"}
+        return cls(limits=limits, **columns)
 
 
 class KeyView(BaseModel):
@@ -233,3 +223,28 @@ async def require_facility(session: AsyncSession, hotel_id: str) -> Facility:
     if row is None:
         raise facility_not_found(hotel_id)
     return row
+
+
+# A committed change of keys, limits or status: the key caches forget (gateway_keys).
+Changed = Callable[[], Awaitable[None]]
+
+
+class FacilityPart:
+    """A part of the facility service (credentials, statuses, keys): the database it
+    changes, its clock, the audit trail of its changes and ``changed``, awaited once a
+    change is committed."""
+
+    def __init__(
+        self,
+        sessions: async_sessionmaker[AsyncSession],
+        clock: Clock,
+        audit: AuditTrail,
+        changed: Changed,
+    ) -> None:
+        self._sessions = sessions
+        self._clock = clock
+        self._audit = audit
+        self._changed = changed
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"

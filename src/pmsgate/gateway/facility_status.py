@@ -4,27 +4,29 @@
 The gateway marks a facility ``error`` when the booking system refuses its credentials and
 ``connected`` when it issues a token again; every real change is recorded in the audit trail
 (``facility.status_changed``: from, to, cause) in the transaction that makes it, together
-with the facility's kross integration row.
+with the facility's kross integration row and, for a move to or out of ``error``, the
+signed webhook event (``facility.connection_lost`` / ``facility.connection_restored``,
+docs/webhooks.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.audit.actions import Actor, AuditAction, Outcome
 from pmsgate.audit.trail import AuditTrail
-from pmsgate.clock import Clock
 from pmsgate.gateway.facilities import (
     MAX_REASON,
+    FacilityPart,
     facility_not_found,
     require_facility,
     subject_of,
 )
 from pmsgate.storage.facilities import FacilityRepository
+from pmsgate.storage.webhooks import WebhookRepository
 
 log = structlog.get_logger(__name__)
 
@@ -36,9 +38,6 @@ CAUSE_REFUSED = "token refused by the booking system"
 CAUSE_VERIFIED_ON_FIRST_USE = "verified on first use"
 CAUSE_ACCEPTED_AGAIN = "token issued again"
 CAUSE_RECONNECTED = "reconnected"
-
-# A committed change of keys, limits or status: the key caches forget (gateway_keys).
-Changed = Callable[[], Awaitable[None]]
 
 
 def integration_status(status: str) -> str:
@@ -64,7 +63,7 @@ async def record_status_change(
     details: dict[str, Any] = {"from": before, "to": after, "cause": cause}
     if reason:
         details["reason"] = reason
-    await audit.record_in(
+    recorded = await audit.record_in(
         session,
         AuditAction.FACILITY_STATUS_CHANGED,
         actor=actor,
@@ -73,25 +72,28 @@ async def record_status_change(
         details=details,
         facility_id=facility_id,
     )
+    # The signed webhook of a lost or restored connection, committed with the change.
+    event = _connection_event(before, after)
+    if event is not None:
+        data: dict[str, Any] = {"hotel_id": hotel_id, "status": after, "previous_status": before}
+        if after == "error" and reason:
+            data["reason"] = reason
+        await WebhookRepository(session).add_event(
+            event, data, occurred_at=recorded.occurred_at, facility_id=facility_id
+        )
 
 
-class FacilityStatuses:
+def _connection_event(before: str, after: str) -> str | None:
+    """``facility.connection_lost`` on a move to error, ``…_restored`` on one out of it."""
+    if after == "error" and before != "error":
+        return "facility.connection_lost"
+    if before == "error" and after != "error":
+        return "facility.connection_restored"
+    return None
+
+
+class FacilityStatuses(FacilityPart):
     """Marks facilities ``error`` or ``connected`` and remembers their authentication attempts."""
-
-    def __init__(
-        self,
-        sessions: async_sessionmaker[AsyncSession],
-        clock: Clock,
-        audit: AuditTrail,
-        changed: Changed,
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock
-        self._audit = audit
-        self._changed = changed
-
-    def __repr__(self) -> str:
-        return "FacilityStatuses()"
 
     async def mark_error(
         self,

@@ -9,8 +9,9 @@ Checking a presented key is :mod:`pmsgate.gateway.key_check`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 import structlog
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -22,6 +23,7 @@ from pmsgate.errors import InvalidInput
 from pmsgate.gateway.facilities import (
     CLI_ACTOR,
     MAX_LABEL,
+    FacilityPart,
     KeyView,
     KeyViews,
     check_length,
@@ -32,7 +34,7 @@ from pmsgate.gateway.key_check import KeyCheck
 from pmsgate.gateway.keys import MintedKey, mint_key
 from pmsgate.gateway.scopes import DEFAULT_SCOPES, check_scopes
 from pmsgate.storage.facilities import GatewayKeyRepository
-from pmsgate.storage.models import GatewayKey
+from pmsgate.storage.models import Facility, GatewayKey
 
 log = structlog.get_logger(__name__)
 
@@ -76,7 +78,7 @@ async def _store_new_key(
     return await keys.add(key), minted
 
 
-class GatewayKeys:
+class GatewayKeys(FacilityPart):
     """Issues, changes and checks the gateway keys of the facilities."""
 
     def __init__(
@@ -86,14 +88,9 @@ class GatewayKeys:
         audit: AuditTrail,
         check: KeyCheck,
     ) -> None:
-        self._sessions = sessions
-        self._clock = clock
-        self._audit = audit
         # Every change is forgotten by the key checks of every process (KeyCheck.changed).
+        super().__init__(sessions, clock, audit, check.changed)
         self._check = check
-
-    def __repr__(self) -> str:
-        return "GatewayKeys()"
 
     # --- issuing ------------------------------------------------------------------------
 
@@ -113,20 +110,13 @@ class GatewayKeys:
         key, minted = await _store_new_key(
             GatewayKeyRepository(session), facility_id, label, scopes, now, expires_at
         )
-        await self._audit.record_in(
-            session,
-            AuditAction.KEY_MINTED,
-            actor=actor,
-            subject=f"key:{key.prefix}",
-            details={
-                "key_id": key.id,
-                "label": key.label,
-                "scopes": list(key.scopes or []),
-                "expires_at": key.expires_at,
-                "how": how,
-            },
-            facility_id=facility_id,
-        )
+        details = {
+            "label": key.label,
+            "scopes": list(key.scopes or []),
+            "expires_at": key.expires_at,
+            "how": how,
+        }
+        await self._record(session, AuditAction.KEY_MINTED, actor, key, details)
         return key, minted
 
     async def mint(
@@ -175,34 +165,20 @@ class GatewayKeys:
         async with self._sessions() as session:
             row = await require_facility(session, hotel_id)
             keys = await GatewayKeyRepository(session).for_facility(row.id)
-            return [
-                KeyView.of(key, row.hotel_id, self._check.pending_uses().get(key.id))
-                for key in keys
-            ]
+            return [self._view(key, row.hotel_id) for key in keys]
 
     # --- changing -----------------------------------------------------------------------
 
     async def revoke(self, hotel_id: str, key_id: int, *, actor: Actor = CLI_ACTOR) -> KeyView:
         """Revoke one key of the facility (revoking twice changes nothing, records nothing)."""
         async with self._sessions.begin() as session:
-            row = await require_facility(session, hotel_id)
-            keys = GatewayKeyRepository(session)
-            key = await keys.get(row.id, key_id)
-            if key is None:
-                raise key_not_found(hotel_id, key_id)
+            row, keys, key = await _facility_key(session, hotel_id, key_id)
             already = key.revoked_at is not None
             view = KeyView.of(await keys.revoke(key, self._clock.now()), row.hotel_id)
             if not already:
-                await self._audit.record_in(
-                    session,
-                    AuditAction.KEY_REVOKED,
-                    actor=actor,
-                    subject=f"key:{view.prefix}",
-                    details={"key_id": view.id, "label": view.label},
-                    facility_id=row.id,
-                )
-        await self._check.changed()
-        log.info("gateway_key_revoked", hotel_id=hotel_id, key_id=key_id, key_prefix=view.prefix)
+                details = {"label": view.label}
+                await self._record(session, AuditAction.KEY_REVOKED, actor, key, details)
+        await self._logged("gateway_key_revoked", hotel_id, view)
         return view
 
     async def set_scopes(
@@ -220,10 +196,7 @@ class GatewayKeys:
         """
         given = check_scopes(scopes)
         async with self._sessions.begin() as session:
-            row = await require_facility(session, hotel_id)
-            key = await GatewayKeyRepository(session).get(row.id, key_id)
-            if key is None:
-                raise key_not_found(hotel_id, key_id)
+            row, _, key = await _facility_key(session, hotel_id, key_id)
             if key.revoked_at is not None:
                 raise InvalidInput(
                     f"Gateway key {key_id} of facility {hotel_id} is revoked.",
@@ -233,24 +206,11 @@ class GatewayKeys:
             before = list(key.scopes or [])
             key.scopes = check_scopes([*key.scopes, *given]) if add else given
             await session.flush()
-            view = KeyView.of(key, row.hotel_id, self._check.pending_uses().get(key.id))
+            view = self._view(key, row.hotel_id)
             if view.scopes != before:
-                await self._audit.record_in(
-                    session,
-                    AuditAction.KEY_SCOPES_CHANGED,
-                    actor=actor,
-                    subject=f"key:{view.prefix}",
-                    details={"key_id": view.id, "from": before, "to": view.scopes},
-                    facility_id=row.id,
-                )
-        await self._check.changed()
-        log.info(
-            "gateway_key_scopes_set",
-            hotel_id=hotel_id,
-            key_id=key_id,
-            key_prefix=view.prefix,
-            scopes=view.scopes,
-        )
+                details = {"from": before, "to": view.scopes}
+                await self._record(session, AuditAction.KEY_SCOPES_CHANGED, actor, key, details)
+        await self._logged("gateway_key_scopes_set", hotel_id, view, scopes=view.scopes)
         return view
 
     async def rotate(
@@ -270,11 +230,7 @@ class GatewayKeys:
             )
         now = self._clock.now()
         async with self._sessions.begin() as session:
-            row = await require_facility(session, hotel_id)
-            keys = GatewayKeyRepository(session)
-            old = await keys.get(row.id, key_id)
-            if old is None:
-                raise key_not_found(hotel_id, key_id)
+            row, keys, old = await _facility_key(session, hotel_id, key_id)
             if old.revoked_at is not None or (old.expires_at is not None and old.expires_at <= now):
                 raise InvalidInput(
                     f"Gateway key {key_id} of facility {hotel_id} no longer works.",
@@ -286,30 +242,62 @@ class GatewayKeys:
             if old.expires_at is None or old.expires_at > ends:
                 old.expires_at = ends
             new, minted = await _store_new_key(keys, row.id, old.label, list(old.scopes), now)
-            old_view = KeyView.of(old, row.hotel_id, self._check.pending_uses().get(old.id))
+            old_view = self._view(old, row.hotel_id)
             new_view = KeyView.of(new, row.hotel_id)
-            await self._audit.record_in(
-                session,
-                AuditAction.KEY_ROTATED,
-                actor=actor,
-                subject=f"key:{old_view.prefix}",
-                details={
-                    "key_id": old_view.id,
-                    "new_key_id": new_view.id,
-                    "new_key_prefix": new_view.prefix,
-                    "old_key_expires_at": old_view.expires_at,
-                    "scopes": new_view.scopes,
-                },
-                facility_id=row.id,
-            )
-        await self._check.changed()
-        log.info(
+            details = {
+                "new_key_id": new_view.id,
+                "new_key_prefix": new_view.prefix,
+                "old_key_expires_at": old_view.expires_at,
+                "scopes": new_view.scopes,
+            }
+            await self._record(session, AuditAction.KEY_ROTATED, actor, old, details)
+        await self._logged(
             "gateway_key_rotated",
-            hotel_id=hotel_id,
-            key_id=key_id,
-            key_prefix=old_view.prefix,
+            hotel_id,
+            old_view,
             new_key_id=new_view.id,
             new_key_prefix=new_view.prefix,
             old_expires_at=old_view.expires_at.isoformat() if old_view.expires_at else None,
         )
         return old_view, new_view, minted.raw
+
+    # --- shared by the changes ----------------------------------------------------------
+
+    def _view(self, key: GatewayKey, hotel_id: str) -> KeyView:
+        """The key's view, with the uses its check has counted but not yet written."""
+        return KeyView.of(key, hotel_id, self._check.pending_uses().get(key.id))
+
+    async def _record(
+        self,
+        session: AsyncSession,
+        action: AuditAction,
+        actor: Actor,
+        key: GatewayKey,
+        details: Mapping[str, Any],
+    ) -> None:
+        """The change's audit event in ``session``: about ``key:<prefix>`` of its facility."""
+        await self._audit.record_in(
+            session,
+            action,
+            actor=actor,
+            subject=f"key:{key.prefix}",
+            details={"key_id": key.id, **details},
+            facility_id=key.facility_id,
+        )
+
+    async def _logged(self, event: str, hotel_id: str, view: KeyView, **fields: Any) -> None:
+        """After the commit: every process's key check forgets, and the change is logged."""
+        await self._changed()
+        log.info(event, hotel_id=hotel_id, key_id=view.id, key_prefix=view.prefix, **fields)
+
+
+async def _facility_key(
+    session: AsyncSession, hotel_id: str, key_id: int
+) -> tuple[Facility, GatewayKeyRepository, GatewayKey]:
+    """The facility, its keys and its key ``key_id`` (404 when either is unknown)."""
+    row = await require_facility(session, hotel_id)
+    keys = GatewayKeyRepository(session)
+    key = await keys.get(row.id, key_id)
+    if key is None:
+        raise key_not_found(hotel_id, key_id)
+    return row, keys, key

@@ -32,18 +32,26 @@ from typing import Any
 
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
 from starlette.requests import ClientDisconnect
 
 from pmsgate.audit.actions import Actor
 from pmsgate.boundary import bounded_schema, loads_json, refuse_control_characters
 from pmsgate.catalogue.loader import load_tools
 from pmsgate.catalogue.tools import ToolDefinition
-from pmsgate.errors import Forbidden, InvalidInput, Unauthorized
+from pmsgate.errors import Forbidden, InvalidInput
 from pmsgate.gateway.call_log import CallLog, CallStart, argument_shape
 from pmsgate.gateway.context import GatewayServicesDep, gateway_services
 from pmsgate.gateway.http_front import FrontRoute
 from pmsgate.gateway.keys import display_prefix, hash_key
-from pmsgate.gateway.operations import MAX_KEY_LENGTH, OperationAnswer, payload_schema
+from pmsgate.gateway.oauth_tokens import bearer_credential
+from pmsgate.gateway.operations import (
+    MAX_KEY_LENGTH,
+    OperationAnswer,
+    OperationReadAnswer,
+    OperationWriteAnswer,
+    payload_schema,
+)
 from pmsgate.gateway.scopes import TOOLS_READ, operation_scope
 from pmsgate.gateway.tools import stay_date_years
 from pmsgate.integrations.kross.client import TOKEN_OPERATION
@@ -54,16 +62,9 @@ router = APIRouter(prefix="/v1", tags=["gateway"])
 
 
 def bearer_key(authorization: str | None) -> str:
-    """The gateway key from an ``Authorization: Bearer`` header, or a 401."""
-    scheme, _, key = (authorization or "").partition(" ")
-    if scheme.lower() != "bearer" or not key.strip():
-        raise Unauthorized(
-            "A gateway key is required.",
-            code="missing_gateway_key",
-            hint="Send `Authorization: Bearer <gateway key>`; an admin mints one with "
-            "`pmsgate facilities mint-key HOTEL_ID`.",
-        )
-    return key.strip()
+    """The gateway key (or OAuth access token) from an ``Authorization: Bearer`` header, or a
+    401 (:func:`~pmsgate.gateway.oauth_tokens.bearer_credential`)."""
+    return bearer_credential(authorization)
 
 
 async def _json_object(request: Request) -> dict[str, Any]:
@@ -96,7 +97,29 @@ def _json_object_of(raw: bytes) -> dict[str, Any]:
     return body
 
 
-@router.get("/tools")
+class ListedTool(BaseModel):
+    """A tool as GET /v1/tools lists it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = Field(description="The JSON Schema of its arguments.")
+
+
+class ToolListing(BaseModel):
+    """Every tool of the catalogue, with the schema of its arguments."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tools: list[ListedTool]
+
+
+@router.get(
+    "/tools",
+    response_model=None,
+    responses={200: {"model": ToolListing, "description": "The tools."}},
+)
 async def list_tools(services: GatewayServicesDep) -> dict[str, Any]:
     """The six tools with their JSON Schemas."""
     tools = services.tools
@@ -116,11 +139,12 @@ async def call_tool(
 ) -> JSONResponse:
     """Call one tool for the key's facility."""
     tool = services.tools.definition(name)
-    raw_key = bearer_key(authorization)
-    facility = await services.facilities.authenticate(raw_key, TOOLS_READ)
+    # A gateway key, or an OAuth access token for this server (pmsgate.gateway.oauth_tokens).
+    caller = await services.bearer.authenticate(authorization, TOOLS_READ, request.scope)
+    facility = caller.facility
     # Logged from here on: the call reached a facility (pmsgate.gateway.call_log).
     call = services.gateway.call_log.start(
-        facility.id, kind="tool", name=name, transport="http", key_prefix=display_prefix(raw_key)
+        facility.id, kind="tool", name=name, transport="http", key_prefix=caller.prefix
     )
     outcome = "error"
     try:
@@ -171,11 +195,13 @@ async def call_operation(
             code="operation_not_allowed",
             hint="Call the operation you need; the gateway authenticates for you.",
         )
-    raw_key = bearer_key(authorization)
     try:
-        facility = await services.facilities.authenticate(raw_key, operation_scope(operation))
+        caller = await services.bearer.authenticate(
+            authorization, operation_scope(operation), request.scope
+        )
     except Forbidden as refusal:
         if operation.is_write and refusal.code == "scope_missing":
+            raw_key = bearer_key(authorization)
             await services.operations.refused_write(
                 key_prefix=display_prefix(raw_key),
                 key_hash=hash_key(raw_key),
@@ -184,7 +210,7 @@ async def call_operation(
                 error=refusal,
             )
         raise
-    prefix = display_prefix(raw_key)
+    facility, prefix = caller.facility, caller.prefix
     call_log = services.gateway.call_log
     # An operation's payload is never logged: only its name, outcome and freshness.
     call = call_log.start(
@@ -280,6 +306,19 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
     return json_body(schema, required=needs_something)
 
 
+def _answer(model: type[BaseModel] | None, description: str) -> dict[int | str, Any]:
+    """``responses`` documenting a 200 answer of ``model`` (docs/gateway.md, Typed answers).
+
+    Documentation only: these routes answer with bytes already rendered (a tool's kept answer,
+    pmsgate.gateway.rendered), which FastAPI does not validate, and the hot path does not
+    reach FastAPI at all (pmsgate.gateway.http_front); the test suite checks every answer
+    against its model.
+    """
+    if model is None:
+        return {}
+    return {200: {"model": model, "description": description}}
+
+
 def _add_tool_route(tool: ToolDefinition) -> None:
     # The services are read from the request, not declared as a dependency: each dependency
     # FastAPI resolves costs a tool call more than the tool's own work (bench/README.md).
@@ -301,6 +340,7 @@ def _add_tool_route(tool: ToolDefinition) -> None:
         description=tool.description,
         operation_id=f"tool_{tool.name}",
         openapi_extra=_body(tool.openapi_schema()),
+        responses=_answer(tool.answer_model(), "The tool's answer: data, and where it came from."),
     )
     _front(direct)
 
@@ -343,6 +383,11 @@ def _add_operation_route(name: str, write: bool) -> None:
         )
 
     schema = payload_schema(name)
+    answer = (
+        _answer(OperationWriteAnswer, "The write's answer (a replay: the first one again).")
+        if write
+        else _answer(OperationReadAnswer, "The booking system's answer, and where it came from.")
+    )
     router.add_api_route(
         f"/operations/{name}",
         endpoint,
@@ -351,6 +396,7 @@ def _add_operation_route(name: str, write: bool) -> None:
         description=call_operation.__doc__,
         operation_id=f"operation_{name.replace('/', '_')}",
         openapi_extra=_body(schema if schema is not None else {"type": "object"}),
+        responses=answer,
     )
     _front(direct)
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -99,34 +100,20 @@ def exception_handler(app: Any, exc: Exception) -> Callable[..., Any] | None:
     return None
 
 
+@dataclass(slots=True, eq=False)
 class _Exchange:
     """One request's state between the app and the server: the ``receive`` and ``send``
     the app is given, as bound methods of one object."""
 
-    __slots__ = (
-        "answered",
-        "limit",
-        "raw_receive",
-        "raw_send",
-        "received",
-        "request_id",
-        "scope",
-        "started",
-        "status",
-    )
-
-    def __init__(
-        self, scope: Scope, receive: Receive, send: Send, limit: int, request_id: bytes
-    ) -> None:
-        self.scope = scope
-        self.raw_receive = receive
-        self.raw_send = send
-        self.limit = limit
-        self.request_id = request_id
-        self.received = 0
-        self.started = False  # the app began its answer
-        self.answered = False  # the 413 went out: whatever the app sends after it is dropped
-        self.status = 500  # the status answered; 500 when the app raised before answering
+    scope: Scope
+    raw_receive: Receive
+    raw_send: Send
+    limit: int
+    request_id: bytes
+    received: int = 0
+    started: bool = False  # the app began its answer
+    answered: bool = False  # the 413 went out: whatever the app sends after it is dropped
+    status: int = 500  # the status answered; 500 when the app raised before answering
 
     async def receive(self) -> Message:
         message = await self.raw_receive()

@@ -15,21 +15,17 @@ from dataclasses import dataclass
 from datetime import datetime
 
 import structlog
-from cachetools import TTLCache
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock
 from pmsgate.errors import Unauthorized
 from pmsgate.gateway.facilities import FacilityView
-from pmsgate.gateway.key_cache import KeyChanges
+from pmsgate.gateway.key_cache import CachedCheck, KeyChanges
 from pmsgate.gateway.keys import hash_key, is_well_formed
 from pmsgate.gateway.scopes import TOOLS_READ, scope_missing
 from pmsgate.storage.facilities import GatewayKeyRepository
 
 log = structlog.get_logger(__name__)
-
-# Gateway keys whose check is remembered (see KeyCheck key_cache_s).
-KEY_CACHE_SIZE = 10_000
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,7 @@ def _expired_gateway_key(prefix: str) -> Unauthorized:
     )
 
 
-class KeyCheck:
+class KeyCheck(CachedCheck[KeyGrant]):
     """Checks presented gateway keys (remembered a while) and records their uses."""
 
     def __init__(
@@ -71,39 +67,17 @@ class KeyCheck:
         key_cache_s: float = 0.0,
         key_changes: KeyChanges | None = None,
     ) -> None:
-        self._sessions = sessions
-        self._clock = clock
         # Key hash → grant, for key_cache_s of the clock (0: every check reads the
         # database). It takes the database off a cached tool call's path. Another process's
         # revocation, scopes, expiry or status change reaches it through key_changes (Redis
         # pub/sub: at once); without Redis, up to key_cache_s late (pmsgate.gateway.key_cache).
-        self._cache: TTLCache[str, KeyGrant] | None = None
-        if key_cache_s > 0:
-            self._cache = TTLCache(maxsize=KEY_CACHE_SIZE, ttl=key_cache_s, timer=self._seconds)
-        # Changes published and heard through Redis (pmsgate.gateway.key_cache); None alone.
-        self.key_changes = key_changes
-        if key_changes is not None:
-            key_changes.on_change(self._forget)
+        super().__init__(sessions, clock, cache_s=key_cache_s, key_changes=key_changes)
         # Key id → its latest accepted call, not yet written: flush_uses writes them in
         # one transaction (the usage flush job's tick, and shutdown), never once per call.
         self._uses: dict[int, datetime] = {}
 
     def __repr__(self) -> str:
-        return f"KeyCheck(cached={self._cache is not None})"
-
-    def _seconds(self) -> float:
-        return self._clock.now().timestamp()
-
-    def _forget(self) -> None:
-        """Drop every remembered key check of this process."""
-        if self._cache is not None:
-            self._cache.clear()
-
-    async def changed(self) -> None:
-        """A change was committed: seen at once here, and published to every other process."""
-        self._forget()
-        if self.key_changes is not None:
-            await self.key_changes.publish()
+        return f"KeyCheck(cached={self._memory.on})"
 
     # --- checking -----------------------------------------------------------------------
 
@@ -129,7 +103,7 @@ class KeyCheck:
         if not is_well_formed(raw_key):
             raise _invalid_gateway_key()
         key_hash = hash_key(raw_key)
-        if self._cache is not None and (cached := self._cache.get(key_hash)):
+        if cached := self._memory.get(key_hash):
             return cached
         async with self._sessions() as session:
             found = await GatewayKeyRepository(session).unrevoked_with_facility(key_hash)
@@ -144,8 +118,7 @@ class KeyCheck:
             scopes=frozenset(key.scopes or ()),
             expires_at=key.expires_at,
         )
-        if self._cache is not None:
-            self._cache[key_hash] = grant
+        self._memory.keep(key_hash, grant)
         return grant
 
     # --- uses ---------------------------------------------------------------------------

@@ -77,12 +77,31 @@ restore: the counts of the last flush interval that were only in Redis.
 The windows report, on refusal, when *all* windows have room again (the ``Retry-After``
 we owe), which pyrate-limiter's own ``Limiter`` does not (:mod:`pmsgate.ratelimit`).
 
-Priority policy (reserved headroom): interactive calls may use a whole window;
-background calls only while the window holds fewer than
-``floor(limit * background_share)`` permits. Both kinds share one bucket (the
-same history / the same Redis key), so the last ``1 - background_share`` of every
-window is always left for interactive calls and background work can never
-starve them; interactive calls may use the background part when it is free.
+Guest calls first (docs/requirements.md R7.8). Every permit is asked for as
+:class:`Priority` ``INTERACTIVE`` (a tool or operation call a caller waits for) or
+``BACKGROUND`` (a refresh ahead of need, a job's check, any job). Two rules:
+
+- **The share.** Interactive calls may use a whole window; background calls take a permit
+  only while the window holds fewer than ``floor(limit x background_share)`` permits of
+  either kind (default 0.3: 3 of 10 a minute, 90 of 300 an hour, 1,500 of 5,000 a day;
+  rounded down, a window whose share rounds to 0 admits no background call). Both kinds
+  share one history (the same Redis key), so background work never holds more than its
+  share of a window, gets less when guests are busy, and the last ``1 - background_share``
+  of every window is always left for interactive calls.
+- **Yield to a waiting guest.** An interactive call that waits for a permit is *queued*
+  for the facility's key (:class:`~pmsgate.ratelimit.Waiter`: joined by its refused put,
+  left by the put that takes its permit or when it gives up; a lease of its remaining wait
+  plus ``_QUEUE_GRACE_MS`` covers a replica that dies). While anyone is queued, a
+  background put is refused in the same atomic step that checks the windows (the Lua
+  script reads the queue's sorted set, so a guest waiting on one replica stops background
+  work on every replica) and the background call is **skipped**, not made to wait:
+  :class:`YieldedToInteractive` (a :class:`BudgetExhausted`) at once, whatever its
+  ``wait_s``, with ``Retry-After`` when the guest's permit frees. A refresh keeps serving
+  the answer it has, a job defers the facility to its next tick. Waiting instead would only
+  queue background work behind the guest for the permits the guest needs.
+
+The token requests (``auth/get-token``) are interactive: one token serves every caller of
+the facility and its request is shared by every caller that needs it at that moment.
 
 The key is whatever the caller scopes the budget by (the facility's hotel_id,
 or an account; see ``Settings.limiter_scope``); it must not be a secret.
@@ -96,8 +115,9 @@ import itertools
 import math
 import uuid
 from bisect import bisect_left, insort
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections import Counter, deque
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -109,14 +129,16 @@ from redis.asyncio import Redis
 
 from pmsgate.clock import Clock
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
+from pmsgate.gateway.shared_state import REDIS_ERRORS, RedisHealth, SharedStateUnavailable
 from pmsgate.ratelimit import (
     EDGE_MS,
     RateWindows,
     RedisTime,
     TimeReference,
+    Waiter,
     WindowLost,
     WindowView,
+    Yielded,
 )
 
 log = structlog.get_logger(__name__)
@@ -136,6 +158,10 @@ DEFAULT_EDGE_MARGIN_S = 0.5
 DEFAULT_OUTAGE_SHARE = 0.2
 # How often the offset of this process's clock to Redis's TIME is measured again.
 DEFAULT_CLOCK_SYNC_S = 60.0
+# The share of each window background work may use (Settings.limiter_background_share).
+DEFAULT_BACKGROUND_SHARE = 0.3
+# A queued interactive call's lease outlasts its remaining wait by this much.
+_QUEUE_GRACE_MS = 2_000
 
 # Hour rows of usage history, (start of the hour, upstream requests), for a limiter key.
 UsageHistory = Callable[[str, datetime], Awaitable[list[tuple[datetime, int]]]]
@@ -206,6 +232,19 @@ class BudgetExhausted(PmsgateError):
         )
 
 
+class YieldedToInteractive(BudgetExhausted):
+    """A background request skipped: an interactive call of the same budget is waiting."""
+
+    @staticmethod
+    def _explain(window: str, priority: Priority, seconds: int) -> tuple[str, str]:
+        """The message and the hint."""
+        return (
+            "A call on behalf of a caller is waiting for this facility's booking-system "
+            f"budget ({window} window); background work yields to it.",
+            f"Retry in {seconds} s, once the waiting call has had its permit.",
+        )
+
+
 class OutageBudgetExhausted(BudgetExhausted):
     """Redis is unreachable and this process's outage share of the budget is used up."""
 
@@ -271,7 +310,7 @@ class FacilityLimiter:
         clock: Clock,
         redis: Redis | None = None,
         namespace: str = "pmsgate",
-        background_share: float = 0.5,
+        background_share: float = DEFAULT_BACKGROUND_SHARE,
         edge_margin_s: float = DEFAULT_EDGE_MARGIN_S,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         health: RedisHealth | None = None,
@@ -304,6 +343,7 @@ class FacilityLimiter:
             reference=reference if reference is not None or redis is None else RedisTime(redis),
             sync_every_ms=round(clock_sync_s * 1000),
             fence_key=f"{namespace}:limiter-recovery",
+            queue_prefix=f"{namespace}:limiter-queue",
         )
         self._background_share = background_share
         self._sleep = sleep
@@ -323,6 +363,9 @@ class FacilityLimiter:
         # Permits taken during an outage, written into the Redis window once it is back.
         self._unwritten: dict[str, list[tuple[int, str]]] = {}
         self._generations: dict[str, str] = {}
+        # Interactive calls of this process waiting for a permit, per key (read while Redis
+        # is away: the queue in Redis cannot be).
+        self._waiting: Counter[str] = Counter()
 
     def __repr__(self) -> str:
         backend = "redis" if self._redis is not None else "memory"
@@ -414,48 +457,128 @@ class FacilityLimiter:
         if self._write_backs:
             await asyncio.gather(*self._write_backs, return_exceptions=True)
 
+    async def queued(self, key: str) -> int:
+        """Interactive calls waiting for a permit of ``key`` now: every replica's with Redis
+        (this process's while Redis is away)."""
+        if self._redis is None:
+            return await self._windows.queued(key)
+        try:
+            with self._health.use("read the queue"):
+                return await self._windows.queued(key)
+        except SharedStateUnavailable:
+            return self._waiting[key]
+
     async def _acquire(
         self, key: str, limits: WindowLimits, priority: Priority, wait_s: float
     ) -> None:
         waited = 0.0
-        while True:
-            wanted = _limits_tuple(limits)
-            rates = self._view(wanted, priority)
-            if not rates:
-                # background_share leaves background calls nothing in some window.
-                raise BudgetExhausted(
-                    retry_after_s=WINDOWS[-1][1].value / 1000,
-                    window=self._zero_share_window(wanted),
-                    priority=priority,
-                )
-            now_ms = await self._windows.synced_now_ms()
-            if await self._put(key, wanted, rates, now_ms):
-                return
-            view = self._windows.view(key) if self._redis is not None else None
-            guard = self._guards.get(key)
-            if view is not None and view.fenced and guard is None:
-                # A recovery fence this replica did not know of: its outage share from now on.
-                self._guards[key] = _Guard(seen=_frozen(view))
-                continue
+        background = priority is Priority.BACKGROUND
+        # An interactive call that may wait queues for its permit (module docstring).
+        name = "" if background or wait_s <= 0 else f"{self._instance}:w{next(self._sequence)}"
+        queued: Waiter | None = None
+        try:
+            while True:
+                wanted = _limits_tuple(limits)
+                rates = self._view(wanted, priority)
+                if not rates:
+                    # background_share leaves background calls nothing in some window.
+                    raise BudgetExhausted(
+                        retry_after_s=WINDOWS[-1][1].value / 1000,
+                        window=self._zero_share_window(wanted),
+                        priority=priority,
+                    )
+                now_ms = await self._windows.synced_now_ms()
+                if background and self._waiting[key]:
+                    raise await self._yielded(key, wanted, now_ms)
+                waiter = None
+                if name and wait_s > waited:
+                    lease_ms = math.ceil((wait_s - waited) * 1000) + _QUEUE_GRACE_MS
+                    waiter = Waiter(name, now_ms + lease_ms)
+                try:
+                    taken = await self._put(
+                        key, wanted, rates, now_ms, waiter=waiter, yields=background
+                    )
+                except Yielded:
+                    raise await self._yielded(key, wanted, now_ms) from None
+                queued = None if taken else waiter or queued
+                if taken:
+                    return
+                view = self._windows.view(key) if self._redis is not None else None
+                guard = self._guards.get(key)
+                if view is not None and view.fenced and guard is None:
+                    # A recovery fence this replica did not know of: its outage share from now.
+                    self._guards[key] = _Guard(seen=_frozen(view))
+                    continue
+                wait_ms, slowest = await self._windows.wait_ms(key, rates, now_ms=now_ms)
+                if view is not None and view.fenced and guard is not None:
+                    wait_ms, slowest = self._guard_wait(guard, rates, now_ms)
+                    wait_ms = min(wait_ms, max(view.fence_ms, EDGE_MS))
+                # A refused put always means some window is full; never answer "retry now".
+                wait = max(wait_ms, EDGE_MS) / 1000
+                window = self._window_name(slowest or rates[0])
+                # Give up at once when the permit frees after the deadline: waiting is useless.
+                if waited + wait > wait_s:
+                    raise BudgetExhausted(retry_after_s=wait, window=window, priority=priority)
+                with self._waits(key, counted=not background):
+                    await self._sleep(wait)
+                # Count the time we asked to sleep, not the clock: an injected sleep may not
+                # move it.
+                waited += wait
+        finally:
+            if queued is not None:
+                await self._leave(key, queued)
+
+    @contextmanager
+    def _waits(self, key: str, *, counted: bool) -> Iterator[None]:
+        """While an interactive call of this process waits for ``key``'s permit."""
+        if counted:
+            self._waiting[key] += 1
+        try:
+            yield
+        finally:
+            if counted:
+                self._waiting[key] -= 1
+                if not self._waiting[key]:
+                    del self._waiting[key]
+
+    async def _leave(self, key: str, waiter: Waiter) -> None:
+        """An interactive call that gave up leaves the queue (its lease would end anyway)."""
+        try:
+            await self._windows.leave(key, waiter)
+        except REDIS_ERRORS as error:
+            log.info("limiter_queue_leave_failed", key=key, error_type=type(error).__name__)
+
+    async def _yielded(
+        self, key: str, wanted: tuple[int, int, int], now_ms: int
+    ) -> YieldedToInteractive:
+        """The refusal of a background call that yields: retry when the guest's permit frees
+        (a second if that cannot be read now)."""
+        rates = self._rates(wanted)
+        try:
             wait_ms, slowest = await self._windows.wait_ms(key, rates, now_ms=now_ms)
-            if view is not None and view.fenced and guard is not None:
-                wait_ms, slowest = self._guard_wait(guard, rates, now_ms)
-                wait_ms = min(wait_ms, max(view.fence_ms, EDGE_MS))
-            # A refused put always means some window is full; never answer "retry now".
-            wait = max(wait_ms, EDGE_MS) / 1000
-            window = self._window_name(slowest or rates[0])
-            # Give up at once when the permit frees after the deadline: waiting is useless.
-            if waited + wait > wait_s:
-                raise BudgetExhausted(retry_after_s=wait, window=window, priority=priority)
-            await self._sleep(wait)
-            # Count the time we asked to sleep, not the clock: an injected sleep may not move it.
-            waited += wait
+        except REDIS_ERRORS:
+            wait_ms, slowest = 1000, None
+        return self._yield_error(wait_ms, slowest or rates[0])
+
+    def _yield_error(self, wait_ms: int, window: Rate) -> YieldedToInteractive:
+        return YieldedToInteractive(
+            retry_after_s=max(wait_ms, EDGE_MS) / 1000,
+            window=self._window_name(window),
+            priority=Priority.BACKGROUND,
+        )
 
     async def _put(
-        self, key: str, limits: tuple[int, int, int], rates: list[Rate], now_ms: int
+        self,
+        key: str,
+        limits: tuple[int, int, int],
+        rates: list[Rate],
+        now_ms: int,
+        *,
+        waiter: Waiter | None = None,
+        yields: bool = False,
     ) -> bool:
         if self._redis is None:
-            return await self._windows.put(key, rates, now_ms=now_ms)
+            return await self._windows.put(key, rates, now_ms=now_ms, waiter=waiter, yields=yields)
         member = self._member(now_ms)
         guard = self._guards.get(key)
         # Outside a guard, a standing fence refuses (and the refusal brings the view to freeze).
@@ -463,7 +586,13 @@ class FacilityLimiter:
         for last_try in (False, False, True):
             try:
                 taken = await self._windows.put(
-                    key, rates, now_ms=now_ms, member=member, fence_ok=fence_ok
+                    key,
+                    rates,
+                    now_ms=now_ms,
+                    member=member,
+                    fence_ok=fence_ok,
+                    waiter=waiter,
+                    yields=yields,
                 )
                 break
             except WindowLost:
@@ -487,9 +616,11 @@ class FacilityLimiter:
     async def _acquire_in_outage(
         self, key: str, limits: WindowLimits, priority: Priority, wait_s: float
     ) -> None:
-        """A permit from this replica's outage share of the window it last saw."""
+        """A permit from this replica's outage share of the window it last saw (background
+        calls yield to this process's waiting interactive calls)."""
         guard = self._guard(key)
         waited = 0.0
+        background = priority is Priority.BACKGROUND
         while True:
             wanted = _limits_tuple(limits)
             rates = self._view(wanted, priority)
@@ -500,6 +631,11 @@ class FacilityLimiter:
                     window=self._zero_share_window(wanted),
                     priority=priority,
                 )
+            if background and self._waiting[key]:
+                full = self._rates(wanted)
+                wait_ms, slowest = self._guard_wait(guard, full, now_ms)
+                retry_ms = wait_ms if wait_ms >= 0 else round(self._health.retry_after_s * 1000)
+                raise self._yield_error(retry_ms, slowest or full[0])
             wait_ms, slowest = self._guard_wait(guard, rates, now_ms)
             if wait_ms == 0:
                 insort(guard.own, now_ms)
@@ -511,7 +647,8 @@ class FacilityLimiter:
             if wait_ms < 0 or waited + wait_ms / 1000 > wait_s:
                 retry = self._health.retry_after_s if wait_ms < 0 else wait_ms / 1000
                 raise OutageBudgetExhausted(retry_after_s=retry, window=window, priority=priority)
-            await self._sleep(wait_ms / 1000)
+            with self._waits(key, counted=not background):
+                await self._sleep(wait_ms / 1000)
             waited += wait_ms / 1000
 
     def _noticed_outage(self) -> None:

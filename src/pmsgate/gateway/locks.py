@@ -21,6 +21,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import KW_ONLY, dataclass
 from typing import Generic, Protocol, TypeVar
 from weakref import WeakValueDictionary
 
@@ -117,6 +118,7 @@ class LocalLocks:
             yield
 
 
+@dataclass(frozen=True)
 class RedisLocks:
     """Locks shared by every replica on one Redis (redis-py asyncio ``Lock``).
 
@@ -124,32 +126,24 @@ class RedisLocks:
     expires); ``wait_s`` bounds how long a caller queues before giving up.
     """
 
-    def __init__(
-        self,
-        redis: Redis,
-        *,
-        namespace: str = "pmsgate",
-        timeout_s: float = 30.0,
-        wait_s: float = 30.0,
-        poll_s: float = 0.02,
-    ) -> None:
-        self._redis = redis
-        self._namespace = namespace
-        self._timeout_s = timeout_s
-        self._wait_s = wait_s
-        self._poll_s = poll_s
+    redis: Redis
+    _: KW_ONLY
+    namespace: str = "pmsgate"
+    timeout_s: float = 30.0
+    wait_s: float = 30.0
+    poll_s: float = 0.02
 
     @asynccontextmanager
     async def hold(self, name: str) -> AsyncIterator[None]:
         """Hold the Redis lock ``name``; LockUnavailable when it stays taken for ``wait_s``."""
-        lock = self._redis.lock(
-            f"{self._namespace}:lock:{name}",
-            timeout=self._timeout_s,
-            sleep=self._poll_s,
-            blocking_timeout=self._wait_s,
+        lock = self.redis.lock(
+            f"{self.namespace}:lock:{name}",
+            timeout=self.timeout_s,
+            sleep=self.poll_s,
+            blocking_timeout=self.wait_s,
         )
         if not await lock.acquire():
-            raise LockUnavailable(name, self._wait_s)
+            raise LockUnavailable(name, self.wait_s)
         try:
             yield
         finally:
@@ -158,7 +152,7 @@ class RedisLocks:
             except LockError:
                 # It expired while held (the work outlasted timeout_s); another replica may
                 # already own it, and redis-py refuses to release a lock we no longer own.
-                log.warning("lock_expired_while_held", lock=name, timeout_s=self._timeout_s)
+                log.warning("lock_expired_while_held", lock=name, timeout_s=self.timeout_s)
 
 
 def locks_for(

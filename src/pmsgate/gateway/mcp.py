@@ -22,11 +22,13 @@ parent app must enter. Choices, and why:
   2026-07-28 single-exchange requests, which the SDK's manager routes itself.
 - **Authentication** is the HTTP gateway's: every HTTP request (``initialize``
   and ``server/discover`` included) must carry ``Authorization: Bearer <gateway
-  key>``; a missing or wrong key is refused before the SDK sees the request,
-  with 401 and the service's ``{"error": {code, message, hint}}`` body. Every MCP
-  tool is one of the six, so the key must hold the ``tools:read`` scope: ``authenticate``
-  (``FacilityService.authenticate``, whose scope defaults to it) refuses any other key
-  with 403 ``scope_missing`` before the SDK sees the request (docs/gateway.md, Scopes). The
+  key or OAuth access token>``; a missing or wrong one is refused before the SDK sees
+  the request, with 401, the OAuth challenge (``WWW-Authenticate: Bearer
+  resource_metadata=…``, docs/oauth.md) and the service's ``{"error": {code, message,
+  hint}}`` body. Every MCP tool is one of the six, so the caller must hold the
+  ``tools:read`` scope: ``authenticate`` (``BearerAuth.authenticate``,
+  :mod:`pmsgate.gateway.oauth_tokens`) refuses any other with 403 ``scope_missing``
+  before the SDK sees the request (docs/gateway.md, Scopes). The
   key's facility is put in the request's ASGI scope, which the SDK hands to the
   tool handler as ``ctx.request``; a tool call only ever runs for that facility.
   (Not a contextvar: the SDK serves a stateless handshake-era request in a task
@@ -34,7 +36,12 @@ parent app must enter. Choices, and why:
   context.) The key's display prefix travels the same way, for the tool-call log
   (:mod:`pmsgate.gateway.call_log`), where every tool call that reached a facility is logged.
 - **Tool results**: the ``ToolAnswer`` as JSON text plus ``structuredContent``
-  ``{"data", "meta"}``; a ``PmsgateError`` (unknown tool, bad arguments, an
+  ``{"data", "meta"}``. Each tool lists its answer's declared model
+  (``ToolDefinition.answer_model``, pmsgate.catalogue.tools) as its ``outputSchema``, the
+  low-level server's way (the SDK's client checks ``structuredContent`` against it); every
+  answer is checked against that model before it is sent, so a caller never gets one the
+  listing does not describe (one that is not is logged, ``mcp_answer_off_schema``, and
+  answered as ``internal_error``). A ``PmsgateError`` (unknown tool, bad arguments, an
   upstream failure, ...) becomes a result with ``isError: true`` whose text is
   the error body, so the model can read the hint and correct itself. Anything
   unexpected is logged by type only and answered as ``internal_error``: never a
@@ -76,16 +83,17 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.streamable_http_manager import StreamableHTTPASGIApp, StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from pydantic import ValidationError
 from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from pmsgate.catalogue.tools import answer_schema
 from pmsgate.errors import Forbidden, NotFound, PmsgateError, Unauthorized
 from pmsgate.gateway.call_log import CallLog, CallStart, argument_shape
 from pmsgate.gateway.facilities import FacilityView
-from pmsgate.gateway.http import bearer_key
-from pmsgate.gateway.keys import display_prefix
+from pmsgate.gateway.oauth_tokens import Caller
 from pmsgate.version import build_info
 
 if TYPE_CHECKING:
@@ -108,7 +116,9 @@ FACILITY_SCOPE_KEY = "pmsgate.facility"
 # ... and the key's display prefix, which names the caller in the tool-call log.
 KEY_PREFIX_SCOPE_KEY = "pmsgate.key_prefix"
 
-Authenticate = Callable[[str], Awaitable[FacilityView]]
+# The bearer check: the ``Authorization`` header and the request's ASGI scope → the caller
+# (a gateway key's or an OAuth access token's facility; pmsgate.gateway.oauth_tokens).
+Authenticate = Callable[[str | None, Scope], Awaitable[Caller]]
 RecordCall = Callable[[str, str], None]
 Lifespan = Callable[[], AbstractAsyncContextManager[None]]
 
@@ -184,6 +194,7 @@ def build_server(
                 )
                 call.arguments = argument_shape(tools.definitions[params.name], arguments)
             answer = await tools.call(facility, params.name, arguments)
+            body = structured(tools, params.name, answer.model_dump(mode="json"))
         except PmsgateError as error:
             if call_log is not None and call is not None:
                 call_log.failed(call, error)
@@ -204,7 +215,6 @@ def build_server(
             outcome = "stale" if answer.meta.get("stale") else "ok"
             if call_log is not None and call is not None:
                 call_log.answered(call, answer.meta)
-            body = answer.model_dump(mode="json")
             return types.CallToolResult(content=[_text(body)], structured_content=body)
         finally:
             if record_call is not None:
@@ -228,18 +238,39 @@ def build_server(
 
 
 def describe_tools(tools: Tools) -> list[types.Tool]:
-    """The catalogue's tools as MCP tool definitions (schemas and descriptions unchanged)."""
-    return [
-        types.Tool(
-            name=tool.name,
-            description=tool.description,
-            input_schema=tools.input_schema(tool.name),
-            annotations=types.ToolAnnotations(
-                read_only_hint=tool.kind == "read", open_world_hint=True
-            ),
+    """The catalogue's tools as MCP tool definitions (schemas and descriptions unchanged),
+    each with its answer's declared schema as ``outputSchema``."""
+    described = []
+    for tool in tools.definitions.values():
+        model = tools.answer_model(tool.name)
+        described.append(
+            types.Tool(
+                name=tool.name,
+                description=tool.description,
+                input_schema=tools.input_schema(tool.name),
+                output_schema=None if model is None else answer_schema(model),
+                annotations=types.ToolAnnotations(
+                    read_only_hint=tool.kind == "read", open_world_hint=True
+                ),
+            )
         )
-        for tool in tools.definitions.values()
-    ]
+    return described
+
+
+def structured(tools: Tools, name: str, body: dict[str, Any]) -> dict[str, Any]:
+    """``body``, an answer of tool ``name``, once it is checked against the tool's declared
+    answer model (its ``outputSchema``); an internal error when it is not what the listing
+    says (logged with the fields' locations, never their values)."""
+    model = tools.answer_model(name)
+    if model is None:
+        return body
+    try:
+        model.model_validate(body)
+    except ValidationError as error:
+        locations = {".".join(str(part) for part in e["loc"]) for e in error.errors()}
+        log.error("mcp_answer_off_schema", tool=name, fields=sorted(locations)[:5])
+        raise PmsgateError("The tool's answer could not be given in its declared form.") from None
+    return body
 
 
 def facility_of(request: Any) -> FacilityView:
@@ -306,19 +337,19 @@ class BearerKeyMiddleware:
         headers = Headers(scope=scope)
         try:
             self._check_origin(headers.get("origin"))
-            raw_key = bearer_key(headers.get("authorization"))
-            facility = await self.authenticate(raw_key)
+            caller = await self.authenticate(headers.get("authorization"), scope)
             _check_media_types(headers)
         except PmsgateError as error:
             extra = dict(error.headers)
             if error.status == 401:
-                extra["WWW-Authenticate"] = 'Bearer realm="pmsgate"'
+                # The OAuth challenge (resource_metadata: pmsgate.gateway.oauth_tokens).
+                extra.setdefault("WWW-Authenticate", 'Bearer realm="pmsgate"')
             response = JSONResponse(error.to_body(), status_code=error.status, headers=extra)
             await response(scope, receive, send)
             return
         # A copy of the scope: the facility belongs to this request only.
         await self.app(
-            {**scope, FACILITY_SCOPE_KEY: facility, KEY_PREFIX_SCOPE_KEY: display_prefix(raw_key)},
+            {**scope, FACILITY_SCOPE_KEY: caller.facility, KEY_PREFIX_SCOPE_KEY: caller.prefix},
             receive,
             send,
         )

@@ -53,7 +53,7 @@ from typing import Any, Literal
 
 import anyio
 import structlog
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from pmsgate.audit.actions import Actor, AuditAction, Outcome
 from pmsgate.audit.trail import AuditTrail
@@ -93,7 +93,7 @@ from pmsgate.integrations.kross.reservation_rows import (
     parse_row,
     save_body,
 )
-from pmsgate.openapi import schema_of
+from pmsgate.openapi import schema_of, sometimes
 from pmsgate.storage.idempotency import WriteRecord
 
 log = structlog.get_logger(__name__)
@@ -126,6 +126,59 @@ _LIST_FILTER_NAMES = {
     "limit": "limit",
     "offset": "offset",
 }
+
+
+class OperationReadMeta(BaseModel):
+    """Where an operation read's answer came from and how fresh it is."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    source: Literal["upstream", "cache"]
+    age_s: float = Field(description="Seconds since the read was made.")
+    stale: bool = Field(description="True when this is the last good answer, kept.")
+    count: int = Field(ge=0, description="Items in data (1 when data is not a list).")
+    dropped_out_of_range: int = Field(
+        ge=0, description="Rows outside the stay filters asked (reservations/get-list)."
+    )
+    ruid: str | None = Field(description="The booking system's request id.")
+
+
+class OperationReadAnswer(BaseModel):
+    """A read operation's answer: the booking system's data, and where it came from."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: Any = Field(
+        description="The booking system's answer as it sent it (docs/kross-api.md), guests' "
+        "e-mail and phone removed."
+    )
+    meta: OperationReadMeta
+
+
+class OperationWriteMeta(BaseModel):
+    """What a write's answer says about the write."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    idempotency_key: str
+    ruid: str | None = sometimes(
+        "The booking system's request id; left out when a read-back settled the write."
+    )
+    recovered: Literal[True] = sometimes(
+        "true when the write's answer was lost and a read-back proved it applied; left out "
+        "otherwise."
+    )
+
+
+class OperationWriteAnswer(BaseModel):
+    """A write's answer (a replay gives the first answer again, Idempotent-Replayed: true)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    data: Any = Field(
+        description="The booking system's answer; after a read-back, what it shows of the write."
+    )
+    meta: OperationWriteMeta
 
 
 @dataclass(frozen=True)
@@ -525,7 +578,10 @@ class Operations:
         op = self.gateway.operation(LIST_OPERATION)
         names = {**LIST_REQUEST_FIELDS, **op.request_fields}
         result = await self.gateway.read(
-            facility, op.name, {names["reservation_id"]: reservation_id, names["with_rooms"]: True}
+            facility,
+            op.name,
+            {names["reservation_id"]: reservation_id, names["with_rooms"]: True},
+            priority=Priority.INTERACTIVE,
         )
         rows = result.data if isinstance(result.data, list) else []
         # The server may ignore the filter: only the asked reservation counts.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from dataclasses import KW_ONLY, dataclass, field
 from types import TracebackType
 from typing import Self
 
@@ -24,6 +25,7 @@ from pmsgate.gateway.shared_state import REDIS_ERRORS
 log = structlog.get_logger(__name__)
 
 
+@dataclass(repr=False, eq=False)
 class RedisChannel:
     """One Redis pub/sub channel: publish a line to every process, hear what others publish.
 
@@ -40,27 +42,19 @@ class RedisChannel:
     unheard = "redis_channel_unheard"
     heard_again = "redis_channel_heard_again"
 
-    def __init__(
-        self,
-        redis: Redis | None,
-        channel: str,
-        *,
-        retry_interval_s: float = 2.0,
-        poll_s: float = 1.0,
-        sleep: Sleep = anyio.sleep,
-    ) -> None:
-        self._redis = redis
-        self.channel = channel
-        self._retry_interval_s = retry_interval_s
-        self._poll_s = poll_s
-        self._sleep = sleep
-        self._task: asyncio.Task[None] | None = None
-        self._down = False
-        self.listening = False
-        # Messages applied since start, and an event set at each (tests wait on it).
-        self.applied = 0
-        self._applied_event = anyio.Event()
-        self.subscribed = anyio.Event()
+    redis: Redis | None
+    channel: str
+    _: KW_ONLY
+    retry_interval_s: float = 2.0
+    poll_s: float = 1.0
+    sleep: Sleep = anyio.sleep
+    _task: asyncio.Task[None] | None = field(default=None, init=False)
+    _down: bool = field(default=False, init=False)
+    listening: bool = field(default=False, init=False)
+    # Messages applied since start, and an event set at each (tests wait on it).
+    applied: int = field(default=0, init=False)
+    _applied_event: anyio.Event = field(default_factory=anyio.Event, init=False)
+    subscribed: anyio.Event = field(default_factory=anyio.Event, init=False)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(channel={self.channel!r}, listening={self.listening})"
@@ -68,10 +62,10 @@ class RedisChannel:
     async def publish(self, text: str = "1") -> None:
         """Send ``text`` to every process; a Redis fault is logged, never raised (what
         changed is committed; the listeners' own expiry covers a lost message)."""
-        if self._redis is None:
+        if self.redis is None:
             return
         try:
-            await self._redis.publish(self.channel, text)
+            await self.redis.publish(self.channel, text)
         except REDIS_ERRORS as error:
             log.warning(self.not_published, error_type=type(error).__name__)
 
@@ -81,7 +75,7 @@ class RedisChannel:
             await self._applied_event.wait()
 
     async def __aenter__(self) -> Self:
-        if self._redis is not None:
+        if self.redis is not None:
             self._task = asyncio.get_running_loop().create_task(
                 self._listen(), name=f"listen:{self.channel}"
             )
@@ -108,13 +102,13 @@ class RedisChannel:
 
     async def _listen(self) -> None:
         """Subscribe, apply every message; after a fault, subscribe again."""
-        assert self._redis is not None
+        assert self.redis is not None
         while True:
             try:
-                async with self._redis.pubsub() as pubsub:
+                async with self.redis.pubsub() as pubsub:
                     await pubsub.subscribe(self.channel)
                     while True:
-                        message = await pubsub.get_message(timeout=self._poll_s)
+                        message = await pubsub.get_message(timeout=self.poll_s)
                         if message is not None:
                             self._received(message["type"], message.get("data"))
             except REDIS_ERRORS as error:
@@ -122,7 +116,7 @@ class RedisChannel:
                 if not self._down:
                     self._down = True
                     log.warning(self.unheard, error_type=type(error).__name__)
-                await self._sleep(self._retry_interval_s)
+                await self.sleep(self.retry_interval_s)
             finally:
                 self.listening = False
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable, Hashable
 from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import Any
 
 from cachetools import LRUCache
@@ -63,26 +64,16 @@ class _Read:
         self.version = version
 
 
+@dataclass(slots=True, eq=False)
 class _Kept:
     """A kept answer: its bytes around ``age_s``, its reads, the read its age is from."""
 
-    __slots__ = ("aged", "arguments", "head", "meta", "reads", "tail")
-
-    def __init__(
-        self,
-        head: bytes,
-        tail: bytes,
-        reads: tuple[_Read, ...],
-        aged: int,
-        meta: dict[str, Any],
-        arguments: dict[str, Any],
-    ) -> None:
-        self.head = head
-        self.tail = tail
-        self.reads = reads
-        self.aged = aged
-        self.meta = meta
-        self.arguments = arguments
+    head: bytes
+    tail: bytes
+    reads: tuple[_Read, ...]
+    aged: int
+    meta: dict[str, Any]
+    arguments: dict[str, Any]
 
 
 class _Recording:

@@ -35,7 +35,7 @@ import dataclasses
 import hashlib
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
@@ -130,36 +130,25 @@ def body_hash(payload: Mapping[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+@dataclass(repr=False, eq=False, kw_only=True)
 class Gateway:
     """Calls the booking system for a facility, within its limits and state."""
 
-    def __init__(
-        self,
-        *,
-        facilities: FacilityService,
-        kross_client: KrossClient,
-        tokens: TokenManager,
-        limiter: FacilityLimiter,
-        cache: ReadCache,
-        clock: Clock,
-        metrics: GatewayMetrics,
-        policy: GatewayPolicy | None = None,
-        usage: UsageCounter | None = None,
-        tracing: Tracing | None = None,
-        call_log: CallLog | None = None,
-    ) -> None:
-        self.facilities = facilities
+    facilities: FacilityService
+    kross_client: InitVar[KrossClient]
+    tokens: TokenManager
+    limiter: FacilityLimiter
+    cache: ReadCache
+    clock: Clock
+    metrics: GatewayMetrics
+    usage: UsageCounter
+    # The tool-call log and each facility's latest upstream success and failure.
+    call_log: CallLog
+    policy: GatewayPolicy = field(default_factory=GatewayPolicy)
+    tracing: Tracing | None = None
+
+    def __post_init__(self, kross_client: KrossClient) -> None:
         self.kross = kross_client
-        self.tokens = tokens
-        self.limiter = limiter
-        self.cache = cache
-        self.clock = clock
-        self.metrics = metrics
-        self.usage = usage if usage is not None else UsageCounter(clock)
-        # The tool-call log and each facility's latest upstream success and failure.
-        self.call_log = call_log if call_log is not None else CallLog(clock)
-        self.policy = policy or GatewayPolicy()
-        self.tracing = tracing
         self._reauth_locks: dict[str, anyio.Lock] = {}
         self._refreshing: dict[str, asyncio.Task[None]] = {}
 
@@ -261,9 +250,14 @@ class Gateway:
         operation: str,
         payload: Mapping[str, Any],
         *,
-        priority: Priority = Priority.INTERACTIVE,
+        priority: Priority,
     ) -> KrossResult:
-        """One read operation, retried on transient failures inside the permit budget."""
+        """One read operation, retried on transient failures inside the permit budget.
+
+        ``priority``: INTERACTIVE when a caller waits for the answer, BACKGROUND otherwise
+        (a refresh ahead of need, a job): background work spends only its share of the
+        budget and yields to waiting interactive calls (:mod:`pmsgate.gateway.limiter`).
+        """
         op = self.operation(operation)
         if op.kind != "read":
             raise ValueError(f"{operation} is not a read")

@@ -29,7 +29,7 @@ import hmac
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import InitVar, dataclass
 from datetime import datetime, timedelta
 
 import structlog
@@ -71,30 +71,25 @@ def _same(held: _Held, value: str) -> bool:
     return hmac.compare_digest(held.token.value.get_secret_value().encode(), value.encode())
 
 
+@dataclass(repr=False, eq=False, kw_only=True)
 class TokenManager:
     """Hands out each facility's current token, fetching a new one once when needed."""
 
-    def __init__(
-        self,
-        *,
-        kross: KrossClient,
-        sessions: async_sessionmaker[AsyncSession],
-        vault: Vault,
-        clock: Clock,
-        credentials: Callable[[str], Awaitable[Credentials]],
-        acquire_permit: Callable[[str], Awaitable[None]],
-        locks: Locks | None = None,
-        refresh_ahead_s: float = 3600.0,
-        health: RedisHealth | None = None,
+    kross: KrossClient
+    sessions: async_sessionmaker[AsyncSession]
+    vault: Vault
+    clock: Clock
+    credentials: Callable[[str], Awaitable[Credentials]]
+    acquire_permit: Callable[[str], Awaitable[None]]
+    locks: InitVar[Locks | None] = None
+    refresh_ahead_s: InitVar[float] = 3600.0
+    health: InitVar[RedisHealth | None] = None
+
+    def __post_init__(
+        self, locks: Locks | None, refresh_ahead_s: float, health: RedisHealth | None
     ) -> None:
-        self._pms = kross
-        self._sessions = sessions
-        self._vault = vault
-        self._clock = clock
-        self._credentials = credentials
-        self._acquire_permit = acquire_permit
         self._locks: Locks = locks if locks is not None else LocalLocks()
-        self._health = health if health is not None else RedisHealth(clock)
+        self._health = health if health is not None else RedisHealth(self.clock)
         self._refresh_ahead = timedelta(seconds=refresh_ahead_s)
         self._held: dict[str, _Held] = {}
         self._refreshes: SingleFlight[Token] = SingleFlight()
@@ -144,7 +139,7 @@ class TokenManager:
     async def forget(self, hotel_id: str) -> None:
         """Drop the facility's token everywhere (e.g. after its credentials changed)."""
         self._held.pop(hotel_id, None)
-        async with self._sessions.begin() as session:
+        async with self.sessions.begin() as session:
             await TokenRepository(session).delete(hotel_id)
 
     # --- internals ------------------------------------------------------------------------
@@ -154,14 +149,14 @@ class TokenManager:
         # on every call; never refresh earlier than half-way through its lifetime.
         lifetime = held.token.expires_at - held.obtained_at
         ahead = min(self._refresh_ahead, lifetime / 2)
-        return self._clock.now() < held.token.expires_at - ahead
+        return self.clock.now() < held.token.expires_at - ahead
 
     def _deferred(self, hotel_id: str, held: _Held) -> bool:
         retry_after = self._retry_after.get(hotel_id)
-        return retry_after is not None and self._valid(held) and self._clock.now() < retry_after
+        return retry_after is not None and self._valid(held) and self.clock.now() < retry_after
 
     def _valid(self, held: _Held | None) -> bool:
-        return held is not None and not held.token.is_expired(self._clock.now())
+        return held is not None and not held.token.is_expired(self.clock.now())
 
     async def _obtain(self, hotel_id: str) -> Token:
         current = self._held.get(hotel_id)
@@ -194,7 +189,7 @@ class TokenManager:
                 expires_at=fallback.token.expires_at.isoformat(),
             )
             self._held[hotel_id] = fallback
-            self._retry_after[hotel_id] = self._clock.now() + timedelta(seconds=REFRESH_RETRY_S)
+            self._retry_after[hotel_id] = self.clock.now() + timedelta(seconds=REFRESH_RETRY_S)
             return fallback.token
 
     @asynccontextmanager
@@ -213,10 +208,10 @@ class TokenManager:
                 pass  # Redis went away meanwhile: the lock expires after its timeout
 
     async def _fetch(self, hotel_id: str) -> Token:
-        await self._acquire_permit(hotel_id)
-        credentials = await self._credentials(hotel_id)
-        obtained_at = self._clock.now()
-        token = await self._pms.get_token(credentials)
+        await self.acquire_permit(hotel_id)
+        credentials = await self.credentials(hotel_id)
+        obtained_at = self.clock.now()
+        token = await self.kross.get_token(credentials)
         self._held[hotel_id] = _Held(token, obtained_at)
         self._retry_after.pop(hotel_id, None)
         try:
@@ -231,10 +226,10 @@ class TokenManager:
         return token
 
     async def _store(self, hotel_id: str, token: Token, obtained_at: datetime) -> None:
-        token_enc = self._vault.encrypt(
+        token_enc = self.vault.encrypt(
             token.value.get_secret_value(), context=facility_context(hotel_id, "token")
         )
-        async with self._sessions.begin() as session:
+        async with self.sessions.begin() as session:
             stored = await TokenRepository(session).put(
                 hotel_id, token_enc=token_enc, expires_at=token.expires_at, obtained_at=obtained_at
             )
@@ -246,7 +241,7 @@ class TokenManager:
             )
 
     async def _stored(self, hotel_id: str) -> StoredToken | None:
-        async with self._sessions() as session:
+        async with self.sessions() as session:
             return await TokenRepository(session).get(hotel_id)
 
     async def _load(self, hotel_id: str) -> _Held | None:
@@ -254,7 +249,7 @@ class TokenManager:
         if stored is None:
             return None
         try:
-            value = self._vault.decrypt(
+            value = self.vault.decrypt(
                 stored.token_enc, context=facility_context(hotel_id, "token")
             )
         except VaultError:
@@ -271,7 +266,7 @@ class TokenManager:
         if stored is None:
             return
         try:
-            current = self._vault.decrypt(
+            current = self.vault.decrypt(
                 stored.token_enc, context=facility_context(hotel_id, "token")
             )
         except VaultError:
@@ -279,7 +274,7 @@ class TokenManager:
         if current is not None and not hmac.compare_digest(current.encode(), value.encode()):
             return
         # Compare-and-delete on the ciphertext: a token stored meanwhile is kept.
-        async with self._sessions.begin() as session:
+        async with self.sessions.begin() as session:
             deleted = await TokenRepository(session).delete_if(hotel_id, stored.token_enc)
         if deleted:
             log.info("kross_token_invalidated", hotel_id=hotel_id)

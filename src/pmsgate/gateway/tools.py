@@ -94,7 +94,8 @@ STATUS_LABELS = {
 
 
 class ToolAnswer(BaseModel):
-    """What a tool returns: the data, and where it came from."""
+    """What a tool returns: the data, and where it came from; shaped as the tool's declared
+    answer model (``ToolDefinition.answer_model``, pmsgate.catalogue.tools)."""
 
     data: dict[str, Any]
     meta: dict[str, Any]
@@ -243,6 +244,11 @@ def check_answers(tools: Iterable[ToolDefinition]) -> None:
             )
         else:
             problems.extend(spec.problems(tool))
+            if tool.answer_model() is None:
+                problems.append(
+                    f"tool {tool.name!r}: the answer {tool.answer!r} declares no model of its "
+                    "answer (ANSWER_MODELS in pmsgate.catalogue.tools)"
+                )
     if problems:
         raise ToolRegistryError("; ".join(problems))
 
@@ -294,6 +300,11 @@ class Tools:
             cached = self.definitions[name].input_schema(stay_date_years(self.today()))
             self._schemas[(name, year)] = cached
         return cached
+
+    def answer_model(self, name: str) -> type[BaseModel] | None:
+        """The declared model of the tool's answer (its ``outputSchema`` over MCP, its 200 in
+        /openapi.json): what every answer of it is (docs/gateway.md, Typed answers)."""
+        return self.definitions[name].answer_model()
 
     def definition(self, name: str) -> ToolDefinition:
         """The tool of this name, or a 404 naming the available ones."""
@@ -449,6 +460,7 @@ class Tools:
                 max_pages=policy.max_pages,
                 permit_cap=policy.page_cap(facility.limits.per_minute),
                 spent=spent,
+                whole=priority is Priority.BACKGROUND,
             )
             reservations, skipped = _read_rows(facility, pages, op.response_fields)
             kept = filter_by_stay(reservations, low, high)

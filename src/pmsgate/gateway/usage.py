@@ -29,7 +29,7 @@ from redis.asyncio import Redis
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from pmsgate.clock import Clock
-from pmsgate.errors import InvalidInput
+from pmsgate.errors import InvalidInput, require_aware
 from pmsgate.gateway.shared_state import RedisHealth, SharedStateUnavailable
 from pmsgate.storage.gateway_usage import (
     HOUR,
@@ -199,13 +199,7 @@ MAX_SERIES_HOURS = 24 * 366
 
 
 def _aware(when: datetime, field: str) -> datetime:
-    if when.tzinfo is None:
-        raise InvalidInput(
-            f"{field} has no time zone.",
-            code=f"invalid_{field}",
-            hint="Give a timezone-aware time (UTC).",
-        )
-    return hour_start(when)
+    return hour_start(require_aware(when, field))
 
 
 class UsageHistory:

@@ -16,7 +16,7 @@ import base64
 import binascii
 import os
 import secrets
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from datetime import datetime
 
 import anyio
@@ -181,6 +181,7 @@ class VaultKeyReport:
         return "; ".join(parts)
 
 
+@dataclass(repr=False, eq=False)
 class VaultKeyCheck:
     """Checks the configured keys against the stored secrets; caches the answer a while.
 
@@ -192,37 +193,30 @@ class VaultKeyCheck:
     configuration (a restart).
     """
 
-    def __init__(
-        self,
-        sessions: async_sessionmaker[AsyncSession],
-        vault: Vault,
-        clock: Clock,
-        *,
-        max_age_s: float = 300.0,
-    ) -> None:
-        self._sessions = sessions
-        self._vault = vault
-        self._clock = clock
-        self._max_age_s = max_age_s
-        self._last: tuple[datetime, VaultKeyReport] | None = None
-        self._lock = anyio.Lock()
+    sessions: async_sessionmaker[AsyncSession]
+    vault: Vault
+    clock: Clock
+    _: KW_ONLY
+    max_age_s: float = 300.0
+    _last: tuple[datetime, VaultKeyReport] | None = field(default=None, init=False)
+    _lock: anyio.Lock = field(default_factory=anyio.Lock, init=False)
 
     def __repr__(self) -> str:
-        return f"VaultKeyCheck({self._vault!r}, max_age_s={self._max_age_s})"
+        return f"VaultKeyCheck({self.vault!r}, max_age_s={self.max_age_s})"
 
     async def check(self) -> VaultKeyReport:
         """The keys against the stored secrets, now."""
         wrong: list[str] = []
         verified: list[str] = []
-        async with self._sessions() as session:
+        async with self.sessions() as session:
             stored = StoredSecrets(session)
-            missing = await stored.key_ids_besides(self._vault.key_ids)
-            for key_id in self._vault.key_ids:
+            missing = await stored.key_ids_besides(self.vault.key_ids)
+            for key_id in self.vault.key_ids:
                 sample = await stored.facility_sample(key_id)
                 if sample is None:
                     continue
                 try:
-                    self._vault.decrypt(
+                    self.vault.decrypt(
                         sample.ciphertext, context=facility_context(sample.hotel_id, sample.field)
                     )
                 except VaultError:
@@ -239,8 +233,8 @@ class VaultKeyCheck:
     async def cached(self) -> VaultKeyReport:
         """The last answer if younger than ``max_age_s``, else a new one (one at a time)."""
         async with self._lock:
-            now = self._clock.now()
-            if self._last is None or (now - self._last[0]).total_seconds() >= self._max_age_s:
+            now = self.clock.now()
+            if self._last is None or (now - self._last[0]).total_seconds() >= self.max_age_s:
                 self._last = (now, await self.check())
             return self._last[1]
 

@@ -18,6 +18,12 @@ silently, or ignore every date filter and page the facility's whole history
 
 A window cut short is still an answer: it is cached and served with
 ``meta.truncated = true`` and the reason, rather than failing every call with 429.
+
+Except for a refresh ahead of need (background priority, ``whole``): it may spend only
+the background share of the budget and yields to waiting guests
+(:mod:`pmsgate.gateway.limiter`), so a window it cannot read whole for the budget or the
+upstream is no answer: the error is raised, the refresh fails quietly and the answer
+already cached stays (a truncated one must not replace it).
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ import structlog
 
 from pmsgate.config import Settings
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway.limiter import BudgetExhausted
+from pmsgate.gateway.limiter import BudgetExhausted, Priority
 from pmsgate.gateway.service import STALE_ON
 from pmsgate.integrations.kross.client import KrossResult
 from pmsgate.integrations.kross.errors import UnexpectedResponse
@@ -98,8 +104,12 @@ async def read_pages(
     max_pages: int,
     permit_cap: int,
     spent: Callable[[], Awaitable[int]],
+    whole: bool = False,
 ) -> Pages:
-    """Read pages of a list until complete or a stop rule fires (module docstring)."""
+    """Read pages of a list until complete or a stop rule fires (module docstring).
+
+    ``whole`` (a background refresh): a stop for the budget or the upstream raises instead.
+    """
     pages = Pages()
     seen_pages: set[tuple[Any, ...]] = set()
     seen_ids: set[Any] = set()
@@ -110,19 +120,23 @@ async def read_pages(
                 pages.stop("page_limit")
                 break
             if await spent() + 1 > permit_cap:
+                if whole:
+                    raise BudgetExhausted(
+                        retry_after_s=60.0, window="minute", priority=Priority.BACKGROUND
+                    )
                 pages.stop("budget_share")
                 break
         try:
             result = await read_page(offset, page_size)
         except STALE_ON as error:
-            if not pages.pages:
+            if not pages.pages or whole:
                 raise
             exhausted = isinstance(error, BudgetExhausted)
             pages.stop("budget_exhausted" if exhausted else "upstream")
             log.info("window_page_failed", page=pages.pages + 1, error=type(error).__name__)
             break
         except PmsgateError:
-            if not pages.pages:
+            if not pages.pages or whole:
                 raise
             pages.stop("upstream")
             break

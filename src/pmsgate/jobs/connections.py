@@ -13,8 +13,9 @@ the check adds no state logic of its own.
 
 Facilities already in ``error`` are skipped: the gateway retries their
 authentication once per re-auth interval, and a reconnect brings them back.
-A facility whose background budget is spent is *deferred*: it is busy, so its
-own calls exercise the credentials anyway.
+A facility whose background budget is spent, or whose guest's call waits for a permit
+(background work yields to it, docs/requirements.md R7.8), is *deferred*: it is busy,
+so its own calls exercise the credentials anyway.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.limiter import BudgetExhausted, Priority
 from pmsgate.gateway.upstream_errors import translate
 from pmsgate.integrations.kross import errors as kross
-from pmsgate.jobs.spec import JobPartlyFailed, error_detail
+from pmsgate.jobs.spec import error_detail, tick_summary
 
 log = structlog.get_logger(__name__)
 
@@ -88,7 +89,4 @@ async def check_connections(services: GatewayServices) -> dict[str, Any]:
             found[outcome].append(facility.hotel_id)
         else:
             found[outcome].append({"hotel_id": facility.hotel_id, **detail})
-    summary: dict[str, Any] = dict(found)
-    if found["failed"]:
-        raise JobPartlyFailed(f"{len(found['failed'])} facilities could not be checked.", summary)
-    return summary
+    return tick_summary(dict(found), found["failed"], "facilities could not be checked")

@@ -24,7 +24,7 @@ import structlog
 from pmsgate.customers.context import CustomerServices
 from pmsgate.customers.registry_check import refresh_after_sync
 from pmsgate.customers.service import sync_registry
-from pmsgate.jobs.spec import JobPartlyFailed, error_detail
+from pmsgate.jobs.spec import error_detail, tick_summary
 
 log = structlog.get_logger(__name__)
 
@@ -73,12 +73,13 @@ async def restart_listings_syncs(customers: CustomerServices) -> dict[str, Any]:
                 "updated": result.updated,
             }
         )
-    summary: dict[str, Any] = {
-        "synced": synced,
-        "waiting_for_pms": waiting,
-        "claimed_elsewhere": claimed_elsewhere,
-        "failed": failed,
-    }
-    if failed:
-        raise JobPartlyFailed(f"{len(failed)} listings syncs failed.", summary)
-    return summary
+    return tick_summary(
+        {
+            "synced": synced,
+            "waiting_for_pms": waiting,
+            "claimed_elsewhere": claimed_elsewhere,
+            "failed": failed,
+        },
+        failed,
+        "listings syncs failed",
+    )

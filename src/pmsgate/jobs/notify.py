@@ -113,7 +113,7 @@ class IncidentNotifier:
         settings: Settings,
         audit: AuditTrail,
         users: UserService,
-        webhook_http: httpx.AsyncClient | None,
+        webhook_http: httpx.AsyncClient | None = None,
     ) -> None:
         self._sessions = sessions
         self._clock = clock
@@ -482,26 +482,13 @@ def _label(notice: NoticeRecord, state: FacilityState) -> dict[str, str]:
     return {"hotel_id": state.hotel_id, "kind": notice.kind, "channel": notice.channel}
 
 
-class ReconnectLinkMailer:
+class ReconnectLinkMailer(IncidentNotifier):
     """The console's "resend the sign-in link" (:class:`pmsgate.web.incidents.SignInLinkMailer`):
     the customer's error notice again, through the notifier's own message, never a copy."""
 
-    def __init__(
-        self,
-        sessions: async_sessionmaker[AsyncSession],
-        *,
-        clock: Clock,
-        settings: Settings,
-        audit: AuditTrail,
-        users: UserService,
-    ) -> None:
-        self._notifier = IncidentNotifier(
-            sessions, clock=clock, settings=settings, audit=audit, users=users, webhook_http=None
-        )
-
     async def send_reconnect_link(self, facility_id: int) -> tuple[str, str]:
         """E-mail the facility's customer a new one-time link to its reconnect form."""
-        return await self._notifier.resend_link(facility_id)
+        return await self.resend_link(facility_id)
 
 
 async def notify_incidents(web: WebServices) -> dict[str, Any]:

@@ -29,6 +29,12 @@ from pmsgate.jobs.usage import (
     purge_tool_calls,
     refresh_usage,
 )
+from pmsgate.webhooks.delivery import (
+    DELIVER_WEBHOOKS,
+    PURGE_WEBHOOK_DELIVERIES,
+    deliver_webhooks,
+    purge_webhook_deliveries,
+)
 
 JOB_SPECS: tuple[JobSpec, ...] = (
     JobSpec(
@@ -90,6 +96,20 @@ JOB_SPECS: tuple[JobSpec, ...] = (
         run=lambda web: purge_tool_calls(web.gateway),
         description="Remove the logged tool calls older than PMSGATE_TOOL_CALL_LOG_RETENTION_DAYS "
         "or beyond PMSGATE_TOOL_CALL_LOG_MAX_PER_FACILITY per facility.",
+    ),
+    JobSpec(
+        DELIVER_WEBHOOKS,
+        default_interval_s=15.0,
+        run=lambda web: deliver_webhooks(web.webhook_deliverer),
+        description="Send the signed event webhooks: each new event to every subscription "
+        "asking for it, once, retried with backoff (docs/webhooks.md).",
+    ),
+    JobSpec(
+        PURGE_WEBHOOK_DELIVERIES,
+        default_interval_s=3600.0,
+        run=lambda web: purge_webhook_deliveries(web.webhook_deliverer),
+        description="Remove the webhook events older than PMSGATE_WEBHOOK_RETENTION_DAYS and "
+        "their settled deliveries.",
     ),
     JobSpec(
         RECORD_KEY_EXPIRY,

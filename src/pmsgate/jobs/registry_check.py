@@ -17,7 +17,7 @@ import structlog
 
 from pmsgate.customers.context import CustomerServices
 from pmsgate.customers.registry_check import check_and_record
-from pmsgate.jobs.spec import JobPartlyFailed, error_detail
+from pmsgate.jobs.spec import error_detail, tick_summary
 
 log = structlog.get_logger(__name__)
 
@@ -54,13 +54,14 @@ async def check_registries(customers: CustomerServices) -> dict[str, Any]:
             )
         elif report.status == "unchecked":
             unchecked.append({"student_id": customer.student_id, "reason": report.reason})
-    summary: dict[str, Any] = {
-        "checked": sum(n for status, n in statuses.items() if status != "no_workspace"),
-        "statuses": dict(statuses),
-        "problems": problems,
-        "unchecked": unchecked,
-        "failed": failed,
-    }
-    if failed:
-        raise JobPartlyFailed(f"{len(failed)} registry checks could not run.", summary)
-    return summary
+    return tick_summary(
+        {
+            "checked": sum(n for status, n in statuses.items() if status != "no_workspace"),
+            "statuses": dict(statuses),
+            "problems": problems,
+            "unchecked": unchecked,
+            "failed": failed,
+        },
+        failed,
+        "registry checks could not run",
+    )

@@ -9,11 +9,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
-
-from pmsgate.clock import Clock, SystemClock
 from pmsgate.errors import InvalidInput, NotFound
 from pmsgate.storage.job_runs import FINISHED, MAX_JOB_NAME, JobRunRepository, JobRunView
+from pmsgate.storage.records import Records
 
 
 def _job_name(job: str) -> str:
@@ -27,14 +25,8 @@ def _job_name(job: str) -> str:
     return name
 
 
-class JobRuns:
+class JobRuns(Records):
     """Records job ticks and reads the latest ones."""
-
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
 
     async def start(self, job: str) -> JobRunView:
         """Record that a tick of ``job`` starts now."""

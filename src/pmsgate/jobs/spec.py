@@ -55,6 +55,14 @@ class JobPartlyFailed(PmsgateError):
         self.summary = summary
 
 
+def tick_summary(summary: dict[str, Any], failed: Sequence[object], failure: str) -> dict[str, Any]:
+    """A tick's ``summary``; :class:`JobPartlyFailed` carrying it when anything ``failed``
+    (its message: the count, then ``failure``, e.g. "3 registry checks could not run.")."""
+    if failed:
+        raise JobPartlyFailed(f"{len(failed)} {failure}.", summary)
+    return summary
+
+
 def error_detail(error: BaseException) -> dict[str, str]:
     """The code and message recorded for a failure: never a secret."""
     if isinstance(error, PmsgateError):

@@ -46,6 +46,7 @@ BODY_MAX = 100_000
 UNTITLED = "Senza titolo / Untitled"
 
 HEADINGS = frozenset({"heading_1", "heading_2", "heading_3"})
+# Blocks that only lay out their children: their content counts as the page's own level.
 LAYOUT_CONTAINERS = frozenset({"column_list", "column", "synced_block"})
 _SKIPPED = frozenset({"divider", "table_of_contents", "breadcrumb"})
 _TRUNCATED = "\n…"
@@ -97,7 +98,7 @@ def page_nodes(page_id: str, blocks: Sequence[Block], *, page_title: str = "") -
     drafts: list[_Open] = []
     intro = _Open(INTRO, page_title.strip() or UNTITLED)
     current: _Open = intro
-    for block in _top_level(blocks):
+    for block in top_level(blocks):
         if block.type == "toggle" or (block.type in HEADINGS and block.is_toggleable):
             node = _Open(block.id, block.plain_text, toggle=True, blocks=list(block.children))
             drafts.append(node)
@@ -156,12 +157,13 @@ def _marker(block: Block, number: int) -> str:
     return ""
 
 
-def _top_level(blocks: Iterable[Block]) -> Iterator[Block]:
+def top_level(blocks: Iterable[Block]) -> Iterator[Block]:
+    """The page's own blocks: archived ones left out, layout containers' children lifted."""
     for block in blocks:
         if block.archived:
             continue
         if block.type in LAYOUT_CONTAINERS:
-            yield from _top_level(block.children)
+            yield from top_level(block.children)
         else:
             yield block
 

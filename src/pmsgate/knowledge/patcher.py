@@ -100,6 +100,13 @@ class Change:
     sections: tuple[str, ...] = ()
     payload: list[dict[str, Any]] = field(default_factory=list, repr=False)
 
+    @classmethod
+    def on_block(
+        cls, kind: ChangeKind, block: Block, description: str, payload: list[dict[str, Any]]
+    ) -> Change:
+        """A change of one block (its id and type), writing ``payload``."""
+        return cls(kind, block.id, description, block_type=block.type, payload=payload)
+
     def report(self) -> dict[str, Any]:
         """A JSON-ready view (no payload)."""
         view: dict[str, Any] = {
@@ -228,12 +235,11 @@ def plan_patch(
             blockers.append(_unreadable_title())
         else:
             changes.append(
-                Change(
-                    kind="set_wifi_title",
-                    block_id=wifi_block.id,
-                    block_type=wifi_block.type,
-                    description=f"set the WiFi title to {_masked(title, credentials)!r}",
-                    payload=rich_text(title),
+                Change.on_block(
+                    "set_wifi_title",
+                    wifi_block,
+                    f"set the WiFi title to {_masked(title, credentials)!r}",
+                    rich_text(title),
                 )
             )
 
@@ -352,15 +358,12 @@ def _rename_first_toggle(
     title = f"{base}{WIFI_TITLE_SEPARATOR}{GENERAL_QUALIFIER}" if base else GENERAL_QUALIFIER
     if section_of_title(title, template) == WIFI:
         title = GENERAL_QUALIFIER
-    return Change(
-        kind="rename_first_toggle",
-        block_id=block.id,
-        block_type=block.type,
-        description=(
-            f"rename the first toggle {_masked(block.plain_text, wifi)!r} to "
-            f"{_masked(title, wifi)!r}: its children mention wifi, but it is not the WiFi section"
-        ),
-        payload=rich_text(title),
+    return Change.on_block(
+        "rename_first_toggle",
+        block,
+        f"rename the first toggle {_masked(block.plain_text, wifi)!r} to "
+        f"{_masked(title, wifi)!r}: its children mention wifi, but it is not the WiFi section",
+        rich_text(title),
     )
 
 
@@ -380,15 +383,12 @@ def _reword_callout(block: Block, wifi: WifiCredentials | None) -> Change:
         reworded = restore_credentials(reword_callout_text(protected), swaps)
         items.append(item.model_copy(update={"plain_text": reworded}).to_request())
     new_text = "".join(i["text"]["content"] for i in items)
-    return Change(
-        kind="reword_callout",
-        block_id=block.id,
-        block_type=block.type,
-        description=(
-            f"reword the callout {_masked(block.plain_text, wifi)!r} inside the WiFi section to "
-            f"{_masked(new_text, wifi)!r}"
-        ),
-        payload=items,
+    return Change.on_block(
+        "reword_callout",
+        block,
+        f"reword the callout {_masked(block.plain_text, wifi)!r} inside the WiFi section to "
+        f"{_masked(new_text, wifi)!r}",
+        items,
     )
 
 

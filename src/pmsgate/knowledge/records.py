@@ -15,9 +15,8 @@ from datetime import datetime
 from typing import Any, cast, get_args
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession
 
-from pmsgate.clock import Clock, SystemClock
 from pmsgate.customers.checks import (
     customer_not_found,
     one_of,
@@ -38,6 +37,8 @@ from pmsgate.storage.models import (
     SyncJobKind,
     SyncJobStatus,
 )
+from pmsgate.storage.records import Records
+from pmsgate.storage.webhooks import WebhookRepository
 
 
 def job_not_found(job_id: str) -> NotFound:
@@ -65,14 +66,8 @@ def _refused(error: IntegrityError, student_id: str, table: Any) -> PmsgateError
     )
 
 
-class KnowledgeSyncRecords:
+class KnowledgeSyncRecords(Records):
     """Reads and records page states; creates, claims, advances and finishes sync jobs."""
-
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
 
     # --- page states ---------------------------------------------------------------------------
 
@@ -215,16 +210,28 @@ class KnowledgeSyncRecords:
             error=error[:MAX_ERROR] if error else None,
             finished_at=self._clock.now(),
         )
-        return await self._set(job_id, values)
+        async with self._sessions.begin() as session:
+            job = await KnowledgeSyncRepository(session).update_job(job_id, values)
+            if job is not None:
+                await _sync_event(session, job)
+        if job is None:
+            raise await self._finished_already(job_id)
+        return job
 
     async def interrupt_stale_jobs(
         self, heartbeat_before: datetime, *, runner_id: str | None = None
     ) -> list[str]:
         """Fail the active jobs whose runner stopped beating (or, given, that runner's jobs)."""
         async with self._sessions.begin() as session:
-            return await KnowledgeSyncRepository(session).fail_stale_jobs(
+            repository = KnowledgeSyncRepository(session)
+            failed = await repository.fail_stale_jobs(
                 heartbeat_before, runner_id, self._clock.now()
             )
+            for job_id in failed:
+                job = await repository.get_job(job_id)
+                if job is not None:
+                    await _sync_event(session, job)
+            return failed
 
     async def _set(
         self, job_id: str, values: Mapping[str, Any], *, only_active: bool = False
@@ -234,10 +241,29 @@ class KnowledgeSyncRecords:
                 job_id, values, only_active=only_active
             )
         if job is None:
-            found = await self.get_job(job_id)  # sync_job_not_found when absent
-            raise Conflict(
-                f"Knowledge-sync job {job_id} is already {found.status}.",
-                code="sync_job_finished",
-                hint="Start a new sync.",
-            )
+            raise await self._finished_already(job_id)
         return job
+
+    async def _finished_already(self, job_id: str) -> Conflict:
+        found = await self.get_job(job_id)  # sync_job_not_found when absent
+        return Conflict(
+            f"Knowledge-sync job {job_id} is already {found.status}.",
+            code="sync_job_finished",
+            hint="Start a new sync.",
+        )
+
+
+async def _sync_event(session: AsyncSession, job: SyncJobView) -> None:
+    """The signed webhook of a finished sync (docs/webhooks.md), in the finishing transaction."""
+    succeeded = job.status == "succeeded"
+    data: dict[str, Any] = {"job_id": job.id, "kind": job.kind, "status": job.status}
+    if succeeded:
+        data["counters"] = dict(job.counters or {})
+    else:
+        data["error_code"] = job.error_code
+    await WebhookRepository(session).add_event(
+        "knowledge.sync_finished" if succeeded else "knowledge.sync_failed",
+        data,
+        occurred_at=job.finished_at or job.created_at,
+        student_id=job.student_id,
+    )

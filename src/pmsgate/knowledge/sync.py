@@ -89,6 +89,7 @@ from pmsgate.knowledge.sync_reports import (
     CommitReport,
     DryRunReport,
     ProgressCallback,
+    SyncKind,
     Tally,
 )
 from pmsgate.knowledge.sync_upstream import UpstreamPatience
@@ -155,16 +156,23 @@ class KnowledgeSync:
             return await self.commit(student_id, progress=progress)
         return await self.dry_run(student_id, progress=progress)
 
+    async def _begin(
+        self, student_id: str, kind: SyncKind, progress: ProgressCallback | None
+    ) -> tuple[CustomerContext, SyncPlan, Tally, dict[str, PageStateView]]:
+        """What a dry run and a commit start from: the customer, the plan, its tally and the
+        stored page states."""
+        ctx = await self.services.context(student_id)
+        plan = await self._plan(ctx)
+        tally = Tally(kind, len(plan.apartments), progress)
+        return ctx, plan, tally, await self.repo.page_states(ctx.student_id)
+
     # --- dry run -------------------------------------------------------------------------------
 
     async def dry_run(
         self, student_id: str, *, progress: ProgressCallback | None = None
     ) -> DryRunReport:
         """Read and check every apartment's page; write nothing upstream."""
-        ctx = await self.services.context(student_id)
-        plan = await self._plan(ctx)
-        tally = Tally("dry_run", len(plan.apartments), progress)
-        states = await self.repo.page_states(ctx.student_id)
+        ctx, plan, tally, states = await self._begin(student_id, "dry_run", progress)
         details: dict[int, ApartmentCheck] = {}
         async with self.services.notion(ctx) as notes:
             await self._attach_pages(notes, plan)
@@ -278,11 +286,8 @@ class KnowledgeSync:
         self, student_id: str, *, progress: ProgressCallback | None = None
     ) -> CommitReport:
         """Write every resolved apartment's nodes under its listing's directory."""
-        ctx = await self.services.context(student_id)
-        plan = await self._plan(ctx)
-        tally = Tally("commit", len(plan.apartments), progress)
+        ctx, plan, tally, states = await self._begin(student_id, "commit", progress)
         run_id = uuid.uuid4().hex
-        states = await self.repo.page_states(ctx.student_id)
         report = CommitReport(student_id=ctx.student_id, apartments=len(plan.apartments))
         results: dict[int, ApartmentSync] = {}
         async with self.services.notion(ctx) as notes:

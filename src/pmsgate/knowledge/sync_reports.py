@@ -31,6 +31,10 @@ class _Camel(BaseModel):
         """A JSON-ready view with the counters' names (docs/requirements.md R17.1)."""
         return self.model_dump(mode="json", by_alias=True)
 
+    def _counted(self, *fields: str) -> dict[str, int]:
+        """These counters by their wire names (``unresolvedApartments``), in this order."""
+        return {to_camel(name): getattr(self, name) for name in fields}
+
 
 class ApartmentError(_Camel):
     """Why one apartment failed (an upstream or service error code, never page content)."""
@@ -72,12 +76,9 @@ class DryRunReport(_Camel):
 
     def counters(self) -> dict[str, int]:
         """The dry-run counters of docs/requirements.md R17.1."""
-        return {
-            "apartments": self.apartments,
-            "unresolvedApartments": self.unresolved_apartments,
-            "incompleteTemplates": self.incomplete_templates,
-            "failed": self.failed,
-        }
+        return self._counted(
+            "apartments", "unresolved_apartments", "incomplete_templates", "failed"
+        )
 
 
 class ApartmentSync(_Camel):
@@ -126,17 +127,17 @@ class CommitReport(_Camel):
 
     def counters(self) -> dict[str, int]:
         """The commit counters of docs/requirements.md R17.1, with updated/unchanged/deleted."""
-        return {
-            "apartments": self.apartments,
-            "unresolvedApartments": self.unresolved_apartments,
-            "created": self.created,
-            "updated": self.updated,
-            "unchanged": self.unchanged,
-            "deleted": self.deleted,
-            "failed": self.failed,
-            "blockedByTemplate": self.blocked_by_template,
-            "directoriesCreated": self.directories_created,
-        }
+        return self._counted(
+            "apartments",
+            "unresolved_apartments",
+            "created",
+            "updated",
+            "unchanged",
+            "deleted",
+            "failed",
+            "blocked_by_template",
+            "directories_created",
+        )
 
 
 @dataclass(frozen=True)
@@ -153,6 +154,10 @@ class SyncProgress:
 
 
 ProgressCallback = Callable[[SyncProgress], Awaitable[None] | None]
+
+
+# What a running sync's progress says of where it is, as the tally counts it.
+_WHERE = ("kind", "apartments_total", "apartments_done", "nodes_total", "nodes_done")
 
 
 class Tally:
@@ -174,15 +179,8 @@ class Tally:
     async def report(self, apartment: str | None = None) -> None:
         if self._callback is None:
             return
-        event = SyncProgress(
-            kind=self.kind,
-            apartments_total=self.apartments_total,
-            apartments_done=self.apartments_done,
-            nodes_total=self.nodes_total,
-            nodes_done=self.nodes_done,
-            apartment=apartment,
-            counters=dict(self.counters),
-        )
+        where = {name: getattr(self, name) for name in _WHERE}
+        event = SyncProgress(apartment=apartment, counters=dict(self.counters), **where)
         outcome = self._callback(event)
         if inspect.isawaitable(outcome):
             await outcome

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import TypeVar
 
 import structlog
@@ -16,21 +17,16 @@ log = structlog.get_logger(__name__)
 T = TypeVar("T")
 
 
+@dataclass(frozen=True)
 class UpstreamPatience:
-    """How long a sync waits for the notes workspace and the assistant platform."""
+    """How long a sync waits for the notes workspace and the assistant platform: a 429 or an
+    outage that outlasts a client's own retries is waited out, up to these limits."""
 
-    def __init__(
-        self,
-        sleep: Sleep,
-        *,
-        max_upstream_rounds: int,
-        max_upstream_wait_s: float,
-        max_rate_limited_wait_s: float,
-    ) -> None:
-        self._sleep = sleep
-        self.max_upstream_rounds = max_upstream_rounds
-        self.max_upstream_wait_s = max_upstream_wait_s
-        self.max_rate_limited_wait_s = max_rate_limited_wait_s
+    sleep: Sleep
+    _: KW_ONLY
+    max_upstream_rounds: int
+    max_upstream_wait_s: float
+    max_rate_limited_wait_s: float
 
     async def call(self, call: Callable[[], Awaitable[T]]) -> T:
         """One upstream call; a 429 or outage that outlasts the client's retries is waited out.
@@ -50,11 +46,11 @@ class UpstreamPatience:
                 if wait > self.max_upstream_wait_s or limited_s > self.max_rate_limited_wait_s:
                     raise
                 log.info("knowledge_upstream_wait", code=error.code, wait_s=wait)
-                await self._sleep(wait)
+                await self.sleep(wait)
             except (AssistantUnavailable, NotionUnavailable, NotionConflict) as error:
                 outages += 1
                 if outages >= self.max_upstream_rounds:
                     raise
                 wait = min(60.0, 2.0**outages)
                 log.info("knowledge_upstream_wait", code=error.code, wait_s=wait, round=outages)
-                await self._sleep(wait)
+                await self.sleep(wait)

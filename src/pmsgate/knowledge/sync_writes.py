@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from pmsgate.customers.service import upstream_error
@@ -36,24 +37,23 @@ from pmsgate.knowledge.sync_upstream import UpstreamPatience
 MANAGED_BY = "pmsgate-knowledge-sync"
 
 
+@dataclass(frozen=True)
 class NodeWriter:
-    """The platform's side of a commit, each call waited out through :class:`UpstreamPatience`."""
+    """The platform's side of a commit, each call waited out through :class:`UpstreamPatience`.
 
-    def __init__(
-        self,
-        assistant: Callable[[], AssistantClient],
-        patience: UpstreamPatience,
-        *,
-        folder_title: str,
-    ) -> None:
-        self._platform = assistant
-        self._patience = patience
-        self.folder_title = folder_title
+    ``platform`` gives the assistant-platform client, read when used (it may not be
+    configured).
+    """
+
+    platform: Callable[[], AssistantClient]
+    patience: UpstreamPatience
+    _: KW_ONLY
+    folder_title: str
 
     @property
     def assistant(self) -> AssistantClient:
         """The assistant-platform client (read when used: it may not be configured)."""
-        return self._platform()
+        return self.platform()
 
     async def listing_directory(
         self,
@@ -78,7 +78,7 @@ class NodeWriter:
             tally.add(directoriesCreated=1)
         elif directory_stale(directory, folder, listing, apartment):
             directory_id = directory.id
-            await self._patience.call(
+            await self.patience.call(
                 lambda: self.assistant.update_node(
                     directory_id,
                     KbNodeUpdate(
@@ -162,7 +162,7 @@ class NodeWriter:
             metadata=metadata,
         )
         try:
-            await self._patience.call(
+            await self.patience.call(
                 lambda: self.assistant.update_node(
                     node.id,
                     changes,
@@ -177,7 +177,7 @@ class NodeWriter:
     async def _delete_node(self, workspace_id: str, node: KbNode, run_id: str) -> bool:
         """Delete a node; False when it was already gone."""
         try:
-            await self._patience.call(
+            await self.patience.call(
                 lambda: self.assistant.delete_node(
                     node.id,
                     workspace_id=workspace_id,
@@ -197,7 +197,7 @@ class NodeWriter:
         metadata: dict[str, Any],
         run_id: str,
     ) -> KbNode:
-        return await self._patience.call(
+        return await self.patience.call(
             lambda: self.assistant.create_node(
                 workspace_id,
                 NewKbNode(
@@ -221,7 +221,7 @@ class NodeWriter:
         apartment: SyncApartment,
         run_id: str,
     ) -> KbNode:
-        return await self._patience.call(
+        return await self.patience.call(
             lambda: self.assistant.create_directory(
                 workspace_id,
                 directory_title(listing, apartment),
@@ -243,7 +243,7 @@ class NodeWriter:
         if found is not None:
             return found, False
         try:
-            folder = await self._patience.call(
+            folder = await self.patience.call(
                 lambda: self.assistant.create_directory(
                     workspace_id,
                     self.folder_title,
@@ -258,7 +258,7 @@ class NodeWriter:
 
     async def read_index(self, workspace_id: str) -> NodeIndex:
         try:
-            nodes = await self._patience.call(lambda: self.assistant.list_nodes(workspace_id))
+            nodes = await self.patience.call(lambda: self.assistant.list_nodes(workspace_id))
         except AssistantError as error:
             raise upstream_error(error, "reading the knowledge-base nodes") from None
         return NodeIndex.of(nodes)

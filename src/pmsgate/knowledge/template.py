@@ -78,11 +78,10 @@ from pydantic import (
 
 from pmsgate.catalogue import KnowledgeTemplate, load_catalogue, normalise_title
 from pmsgate.integrations.notion.models import Block
+from pmsgate.knowledge.nodes import top_level
 
 WIFI = "wifi"
 HEADINGS = {"heading_1": 1, "heading_2": 2, "heading_3": 3}
-# Blocks that only lay out their children: their content counts as the page's own level.
-LAYOUT_CONTAINERS = frozenset({"column_list", "column", "synced_block"})
 
 # The words docs/requirements.md R16.5 names: removed from the WiFi section's callouts.
 CALLOUT_WORDS = re.compile(r"(?<![0-9a-z])(?:wi[\s\-]?fi|internet)(?![0-9a-z])", re.IGNORECASE)
@@ -275,7 +274,7 @@ def check_page(
 ) -> PageCheck:
     """Check a page's block tree (as ``NotionClient.read_tree`` returns it) against the template."""
     template = template or load_catalogue().knowledge
-    top = list(_top_level(blocks))
+    top = list(top_level(blocks))
     candidates = _candidates(top, template)
     sections: dict[str, SectionMatch | None] = {}
     chosen: dict[str, _Candidate] = {}
@@ -402,16 +401,6 @@ def extract_wifi(
 
 
 # --- internals ---------------------------------------------------------------------------------
-
-
-def _top_level(blocks: Iterable[Block]) -> Iterator[Block]:
-    for block in blocks:
-        if block.archived:
-            continue
-        if block.type in LAYOUT_CONTAINERS:
-            yield from _top_level(block.children)
-        else:
-            yield block
 
 
 def _candidates(top: list[Block], template: KnowledgeTemplate) -> list[_Candidate]:

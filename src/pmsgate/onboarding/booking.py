@@ -36,6 +36,7 @@ from typing import Any
 from pydantic import SecretStr
 
 from pmsgate.errors import PmsgateError
+from pmsgate.gateway.limiter import Priority
 from pmsgate.gateway.verification import Verifier
 from pmsgate.integrations.kross.client import Token
 from pmsgate.integrations.kross.credentials import Credentials
@@ -154,7 +155,9 @@ async def booking_system_apartments(
     query = AvailabilityQuery(date_from=today, date_to=today)
     facility = await ctx.facilities.get(hotel_id)
     try:
-        result = await ctx.gateway.read(facility, "calendar/get-availability", query.to_wire())
+        result = await ctx.gateway.read(
+            facility, "calendar/get-availability", query.to_wire(), priority=Priority.INTERACTIVE
+        )
     except AuthenticationFailed:
         raise CredentialsRefused(hotel_id) from None
     except PmsgateError as error:

@@ -26,6 +26,17 @@ from pmsgate.onboarding.records import OnboardingRecords
 from pmsgate.onboarding.registry import STEPS
 from pmsgate.onboarding.steps import OnboardingContext
 
+# The services a run's context takes from the process's, as they are.
+_SHARED_WITH_CONTEXT = (
+    "customers",
+    "facilities",
+    "gateway",
+    "knowledge",
+    "settings",
+    "clock",
+    "accounts",
+)
+
 
 @dataclass(frozen=True)
 class OnboardingServices:
@@ -54,19 +65,13 @@ class OnboardingServices:
     ) -> OnboardingContext:
         """The context of one run for the customer of ``file``, taking the whole runbook (the
         runner puts the steps of its run in ``ctx.run.steps``)."""
-        ctx = OnboardingContext(
-            file=file,
-            customers=self.customers,
-            facilities=self.facilities,
-            gateway=self.gateway,
-            knowledge=self.knowledge,
-            settings=self.settings,
-            clock=self.clock,
-            dry_run=dry_run,
-            run_id=run_id,
-            manual_evidence=manual_evidence,
-            previous=previous,
-            accounts=self.accounts,
-        )
+        shared = {name: getattr(self, name) for name in _SHARED_WITH_CONTEXT}
+        run: dict[str, Any] = {
+            "dry_run": dry_run,
+            "run_id": run_id,
+            "manual_evidence": manual_evidence,
+            "previous": previous,
+        }
+        ctx = OnboardingContext(file=file, **shared, **run)
         ctx.run.steps = STEPS
         return ctx

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import date
 from decimal import Decimal
 from pathlib import Path
@@ -26,6 +26,7 @@ from pydantic import (
     Field,
     SecretStr,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -187,6 +188,20 @@ class OnboardingMessage(_Strict):
         return text
 
 
+def _is_email(text: str) -> bool:
+    return "@" in text and not text.startswith("@") and not text.endswith("@")
+
+
+# The text fields of a customer file: the rule each holds once stripped, and what it says when
+# it does not.
+_TEXT_RULES: dict[str, tuple[Callable[[str], bool], str]] = {
+    "student_id": (bool, "must not be blank"),
+    "name": (bool, "must not be blank"),
+    "email": (_is_email, "must be an e-mail address"),
+    "timezone": (is_timezone, "must be an IANA time zone name such as Europe/Rome"),
+}
+
+
 class CustomerFile(_Strict):
     """One customer's onboarding input (see ``docs/onboarding.md``)."""
 
@@ -210,28 +225,14 @@ class CustomerFile(_Strict):
     channels: Channels = Field(default_factory=Channels)
     onboarding_message: OnboardingMessage
 
-    @field_validator("student_id", "name")
+    @field_validator(*_TEXT_RULES)
     @classmethod
-    def _stripped(cls, value: str) -> str:
+    def _text(cls, value: str, info: ValidationInfo) -> str:
+        """The field's text without surrounding blanks, if its rule holds."""
         text = value.strip()
-        if not text:
-            raise ValueError("must not be blank")
-        return text
-
-    @field_validator("email")
-    @classmethod
-    def _email(cls, value: str) -> str:
-        text = value.strip()
-        if "@" not in text or text.startswith("@") or text.endswith("@"):
-            raise ValueError("must be an e-mail address")
-        return text
-
-    @field_validator("timezone")
-    @classmethod
-    def _timezone(cls, value: str) -> str:
-        text = value.strip()
-        if not is_timezone(text):
-            raise ValueError("must be an IANA time zone name such as Europe/Rome")
+        holds, problem = _TEXT_RULES[info.field_name or ""]
+        if not holds(text):
+            raise ValueError(problem)
         return text
 
     @field_validator("platform_admins")

@@ -8,9 +8,7 @@ result a person recorded) are read from the results here.
 from __future__ import annotations
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.clock import Clock, SystemClock
 from pmsgate.storage.models import OnboardingRunStatus
 from pmsgate.storage.onboarding import (
     NewStepResult,
@@ -18,19 +16,15 @@ from pmsgate.storage.onboarding import (
     RunView,
     StepResultView,
 )
+from pmsgate.storage.records import Records
+from pmsgate.storage.webhooks import WebhookRepository
 
 # Concurrent runs of one customer taking the same run number: tried this often.
 START_ATTEMPTS = 3
 
 
-class OnboardingRecords:
+class OnboardingRecords(Records):
     """Starts and finishes runs, records step results, reads checklists."""
-
-    def __init__(
-        self, sessions: async_sessionmaker[AsyncSession], clock: Clock | None = None
-    ) -> None:
-        self._sessions = sessions
-        self._clock = clock or SystemClock()
 
     async def start_run(self, student_id: str, *, dry_run: bool) -> RunView:
         """Record the start of a run (numbered after the customer's last one)."""
@@ -51,23 +45,23 @@ class OnboardingRecords:
         self,
         run_id: str,
         status: OnboardingRunStatus,
-        *,
-        route: str | None = None,
-        ended_at_step: str | None = None,
-        error_code: str | None = None,
-        message: str | None = None,
+        **ending: str | None,
     ) -> None:
-        """Record how a run ended."""
+        """Record how a run ended (``ending``: its ``route``, ``ended_at_step``, ``error_code``
+        and ``message``, each None when not known); a real run that succeeded emits
+        ``onboarding.completed`` (docs/webhooks.md) in the same transaction."""
+        now = self._clock.now()
         async with self._sessions.begin() as session:
-            await OnboardingRepository(session).finish_run(
-                run_id,
-                status,
-                finished_at=self._clock.now(),
-                route=route,
-                ended_at_step=ended_at_step,
-                error_code=error_code,
-                message=message,
-            )
+            repository = OnboardingRepository(session)
+            await repository.finish_run(run_id, status, finished_at=now, **ending)
+            run = await repository.run(run_id) if status == "succeeded" else None
+            if run is not None and not run.dry_run:
+                await WebhookRepository(session).add_event(
+                    "onboarding.completed",
+                    {"run_id": run.id, "run_number": run.number, "route": run.route},
+                    occurred_at=now,
+                    student_id=run.student_id,
+                )
 
     async def record(self, new: NewStepResult) -> StepResultView:
         """Store one step result."""

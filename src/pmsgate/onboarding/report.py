@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from typing import Any, Literal
 
@@ -73,35 +73,31 @@ class StepOutcome:
         return [str(w) for w in found] if isinstance(found, list) else []
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready view."""
-        return {
-            "number": self.number,
-            "step": self.id,
-            "title": self.title,
-            "kind": self.kind,
-            "status": self.status,
-            "done": self.done,
-            "message": self.message,
-            "evidence": self.evidence,
-            "fix": self.fix,
-            "waiting_for": self.waiting_for,
-            "due": self.due.isoformat() if self.due else None,
-            "applied": self.applied,
-            "error_code": self.error_code,
-            "recorded_at": self.recorded_at,
-            "recorded_by": self.recorded_by,
-            "warnings": self.warnings,
-        }
+        """A JSON-ready view: the fields in their order (``id`` as ``step``), then the
+        warnings."""
+        view = {"step" if name == "id" else name: value for name, value in asdict(self).items()}
+        view["due"] = self.due.isoformat() if self.due else None
+        view["warnings"] = self.warnings
+        return view
 
     @classmethod
-    def of_record(cls, step: Step, record: StepResultView) -> StepOutcome:
-        """The outcome a stored result says."""
+    def of_step(cls, step: Step, status: OutcomeStatus, **more: Any) -> StepOutcome:
+        """``step`` (its number, id, title and kind) in ``status``, with ``more`` of its fields."""
         return cls(
             number=step.number,
             id=step.id,
             title=step.title,
             kind=str(step.kind),
-            status=record.status,
+            status=status,
+            **more,
+        )
+
+    @classmethod
+    def of_record(cls, step: Step, record: StepResultView) -> StepOutcome:
+        """The outcome a stored result says."""
+        return cls.of_step(
+            step,
+            record.status,
             done=record.done,
             message=record.message,
             evidence=record.evidence,
@@ -114,8 +110,46 @@ class StepOutcome:
         )
 
 
+class _Outcomes:
+    """What a run's report and a checklist share: steps' outcomes, counted, as JSON."""
+
+    outcomes: list[StepOutcome]
+
+    def counts(self) -> dict[str, int]:
+        """How many steps are in each status."""
+        counts: dict[str, int] = {}
+        for outcome in self.outcomes:
+            counts[outcome.status] = counts.get(outcome.status, 0) + 1
+        return counts
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready view."""
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        """This as one JSON object."""
+        return json.dumps(self.as_dict(), ensure_ascii=False)
+
+
+# What a run's report says, in this order: its own fields, and what is computed from its steps.
+_REPORT_KEYS = (
+    "student_id",
+    "run_id",
+    "dry_run",
+    "status",
+    "route",
+    "complete",
+    "ended_at_step",
+    "error_code",
+    "message",
+    "fix",
+    "counts",
+    "steps",
+)
+
+
 @dataclass
-class RunReport:
+class RunReport(_Outcomes):
     """The outcome of one run: per step, and overall."""
 
     student_id: str
@@ -146,37 +180,20 @@ class RunReport:
             o.status in ("done", "skipped") for o in self.outcomes
         )
 
-    def counts(self) -> dict[str, int]:
-        """How many steps ended in each status."""
-        counts: dict[str, int] = {}
-        for outcome in self.outcomes:
-            counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        return counts
-
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready view."""
-        return {
-            "student_id": self.student_id,
-            "run_id": self.run_id,
-            "dry_run": self.dry_run,
-            "status": self.status,
-            "route": self.route,
+        """A JSON-ready view (its keys in the order of :data:`_REPORT_KEYS`)."""
+        computed = {
             "complete": self.complete,
-            "ended_at_step": self.ended_at_step,
-            "error_code": self.error_code,
-            "message": self.message,
-            "fix": self.fix,
             "counts": self.counts(),
             "steps": [o.as_dict() for o in self.outcomes],
         }
-
-    def to_json(self) -> str:
-        """The report as one JSON object."""
-        return json.dumps(self.as_dict(), ensure_ascii=False)
+        return {
+            key: computed[key] if key in computed else getattr(self, key) for key in _REPORT_KEYS
+        }
 
 
 @dataclass
-class Checklist:
+class Checklist(_Outcomes):
     """The customer's standing checklist: the latest recorded result of each step."""
 
     student_id: str
@@ -203,23 +220,13 @@ class Checklist:
                 continue
             # A step of the other route keeps its old results as history, not as the checklist.
             outcomes.append(
-                StepOutcome(
-                    number=step.number,
-                    id=step.id,
-                    title=step.title,
-                    kind=str(step.kind),
-                    status="skipped" if off_route else "not_checked",
+                StepOutcome.of_step(
+                    step,
+                    "skipped" if off_route else "not_checked",
                     message=f"not on Route {route}" if off_route else "",
                 )
             )
         return cls(student_id=student_id, route=route, last_run=last_run, outcomes=outcomes)
-
-    def counts(self) -> dict[str, int]:
-        """How many steps are in each status."""
-        counts: dict[str, int] = {}
-        for outcome in self.outcomes:
-            counts[outcome.status] = counts.get(outcome.status, 0) + 1
-        return counts
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready view."""
@@ -230,10 +237,6 @@ class Checklist:
             "counts": self.counts(),
             "steps": [o.as_dict() for o in self.outcomes],
         }
-
-    def to_json(self) -> str:
-        """The checklist as one JSON object."""
-        return json.dumps(self.as_dict(), ensure_ascii=False)
 
 
 # --- rendering ---------------------------------------------------------------------------------

@@ -183,14 +183,7 @@ class OnboardingRunner:
     ) -> StepOutcome:
         skip = self._skip_reason(ctx, step)
         if skip is not None:
-            outcome = StepOutcome(
-                number=step.number,
-                id=step.id,
-                title=step.title,
-                kind=str(step.kind),
-                status="skipped",
-                message=skip,
-            )
+            outcome = StepOutcome.of_step(step, "skipped", message=skip)
             await _notify(progress, StepEvent(step, "finished", outcome))
             return outcome
         await _notify(progress, StepEvent(step, "checking"))
@@ -205,21 +198,23 @@ class OnboardingRunner:
         waiting_for = result.waiting_for
         if status == "waiting" and waiting_for is None:
             waiting_for = result.message or f"a person to do: {step.title}"
+        # What the stored result and the reported outcome both say.
+        said: dict[str, Any] = {
+            "done": result.done,
+            "message": result.message,
+            "fix": result.fix,
+            "waiting_for": waiting_for,
+            "due": result.due,
+        }
         record = await self.services.repository.record(
-            NewStepResult(
-                student_id=ctx.student_id,
-                step_id=step.id,
-                number=step.number,
-                kind=str(step.kind),
-                status=status,
-                done=result.done,
+            new_step_result(
+                ctx.student_id,
+                step,
+                status,
                 evidence=_json_ready(result.evidence),
-                message=result.message,
-                fix=result.fix,
-                waiting_for=waiting_for,
-                due=result.due,
                 run_id=ctx.run_id,
                 dry_run=ctx.dry_run,
+                **said,
             )
         )
         ctx.run.results[step.id] = result
@@ -229,22 +224,15 @@ class OnboardingRunner:
             await self._record_side_effect(
                 ctx, step, status, result, attempt.applied, attempt.error_code
             )
-        return StepOutcome(
-            number=step.number,
-            id=step.id,
-            title=step.title,
-            kind=str(step.kind),
-            status=status,
-            done=result.done,
-            message=result.message,
+        return StepOutcome.of_step(
+            step,
+            status,
             evidence=record.evidence,
-            fix=result.fix,
-            waiting_for=waiting_for,
-            due=result.due,
             applied=attempt.applied,
             error_code=attempt.error_code,
             recorded_at=record.recorded_at.isoformat(),
             recorded_by=record.recorded_by,
+            **said,
         )
 
     async def _record_side_effect(
@@ -431,46 +419,24 @@ async def confirm_step(
             code="evidence_required",
             hint='Say what was done and how it was checked, e.g. --evidence "number +39… live".',
         )
-    checklist = await repo.checklist(student_id)
-    if not checklist:
-        raise NotFound(
-            f"Customer {student_id} has no onboarding results.",
-            code="onboarding_not_found",
-            hint="Run `pmsgate onboard CUSTOMER.yaml` first; check the student_id.",
-        )
+    checklist = await _checklist(services, student_id)
     latest = checklist.get(step.id)
     _refuse_unconfirmable(step, latest, item)
     now = services.clock.now()
     confirmation = {"evidence": text, "confirmed_at": now.isoformat(), "by": person}
     earlier = (await repo.confirmations(student_id)).get(step.id)
     confirmed = _confirmed(step, item, confirmation, earlier, latest)
-    view = await repo.record(
-        NewStepResult(
-            student_id=student_id,
-            step_id=step.id,
-            number=step.number,
-            kind=str(step.kind),
-            status=confirmed.status,
-            done=confirmed.status == "done",
-            evidence=_json_ready(confirmed.evidence),
-            message=confirmed.message,
-            waiting_for=confirmed.waiting_for,
-            due=confirmed.due,
-            recorded_by="person",
-            person=person,
-        )
-    )
-    await _audit_person_step(
+    return await _record_for_person(
         services,
         AuditAction.ONBOARDING_STEP_CONFIRMED,
         student_id,
         step,
+        confirmed,
         item=item,
         note=text,
         actor=actor,
         person=person,
     )
-    return view
 
 
 def _refuse_unconfirmable(step: Step, latest: StepResultView | None, item: str | None) -> None:
@@ -552,20 +518,62 @@ def _confirmed(
     return _Confirmed({"items": items}, status, message, waiting_for, due)
 
 
-async def _audit_person_step(
+async def _checklist(services: OnboardingServices, student_id: str) -> dict[str, StepResultView]:
+    """The customer's checklist; ``onboarding_not_found`` when it has no results."""
+    checklist = await services.repository.checklist(student_id)
+    if not checklist:
+        raise NotFound(
+            f"Customer {student_id} has no onboarding results.",
+            code="onboarding_not_found",
+            hint="Run `pmsgate onboard CUSTOMER.yaml` first; check the student_id.",
+        )
+    return checklist
+
+
+def new_step_result(
+    student_id: str, step: Step, status: OnboardingStepStatus, **more: Any
+) -> NewStepResult:
+    """A result of ``step`` to store, in ``status``, with ``more`` of its fields."""
+    return NewStepResult(
+        student_id=student_id,
+        step_id=step.id,
+        number=step.number,
+        kind=str(step.kind),
+        status=status,
+        **more,
+    )
+
+
+async def _record_for_person(
     services: OnboardingServices,
     action: AuditAction,
     student_id: str,
     step: Step,
+    result: _Confirmed,
     *,
     item: str | None,
     note: str,
     actor: Actor | None,
     person: str | None,
-) -> None:
-    """The trail's event of a person's confirmation or reopening (console or CLI as actor)."""
+) -> StepResultView:
+    """Store a person's confirmation or reopening of the step, then its event in the trail
+    (the console's admin or the CLI as actor)."""
+    view = await services.repository.record(
+        new_step_result(
+            student_id,
+            step,
+            result.status,
+            done=result.status == "done",
+            evidence=_json_ready(result.evidence),
+            message=result.message,
+            waiting_for=result.waiting_for,
+            due=result.due,
+            recorded_by="person",
+            person=person,
+        )
+    )
     if services.audit is None:  # a runner built without the trail (some tests)
-        return
+        return view
     who = actor if actor is not None else Actor.cli(f"pmsgate onboard ({person or 'unknown'})")
     await services.audit.record(
         action,
@@ -574,6 +582,7 @@ async def _audit_person_step(
         details=fit_details({"step": step.id, "number": step.number, "item": item, "note": note}),
         student_id=student_id,
     )
+    return view
 
 
 def _person_step(catalogue: Sequence[Step], step_ref: str) -> Step:
@@ -607,13 +616,7 @@ async def reopen_step(
     repo = services.repository
     student_id = student_id.strip()
     step = _person_step(STEPS if steps is None else steps, step_ref)
-    checklist = await repo.checklist(student_id)
-    if not checklist:
-        raise NotFound(
-            f"Customer {student_id} has no onboarding results.",
-            code="onboarding_not_found",
-            hint="Run `pmsgate onboard CUSTOMER.yaml` first; check the student_id.",
-        )
+    checklist = await _checklist(services, student_id)
     earlier = (await repo.confirmations(student_id)).get(step.id)
     confirmed = dict(earlier.evidence) if earlier is not None else {}
     items = dict(confirmed.get("items") or {})
@@ -636,36 +639,21 @@ async def reopen_step(
         recorded = {"items": items}
     latest = checklist.get(step.id)
     who = f" by {person}" if person else ""
-    view = await repo.record(
-        NewStepResult(
-            student_id=student_id,
-            step_id=step.id,
-            number=step.number,
-            kind=str(step.kind),
-            status="waiting",
-            done=False,
-            evidence=_json_ready(recorded),
-            message=(f"{item} reopened" if item else "reopened")
-            + who
-            + (f": {text}" if text else ""),
-            waiting_for=(
-                f"[{item}] to be confirmed again"
-                if item
-                else "a person, to do and confirm it again"
-            ),
-            due=latest.due if latest is not None else None,
-            recorded_by="person",
-            person=person,
-        )
+    reopened = _Confirmed(
+        recorded,
+        "waiting",
+        (f"{item} reopened" if item else "reopened") + who + (f": {text}" if text else ""),
+        f"[{item}] to be confirmed again" if item else "a person, to do and confirm it again",
+        latest.due if latest is not None else None,
     )
-    await _audit_person_step(
+    return await _record_for_person(
         services,
         AuditAction.ONBOARDING_STEP_REOPENED,
         student_id,
         step,
+        reopened,
         item=item,
         note=text,
         actor=actor,
         person=person,
     )
-    return view

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import date
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
@@ -213,12 +213,7 @@ class CommitSummary:
 
     def evidence(self) -> dict[str, Any]:
         """JSON-ready, for the step's evidence."""
-        return {
-            "counters": self.counters,
-            "nodes": self.nodes,
-            "wifi_nodes": self.wifi_nodes,
-            "errors": self.errors,
-        }
+        return asdict(self)
 
 
 @dataclass

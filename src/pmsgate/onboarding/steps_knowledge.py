@@ -57,6 +57,7 @@ from pmsgate.knowledge.patcher import PatchPlan, apply_patch, plan_patch
 from pmsgate.knowledge.sync_plan import SYNC_FOLDER_KEY
 from pmsgate.knowledge.template import PageCheck, WifiCredentials, check_page
 from pmsgate.onboarding.booking import (
+    BookingSystemApartments,
     CredentialsRefused,
     booking_system_apartments,
     room_type_order,
@@ -109,6 +110,27 @@ def _auth_failed(evidence: dict[str, Any], why: str) -> StepResult:
     )
 
 
+async def _apartments_or_stop(
+    ctx: OnboardingContext, hotel_id: str, evidence: dict[str, Any], said: str = ""
+) -> BookingSystemApartments | StepResult:
+    """The booking system's apartments, or the result that stops the run when it refuses the
+    credentials or cannot be asked (``said``: what the message says first)."""
+    try:
+        return await booking_system_apartments(ctx, hotel_id)
+    except CredentialsRefused:
+        await _record_auth_failure(ctx, hotel_id)
+        return _auth_failed(evidence, "the booking system refused the credentials")
+    except KrossError as error:
+        evidence["error"] = error.code
+        return StepResult(
+            done=False,
+            evidence=evidence,
+            message=f"{said}the booking system could not be asked ({error.code})",
+            stop=True,
+            fix="retry later; if it persists, check the booking system's status",
+        )
+
+
 async def _listings(ctx: OnboardingContext, workspace_id: str) -> list[Listing]:
     async with assistant_errors("reading the listings"):
         return await ctx.customers.assistant.list_listings(workspace_id)
@@ -150,20 +172,9 @@ async def check_route_choice(ctx: OnboardingContext) -> StepResult:
     if ctx.run.booking_system_authenticated is False:
         # Step 1 of this run was refused by the booking system with the file's credentials.
         return _auth_failed(evidence, "step 1 was refused with the customer file's credentials")
-    try:
-        apartments = await booking_system_apartments(ctx, hotel_id)
-    except CredentialsRefused:
-        await _record_auth_failure(ctx, hotel_id)
-        return _auth_failed(evidence, "the booking system refused the credentials")
-    except KrossError as error:
-        evidence["error"] = error.code
-        return StepResult(
-            done=False,
-            evidence=evidence,
-            message=f"0 listings and the booking system could not be asked ({error.code})",
-            stop=True,
-            fix="retry later; if it persists, check the booking system's status",
-        )
+    apartments = await _apartments_or_stop(ctx, hotel_id, evidence, "0 listings and ")
+    if isinstance(apartments, StepResult):
+        return apartments
     ctx.route = ROUTE_B
     evidence.update(route=ROUTE_B, authentication="verified", **apartments.evidence())
     return StepResult(
@@ -187,20 +198,9 @@ async def check_listings_count(ctx: OnboardingContext) -> StepResult:
         return StepResult(done=False, message="no workspace or facility yet (steps 3, 5)")
     listings = await _listings(ctx, workspace_id)
     evidence: dict[str, Any] = {"workspace_id": workspace_id, "listings": len(listings)}
-    try:
-        apartments = await booking_system_apartments(ctx, customer.hotel_id)
-    except CredentialsRefused:
-        await _record_auth_failure(ctx, customer.hotel_id)
-        return _auth_failed(evidence, "the booking system refused the credentials")
-    except KrossError as error:
-        evidence["error"] = error.code
-        return StepResult(
-            done=False,
-            evidence=evidence,
-            message=f"the booking system could not be asked ({error.code})",
-            stop=True,
-            fix="retry later; if it persists, check the booking system's status",
-        )
+    apartments = await _apartments_or_stop(ctx, customer.hotel_id, evidence)
+    if isinstance(apartments, StepResult):
+        return apartments
     evidence.update(apartments.evidence())
     if not listings:
         return StepResult(

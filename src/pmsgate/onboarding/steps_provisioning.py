@@ -36,10 +36,10 @@ from __future__ import annotations
 import hashlib
 import json
 import uuid
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 from pydantic import SecretStr
@@ -74,6 +74,8 @@ from pmsgate.onboarding.steps import (
 from pmsgate.onboarding.steps_setup import ensure_facility
 
 log = structlog.get_logger(__name__)
+
+Created = TypeVar("Created")
 
 # The fields of a custom tool the catalogue defines (``custom_tool_body`` minus workspace_id).
 TOOL_FIELDS = (
@@ -422,22 +424,23 @@ async def ensure_catalogue_tools(
     assistant = ctx.customers.assistant
     for name in state.missing:
         body = wanted_tool(name, workspace_id)
-        async with assistant_errors(f"creating the custom tool {name}"):
-            try:
-                tool = await assistant.create_custom_tool(
-                    NewCustomTool.model_validate(body),
-                    idempotency_key=idempotency_key(
-                        ctx, "tool-create", workspace_id, name, digest_of(body)
-                    ),
-                )
-            except AssistantConflict:
-                # Created meanwhile (another run): compare it like any existing tool.
-                listed = await assistant.list_custom_tools(workspace_id)
-                tool = _named(listed, name)
-                drift = tool_drift(tool, body)
-                if drift:
-                    state.drifted[name] = drift
-        state.tools[name] = tool
+
+        async def create(key: str, body: dict[str, Any] = body) -> CustomTool:
+            return await assistant.create_custom_tool(
+                NewCustomTool.model_validate(body), idempotency_key=key
+            )
+
+        async def existing(name: str = name, body: dict[str, Any] = body) -> CustomTool:
+            # Created meanwhile (another run): compare it like any existing tool.
+            tool = _named(await assistant.list_custom_tools(workspace_id), name)
+            drift = tool_drift(tool, body)
+            if drift:
+                state.drifted[name] = drift
+            return tool
+
+        state.tools[name] = await _create_once(
+            ctx, "custom tool", workspace_id, name, body, create, existing
+        )
     for name, fields in state.drifted.items():
         tool = state.tools[name]
         body = wanted_tool(name, workspace_id)
@@ -452,6 +455,27 @@ async def ensure_catalogue_tools(
                 ),
             )
         log.info("onboarding_tool_restored", workspace_id=workspace_id, tool=name, fields=fields)
+
+
+async def _create_once(
+    ctx: OnboardingContext,
+    what: str,
+    workspace_id: str,
+    name: str,
+    body: dict[str, Any],
+    create: Callable[[str], Awaitable[Created]],
+    existing: Callable[[], Awaitable[Created]],
+) -> Created:
+    """Create the ``what`` called ``name`` from ``body`` (one Idempotency-Key per run and body);
+    the existing one when the platform says it exists already (409: created meanwhile)."""
+    kind = what.split()[-1]  # "custom tool" → "tool", as the keys have always said
+    async with assistant_errors(f"creating the {what} {name}"):
+        try:
+            return await create(
+                idempotency_key(ctx, f"{kind}-create", workspace_id, name, digest_of(body))
+            )
+        except AssistantConflict:
+            return await existing()
 
 
 def _named(items: Sequence[Any], name: str) -> Any:
@@ -690,17 +714,17 @@ async def ensure_skills(ctx: OnboardingContext, workspace_id: str, state: AgentS
     assistant = ctx.customers.assistant
     for name in list(state.missing_skills):
         body = catalogue().skills[name].assistant_body(workspace_id)
-        async with assistant_errors(f"creating the skill {name}"):
-            try:
-                skill = await assistant.create_skill(
-                    NewSkill.model_validate(body),
-                    idempotency_key=idempotency_key(
-                        ctx, "skill-create", workspace_id, name, digest_of(body)
-                    ),
-                )
-            except AssistantConflict:
-                skill = _named(await assistant.list_skills(workspace_id), name)
-        state.skills[name] = skill
+
+        async def create(key: str, body: dict[str, Any] = body) -> Skill:
+            return await assistant.create_skill(NewSkill.model_validate(body), idempotency_key=key)
+
+        async def existing(name: str = name) -> Skill:
+            skill: Skill = _named(await assistant.list_skills(workspace_id), name)
+            return skill
+
+        state.skills[name] = await _create_once(
+            ctx, "skill", workspace_id, name, body, create, existing
+        )
         state.missing_skills.remove(name)
 
 

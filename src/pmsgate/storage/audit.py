@@ -12,14 +12,14 @@ Reads are newest first, ``(occurred_at, id)`` descending, paged by keyset
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from sqlalchemy import ColumnElement, delete, false, func, or_, select
 
-from pmsgate.storage.keyset import cursor_at, newest_first
+from pmsgate.storage.keyset import Keyset, cursor_at, given
 from pmsgate.storage.models import AuditEvent, Customer, CustomerIntegration, Facility
 from pmsgate.storage.repository import Repository
 from pmsgate.storage.views import json_fields, view_of
@@ -91,12 +91,11 @@ class AuditPage:
     next_cursor: str | None
 
 
+_NEWEST_FIRST = Keyset(AuditEvent.occurred_at, AuditEvent.id)
+
+
 def _view(row: AuditEvent) -> AuditEventView:
-    return view_of(
-        AuditEventView,
-        row,
-        details=dict(row.details or {}),
-    )
+    return view_of(AuditEventView, row, details=dict(row.details or {}))
 
 
 def _like_prefix(prefix: str) -> str:
@@ -105,11 +104,7 @@ def _like_prefix(prefix: str) -> str:
 
 
 def _conditions(where: AuditFilter) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = []
-    if where.since is not None:
-        conditions.append(AuditEvent.occurred_at >= where.since)
-    if where.until is not None:
-        conditions.append(AuditEvent.occurred_at < where.until)
+    conditions = _NEWEST_FIRST.between(where.since, where.until)
     if where.owner is not None:
         owned: list[ColumnElement[bool]] = []
         if where.owner.customer_id is not None:
@@ -124,67 +119,33 @@ def _conditions(where: AuditFilter) -> list[ColumnElement[bool]]:
         )
     if where.action_prefix:
         conditions.append(AuditEvent.action.like(_like_prefix(where.action_prefix), escape="\\"))
-    if where.actor:
-        conditions.append(AuditEvent.actor == where.actor)
-    if where.actor_kind:
-        conditions.append(AuditEvent.actor_kind == where.actor_kind)
-    if where.outcome:
-        conditions.append(AuditEvent.outcome == where.outcome)
-    return conditions
+    return conditions + given(
+        (AuditEvent.actor, where.actor),
+        (AuditEvent.actor_kind, where.actor_kind),
+        (AuditEvent.outcome, where.outcome),
+    )
 
 
 class AuditRepository(Repository):
     """Appends and reads audit events in the caller's session; never commits."""
 
-    async def append(
-        self,
-        *,
-        occurred_at: datetime,
-        actor_kind: str,
-        actor: str,
-        action: str,
-        subject: str,
-        outcome: str,
-        customer_id: int | None = None,
-        facility_id: int | None = None,
-        request_id: str | None = None,
-        client_address: str | None = None,
-        details: Mapping[str, Any] | None = None,
-    ) -> AuditEventView:
-        """Store one event (flushed, so its id is known)."""
-        row = AuditEvent(
-            occurred_at=occurred_at,
-            actor_kind=actor_kind,
-            actor=actor,
-            action=action,
-            subject=subject,
-            outcome=outcome,
-            customer_id=customer_id,
-            facility_id=facility_id,
-            request_id=request_id,
-            client_address=client_address,
-            details=dict(details or {}),
-        )
+    async def append(self, **columns: Any) -> AuditEventView:
+        """Store one event, given its columns but ``id`` (the trail checked them; flushed, so
+        its id is known)."""
+        row = AuditEvent(**{**columns, "details": dict(columns.get("details") or {})})
         await self._add(row)
         return _view(row)
 
     async def query(
         self, where: AuditFilter, *, limit: int = 50, after: str | None = None
     ) -> AuditPage:
-        """A page of the events matching ``where``, newest first, after the cursor ``after``.
-
-        A malformed cursor reads from the newest event (it can never widen the filter).
-        """
-        rows, more = await newest_first(
-            self._session,
-            select(AuditEvent).where(*_conditions(where)),
-            AuditEvent.occurred_at,
-            AuditEvent.id,
-            limit=limit,
-            after=after,
+        """A page of the events matching ``where``, newest first, after the cursor ``after``
+        (a malformed one reads from the newest event: it can never widen the filter)."""
+        statement = select(AuditEvent).where(*_conditions(where))
+        events, next_cursor = await _NEWEST_FIRST.page(
+            self._session, statement, lambda row: _view(row[0]), limit=limit, after=after
         )
-        events = [_view(row) for (row,) in rows]
-        return AuditPage(events=events, next_cursor=events[-1].cursor if more else None)
+        return AuditPage(events=events, next_cursor=next_cursor)
 
     async def actors_since(self, since: datetime, *, limit: int = 200) -> list[ActorSeen]:
         """The actors of events since ``since``, most recently active first (at most ``limit``).

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, select, update
 
-from pmsgate.storage.integrity import dialect_insert
+from pmsgate.storage.integrity import insert_unless_taken
 from pmsgate.storage.models import FormTokenUse
 from pmsgate.storage.repository import Repository
 from pmsgate.storage.views import view_of
@@ -37,29 +38,17 @@ def _record(row: FormTokenUse) -> FormTokenUseRecord:
 class FormTokenRepository(Repository):
     """Spends tokens and keeps what their one use left behind, in the caller's session."""
 
-    async def spend(
-        self,
-        token_hash: str,
-        *,
-        purpose: str,
-        session_hash: str,
-        now: datetime,
-        expires_at: datetime,
-    ) -> bool:
-        """Record the token as spent; False when it already was (by anyone, anywhere)."""
-        statement = (
-            dialect_insert(self._session, FormTokenUse)
-            .values(
-                token_hash=token_hash,
-                purpose=purpose,
-                session_hash=session_hash,
-                spent_at=now,
-                expires_at=expires_at,
-            )
-            .on_conflict_do_nothing(index_elements=["token_hash"])
+    async def spend(self, token_hash: str, *, now: datetime, **columns: Any) -> bool:
+        """Record the token as spent (with its ``purpose``, ``session_hash`` and
+        ``expires_at``); False when it already was (by anyone, anywhere)."""
+        return await insert_unless_taken(
+            self._session,
+            FormTokenUse,
+            ["token_hash"],
+            token_hash=token_hash,
+            spent_at=now,
+            **columns,
         )
-        result = await self._session.execute(statement)
-        return bool(result.rowcount)  # type: ignore[attr-defined]
 
     async def find(self, token_hash: str) -> FormTokenUseRecord | None:
         """The spent token with this hash, if any."""

@@ -53,25 +53,12 @@ class IdempotencyRepository(Repository):
     """
 
     async def insert(
-        self,
-        *,
-        facility_id: int,
-        key: str,
-        operation: str,
-        body_hash: str,
-        now: datetime,
-        owner: str | None = None,
+        self, *, now: datetime, owner: str | None = None, **columns: Any
     ) -> WriteRecord:
-        """Insert an in-flight record (flushed: ``IntegrityError`` when the key is taken)."""
+        """Insert an in-flight record given its ``facility_id``, ``key``, ``operation`` and
+        ``body_hash`` (flushed: ``IntegrityError`` when the key is taken)."""
         row = IdempotencyRecord(
-            facility_id=facility_id,
-            key=key,
-            operation=operation,
-            body_hash=body_hash,
-            state="in_flight",
-            owner=owner,
-            created_at=now,
-            updated_at=now,
+            **columns, state="in_flight", owner=owner, created_at=now, updated_at=now
         )
         await self._add(row)
         return _snapshot(row)

@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, select, update
+from sqlalchemy import ColumnElement, CursorResult, and_, select, update
 
 from pmsgate.storage.integrity import dialect_insert
-from pmsgate.storage.kross_links import facilities_with_customer
+from pmsgate.storage.kross_links import facilities_with_customer, status_since
 from pmsgate.storage.models import (
     Customer,
     CustomerIntegration,
@@ -107,10 +107,6 @@ class IncidentNoticeLine:
     sent_at: datetime | None
 
 
-def _rowcount(result: Any) -> int:
-    return int(cast(CursorResult[Any], result).rowcount or 0)
-
-
 _COLUMNS: tuple[Any, ...] = (
     Incident,
     User.email,
@@ -133,11 +129,7 @@ def _record(row: Any) -> IncidentRecord:
 
 
 def _event(row: IncidentEvent) -> IncidentEventRecord:
-    return view_of(
-        IncidentEventRecord,
-        row,
-        details=dict(row.details or {}),
-    )
+    return view_of(IncidentEventRecord, row, details=dict(row.details or {}))
 
 
 class IncidentRepository(Repository):
@@ -150,24 +142,13 @@ class IncidentRepository(Repository):
         rows = await facilities_with_customer(
             self._session,
             Facility.hotel_id,
-            Facility.status_changed_at,
-            Facility.updated_at,
+            status_since(),
             Facility.last_auth_attempt_at,
             Facility.last_error,
             CustomerIntegration.student_id,
             where=[Facility.status == "error"],
         )
-        return [
-            FacilityInError(
-                facility_id=row[0],
-                hotel_id=row[1],
-                status_changed_at=row[2] or row[3],
-                last_auth_attempt_at=row[4],
-                last_error=row[5],
-                student_id=row[6],
-            )
-            for row in rows
-        ]
+        return [FacilityInError(*row) for row in rows]
 
     # --- reconciliation writes --------------------------------------------------------------
 
@@ -221,31 +202,24 @@ class IncidentRepository(Repository):
         }
         if reason:
             values["reason"] = reason
-        result = await self._session.execute(
-            update(Incident)
-            .where(
-                Incident.id == incident_id,
-                Incident.state != "resolved",
-                (Incident.last_attempt_at.is_(None)) | (Incident.last_attempt_at < attempt_at),
-            )
-            .values(**values)
+        return await self._change(
+            incident_id,
+            Incident.state != "resolved",
+            (Incident.last_attempt_at.is_(None)) | (Incident.last_attempt_at < attempt_at),
+            **values,
         )
-        return _rowcount(result) == 1
 
     async def resolve(self, incident_id: int, now: datetime) -> bool:
         """Resolve an unresolved incident (its subject may open a new one); False if it was."""
-        result = await self._session.execute(
-            update(Incident)
-            .where(Incident.id == incident_id, Incident.state != "resolved")
-            .values(
-                state="resolved",
-                open_key=None,
-                resolved_at=now,
-                snoozed_until=None,
-                updated_at=now,
-            )
+        return await self._change(
+            incident_id,
+            Incident.state != "resolved",
+            state="resolved",
+            open_key=None,
+            resolved_at=now,
+            snoozed_until=None,
+            updated_at=now,
         )
-        return _rowcount(result) == 1
 
     async def snoozes_ended(self, now: datetime) -> list[int]:
         """The snoozed incidents whose time has come, woken here (back to ``open``)."""
@@ -258,16 +232,14 @@ class IncidentRepository(Repository):
         ).all()
         woke: list[int] = []
         for incident_id in due:
-            result = await self._session.execute(
-                update(Incident)
-                .where(
-                    Incident.id == incident_id,
-                    Incident.state == "snoozed",
-                    Incident.snoozed_until <= now,
-                )
-                .values(state="open", snoozed_until=None, updated_at=now)
-            )
-            if _rowcount(result) == 1:
+            if await self._change(
+                incident_id,
+                Incident.state == "snoozed",
+                Incident.snoozed_until <= now,
+                state="open",
+                snoozed_until=None,
+                updated_at=now,
+            ):
                 woke.append(int(incident_id))
         return woke
 
@@ -275,36 +247,38 @@ class IncidentRepository(Repository):
 
     async def acknowledge(self, incident_id: int, by: str, now: datetime) -> bool:
         """Acknowledge an open or snoozed incident (a snooze ends); False otherwise."""
-        result = await self._session.execute(
-            update(Incident)
-            .where(Incident.id == incident_id, Incident.state.in_(("open", "snoozed")))
-            .values(
-                state="acknowledged",
-                acknowledged_by=by,
-                acknowledged_at=now,
-                snoozed_until=None,
-                updated_at=now,
-            )
+        return await self._change(
+            incident_id,
+            Incident.state.in_(("open", "snoozed")),
+            state="acknowledged",
+            acknowledged_by=by,
+            acknowledged_at=now,
+            snoozed_until=None,
+            updated_at=now,
         )
-        return _rowcount(result) == 1
 
     async def snooze(self, incident_id: int, until: datetime, now: datetime) -> bool:
         """Snooze an unresolved incident until ``until``; False when it is resolved."""
-        result = await self._session.execute(
-            update(Incident)
-            .where(Incident.id == incident_id, Incident.state != "resolved")
-            .values(state="snoozed", snoozed_until=until, updated_at=now)
+        return await self._change(
+            incident_id,
+            Incident.state != "resolved",
+            state="snoozed",
+            snoozed_until=until,
+            updated_at=now,
         )
-        return _rowcount(result) == 1
 
     async def assign(self, incident_id: int, user_id: int | None, now: datetime) -> bool:
         """Give the incident to a team member (None: nobody); False when it does not exist."""
+        return await self._change(incident_id, assignee_id=user_id, updated_at=now)
+
+    async def _change(
+        self, incident_id: int, *conditions: ColumnElement[bool], **values: Any
+    ) -> bool:
+        """Set ``values`` on the incident if ``conditions`` hold; whether it changed."""
         result = await self._session.execute(
-            update(Incident)
-            .where(Incident.id == incident_id)
-            .values(assignee_id=user_id, updated_at=now)
+            update(Incident).where(Incident.id == incident_id, *conditions).values(**values)
         )
-        return _rowcount(result) == 1
+        return cast(CursorResult[Any], result).rowcount == 1
 
     # --- timelines --------------------------------------------------------------------------
 

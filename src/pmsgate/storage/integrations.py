@@ -8,9 +8,8 @@ STUDENT parameter and ``facilities.integration_id`` carry.
 
 The notes token is stored only as vault ciphertext: the caller encrypts it with
 :class:`pmsgate.gateway.vault.Vault` under :func:`token_context`; views never carry it.
-The repository works in the caller's session and never commits;
-:class:`pmsgate.customers.integrations.CustomerIntegrations` checks the values, raises the
-caller-facing errors and owns the transactions.
+Its service, :class:`pmsgate.customers.integrations.CustomerIntegrations`, checks the
+values and owns the transactions (docs/architecture.md, Repositories and services).
 """
 
 from __future__ import annotations

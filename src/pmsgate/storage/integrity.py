@@ -10,9 +10,10 @@ The value checks and their messages are the services' (:mod:`pmsgate.customers.c
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, cast
 
-from sqlalchemy import PrimaryKeyConstraint, Table, UniqueConstraint
+from sqlalchemy import CursorResult, PrimaryKeyConstraint, Table, UniqueConstraint
 from sqlalchemy.dialects.postgresql import insert as postgresql_insert
 from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 from sqlalchemy.exc import IntegrityError
@@ -30,6 +31,19 @@ def dialect_insert(session: AsyncSession, table: Any) -> Any:
     """An INSERT supporting ``on_conflict_do_update``/``_do_nothing`` on the session's backend."""
     insert = postgresql_insert if session.get_bind().dialect.name == "postgresql" else sqlite_insert
     return insert(table)
+
+
+async def insert_unless_taken(
+    session: AsyncSession, model: Any, unique: Sequence[str], **values: Any
+) -> bool:
+    """INSERT ``values`` into ``model``'s table unless a row already holds the same
+    ``unique`` columns (another replica's insert wins); whether this one went in."""
+    statement = (
+        dialect_insert(session, model)
+        .values(**values)
+        .on_conflict_do_nothing(index_elements=unique)
+    )
+    return bool(cast(CursorResult[Any], await session.execute(statement)).rowcount)
 
 
 def violated_constraint(error: IntegrityError, table: Table) -> str | None:

@@ -8,11 +8,12 @@ malformed cursor reads from the newest row: it can never widen the caller's filt
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Select, and_, or_
+from sqlalchemy import ColumnElement, Select, and_, or_
 from sqlalchemy.ext.asyncio import AsyncSession
 from sqlalchemy.orm import InstrumentedAttribute
 
@@ -37,22 +38,54 @@ def parse_cursor(cursor: str) -> tuple[datetime, int] | None:
     return when, int(found.group(2))
 
 
-async def newest_first(
-    session: AsyncSession,
-    statement: Select[Any],
-    at: InstrumentedAttribute[datetime],
-    row_id: InstrumentedAttribute[int],
-    *,
-    limit: int,
-    after: str | None,
-) -> tuple[Sequence[Any], bool]:
-    """Up to ``limit`` (1..MAX_PAGE) rows of ``statement`` older than the cursor ``after``,
-    newest first, and whether more follow."""
-    limit = max(1, min(limit, MAX_PAGE))
-    position = parse_cursor(after) if after else None
-    if position is not None:
-        when, last_id = position
-        statement = statement.where(or_(at < when, and_(at == when, row_id < last_id)))
-    statement = statement.order_by(at.desc(), row_id.desc()).limit(limit + 1)
-    rows = (await session.execute(statement)).all()
-    return rows[:limit], len(rows) > limit
+class Positioned(Protocol):
+    """A view of a row that knows its keyset position (:func:`cursor_at` of its row)."""
+
+    @property
+    def cursor(self) -> str: ...
+
+
+View = TypeVar("View", bound=Positioned)
+
+
+@dataclass(frozen=True)
+class Keyset:
+    """A table's newest-first order: its time column, then its id column."""
+
+    at: InstrumentedAttribute[datetime]
+    row_id: InstrumentedAttribute[int]
+
+    def between(self, since: datetime | None, until: datetime | None) -> list[ColumnElement[bool]]:
+        """Rows at or after ``since`` and before ``until`` (None: no bound on that side)."""
+        bounds = [self.at >= since] if since is not None else []
+        return bounds + ([self.at < until] if until is not None else [])
+
+    async def page(
+        self,
+        session: AsyncSession,
+        statement: Select[Any],
+        view: Callable[[Any], View],
+        *,
+        limit: int,
+        after: str | None,
+    ) -> tuple[list[View], str | None]:
+        """Up to ``limit`` (1..MAX_PAGE) rows of ``statement`` older than the cursor
+        ``after``, newest first, each as ``view`` makes it; and the cursor of the next
+        (older) page, None when no row follows."""
+        limit = max(1, min(limit, MAX_PAGE))
+        position = parse_cursor(after) if after else None
+        if position is not None:
+            when, last_id = position
+            statement = statement.where(
+                or_(self.at < when, and_(self.at == when, self.row_id < last_id))
+            )
+        statement = statement.order_by(self.at.desc(), self.row_id.desc()).limit(limit + 1)
+        rows = (await session.execute(statement)).all()
+        views = [view(row) for row in rows[:limit]]
+        return views, views[-1].cursor if len(rows) > limit else None
+
+
+def given(*pairs: tuple[Any, object]) -> list[ColumnElement[bool]]:
+    """``column == value`` for each ``(column, value)`` whose value is given (not None or
+    empty): a list filter's optional equalities."""
+    return [column == value for column, value in pairs if value]

@@ -11,9 +11,8 @@
   allows one active (queued or running) job per customer across replicas, because
   two commits racing would each create the nodes the other has not seen yet.
 
-The repository works in the caller's session and never commits;
-:class:`pmsgate.knowledge.records.KnowledgeSyncRecords` checks the values, raises the
-caller-facing errors and owns the transactions.
+What is stored is checked first, and each transaction opened and committed, by
+:class:`pmsgate.knowledge.records.KnowledgeSyncRecords`.
 """
 
 from __future__ import annotations

@@ -10,10 +10,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, select
+from sqlalchemy import ColumnElement, and_, func, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from pmsgate.storage.models import Customer, CustomerIntegration, Facility
+
+
+def status_since() -> Any:
+    """Since when a facility has had its status: ``status_changed_at``, else (a facility
+    from before that column) its last update."""
+    return func.coalesce(Facility.status_changed_at, Facility.updated_at)
 
 
 async def facilities_with_customer(

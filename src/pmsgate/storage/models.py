@@ -870,3 +870,199 @@ class FormTokenUse(Base):
     result_path: Mapped[str | None] = mapped_column(String(300), nullable=True)
     handoff: Mapped[str | None] = mapped_column(Text, nullable=True)
     handoff_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+# --- signed event webhooks (docs/webhooks.md) ---------------------------------------------------
+
+WebhookEventType = Literal[
+    "facility.connection_lost",
+    "facility.connection_restored",
+    "facility.budget_exhausted",
+    "knowledge.sync_finished",
+    "knowledge.sync_failed",
+    "onboarding.completed",
+]
+WebhookDeliveryStatus = Literal["pending", "delivered", "failed", "disabled"]
+
+
+class WebhookSubscription(Base):
+    """One receiver of signed events: a customer's (``student_id``) or the team's (NULL).
+
+    ``secret_enc`` is the signing secret as the vault sealed it; during a rotation the
+    previous one (``previous_secret_enc``) signs too until ``previous_secret_expires_at``.
+    ``disabled_reason`` says why a subscription stopped (``gone``: the receiver answered 410).
+    """
+
+    __tablename__ = "webhook_subscriptions"
+    __table_args__ = (Index("ix_webhook_subscriptions_student_id", "student_id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    student_id: Mapped[str | None] = mapped_column(
+        ForeignKey("customers.student_id", ondelete="CASCADE"), nullable=True
+    )
+    url: Mapped[str] = mapped_column(String(2000))
+    description: Mapped[str] = mapped_column(String(200), default="")
+    events: Mapped[list[str]] = mapped_column(JSON, default=list)
+    secret_enc: Mapped[str] = mapped_column(Text)
+    previous_secret_enc: Mapped[str | None] = mapped_column(Text, nullable=True)
+    previous_secret_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    disabled_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    created_by: Mapped[str] = mapped_column(String(200))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class WebhookEvent(Base):
+    """One event of the outbox (``msg_…`` id), written with the change it reports.
+
+    No foreign keys: an event outlives the facility or customer it names. ``payload`` is
+    the event's ``data`` (identifiers and states, never a secret nor a guest's data);
+    ``fanned_out_at`` is set once a delivery exists for every subscription wanting it.
+    """
+
+    __tablename__ = "webhook_events"
+    __table_args__ = (
+        CheckConstraint(_one_of("type", get_args(WebhookEventType)), name="type"),
+        Index("ix_webhook_events_fanned_out_at", "fanned_out_at"),
+        Index("ix_webhook_events_occurred_at", "occurred_at"),
+    )
+
+    id: Mapped[str] = mapped_column(String(40), primary_key=True)
+    type: Mapped[str] = mapped_column(String(64))
+    student_id: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    facility_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    payload: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    occurred_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    fanned_out_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class WebhookDelivery(Base):
+    """One event to one subscription: its attempts, the next one's time, the sender's lease.
+
+    The unique (event, subscription) keeps one delivery per subscription whichever replica
+    fans the event out; ``claimed_until`` is the lease of the replica sending it now.
+    ``last_error`` holds an error's code only, never a receiver's answer.
+    """
+
+    __tablename__ = "webhook_deliveries"
+    __table_args__ = (
+        CheckConstraint(_one_of("status", get_args(WebhookDeliveryStatus)), name="status"),
+        UniqueConstraint("event_id", "subscription_id"),
+        Index("ix_webhook_deliveries_due", "status", "next_attempt_at"),
+        Index("ix_webhook_deliveries_subscription_id", "subscription_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    event_id: Mapped[str] = mapped_column(ForeignKey("webhook_events.id", ondelete="CASCADE"))
+    subscription_id: Mapped[int] = mapped_column(
+        ForeignKey("webhook_subscriptions.id", ondelete="CASCADE")
+    )
+    status: Mapped[str] = mapped_column(String(16))
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    next_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    claimed_until: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    last_attempt_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    response_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    last_error: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    delivered_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+# --- OAuth 2.1 for /mcp and /v1 (docs/oauth.md) ------------------------------------------------
+
+OAuthTokenKind = Literal["access", "refresh"]
+
+
+class OAuthClient(Base):
+    """An assistant app registered with pmsgate's authorization server (RFC 7591).
+
+    ``metadata_`` is the client's registered metadata (redirect URIs, name, grant types, its
+    token endpoint authentication method); a confidential client's secret is kept only as
+    its SHA-256 (``secret_hash``), shown once in the registration's answer.
+    """
+
+    __tablename__ = "oauth_clients"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    client_id: Mapped[str] = mapped_column(String(64), unique=True)
+    secret_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    metadata_: Mapped[dict[str, Any]] = mapped_column("metadata", JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class OAuthGrant(Base):
+    """What a console user allowed an app: one facility, some scopes, one resource.
+
+    Every token is issued under a grant; revoking it (``revoked_at``) ends them all at once.
+    """
+
+    __tablename__ = "oauth_grants"
+    __table_args__ = (
+        Index("ix_oauth_grants_facility_id", "facility_id"),
+        Index("ix_oauth_grants_user_id", "user_id"),
+    )
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    client_id: Mapped[int] = mapped_column(ForeignKey("oauth_clients.id", ondelete="CASCADE"))
+    # The console user who consented (NULL once the account is removed; the e-mail stays).
+    user_id: Mapped[int | None] = mapped_column(
+        ForeignKey("users.id", ondelete="SET NULL"), nullable=True
+    )
+    user_email: Mapped[str] = mapped_column(String(254))
+    facility_id: Mapped[int] = mapped_column(ForeignKey("facilities.id", ondelete="CASCADE"))
+    scopes: Mapped[list[str]] = mapped_column(JSON, default=list)
+    resource: Mapped[str] = mapped_column(String(500))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    # Who or what ended it: an actor ("customer_user:…", "admin:…") or "refresh_reused".
+    revoked_by: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+
+class OAuthAuthorization(Base):
+    """One authorization request, from the app's redirect to the code's exchange.
+
+    Created when the app sends the user to ``/oauth/authorize`` (``request_hash``: the
+    SHA-256 of the consent page's reference); the consent adds the grant and the code
+    (``code_hash``); the token endpoint spends the code once (``used_at``).
+    """
+
+    __tablename__ = "oauth_authorizations"
+    __table_args__ = (Index("ix_oauth_authorizations_expires_at", "expires_at"),)
+
+    request_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    client_id: Mapped[int] = mapped_column(ForeignKey("oauth_clients.id", ondelete="CASCADE"))
+    # redirect_uri, redirect_uri_provided_explicitly, code_challenge, state, scopes, resource
+    params: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    code_hash: Mapped[str | None] = mapped_column(String(64), unique=True, nullable=True)
+    grant_id: Mapped[int | None] = mapped_column(
+        ForeignKey("oauth_grants.id", ondelete="CASCADE"), nullable=True
+    )
+    code_expires_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+    used_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)
+
+
+class OAuthToken(Base):
+    """An access or refresh token of a grant; only its SHA-256 is kept.
+
+    A refresh token is spent by its one use (``used_at``): presented again, it revokes the
+    grant (rotation with reuse detection).
+    """
+
+    __tablename__ = "oauth_tokens"
+    __table_args__ = (
+        CheckConstraint(_one_of("kind", get_args(OAuthTokenKind)), name="kind"),
+        Index("ix_oauth_tokens_grant_id", "grant_id"),
+        Index("ix_oauth_tokens_expires_at", "expires_at"),
+    )
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    grant_id: Mapped[int] = mapped_column(ForeignKey("oauth_grants.id", ondelete="CASCADE"))
+    kind: Mapped[str] = mapped_column(String(8))
+    prefix: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UtcDateTime, nullable=True)

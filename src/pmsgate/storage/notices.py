@@ -17,10 +17,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
-from sqlalchemy import CursorResult, and_, delete, or_, select, update
+from sqlalchemy import CursorResult, and_, delete, func, or_, select, update
 
-from pmsgate.storage.integrity import dialect_insert
-from pmsgate.storage.kross_links import facilities_with_customer
+from pmsgate.storage.integrity import insert_unless_taken
+from pmsgate.storage.kross_links import facilities_with_customer, status_since
 from pmsgate.storage.models import (
     Customer,
     Facility,
@@ -90,10 +90,9 @@ class IncidentNoticeRepository(Repository):
         rows = await facilities_with_customer(
             self._session,
             Facility.hotel_id,
-            Facility.name,
+            func.coalesce(Facility.name, ""),
             Facility.status,
-            Facility.status_changed_at,
-            Facility.updated_at,
+            status_since(),
             Facility.last_error,
             Customer.student_id,
             Customer.name,
@@ -101,54 +100,22 @@ class IncidentNoticeRepository(Repository):
             Customer.language,
             Customer.timezone,
         )
-        return [
-            FacilityState(
-                facility_id=row[0],
-                hotel_id=row[1],
-                name=row[2] or "",
-                status=row[3],
-                status_changed_at=row[4] or row[5],
-                last_error=row[6],
-                student_id=row[7],
-                customer_name=row[8],
-                customer_email=row[9],
-                customer_language=row[10],
-                customer_timezone=row[11],
-            )
-            for row in rows
-        ]
+        return [FacilityState(*row) for row in rows]
 
-    async def plan(
-        self,
-        *,
-        facility_id: int,
-        incident_at: datetime,
-        kind: str,
-        channel: str,
-        recipient: str,
-        student_id: str | None,
-        now: datetime,
-    ) -> bool:
-        """Add the notice unless it exists (another replica's plan wins); True when added."""
-        statement = (
-            dialect_insert(self._session, IncidentNotice)
-            .values(
-                facility_id=facility_id,
-                incident_at=incident_at,
-                kind=kind,
-                channel=channel,
-                recipient=recipient,
-                student_id=student_id,
-                status="pending",
-                attempts=0,
-                created_at=now,
-                updated_at=now,
-            )
-            .on_conflict_do_nothing(
-                index_elements=["facility_id", "incident_at", "kind", "channel"]
-            )
+    async def plan(self, *, now: datetime, **columns: Any) -> bool:
+        """Add the notice given its ``facility_id``, ``incident_at``, ``kind``, ``channel``,
+        ``recipient`` and ``student_id``, unless it exists (another replica's plan wins);
+        True when added."""
+        return await insert_unless_taken(
+            self._session,
+            IncidentNotice,
+            ["facility_id", "incident_at", "kind", "channel"],
+            **columns,
+            status="pending",
+            attempts=0,
+            created_at=now,
+            updated_at=now,
         )
-        return _rowcount(await self._session.execute(statement)) > 0
 
     async def of_incident(self, facility_id: int, incident_at: datetime) -> list[NoticeRecord]:
         """The notices of one incident, oldest first."""
@@ -297,26 +264,10 @@ class LoginLinkRepository(Repository):
                 return int(user_id)
         return int(rows[0][0])
 
-    async def create(
-        self,
-        *,
-        token_hash: str,
-        user_id: int,
-        target: str,
-        purpose: str,
-        created_at: datetime,
-        expires_at: datetime,
-    ) -> LoginLinkRecord:
-        """Store a new link (flushed, so its id is known)."""
-        row = LoginLink(
-            token_hash=token_hash,
-            user_id=user_id,
-            target=target,
-            purpose=purpose,
-            created_at=created_at,
-            expires_at=expires_at,
-            used_at=None,
-        )
+    async def create(self, **columns: Any) -> LoginLinkRecord:
+        """Store a new, unused link given its columns (``token_hash``, ``user_id``,
+        ``target``, ``purpose``, ``created_at``, ``expires_at``; flushed, so its id is known)."""
+        row = LoginLink(**columns, used_at=None)
         await self._add(row)
         return _link(row)
 

@@ -214,6 +214,11 @@ class OnboardingRepository(Repository):
         rows = await self._session.scalars(statement.order_by(OnboardingStepResult.id))
         return [_result_view(row) for row in rows]
 
+    async def run(self, run_id: str) -> RunView | None:
+        """One run, or None."""
+        row = await self._session.get(OnboardingRun, run_id)
+        return None if row is None else _run_view(row)
+
     async def runs(self, student_id: str) -> list[RunView]:
         """The customer's runs, oldest first."""
         rows = await self._session.scalars(

@@ -34,11 +34,7 @@ class RegistryCheckView:
 
 
 def _view(row: RegistryCheck) -> RegistryCheckView:
-    return view_of(
-        RegistryCheckView,
-        row,
-        report=dict(row.report or {}),
-    )
+    return view_of(RegistryCheckView, row, report=dict(row.report or {}))
 
 
 class RegistryCheckRepository(Repository):

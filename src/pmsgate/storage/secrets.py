@@ -16,7 +16,12 @@ from dataclasses import dataclass
 from sqlalchemy import ColumnElement, select
 from sqlalchemy.orm import InstrumentedAttribute
 
-from pmsgate.storage.models import CustomerIntegration, Facility, FacilityToken
+from pmsgate.storage.models import (
+    CustomerIntegration,
+    Facility,
+    FacilityToken,
+    WebhookSubscription,
+)
 from pmsgate.storage.repository import Repository
 
 # Every column that holds vault ciphertext.
@@ -25,6 +30,8 @@ CIPHERTEXT_COLUMNS: tuple[InstrumentedAttribute[str] | InstrumentedAttribute[str
     Facility.api_key_enc,
     FacilityToken.token_enc,
     CustomerIntegration.token_enc,
+    WebhookSubscription.secret_enc,
+    WebhookSubscription.previous_secret_enc,
 )
 
 

@@ -26,7 +26,7 @@ from typing import Any
 from sqlalchemy import ColumnElement, and_, case, delete, func, insert, or_, select
 
 from pmsgate.storage.integrity import dialect_insert
-from pmsgate.storage.keyset import cursor_at, newest_first
+from pmsgate.storage.keyset import Keyset, cursor_at, given
 from pmsgate.storage.models import Facility, GatewayKey, ToolCall, UpstreamHealth
 from pmsgate.storage.repository import Repository
 from pmsgate.storage.views import json_fields, view_of
@@ -136,26 +136,19 @@ def _label() -> Any:
     )
 
 
+_NEWEST_FIRST = Keyset(ToolCall.at, ToolCall.id)
+
+
 def _view(row: ToolCall, label: str | None) -> ToolCallView:
-    return view_of(
-        ToolCallView,
-        row,
-        key_label=label or "",
-        arguments=dict(row.arguments or {}),
-    )
+    return view_of(ToolCallView, row, key_label=label or "", arguments=dict(row.arguments or {}))
 
 
 def _conditions(where: ToolCallFilter) -> list[ColumnElement[bool]]:
-    conditions: list[ColumnElement[bool]] = [ToolCall.facility_id == where.facility_id]
-    if where.since is not None:
-        conditions.append(ToolCall.at >= where.since)
-    if where.until is not None:
-        conditions.append(ToolCall.at < where.until)
-    if where.name:
-        conditions.append(ToolCall.name == where.name)
-    if where.outcome:
-        conditions.append(ToolCall.outcome == where.outcome)
-    return conditions
+    return [
+        ToolCall.facility_id == where.facility_id,
+        *_NEWEST_FIRST.between(where.since, where.until),
+        *given((ToolCall.name, where.name), (ToolCall.outcome, where.outcome)),
+    ]
 
 
 class ToolCallRepository(Repository):
@@ -199,20 +192,15 @@ class ToolCallRepository(Repository):
     async def query(
         self, where: ToolCallFilter, *, limit: int = 50, after: str | None = None
     ) -> ToolCallPage:
-        """A page of the calls matching ``where``, newest first, after the cursor ``after``.
-
-        A malformed cursor reads from the newest call (it can never widen the filter).
-        """
-        rows, more = await newest_first(
+        """The calls matching ``where`` after the cursor ``after``, newest first."""
+        calls, next_cursor = await _NEWEST_FIRST.page(
             self._session,
             select(ToolCall, _label()).where(*_conditions(where)),
-            ToolCall.at,
-            ToolCall.id,
+            lambda row: _view(*row),
             limit=limit,
             after=after,
         )
-        calls = [_view(row, label) for row, label in rows]
-        return ToolCallPage(calls=calls, next_cursor=calls[-1].cursor if more else None)
+        return ToolCallPage(calls=calls, next_cursor=next_cursor)
 
     async def counts(
         self, facility_id: int, periods: Mapping[str, datetime]

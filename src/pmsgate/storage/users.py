@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -82,20 +83,11 @@ class UserRepository(Repository):
         super().__init__(session)
         self._clock = clock
 
-    async def add(
-        self, email: str, *, password_hash: str, role: UserRole, student_id: str | None
-    ) -> UserRecord:
-        """Store a new account (flushed, so its id is known)."""
+    async def add(self, email: str, **columns: Any) -> UserRecord:
+        """Store a new account given its ``password_hash``, ``role`` and ``student_id``
+        (flushed, so its id is known); it has never signed in."""
         now = self._clock.now()
-        row = User(
-            email=email,
-            password_hash=password_hash,
-            role=role,
-            student_id=student_id,
-            created_at=now,
-            updated_at=now,
-            last_login_at=None,
-        )
+        row = User(email=email, **columns, created_at=now, updated_at=now, last_login_at=None)
         await self._add(row)
         return _record(row)
 
@@ -179,24 +171,10 @@ class WebSessionRepository(Repository):
     """Creates, finds, touches and ends console sessions (by the hash of their id), in the
     caller's session; never commits."""
 
-    async def create(
-        self,
-        *,
-        id_hash: str,
-        user_id: int,
-        csrf_token: str,
-        created_at: datetime,
-        expires_at: datetime,
-    ) -> SessionRecord:
-        """Store a new session of the user."""
-        row = WebSession(
-            id_hash=id_hash,
-            user_id=user_id,
-            csrf_token=csrf_token,
-            created_at=created_at,
-            expires_at=expires_at,
-            last_seen_at=created_at,
-        )
+    async def create(self, **columns: Any) -> SessionRecord:
+        """Store a new session of the user, given its columns (``id_hash``, ``user_id``,
+        ``csrf_token``, ``created_at``, ``expires_at``); it was last seen when created."""
+        row = WebSession(**columns, last_seen_at=columns["created_at"])
         await self._add(row)
         return _session_record(row)
 

@@ -12,10 +12,11 @@ The admin's pages themselves (``/console`` and a customer's page) are
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Form, Request
+from fastapi import APIRouter, Depends, Form, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from pmsgate.customers.checks import customer_not_found
@@ -76,39 +77,49 @@ def _step_path(student_id: str, **params: str) -> str:
     return f"{customer_path(student_id)}{query}#onboarding"
 
 
-async def _person_step_action(
-    request: Request,
-    principal: Principal,
-    student_id: str,
-    step_id: str,
-    purpose: str,
-    text: str,
-    item: str,
-) -> Response:
-    """Confirm or reopen the step once per form, audited; 303 to the checklist (PRG)."""
-    record = confirm_step if purpose == CONFIRM_STEP_FORM else reopen_step
+@dataclass(frozen=True)
+class PersonStepForm:
+    """A form on a manual step of the checklist: who sends it, for which customer and step."""
 
-    async def work() -> str:
-        await record(
-            onboarding_services(request),
-            student_id,
-            step_id,
-            text,
-            item=item or None,
-            person=principal.email,
-            actor=actor_of(principal),
+    request: Request
+    principal: Principal
+    student_id: str
+    step_id: str
+
+    async def act(self, purpose: str, text: str, item: str) -> Response:
+        """Confirm or reopen the step once per form, audited; 303 to the checklist (PRG)."""
+        record = confirm_step if purpose == CONFIRM_STEP_FORM else reopen_step
+        student_id, step_id, principal = self.student_id, self.step_id, self.principal
+
+        async def work() -> str:
+            await record(
+                onboarding_services(self.request),
+                student_id,
+                step_id,
+                text,
+                item=item or None,
+                person=principal.email,
+                actor=actor_of(principal),
+            )
+            return _step_path(student_id, step_done=purpose, step=step_id)
+
+        return await act_once(
+            self.request,
+            purpose,
+            work,
+            repeated_to=_step_path(student_id),
+            refused_to=lambda error: _step_path(student_id, step_error=error.code, step=step_id),
         )
-        return _step_path(student_id, step_done=purpose, step=step_id)
-
-    return await act_once(
-        request,
-        purpose,
-        work,
-        repeated_to=_step_path(student_id),
-        refused_to=lambda error: _step_path(student_id, step_error=error.code, step=step_id),
-    )
 
 
+async def person_step_form(
+    request: Request, student_id: str, step_id: str, principal: AdminWrite
+) -> PersonStepForm:
+    """The admin's form on the step of the path (CSRF-checked)."""
+    return PersonStepForm(request, principal, student_id, step_id)
+
+
+StepForm = Annotated[PersonStepForm, Depends(person_step_form)]
 StepText = Annotated[str, Form(max_length=2000)]
 StepItem = Annotated[str, Form(max_length=64)]
 
@@ -118,35 +129,19 @@ StepItem = Annotated[str, Form(max_length=64)]
     response_class=RedirectResponse,
 )
 async def confirm_manual_step(
-    request: Request,
-    student_id: str,
-    step_id: str,
-    principal: AdminWrite,
-    evidence: StepText = "",
-    item: StepItem = "",
+    form: StepForm, evidence: StepText = "", item: StepItem = ""
 ) -> Response:
     """Record the admin's evidence for a step (or one item) a person does; audited."""
-    return await _person_step_action(
-        request, principal, student_id, step_id, CONFIRM_STEP_FORM, evidence, item
-    )
+    return await form.act(CONFIRM_STEP_FORM, evidence, item)
 
 
 @router.post(
     "/console/customers/{student_id}/onboarding/{step_id}/reopen",
     response_class=RedirectResponse,
 )
-async def reopen_manual_step(
-    request: Request,
-    student_id: str,
-    step_id: str,
-    principal: AdminWrite,
-    note: StepText = "",
-    item: StepItem = "",
-) -> Response:
+async def reopen_manual_step(form: StepForm, note: StepText = "", item: StepItem = "") -> Response:
     """Take back a person's confirmation of a step (or one item); audited."""
-    return await _person_step_action(
-        request, principal, student_id, step_id, REOPEN_STEP_FORM, note, item
-    )
+    return await form.act(REOPEN_STEP_FORM, note, item)
 
 
 # --- sign-in locks: lift a pause of an account or an address ----------------------------------

@@ -44,7 +44,7 @@ from pmsgate.web.admin_views import (
 from pmsgate.web.connection_health import health_panel_context
 from pmsgate.web.context import WebServices, web_services
 from pmsgate.web.customer_pages import customer_context, minted_key_context
-from pmsgate.web.incidents import SNOOZES
+from pmsgate.web.incident_views import SNOOZES
 from pmsgate.web.pages import render_page
 from pmsgate.web.users import Principal
 

@@ -86,6 +86,18 @@ class WaitingStep:
     overdue: bool
 
 
+# The fields of an overview row that are the customer's as stored.
+_AS_STORED = (
+    "student_id",
+    "name",
+    "email",
+    "created_at",
+    "workspace_slug",
+    "hotel_id",
+    "facility_name",
+)
+
+
 @dataclass(frozen=True)
 class OverviewRow:
     """One customer on the admin overview."""
@@ -308,13 +320,7 @@ class AdminOverview:
             if customer.hotel_id in remaining:
                 used = max(used, allowed - remaining[customer.hotel_id])
         row = OverviewRow(
-            student_id=customer.student_id,
-            name=customer.name,
-            email=customer.email,
-            created_at=customer.created_at,
-            workspace_slug=customer.workspace_slug,
-            hotel_id=customer.hotel_id,
-            facility_name=customer.facility_name,
+            **{name: getattr(customer, name) for name in _AS_STORED},
             status=status,
             pms_error=customer.pms_error if status == "error" else None,
             status_since=customer.pms_status_changed_at,

@@ -24,7 +24,9 @@ from pmsgate.web import (
     incident_console,
     locale,
     login,
+    oauth_console,
     registry_console,
+    webhooks_console,
 )
 
 STATIC_DIR = Path(__file__).parent / "static"
@@ -58,3 +60,5 @@ def install_web(app: FastAPI) -> None:
     app.include_router(registry_console.router, dependencies=guard)
     app.include_router(incident_console.router, dependencies=guard)
     app.include_router(call_log_console.router, dependencies=guard)
+    app.include_router(oauth_console.router, dependencies=guard)
+    app.include_router(webhooks_console.router, dependencies=guard)

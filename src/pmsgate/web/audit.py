@@ -19,21 +19,21 @@ import csv
 import io
 import json
 import re
-from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Sequence
 from datetime import UTC, date, datetime, time, timedelta
 from typing import Annotated, Any, Literal
 from urllib.parse import urlencode
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Query, Request
 from fastapi.responses import HTMLResponse, Response, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
 
 from pmsgate import i18n
 from pmsgate.audit.actions import ACTOR_KINDS, AuditAction, Outcome
 from pmsgate.errors import Forbidden, InvalidInput
 from pmsgate.storage.audit import AuditEventView, AuditFilter, Owner
 from pmsgate.web.context import WebDep, WebServices
-from pmsgate.web.customer_view import event_text
+from pmsgate.web.customer_events import event_text
 from pmsgate.web.pages import PagePrincipal, render_page
 from pmsgate.web.users import Principal
 
@@ -85,26 +85,34 @@ def _action_prefix(value: str | None) -> str | None:
     return prefix or None
 
 
+def _listed(
+    value: str | None, allowed: Sequence[str], what: str, code: str, hint: str
+) -> str | None:
+    """``value`` (any case) when it is one of ``allowed``; None when empty; else 422 ``code``."""
+    chosen = (value or "").strip().lower()
+    if chosen and chosen not in allowed:
+        raise InvalidInput(f"{what} is one of {', '.join(allowed)}.", code=code, hint=hint)
+    return chosen or None
+
+
 def _outcome(value: str | None) -> str | None:
-    outcome = (value or "").strip().lower()
-    if outcome and outcome not in _OUTCOMES:
-        raise InvalidInput(
-            f"The outcome is one of {', '.join(_OUTCOMES)}.",
-            code="invalid_outcome_filter",
-            hint="Pick an outcome from the list, or none.",
-        )
-    return outcome or None
+    return _listed(
+        value,
+        _OUTCOMES,
+        "The outcome",
+        "invalid_outcome_filter",
+        "Pick an outcome from the list, or none.",
+    )
 
 
 def _actor_kind(value: str | None) -> str | None:
-    kind = (value or "").strip().lower()
-    if kind and kind not in ACTOR_KINDS:
-        raise InvalidInput(
-            f"The kind of actor is one of {', '.join(ACTOR_KINDS)}.",
-            code="invalid_actor_kind_filter",
-            hint="Pick a kind of actor from the list, or any.",
-        )
-    return kind or None
+    return _listed(
+        value,
+        ACTOR_KINDS,
+        "The kind of actor",
+        "invalid_actor_kind_filter",
+        "Pick a kind of actor from the list, or any.",
+    )
 
 
 async def _owner(web: WebServices, principal: Principal, customer: str | None) -> Owner | None:
@@ -126,17 +134,22 @@ async def _owner(web: WebServices, principal: Principal, customer: str | None) -
     return await web.audit.owner(principal.student_id)
 
 
-@dataclass(frozen=True)
-class AuditQuery:
-    """What the audit page's form asks for, as typed (each value at most 200 characters)."""
+class AuditQuery(BaseModel):
+    """What the audit page's form asks for, as typed (each value at most 200 characters).
 
-    action: str | None = None
-    customer: str | None = None
-    actor: str | None = None
-    actor_kind: str | None = None
-    outcome: str | None = None
-    since: str | None = None
-    until: str | None = None
+    The filters of the page and of its exports: one set of query parameters (:data:`QueryDep`),
+    one set of names.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    action: str | None = Field(default=None, max_length=200)
+    customer: str | None = Field(default=None, max_length=200)
+    actor: str | None = Field(default=None, max_length=200)
+    actor_kind: str | None = Field(default=None, max_length=200)
+    outcome: str | None = Field(default=None, max_length=200)
+    since: str | None = Field(default=None, max_length=200)
+    until: str | None = Field(default=None, max_length=200)
 
 
 async def _selection(
@@ -193,31 +206,8 @@ async def _pickers(web: WebServices) -> dict[str, Any]:
     }
 
 
+QueryDep = Annotated[AuditQuery, Query()]
 Text = Annotated[str | None, Query(max_length=200)]
-
-
-def audit_query(
-    action: Text = None,
-    customer: Text = None,
-    actor: Text = None,
-    actor_kind: Text = None,
-    outcome: Text = None,
-    since: Text = None,
-    until: Text = None,
-) -> AuditQuery:
-    """The filters of the page and of its exports (one dependency, one set of names)."""
-    return AuditQuery(
-        action=action,
-        customer=customer,
-        actor=actor,
-        actor_kind=actor_kind,
-        outcome=outcome,
-        since=since,
-        until=until,
-    )
-
-
-QueryDep = Annotated[AuditQuery, Depends(audit_query)]
 
 
 @router.get("/console/audit", response_class=HTMLResponse)
@@ -243,7 +233,7 @@ async def audit_page(
         {
             "principal": principal,
             "events": page.events,
-            # A customer's user reads each event as a sentence (customer_view.event_text).
+            # A customer's user reads each event as a sentence (customer_events.event_text).
             "lines": None
             if principal.is_admin
             else [event_text(event, viewer=principal.email) for event in page.events],

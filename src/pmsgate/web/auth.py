@@ -32,7 +32,7 @@ from pmsgate.config import Settings
 from pmsgate.errors import Forbidden, Unauthorized
 from pmsgate.web.context import web_services
 from pmsgate.web.kept_input import remember_form
-from pmsgate.web.signing import session_signing_key
+from pmsgate.web.signing import session_signing_key, set_console_cookie
 from pmsgate.web.users import Principal, session_id_hash
 
 SESSION_COOKIE = "pmsgate_session"
@@ -79,13 +79,11 @@ def _cookie_secure(request: Request) -> bool:
 def set_session_cookie(response: Response, request: Request, raw_session_id: str) -> None:
     """Put the signed session id on the response (HttpOnly, SameSite=Lax, Path=/)."""
     settings = web_services(request).settings
-    response.set_cookie(
+    set_console_cookie(
+        response,
         SESSION_COOKIE,
         _signer(request).sign(raw_session_id).decode(),
         max_age=int(settings.session_ttl_s),
-        path="/",
-        httponly=True,
-        samesite="lax",
         secure=_cookie_secure(request),
     )
 

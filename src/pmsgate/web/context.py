@@ -25,6 +25,8 @@ from pmsgate.web.form_tokens import FormTokens
 from pmsgate.web.incidents import IncidentService
 from pmsgate.web.invitations import Invitations
 from pmsgate.web.users import UserService
+from pmsgate.webhooks.delivery import WebhookDeliverer
+from pmsgate.webhooks.service import WebhookService
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,9 @@ class WebServices:
     invitations: Invitations
     incidents: IncidentService
     form_tokens: FormTokens
+    # Signed event webhooks (docs/webhooks.md): subscriptions, and the deliveries' sender.
+    webhooks: WebhookService
+    webhook_deliverer: WebhookDeliverer
 
     @property
     def settings(self) -> Settings:

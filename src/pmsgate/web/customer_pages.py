@@ -19,16 +19,10 @@ from pmsgate.i18n import N_, gettext
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.web.charts import Chart, Series, chart_figure, hourly_chart, time_chart, usd_label
 from pmsgate.web.context import WebServices, web_services
-from pmsgate.web.customer_view import (
-    CustomerHome,
-    booking_state,
-    customer_home,
-    error_words,
-    explain_job,
-    reconnect_words,
-)
+from pmsgate.web.customer_view import CustomerHome, booking_state, customer_home, reconnect_words
 from pmsgate.web.forms import take_handoff
 from pmsgate.web.pages import customer_path, is_htmx
+from pmsgate.web.sync_words import error_words, explain_job
 from pmsgate.web.users import Principal
 from pmsgate.web.views import COMMIT_COUNTERS, DRY_RUN_COUNTERS, CustomerPage, customer_page
 

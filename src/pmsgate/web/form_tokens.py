@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from datetime import timedelta
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
@@ -119,30 +119,27 @@ class _ClockSigner(TimestampSigner):
         return int(self._clock.now().timestamp())
 
 
+@dataclass(frozen=True, repr=False)
 class FormTokens:
     """Issues and spends one-time form tokens; keeps one-time hand-offs (module docstring)."""
 
-    def __init__(
-        self,
-        sessions: async_sessionmaker[AsyncSession],
-        *,
-        clock: Clock,
-        settings: Settings,
-        vault: Vault,
-    ) -> None:
-        self._database = sessions
-        self._clock = clock
-        self._settings = settings
-        self._vault = vault
-        self._ttl = timedelta(seconds=settings.form_token_ttl_s)
+    sessions: async_sessionmaker[AsyncSession]
+    _: KW_ONLY
+    clock: Clock
+    settings: Settings
+    vault: Vault
 
     def __repr__(self) -> str:
         return "FormTokens()"
 
+    @property
+    def _ttl(self) -> timedelta:
+        return timedelta(seconds=self.settings.form_token_ttl_s)
+
     def _signer(self, purpose: str, session_hash: str) -> _ClockSigner:
         # The salt binds the token to its form and its session: nothing else verifies it.
         salt = f"{_SALT}/{purpose}/{session_hash}"
-        return _ClockSigner(session_signing_key(self._settings), salt, self._clock)
+        return _ClockSigner(session_signing_key(self.settings), salt, self.clock)
 
     def issue(self, purpose: str, session_hash: str) -> str:
         """A new token for one form of ``purpose`` shown to the session ``session_hash``."""
@@ -169,8 +166,8 @@ class FormTokens:
         """
         self._verify(token, purpose, session_hash)
         token_hash = _token_hash(token)
-        now = self._clock.now()
-        async with self._database.begin() as session:
+        now = self.clock.now()
+        async with self.sessions.begin() as session:
             repo = FormTokenRepository(session)
             await repo.delete_expired(now)
             first = await repo.spend(
@@ -196,39 +193,37 @@ class FormTokens:
     ) -> None:
         """Keep the page the first use answered with, and its one-time hand-off (encrypted)."""
         ciphertext = (
-            self._vault.encrypt(
-                handoff, context=self._context(spend.token_hash, spend.session_hash)
-            )
+            self.vault.encrypt(handoff, context=self._context(spend.token_hash, spend.session_hash))
             if handoff is not None
             else None
         )
-        handoff_ttl = timedelta(seconds=self._settings.key_handoff_ttl_s)
-        async with self._database.begin() as session:
+        handoff_ttl = timedelta(seconds=self.settings.key_handoff_ttl_s)
+        async with self.sessions.begin() as session:
             await FormTokenRepository(session).set_result(
                 spend.token_hash,
                 result_path=result_path,
                 handoff=ciphertext,
-                handoff_expires_at=self._clock.now() + handoff_ttl if ciphertext else None,
+                handoff_expires_at=self.clock.now() + handoff_ttl if ciphertext else None,
             )
 
     async def release(self, spend: FormTokenSpend) -> None:
         """Forget a first use whose action failed and changed nothing (the form may be resent)."""
         if spend.repeated:
             return
-        async with self._database.begin() as session:
+        async with self.sessions.begin() as session:
             await FormTokenRepository(session).release(spend.token_hash)
 
     async def take_handoff(self, ref: str, *, session_hash: str) -> str | None:
         """The hand-off of the use ``ref`` for this session, once; None ever after."""
         if len(ref) != 64:
             return None
-        async with self._database.begin() as session:
+        async with self.sessions.begin() as session:
             ciphertext = await FormTokenRepository(session).take_handoff(
-                ref, session_hash=session_hash, now=self._clock.now()
+                ref, session_hash=session_hash, now=self.clock.now()
             )
         if ciphertext is None:
             return None
-        return self._vault.decrypt(ciphertext, context=self._context(ref, session_hash))
+        return self.vault.decrypt(ciphertext, context=self._context(ref, session_hash))
 
     @staticmethod
     def _context(token_hash: str, session_hash: str) -> str:

@@ -35,7 +35,7 @@ from pmsgate.web.auth import AdminWrite, actor_of, safe_next
 from pmsgate.web.context import WebDep, WebServices
 from pmsgate.web.form_tokens import FormTokenSpend, repeated_path
 from pmsgate.web.forms import spend_form_token
-from pmsgate.web.incidents import (
+from pmsgate.web.incident_views import (
     BULK_ACTIONS,
     KIND_LABELS,
     STATE_CHOICES,
@@ -173,6 +173,11 @@ class IncidentAction:
             await self.web.form_tokens.finish(spend, result_path=response.headers["location"])
         return response
 
+    async def run_once(self, action: str, work: Callable[[], Awaitable[object]]) -> Response:
+        """:meth:`run` for an action that creates something: its form's token (purpose
+        ``incident.<action>``) is spent once."""
+        return await self.run(action, work, purpose=f"incident.{action}")
+
 
 async def incident_action(
     request: Request, web: WebDep, principal: AdminWrite, incident_id: int, next_path: Next = None
@@ -219,30 +224,24 @@ async def snooze(
 @router.post("/console/incidents/{incident_id}/note", response_class=RedirectResponse)
 async def note(act: Act, text: Annotated[str, Form()] = "") -> Response:
     """Add a note to the incident's timeline."""
-    return await act.run(
-        "note",
-        lambda: act.web.incidents.add_note(act.incident_id, text, actor=act.actor),
-        purpose="incident.note",
+    return await act.run_once(
+        "note", lambda: act.web.incidents.add_note(act.incident_id, text, actor=act.actor)
     )
 
 
 @router.post("/console/incidents/{incident_id}/check", response_class=RedirectResponse)
 async def check_now(act: Act) -> Response:
     """One verification of the facility's stored credentials, through its limiter."""
-    return await act.run(
-        "check",
-        lambda: act.web.incidents.check_now(act.incident_id, actor=act.actor),
-        purpose="incident.check",
+    return await act.run_once(
+        "check", lambda: act.web.incidents.check_now(act.incident_id, actor=act.actor)
     )
 
 
 @router.post("/console/incidents/{incident_id}/resend", response_class=RedirectResponse)
 async def resend(act: Act) -> Response:
     """E-mail the customer its sign-in link to the reconnect form (or the invitation)."""
-    return await act.run(
-        "resend",
-        lambda: act.web.incidents.resend_link(act.incident_id, actor=act.actor),
-        purpose="incident.resend",
+    return await act.run_once(
+        "resend", lambda: act.web.incidents.resend_link(act.incident_id, actor=act.actor)
     )
 
 

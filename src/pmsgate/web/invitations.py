@@ -79,38 +79,30 @@ def no_console_address() -> ConfigurationError:
     )
 
 
+@dataclass(frozen=True, kw_only=True, repr=False)
 class Invitations:
     """Creates customers' console accounts and sends their one-time set-password links."""
 
-    def __init__(
-        self,
-        *,
-        users: UserService,
-        customers: CustomerServices,
-        audit: AuditTrail,
-        settings: Settings,
-        clock: Clock,
-    ) -> None:
-        self._users = users
-        self._customers = customers
-        self._audit = audit
-        self._settings = settings
-        self._clock = clock
+    users: UserService
+    customers: CustomerServices
+    audit: AuditTrail
+    settings: Settings
+    clock: Clock
 
     async def state(self, student_id: str, email: str) -> AccountState:
         """The account of ``email``, as far as it is this customer's."""
-        account = await self._users.account(email)
+        account = await self.users.account(email)
         if account is None or account.student_id != student_id:
             return AccountState(email=email.strip().lower(), exists=False)
         return _state(account)
 
     async def ensure_invited(self, student_id: str, email: str) -> AccountState:
         """Onboarding's part: the account exists, and was invited once (never twice)."""
-        account, created = await self._users.ensure_customer_account(student_id, email)
+        account, created = await self.users.ensure_customer_account(student_id, email)
         if account.invited_at is not None or account.password_set:
             return _state(account, created=created)
         await self.send(account, "invite", actor=Actor.system("onboarding"))
-        refreshed = await self._users.account(account.email)
+        refreshed = await self.users.account(account.email)
         return _state(refreshed or account, created=created, sent=True)
 
     async def send(self, account: UserView, purpose: Purpose, *, actor: Actor) -> datetime:
@@ -119,22 +111,22 @@ class Invitations:
         The link's expiry is returned. :class:`ConfigurationError` ``public_url_missing``
         when no console address is configured (nothing is sent, no link is made).
         """
-        base = self._settings.console_url
+        base = self.settings.console_url
         if base is None:
             raise no_console_address()
         ttl = timedelta(
-            seconds=self._settings.invitation_ttl_s
+            seconds=self.settings.invitation_ttl_s
             if purpose == "invite"
-            else self._settings.login_link_ttl_s
+            else self.settings.login_link_ttl_s
         )
-        issued = await self._users.issue_link(account.id, purpose=purpose, target=LANDING, ttl=ttl)
+        issued = await self.users.issue_link(account.id, purpose=purpose, target=LANDING, ttl=ttl)
         customer = (
-            await self._customers.customers.find(account.student_id)
+            await self.customers.customers.find(account.student_id)
             if account.student_id is not None
             else None
         )
-        now = self._clock.now()
-        domain = parseaddr(self._settings.mail_from)[1].rpartition("@")[2] or "localhost"
+        now = self.clock.now()
+        domain = parseaddr(self.settings.mail_from)[1].rpartition("@")[2] or "localhost"
         # Unique even for two sendings in one instant: each is its own message and record.
         tag = f"{purpose}.{account.id}.{now:%Y%m%dT%H%M%S}.{secrets.token_hex(4)}"
         message = invitation_message(
@@ -144,23 +136,23 @@ class Invitations:
             link_url=f"{base}/login/link/{issued.token}",
             expires_at=issued.expires_at,
             console_url=base,
-            brand_name=self._settings.brand_name,
-            brand_colour=self._settings.brand_colour,
-            mail_from=self._settings.mail_from,
+            brand_name=self.settings.brand_name,
+            brand_colour=self.settings.brand_colour,
+            mail_from=self.settings.mail_from,
             language=(customer.language if customer is not None else None) or "it",
             timezone=(customer.timezone if customer is not None else None) or "Europe/Rome",
             sent_at=now,
             message_id=f"<{tag}@{domain}>",
-            support_email=self._settings.support_email,
+            support_email=self.settings.support_email,
         )
-        record = mail.outbox_dir(self._settings) / f"{mail.safe_filename(tag)}.eml"
+        record = mail.outbox_dir(self.settings) / f"{mail.safe_filename(tag)}.eml"
         transport = await mail.deliver(
-            self._settings,
+            self.settings,
             message,
             record,
             what="The invitation" if purpose == "invite" else "The password reset",
         )
-        await self._audit.record(
+        await self.audit.record(
             AuditAction.ACCOUNT_INVITED if purpose == "invite" else AuditAction.PASSWORD_RESET_SENT,
             actor=actor,
             subject=f"user:{account.email}",

@@ -17,7 +17,7 @@ from fastapi.responses import Response
 from itsdangerous import BadSignature, URLSafeTimedSerializer
 
 from pmsgate.web.context import web_services
-from pmsgate.web.signing import session_signing_key
+from pmsgate.web.signing import session_signing_key, set_console_cookie
 
 KEPT_COOKIE = "pmsgate_kept"
 KEPT_MAX_AGE_S = 600
@@ -53,13 +53,11 @@ def keep_on(response: Response, request: Request) -> bool:
     noted = getattr(request.state, _STATE_KEY, None)
     if not noted:
         return False
-    response.set_cookie(
+    set_console_cookie(
+        response,
         KEPT_COOKIE,
         _serializer(request).dumps(noted),
         max_age=KEPT_MAX_AGE_S,
-        path="/",
-        httponly=True,
-        samesite="lax",
         secure=request.url.scheme == "https",
     )
     return True

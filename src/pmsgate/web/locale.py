@@ -24,6 +24,7 @@ from fastapi.responses import RedirectResponse
 from pmsgate import i18n
 from pmsgate.web.auth import optional_principal, safe_next
 from pmsgate.web.context import web_services
+from pmsgate.web.signing import set_console_cookie
 from pmsgate.web.users import Principal
 
 LANGUAGE_COOKIE = "pmsgate_language"
@@ -94,13 +95,11 @@ async def switch_language(
     """
     response = RedirectResponse(safe_next(next_url) or "/console", status_code=303)
     if language in i18n.LANGUAGES:
-        response.set_cookie(
+        set_console_cookie(
+            response,
             LANGUAGE_COOKIE,
             language,
             max_age=LANGUAGE_COOKIE_MAX_AGE,
-            path="/",
-            httponly=True,
-            samesite="lax",
             secure=request.url.scheme == "https",
         )
     return response

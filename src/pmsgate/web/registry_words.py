@@ -17,7 +17,7 @@ from pmsgate.customers.registry_check import (
     RegistryProblem,
     RegistryReport,
 )
-from pmsgate.i18n import gettext
+from pmsgate.i18n import N_, gettext
 
 
 @dataclass(frozen=True)
@@ -32,50 +32,55 @@ def _listing(name: str | None) -> str:
     return f"“{name.strip()}”" if name and name.strip() else gettext("its own listing")
 
 
+# What is wrong, by the problem's kind ({apartment}: the apartment's or the listing's name);
+# a listing without an apartment is told last.
+_REASONS = {
+    ProblemKind.NOT_MAPPED: N_(
+        "{apartment} is not connected to its listing yet: guests asking about it are told "
+        "“Listing unavailable”."
+    ),
+    ProblemKind.MISSING_LISTING: N_(
+        "Your assistant has no listing for {apartment} yet: guests asking about it are "
+        "told “Listing unavailable”."
+    ),
+    ProblemKind.LISTING_DELETED: N_(
+        "The listing {apartment} was connected to no longer exists: guests asking about "
+        "it are told “Listing unavailable”."
+    ),
+    ProblemKind.ROOM_TYPE_MISMATCH: N_(
+        "{apartment} is connected to the listing of another apartment: guests may get "
+        "the other apartment's details."
+    ),
+    ProblemKind.AMBIGUOUS_LISTING: N_(
+        "More than one listing could belong to {apartment}: which one is right needs a person."
+    ),
+}
+_UNCLAIMED_LISTING = N_(
+    "The listing “{apartment}” belongs to none of your apartments, so what your "
+    "notes say is never loaded into it."
+)
+
+
 def problem_words(problem: RegistryProblem) -> ProblemWords:
     """What is wrong with one apartment (or listing), and how it gets fixed."""
-    apartment = problem.apartment
-    automatic = problem.fixable
-    button = gettext(
-        "The “Fix automatically” button below connects it to the listing {listing}."
-    ).format(listing=_listing(problem.target_listing_name))
-    ours = gettext("Our team has been told and will fix it with you.")
     kind = problem.kind
-    if kind is ProblemKind.NOT_MAPPED:
-        reason = gettext(
-            "{apartment} is not connected to its listing yet: guests asking about it are told "
-            "“Listing unavailable”."
+    reason = gettext(_REASONS.get(kind, _UNCLAIMED_LISTING))
+    if problem.fixable:
+        fix = (
+            gettext("The “Fix automatically” button below adds its apartment.")
+            if kind not in _REASONS
+            else gettext(
+                "The “Fix automatically” button below connects it to the listing {listing}."
+            ).format(listing=_listing(problem.target_listing_name))
         )
     elif kind is ProblemKind.MISSING_LISTING:
-        reason = gettext(
-            "Your assistant has no listing for {apartment} yet: guests asking about it are "
-            "told “Listing unavailable”."
-        )
-        ours = gettext(
+        fix = gettext(
             "Check that the apartment is active in your booking system: its listing appears "
             "within a few hours. If it was closed for good, tell us."
         )
-    elif kind is ProblemKind.LISTING_DELETED:
-        reason = gettext(
-            "The listing {apartment} was connected to no longer exists: guests asking about "
-            "it are told “Listing unavailable”."
-        )
-    elif kind is ProblemKind.ROOM_TYPE_MISMATCH:
-        reason = gettext(
-            "{apartment} is connected to the listing of another apartment: guests may get "
-            "the other apartment's details."
-        )
-    elif kind is ProblemKind.AMBIGUOUS_LISTING:
-        reason = gettext(
-            "More than one listing could belong to {apartment}: which one is right needs a person."
-        )
-    else:  # a listing without an apartment
-        reason = gettext(
-            "The listing “{apartment}” belongs to none of your apartments, so what your "
-            "notes say is never loaded into it."
-        )
-        button = gettext("The “Fix automatically” button below adds its apartment.")
-    return ProblemWords(reason.format(apartment=apartment), button if automatic else ours)
+    else:
+        fix = gettext("Our team has been told and will fix it with you.")
+    return ProblemWords(reason.format(apartment=problem.apartment), fix)
 
 
 def change_words(change: RegistryChange) -> str:

@@ -1,4 +1,4 @@
-"""The key the console's cookies and one-time form tokens are signed with.
+"""The key the console's cookies and one-time form tokens are signed with; how a cookie is set.
 
 ``PMSGATE_SESSION_SECRET``, or, when it is unset, a key derived with HKDF-SHA256 (info
 ``pmsgate web session``) from the primary key of ``PMSGATE_SECRET_KEYS``: every replica
@@ -11,6 +11,7 @@ from functools import lru_cache
 
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from starlette.responses import Response
 
 from pmsgate.config import Settings
 from pmsgate.errors import ConfigurationError
@@ -39,3 +40,13 @@ def session_signing_key(settings: Settings) -> bytes:
             "PMSGATE_SESSION_SECRET.",
         )
     return _key_from_vault_spec(settings.secret_keys.get_secret_value())
+
+
+def set_console_cookie(
+    response: Response, name: str, value: str, *, max_age: int, secure: bool
+) -> None:
+    """Set one of the console's cookies: for the whole site, never read by scripts, not sent
+    with another site's requests (``samesite=lax``)."""
+    response.set_cookie(
+        name, value, max_age=max_age, path="/", httponly=True, samesite="lax", secure=secure
+    )

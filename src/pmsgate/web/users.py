@@ -28,7 +28,7 @@ import math
 import secrets
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Literal, cast, get_args
 
@@ -286,15 +286,18 @@ def session_id_hash(raw_session_id: str) -> str:
 
 
 def _view(record: UserRecord) -> UserView:
-    return UserView(
-        id=record.id,
-        email=record.email,
-        role=record.role,
-        student_id=record.student_id,
-        created_at=record.created_at,
-        last_login_at=record.last_login_at,
-        invited_at=record.invited_at,
-        password_set=record.password_set,
+    return UserView(**{each.name: getattr(record, each.name) for each in fields(UserView)})
+
+
+def _principal(user: UserRecord, csrf_token: str, **more: str | None) -> Principal:
+    """The principal of a session of ``user`` (``more``: what it reads in)."""
+    return Principal(
+        user_id=user.id,
+        email=user.email,
+        role=user.role,
+        student_id=user.student_id,
+        csrf_token=csrf_token,
+        **more,
     )
 
 
@@ -769,13 +772,7 @@ class UserService:
             expires_at=now + timedelta(seconds=self._settings.session_ttl_s),
         )
         await UserRepository(session, self._clock).record_login(user.id, now)
-        principal = Principal(
-            user_id=user.id,
-            email=user.email,
-            role=user.role,
-            student_id=user.student_id,
-            csrf_token=stored.csrf_token,
-        )
+        principal = _principal(user, stored.csrf_token)
         return principal, raw_session_id
 
     # --- one-time sign-in links (docs/web.md, docs/operations.md Notifications) ------------
@@ -838,15 +835,7 @@ class UserService:
             stored, user = found
             if now - stored.last_seen_at >= TOUCH_EVERY:
                 await web_sessions.touch(id_hash, now)
-        return Principal(
-            user_id=user.id,
-            email=user.email,
-            role=user.role,
-            student_id=user.student_id,
-            csrf_token=stored.csrf_token,
-            language=user.language,
-            timezone=user.timezone,
-        )
+        return _principal(user, stored.csrf_token, language=user.language, timezone=user.timezone)
 
     async def sign_out(self, raw_session_id: str) -> None:
         """End the session (a no-op when it has already ended)."""

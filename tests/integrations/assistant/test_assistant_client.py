@@ -44,6 +44,7 @@ from pmsgate.sandbox.assistant.app import create_assistant_app
 from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG, SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.assistant.store import AssistantStore
 from pmsgate.sandbox.kross.store import KrossStore
+from tests.support.clocks import RecordingSleep
 
 pytestmark = pytest.mark.anyio
 
@@ -73,18 +74,6 @@ def main(**params):
 """
 
 
-class ClockSleep:
-    """An injected sleep: records each wait and moves the shared clock instead of sleeping."""
-
-    def __init__(self, clock: ManualClock) -> None:
-        self.clock = clock
-        self.waits: list[float] = []
-
-    async def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
-        self.clock.advance(seconds)
-
-
 @pytest.fixture
 def assistant_store(clock: ManualClock, kross_store: KrossStore) -> AssistantStore:
     return AssistantStore(seed=3, clock=clock, kross=kross_store)
@@ -98,12 +87,12 @@ async def assistant_http(assistant_store: AssistantStore) -> AsyncIterator[httpx
 
 
 @pytest.fixture
-def sleep(clock: ManualClock) -> ClockSleep:
-    return ClockSleep(clock)
+def sleep(clock: ManualClock) -> RecordingSleep:
+    return RecordingSleep(clock)
 
 
 def make_client(
-    http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, **options: Any
+    http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep, **options: Any
 ) -> AssistantClient:
     token = options.pop("token", SANDBOX_ASSISTANT_TOKEN)
     return AssistantClient(
@@ -113,7 +102,7 @@ def make_client(
 
 @pytest.fixture
 def client(
-    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep
 ) -> AssistantClient:
     return make_client(assistant_http, clock, sleep)
 
@@ -151,7 +140,7 @@ async def set_emulator_limit(http: httpx.AsyncClient, per_minute: int) -> None:
 
 
 async def eager_client(
-    http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, emulator_limit: int
+    http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep, emulator_limit: int
 ) -> AssistantClient:
     """A client that does not throttle itself, against an emulator allowing so many a minute."""
     await set_emulator_limit(http, emulator_limit)
@@ -174,7 +163,7 @@ async def test_ensure_workspace_creates_it_once_and_finds_it_afterwards(
 
 
 async def test_listing_workspaces_reads_every_page(
-    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep
 ) -> None:
     client = make_client(assistant_http, clock, sleep, page_size=4)
     for n in range(10):
@@ -211,7 +200,7 @@ async def test_custom_tool_is_created_listed_updated_and_deleted(
 
 
 async def test_listing_custom_tools_follows_the_cursor_across_pages(
-    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep, workspace_id: str
 ) -> None:
     client = make_client(assistant_http, clock, sleep, page_size=2)
     names = [f"tool-{n}" for n in range(5)]
@@ -587,7 +576,7 @@ async def test_client_never_triggers_the_rate_limit_over_300_requests_for_one_wo
     client: AssistantClient,
     workspace_id: str,
     assistant_http: httpx.AsyncClient,
-    sleep: ClockSleep,
+    sleep: RecordingSleep,
     clock: ManualClock,
 ) -> None:
     started = clock.now()
@@ -599,11 +588,11 @@ async def test_client_never_triggers_the_rate_limit_over_300_requests_for_one_wo
     assert seen["requests"]["by_workspace"][workspace_id] == 300
     # The client waited (on the injected clock) instead of bursting: 300 at 100/min.
     assert (clock.now() - started).total_seconds() >= 120
-    assert sleep.waits
+    assert sleep.calls
 
 
 async def test_rate_limited_read_waits_for_retry_after_and_then_succeeds(
-    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep, workspace_id: str
 ) -> None:
     eager = await eager_client(assistant_http, clock, sleep, 2)
     await eager.list_listings(workspace_id)
@@ -613,11 +602,11 @@ async def test_rate_limited_read_waits_for_retry_after_and_then_succeeds(
 
     seen = await stats(assistant_http)
     assert seen["rate_limited"]["by_workspace"][workspace_id] == 1
-    assert sleep.waits == [60.0]
+    assert sleep.calls == [60.0]
 
 
 async def test_rate_limited_write_without_idempotency_key_is_not_retried(
-    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep, workspace_id: str
 ) -> None:
     eager = await eager_client(assistant_http, clock, sleep, 1)
     await eager.list_custom_tools(workspace_id)
@@ -627,7 +616,7 @@ async def test_rate_limited_write_without_idempotency_key_is_not_retried(
 
     assert caught.value.retry_after == 60.0
     assert caught.value.retryable is True
-    assert sleep.waits == []
+    assert sleep.calls == []
     seen = await stats(assistant_http)
     assert seen["requests"]["by_route"].get("POST /v1/custom-tools") is None
     assert seen["rate_limited"]["total"] == 1
@@ -636,7 +625,7 @@ async def test_rate_limited_write_without_idempotency_key_is_not_retried(
 async def test_rate_limited_write_with_idempotency_key_is_retried_after_retry_after(
     assistant_http: httpx.AsyncClient,
     clock: ManualClock,
-    sleep: ClockSleep,
+    sleep: RecordingSleep,
     workspace_id: str,
     assistant_store: AssistantStore,
 ) -> None:
@@ -645,12 +634,12 @@ async def test_rate_limited_write_with_idempotency_key_is_retried_after_retry_af
 
     created = await eager.create_custom_tool(echo_tool(workspace_id), idempotency_key="tool-1")
 
-    assert sleep.waits == [60.0]
+    assert sleep.calls == [60.0]
     assert [t.id for t in assistant_store.tools(workspace_id)] == [created.id]
 
 
 async def test_retry_after_longer_than_the_cap_fails_at_once_instead_of_waiting(
-    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep, workspace_id: str
 ) -> None:
     eager = make_client(
         assistant_http, clock, sleep, requests_per_minute=10_000, max_retry_after_s=10
@@ -660,7 +649,7 @@ async def test_retry_after_longer_than_the_cap_fails_at_once_instead_of_waiting(
 
     with pytest.raises(AssistantRateLimited):
         await eager.list_listings(workspace_id)
-    assert sleep.waits == []
+    assert sleep.calls == []
 
 
 async def test_failed_write_without_idempotency_key_is_sent_once(
@@ -696,7 +685,7 @@ async def test_failed_write_with_idempotency_key_is_retried_and_applied_once(
     workspace_id: str,
     assistant_http: httpx.AsyncClient,
     assistant_store: AssistantStore,
-    sleep: ClockSleep,
+    sleep: RecordingSleep,
 ) -> None:
     await assistant_http.post("/_sandbox/faults", json={"fail_next": 2})
 
@@ -708,7 +697,7 @@ async def test_failed_write_with_idempotency_key_is_retried_and_applied_once(
     seen = await stats(assistant_http)
     assert seen["injected_errors"] == 2
     # Backoff between attempts is stamina's (skipped in its testing mode), not the throttle's.
-    assert sleep.waits == []
+    assert sleep.calls == []
 
 
 async def test_read_is_retried_after_a_transient_failure(
@@ -724,7 +713,7 @@ async def test_read_is_retried_after_a_transient_failure(
 
 
 async def test_unknown_token_is_unauthorized(
-    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep
 ) -> None:
     client = make_client(assistant_http, clock, sleep, token="not-a-real-token")
     with pytest.raises(AssistantUnauthorized) as caught:
@@ -733,7 +722,7 @@ async def test_unknown_token_is_unauthorized(
 
 
 async def test_workspace_token_cannot_touch_another_workspace(
-    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: ClockSleep, workspace_id: str
+    assistant_http: httpx.AsyncClient, clock: ManualClock, sleep: RecordingSleep, workspace_id: str
 ) -> None:
     other = await make_client(assistant_http, clock, sleep).ensure_workspace("Other", "other")
     issued = await assistant_http.post("/_sandbox/tokens", json={"workspace_ids": [workspace_id]})

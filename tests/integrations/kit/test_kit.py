@@ -159,3 +159,81 @@ async def test_stamina_counts_attempts_even_in_testing_mode() -> None:
                     tries += 1
                     raise Flaky("down")
     assert tries == 2
+
+
+# --- error families described by their errors.yaml ------------------------------------------
+
+FAMILY_TABLE = ClassificationTable.from_data(
+    "family",
+    {
+        "rules": [{"kind": "rate_limited", "status": [429]}],
+        "classes": {
+            "ShopError": {"code": "shop_error", "hint": "See the shop's docs."},
+            "ShopBusy": {"code": "shop_busy", "retryable": True, "sent": False},
+            "ShopGone": {"code": "shop_gone"},
+        },
+        "kinds": {"rate_limited": "ShopBusy", "not_found": "ShopGone"},
+    },
+)
+
+
+class ShopError(UpstreamError, table=FAMILY_TABLE):
+    upstream: ClassVar[str] = "shop"
+
+
+class ShopBusy(ShopError):
+    """Told to come back later."""
+
+
+class ShopGone(ShopError):
+    """No such thing."""
+
+
+def test_a_family_takes_codes_hints_and_defaults_from_its_table() -> None:
+    assert (ShopError.code, ShopError.hint, ShopError.retryable) == (
+        "shop_error",
+        "See the shop's docs.",
+        False,
+    )
+    busy = ShopBusy("later")
+    assert (busy.code, busy.retryable, busy.may_have_been_sent, busy.hint) == (
+        "shop_busy",
+        True,
+        False,
+        "See the shop's docs.",
+    )
+    assert ShopGone("x").may_have_been_sent is True
+    assert ShopBusy("x", may_have_been_sent=True).may_have_been_sent is True
+
+
+def test_a_family_names_the_class_of_each_kind_and_refuses_an_unnamed_one() -> None:
+    assert ShopError.for_kind(ErrorKind.RATE_LIMITED) is ShopBusy
+    assert ShopError.for_kind(ErrorKind.NOT_FOUND) is ShopGone
+    with pytest.raises(LookupError):
+        ShopError.for_kind(ErrorKind.CONFLICT)
+    with pytest.raises(LookupError):
+        ShopBusy.for_kind(ErrorKind.NOT_FOUND)
+
+
+def test_a_class_missing_from_its_table_is_refused_when_defined() -> None:
+    with pytest.raises(TypeError, match="ShopTypo"):
+
+        class ShopTypo(ShopError):
+            pass
+
+
+@pytest.mark.parametrize(
+    "family",
+    [
+        "pmsgate.integrations.kross.errors:KrossError",
+        "pmsgate.integrations.assistant.errors:AssistantError",
+        "pmsgate.integrations.notion.errors:NotionError",
+    ],
+)
+def test_every_kind_of_each_upstream_has_a_class_of_its_family(family: str) -> None:
+    from importlib import import_module
+
+    module, name = family.split(":")
+    root = getattr(import_module(module), name)
+    for kind in ErrorKind:
+        assert issubclass(root.for_kind(kind), root)

@@ -58,21 +58,6 @@ _UPSTREAM_MESSAGE_MAX = 300
 _KNOWN_OWNERS_MAX = 50_000
 _REQUEST_ID_HEADERS = ("x-request-id", "request-id", "x-conduit-request-id")
 
-_KIND_CLASSES: dict[ErrorKind, type[AssistantError]] = {
-    ErrorKind.AUTH_FAILED: AssistantUnauthorized,
-    ErrorKind.TOKEN_REJECTED: AssistantUnauthorized,
-    ErrorKind.FORBIDDEN: AssistantForbidden,
-    ErrorKind.NOT_FOUND: AssistantNotFound,
-    ErrorKind.UNKNOWN_OPERATION: AssistantNotFound,
-    ErrorKind.CONFLICT: AssistantConflict,
-    ErrorKind.INVALID_REQUEST: AssistantValidationError,
-    ErrorKind.RATE_LIMITED: AssistantRateLimited,
-    ErrorKind.TOO_MANY_SESSIONS: AssistantRateLimited,
-    ErrorKind.UNAVAILABLE: AssistantUnavailable,
-    ErrorKind.EDGE_BLOCKED: AssistantForbidden,
-    ErrorKind.UNEXPECTED: AssistantUnexpectedResponse,
-}
-
 
 # --- the throttle ------------------------------------------------------------------------------
 
@@ -455,7 +440,7 @@ class Transport:
         headers: httpx.Headers,
         context: dict[str, Any],
     ) -> AssistantError:
-        cls = _KIND_CLASSES.get(kind, AssistantUnexpectedResponse)
+        cls = AssistantError.for_kind(kind)
         status = context["status"]
         if cls is AssistantRateLimited:
             wait = parse_retry_after(headers.get("retry-after"), self.clock.now())

@@ -13,12 +13,17 @@ condition it states holds:
 
 A deployment that meets a new spelling of an old failure adds a line to the table,
 not a branch to the code.
+
+The same file describes the upstream's error classes (``classes:``): for each class name,
+its stable ``code``, the ``hint`` for a person, whether it is ``retryable`` and whether a
+failure of it may have been ``sent`` (applied upstream) unless the client knows better.
+A value left out is the parent class's (see :class:`~pmsgate.integrations.kit.UpstreamError`).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from importlib import resources
@@ -71,13 +76,43 @@ class Rule:
         return True
 
 
+@dataclass(frozen=True, slots=True)
+class ErrorClass:
+    """What an upstream's errors.yaml says of one error class; ``None`` keeps the parent's."""
+
+    code: str | None = None
+    hint: str | None = None
+    retryable: bool | None = None
+    sent: bool | None = None
+
+    def attributes(self) -> dict[str, Any]:
+        """The class attributes it sets (``sent`` is ``sent_by_default``), the others kept."""
+        named = {
+            "code": self.code,
+            "hint": self.hint,
+            "retryable": self.retryable,
+            "sent_by_default": self.sent,
+        }
+        return {name: value for name, value in named.items() if value is not None}
+
+
 class ClassificationTable:
     """An upstream's ordered rules; :meth:`classify` names the kind of a failed answer."""
 
-    def __init__(self, name: str, rules: Sequence[Rule], default: ErrorKind) -> None:
+    def __init__(
+        self,
+        name: str,
+        rules: Sequence[Rule],
+        default: ErrorKind,
+        classes: Mapping[str, ErrorClass] | None = None,
+        kinds: Mapping[ErrorKind, str] | None = None,
+    ) -> None:
         self.name = name
         self.rules = tuple(rules)
         self.default = default
+        # The upstream's error classes by class name, and the class name of each kind.
+        self.classes: Mapping[str, ErrorClass] = dict(classes or {})
+        self.kinds: Mapping[ErrorKind, str] = dict(kinds or {})
 
     def classify(self, status: int | None, code: object = None, *, context: str = "") -> ErrorKind:
         """The kind of the first rule that matches, else the table's default."""
@@ -97,7 +132,8 @@ class ClassificationTable:
             spec = _TableSpec.model_validate(data)
         except ValidationError as exc:
             raise ValueError(f"{name}: malformed classification table ({exc})") from None
-        return cls(name, [r.to_rule() for r in spec.rules], spec.default)
+        classes = {name: ErrorClass(**c.model_dump()) for name, c in spec.classes.items()}
+        return cls(name, [r.to_rule() for r in spec.rules], spec.default, classes, spec.kinds)
 
     @classmethod
     def load(cls, package: str, resource: str) -> ClassificationTable:
@@ -149,11 +185,22 @@ class _RuleSpec(BaseModel):
         )
 
 
+class _ClassSpec(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    code: str | None = None
+    hint: str | None = None
+    retryable: bool | None = None
+    sent: bool | None = None
+
+
 class _TableSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     default: ErrorKind = ErrorKind.UNEXPECTED
     rules: list[_RuleSpec] = Field(min_length=1)
+    classes: dict[str, _ClassSpec] = Field(default_factory=dict)
+    kinds: dict[ErrorKind, str] = Field(default_factory=dict)
 
 
 def _frozen(values: Iterable[Any] | None) -> frozenset[Any] | None:

@@ -37,15 +37,10 @@ from pmsgate.integrations.kross.errors import (
     CALL,
     CLASSIFICATION,
     TOKEN_REQUEST,
-    AccessDenied,
-    AuthenticationFailed,
-    EdgeBlocked,
     HtmlInsteadOfJson,
     InvalidRequest,
     KrossError,
-    RateLimited,
     TokenRejected,
-    TooManySessions,
     UnexpectedResponse,
     UnknownOperation,
     UpstreamUnavailable,
@@ -70,29 +65,20 @@ BeforeAttempt = Callable[[], Awaitable[None]]
 # import the gateway.
 RequestObserver = Callable[[str, str, float], None]
 
-# What each kind of errors.yaml becomes, with our message (never the upstream's text).
-_KINDS: dict[ErrorKind, tuple[type[KrossError], str]] = {
-    ErrorKind.AUTH_FAILED: (AuthenticationFailed, "The booking system refused the credentials."),
-    ErrorKind.TOKEN_REJECTED: (TokenRejected, "The booking system rejected the bearer token."),
-    ErrorKind.FORBIDDEN: (AccessDenied, "The booking system refused access."),
-    ErrorKind.EDGE_BLOCKED: (
-        EdgeBlocked,
-        "The edge protection blocked the request (error 1010).",
-    ),
-    ErrorKind.UNKNOWN_OPERATION: (
-        UnknownOperation,
-        "The booking system has no such operation at this path.",
-    ),
-    ErrorKind.NOT_FOUND: (InvalidRequest, "The booking system has no such object."),
-    ErrorKind.INVALID_REQUEST: (InvalidRequest, "The booking system refused the request."),
-    ErrorKind.CONFLICT: (InvalidRequest, "The booking system refused a conflicting request."),
-    ErrorKind.RATE_LIMITED: (RateLimited, "The booking system is rate limiting this facility."),
-    ErrorKind.TOO_MANY_SESSIONS: (
-        TooManySessions,
-        "The facility has too many active tokens for a new one.",
-    ),
-    ErrorKind.UNAVAILABLE: (UpstreamUnavailable, "The booking system failed"),
-    ErrorKind.UNEXPECTED: (UnexpectedResponse, "The booking system answered unexpectedly."),
+# Our message for each kind of errors.yaml (never the upstream's text).
+_MESSAGES: dict[ErrorKind, str] = {
+    ErrorKind.AUTH_FAILED: "The booking system refused the credentials.",
+    ErrorKind.TOKEN_REJECTED: "The booking system rejected the bearer token.",
+    ErrorKind.FORBIDDEN: "The booking system refused access.",
+    ErrorKind.EDGE_BLOCKED: "The edge protection blocked the request (error 1010).",
+    ErrorKind.UNKNOWN_OPERATION: "The booking system has no such operation at this path.",
+    ErrorKind.NOT_FOUND: "The booking system has no such object.",
+    ErrorKind.INVALID_REQUEST: "The booking system refused the request.",
+    ErrorKind.CONFLICT: "The booking system refused a conflicting request.",
+    ErrorKind.RATE_LIMITED: "The booking system is rate limiting this facility.",
+    ErrorKind.TOO_MANY_SESSIONS: "The facility has too many active tokens for a new one.",
+    ErrorKind.UNAVAILABLE: "The booking system failed",
+    ErrorKind.UNEXPECTED: "The booking system answered unexpectedly.",
 }
 # Kinds that, on an HTML page, mean the page did not come from the API itself.
 _NOT_FROM_THE_API = frozenset(
@@ -479,7 +465,7 @@ class KrossClient:
     ) -> KrossError:
         """The error class of a failed answer, as ``errors.yaml`` classifies it."""
         kind = CLASSIFICATION.classify(status, upstream_code, context=context)
-        error_class, message = _KINDS[kind]
+        error_class, message = KrossError.for_kind(kind), _MESSAGES[kind]
         if kind is ErrorKind.UNAVAILABLE:
             message = f"{message} (HTTP {status})."
             if status == 504 and not op.replay_safe:

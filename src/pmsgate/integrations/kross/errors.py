@@ -10,6 +10,7 @@ again may succeed (``retryable``) and whether the request may have been applied
 Which answer is which class is data: ``errors.yaml`` next to this module maps an HTTP
 status, the upstream's ``error_code`` and the context (a token request or a call) to an
 :class:`~pmsgate.integrations.kit.ErrorKind`; the client maps the kind to a class here.
+Each class's code, hint and defaults are in the same file's ``classes:``.
 
 Messages are written by us and never contain a token, password or api key; the
 upstream's own ``error_message`` is kept separately (scrubbed, shortened) in
@@ -29,34 +30,29 @@ TOKEN_REQUEST = "token_request"
 CALL = "call"
 
 
-class KrossError(UpstreamError):
+class KrossError(UpstreamError, table=CLASSIFICATION):
     """Base of every failure talking to the booking system."""
 
     upstream: ClassVar[str] = "pms"
-    code: ClassVar[str] = "pms_error"
-    # Whether a failure of this class may have changed something upstream, unless the
-    # client knows better (e.g. a connection that was never opened).
-    sent_by_default: ClassVar[bool] = True
-    hint = "See docs/kross-api.md for the booking-system contract."
+    repr_fields: ClassVar[tuple[str, ...]] = (
+        "code",
+        "operation",
+        "status",
+        "upstream_code",
+        "ruid",
+    )
 
     def __init__(
         self,
         message: str,
         *,
         ruid: str | None = None,
-        request_id: str | None = None,
-        may_have_been_sent: bool | None = None,
         kind: ErrorKind | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(
-            message,
-            request_id=request_id if request_id is not None else ruid,
-            may_have_been_sent=(
-                self.sent_by_default if may_have_been_sent is None else may_have_been_sent
-            ),
-            **kwargs,
-        )
+        if kwargs.get("request_id") is None:
+            kwargs["request_id"] = ruid
+        super().__init__(message, **kwargs)
         # The classification that produced this error (None when raised locally).
         self.kind = kind
 
@@ -65,126 +61,61 @@ class KrossError(UpstreamError):
         """The booking system's request id (``ruid``), for support."""
         return self.request_id
 
-    def __repr__(self) -> str:
-        return (
-            f"{type(self).__name__}(code={self.code!r}, operation={self.operation!r}, "
-            f"status={self.status!r}, upstream_code={self.upstream_code!r}, ruid={self.ruid!r})"
-        )
+
+# Each class's code, hint, retryability and whether it may have been sent: ``classes:`` in
+# errors.yaml.
 
 
 class EdgeBlocked(KrossError):
     """The edge protection refused the request (error 1010): a configuration fault."""
 
-    code: ClassVar[str] = "pms_edge_blocked"
-    sent_by_default: ClassVar[bool] = False
-    hint = (
-        "Every booking-system request needs a browser-style User-Agent starting with "
-        "'Mozilla/5.0'; check PMSGATE_USER_AGENT."
-    )
-
 
 class HtmlInsteadOfJson(KrossError):
     """An HTML page came back where JSON was expected (e.g. the /apiv5 reference page)."""
-
-    code: ClassVar[str] = "pms_html_instead_of_json"
-    hint = (
-        "Operations live under {base_url}/v5/<path>; /apiv5 is the human reference page. "
-        "Check PMSGATE_KROSS_BASE_URL."
-    )
 
 
 class UnexpectedResponse(KrossError):
     """The answer is neither the documented success envelope nor an error envelope."""
 
-    code: ClassVar[str] = "pms_unexpected_response"
-    hint = "The booking system answered in an undocumented shape; compare with docs/kross-api.md."
-
 
 class AuthenticationFailed(KrossError):
     """The booking system refused a login (any non-transient refusal of auth/get-token)."""
-
-    code: ClassVar[str] = "pms_auth_failed"
-    sent_by_default: ClassVar[bool] = False
-    hint = (
-        "The booking-system credentials are not accepted (was the API password changed?). "
-        "Reconnect the facility with the API user (apiNNNNN) and its password."
-    )
 
 
 class TokenRejected(KrossError):
     """The bearer token is missing, unknown, revoked or expired: get a new one, once."""
 
-    code: ClassVar[str] = "kross_token_rejected"
-    sent_by_default: ClassVar[bool] = False
-    hint = "Fetch a new token with auth/get-token and send the request again once."
-
 
 class TooManySessions(KrossError):
     """The facility already has the maximum number of active tokens (50)."""
-
-    code: ClassVar[str] = "pms_too_many_sessions"
-    sent_by_default: ClassVar[bool] = False
-    hint = "Reuse the facility's cached token; new sessions are refused until older ones expire."
 
 
 class RateLimited(KrossError):
     """A facility rate limit is spent; ``retry_after`` seconds says when one will fit."""
 
-    code: ClassVar[str] = "pms_rate_limited"
-    retryable: ClassVar[bool] = True
-    sent_by_default: ClassVar[bool] = False
-    hint = "Wait for the time in retry_after before sending again."
-
 
 class UpstreamUnavailable(KrossError):
     """The booking system could not be reached or failed transiently; safe to retry."""
-
-    code: ClassVar[str] = "pms_unavailable"
-    retryable: ClassVar[bool] = True
-    hint = "The booking system is temporarily unavailable; retry with backoff."
 
 
 class WriteOutcomeUnknown(KrossError):
     """A write was sent and no answer came: it may or may not have been applied."""
 
-    code: ClassVar[str] = "pms_write_outcome_unknown"
-    hint = (
-        "Do not send the write again blindly: read the reservation to see whether it was applied."
-    )
-
 
 class InvalidRequest(KrossError):
     """The booking system refused the request itself (400/404/409/413/415/422, or a code)."""
-
-    code: ClassVar[str] = "pms_invalid_request"
-    hint = "Correct the request; see upstream_code for the booking system's reason."
 
 
 class AccessDenied(KrossError):
     """A 403 other than the edge block, e.g. the gateway's IP is not whitelisted."""
 
-    code: ClassVar[str] = "pms_access_denied"
-    hint = "Check the IP whitelisting and that the facility is linked to the partner."
-
 
 class UnknownOperation(KrossError):
     """The operation does not exist (locally known, or answered "not found" on every path)."""
 
-    code: ClassVar[str] = "pms_unknown_operation"
-    # A "no such operation" answer means nothing was applied (so another path may be tried).
-    sent_by_default: ClassVar[bool] = False
-    hint = (
-        "Use one of the operations in pmsgate/integrations/kross/operations.yaml; "
-        "a path override lives in PMSGATE_KROSS_PATHS."
-    )
-
 
 class OutOfScopeOperation(KrossError):
     """The operation exists upstream but this integration never calls it."""
-
-    code: ClassVar[str] = "pms_out_of_scope_operation"
-    sent_by_default: ClassVar[bool] = False
-    hint = "This integration does not call it: the operation is out of its scope."
 
 
 # --- what one request came to, for the gateway's latency histogram -------------------------

@@ -8,7 +8,7 @@ class has a stable ``code`` and says whether sending the same request again may
 succeed (``retryable``).
 
 Which answer means which failure is data: ``errors.yaml`` next to this module (status
-and Notion code → kind); :data:`ERROR_CLASSES` maps each kind to its class, and
+and Notion code → kind, each kind's class, and each class's code, hint and retryability);
 :func:`translate` turns the SDK's or httpx's exception into one of them.
 """
 
@@ -30,90 +30,54 @@ from pmsgate.errors import exception_leaves
 from pmsgate.integrations.kit import (
     NOT_SENT,
     ClassificationTable,
-    ErrorKind,
     Scrubber,
     UpstreamError,
     parse_retry_after,
 )
 
+ERROR_TABLE = ClassificationTable.load("pmsgate.integrations.notion", "errors.yaml")
 
-class NotionError(UpstreamError):
+
+class NotionError(UpstreamError, table=ERROR_TABLE):
     """Base of every failure talking to the notes workspace (fields: see ``UpstreamError``)."""
 
     upstream = "notion"
-    code = "notes_error"
-    hint = "See docs/knowledge-sync.md for the Notion API's contract and limits."
+
+
+# Each class's code, hint and retryability: ``classes:`` in errors.yaml.
 
 
 class NotionUnauthorized(NotionError):
     """The integration token is missing, wrong or revoked (401)."""
 
-    code = "notes_unauthorized"
-    hint = "Reconnect the customer's notes workspace: the integration token is not valid."
-
 
 class NotionForbidden(NotionError):
     """The token is valid but lacks a capability for this object (403)."""
-
-    code = "notes_forbidden"
-    hint = "Give the integration the read and insert content capabilities."
 
 
 class NotionNotFound(NotionError):
     """No such page, block or database, or it is not shared with the integration (404)."""
 
-    code = "notes_not_found"
-    hint = "Share the apartments database and its pages with the integration."
-
 
 class NotionInvalidRequest(NotionError):
     """The API refused the request's content or headers (400: validation, version, JSON)."""
-
-    code = "notes_invalid_request"
 
 
 class NotionConflict(NotionError):
     """The API could not apply the change because of a concurrent one (409)."""
 
-    code = "notes_conflict"
-    retryable = True
-
 
 class NotionRateLimited(NotionError):
     """The API answered 429; ``retry_after`` (seconds) says when to try again."""
-
-    code = "notes_rate_limited"
-    retryable = True
 
 
 class NotionUnavailable(NotionError):
     """The API failed (5xx, 529 overload), timed out or could not be reached."""
 
-    code = "notes_unavailable"
-    retryable = True
-
 
 class NotionUnexpectedResponse(NotionError):
     """An answer in a shape the client does not understand."""
 
-    code = "notes_unexpected_response"
-
-
-ERROR_TABLE = ClassificationTable.load("pmsgate.integrations.notion", "errors.yaml")
-ERROR_CLASSES: dict[ErrorKind, type[NotionError]] = {
-    ErrorKind.AUTH_FAILED: NotionUnauthorized,
-    ErrorKind.TOKEN_REJECTED: NotionUnauthorized,
-    ErrorKind.FORBIDDEN: NotionForbidden,
-    ErrorKind.EDGE_BLOCKED: NotionForbidden,
-    ErrorKind.NOT_FOUND: NotionNotFound,
-    ErrorKind.INVALID_REQUEST: NotionInvalidRequest,
-    ErrorKind.UNKNOWN_OPERATION: NotionInvalidRequest,
-    ErrorKind.CONFLICT: NotionConflict,
-    ErrorKind.RATE_LIMITED: NotionRateLimited,
-    ErrorKind.TOO_MANY_SESSIONS: NotionRateLimited,
-    ErrorKind.UNAVAILABLE: NotionUnavailable,
-    ErrorKind.UNEXPECTED: NotionUnexpectedResponse,
-}
 
 # What the client catches around one SDK request and hands to :func:`translate`.
 TRANSLATED = (
@@ -147,7 +111,7 @@ def translate(exc: Exception, *, scrub: Scrubber, clock: Clock) -> NotionError:
     body = _error_body(exc.body)
     upstream_code = body.code or _code_value(exc.code)
     kind = ERROR_TABLE.classify(status, upstream_code)
-    error_class = ERROR_CLASSES[kind]
+    error_class = NotionError.for_kind(kind)
     return error_class(
         f"the notes API answered {status} {upstream_code}",
         status=status,

@@ -23,50 +23,27 @@ resource), ``wire.py`` (the answers' shapes), ``controls.py`` (``/_sandbox/``).
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
-from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from fastapi import FastAPI
 
 from pmsgate.sandbox.assistant import errors
 from pmsgate.sandbox.assistant.controls import control_router
 from pmsgate.sandbox.assistant.errors import AssistantApiError
 from pmsgate.sandbox.assistant.routes import api_router
 from pmsgate.sandbox.assistant.store import AssistantStore
-from pmsgate.sandbox.emulator_app import emulator_app, request_error_text
+from pmsgate.sandbox.emulator_app import ErrorAnswers, emulator_app
+
+# The app's title (it serves no API docs).
+TITLE = "Assistant platform /v1 emulator"
 
 
 def create_assistant_app(store: AssistantStore) -> FastAPI:
     """The emulator as an ASGI app over ``store``."""
-    return emulator_app(
-        "Assistant platform /v1 emulator",
-        api_router(store),
-        control_router(store),
-        _install_error_handlers,
-    )
+    return emulator_app(TITLE, api_router(store), control_router(store), _ERROR_ANSWERS)
 
 
-def _install_error_handlers(app: FastAPI) -> None:
-    def render(spec: errors.ErrorSpec, message: str | None = None) -> JSONResponse:
-        return JSONResponse(AssistantApiError(spec, message).body(), status_code=spec.status)
-
-    @app.exception_handler(AssistantApiError)
-    async def platform_error(request: Request, exc: AssistantApiError) -> JSONResponse:
-        return JSONResponse(exc.body(), status_code=exc.spec.status, headers=exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return render(errors.VALIDATION, request_error_text(exc))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 404:
-            return render(errors.NOT_FOUND, "no such endpoint")
-        if exc.status_code == 405:
-            return render(errors.METHOD_NOT_ALLOWED)
-        return render(errors.ErrorSpec("http", exc.status_code, str(exc.detail)))
-
-    # An emulator bug still answers with the error body, never a bare traceback page.
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return render(errors.INTERNAL)
+_ERROR_ANSWERS = ErrorAnswers(
+    AssistantApiError,
+    invalid=errors.VALIDATION,
+    internal=errors.INTERNAL,
+    no_route={404: errors.NO_ENDPOINT, 405: errors.METHOD_NOT_ALLOWED},
+)

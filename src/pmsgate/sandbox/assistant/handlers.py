@@ -20,13 +20,14 @@ from typing import Any, Literal, TypeVar
 
 from fastapi import Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from pmsgate.sandbox import core
 from pmsgate.sandbox.assistant import errors
 from pmsgate.sandbox.assistant.bodies import Body
 from pmsgate.sandbox.assistant.errors import AssistantApiError
 from pmsgate.sandbox.assistant.store import ApiToken, AssistantStore, Page, paginate
-from pmsgate.sandbox.core import bearer_token, json_object
+from pmsgate.sandbox.core import bearer_token, validated
 
 _Model = TypeVar("_Model", bound=BaseModel)
 
@@ -198,7 +199,7 @@ def enter(
         and route_name(request) in UNDOCUMENTED_ROUTES
     ):
         # Like a platform without this endpoint: nothing is counted, nothing is checked.
-        raise AssistantApiError(errors.NOT_FOUND, "no such endpoint")
+        raise AssistantApiError(errors.NO_ENDPOINT)
     token = store.authenticate(bearer_token(request))
     if body is not None:
         workspace_id = _body_workspace(body)
@@ -281,19 +282,16 @@ def _body_workspace(body: dict[str, Any]) -> str:
 
 async def json_body(request: Request) -> dict[str, Any]:
     """The request's JSON object, or 400."""
-    return json_object(
-        await request.body(),
-        not_json=lambda: AssistantApiError(errors.BAD_REQUEST, "the body is not valid JSON"),
-        not_object=lambda: AssistantApiError(errors.BAD_REQUEST, "the body must be a JSON object"),
+    return await core.json_body(
+        request, lambda message: AssistantApiError(errors.BAD_REQUEST, message)
     )
 
 
 def parse(model: type[_Model], body: dict[str, Any]) -> _Model:
     """The body as ``model``, or 422 naming the first field at fault."""
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "body"
-        message = "unknown field" if first["type"] == "extra_forbidden" else first["msg"]
-        raise AssistantApiError(errors.VALIDATION, f"{where}: {message}") from None
+    return validated(
+        model,
+        body,
+        lambda message: AssistantApiError(errors.VALIDATION, message),
+        unknown_field="unknown field",
+    )

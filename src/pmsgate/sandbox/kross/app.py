@@ -28,21 +28,19 @@ from __future__ import annotations
 
 import base64
 import binascii
-import uuid
 from collections.abc import Callable
 from typing import Annotated, Any, Literal, TypeVar
 
 import anyio
 import httpx
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from pydantic import BaseModel, BeforeValidator, Field, ValidationError
-from starlette.exceptions import HTTPException as StarletteHTTPException
+from pydantic import BaseModel, BeforeValidator, Field
 
-from pmsgate.sandbox.core import bearer_token, json_object
+from pmsgate.sandbox.core import bearer_token, json_body, validated
+from pmsgate.sandbox.emulator_app import ErrorAnswers, common_controls, emulator_app
 from pmsgate.sandbox.kross import errors, wire
-from pmsgate.sandbox.kross.errors import KrossError
+from pmsgate.sandbox.kross.errors import KrossError, new_ruid
 from pmsgate.sandbox.kross.store import (
     MAX_HISTORY_PER_CALL,
     WRITE_OPERATIONS,
@@ -196,12 +194,6 @@ class LimitsBody(BaseModel):
     per_day: int | None = Field(default=None, ge=1)
 
 
-class AdvanceBody(BaseModel):
-    """POST /_sandbox/clock/advance."""
-
-    seconds: float = Field(ge=0)
-
-
 class FaultsBody(BaseModel):
     """POST /_sandbox/faults."""
 
@@ -249,15 +241,13 @@ class HistoryBody(BaseModel):
 # --- the app ------------------------------------------------------------------------------
 
 
+# The app's title (it serves no API docs).
+TITLE = "Kross Booking API v5 emulator"
+
+
 def create_kross_app(store: KrossStore) -> FastAPI:
     """The emulator as an ASGI app over ``store``."""
-    app = FastAPI(
-        title="Kross Booking API v5 emulator", docs_url=None, redoc_url=None, openapi_url=None
-    )
-    _install_error_handlers(app)
-    app.include_router(_api_router(store))
-    app.include_router(_control_router(store), prefix="/_sandbox")
-    return app
+    return emulator_app(TITLE, _api_router(store), _control_router(store), _ERROR_ANSWERS)
 
 
 def _api_router(store: KrossStore) -> APIRouter:
@@ -331,20 +321,11 @@ async def _time_out(store: KrossStore, mode: str | None) -> None:
 
 
 def _control_router(store: KrossStore) -> APIRouter:
-    router = APIRouter()
-
-    @router.post("/reset")
-    async def reset() -> dict[str, Any]:
-        store.reset()
-        return {"ok": True}
+    router = common_controls(store)
 
     @router.get("/facilities")
     async def facilities() -> list[dict[str, Any]]:
         return store.facility_summaries()
-
-    @router.get("/stats")
-    async def stats() -> dict[str, Any]:
-        return store.stats.as_dict()
 
     @router.post("/facilities/{hotel_id}/password")
     async def change_password(hotel_id: str, body: PasswordBody) -> dict[str, Any]:
@@ -355,14 +336,6 @@ def _control_router(store: KrossStore) -> APIRouter:
     async def set_limits(hotel_id: str, body: LimitsBody) -> dict[str, Any]:
         limits = store.set_limits(hotel_id, body.per_minute, body.per_hour, body.per_day)
         return {"hotel_id": hotel_id, **vars(limits)}
-
-    @router.get("/clock")
-    async def clock() -> dict[str, Any]:
-        return {"now": store.clock.now().isoformat()}
-
-    @router.post("/clock/advance")
-    async def advance_clock(body: AdvanceBody) -> dict[str, Any]:
-        return {"now": store.advance_clock(body.seconds).isoformat()}
 
     @router.get("/faults")
     async def faults() -> dict[str, Any]:
@@ -396,12 +369,8 @@ def _control_router(store: KrossStore) -> APIRouter:
 # --- parsing and rendering ----------------------------------------------------------------
 
 
-def _ruid() -> str:
-    return f"r-{uuid.uuid4().hex[:16]}"
-
-
 def _json(payload: dict[str, Any], status: int = 200) -> JSONResponse:
-    return JSONResponse({**payload, "ruid": _ruid()}, status_code=status)
+    return JSONResponse({**payload, "ruid": new_ruid()}, status_code=status)
 
 
 def _list_envelope(
@@ -418,25 +387,16 @@ def _list_envelope(
     }
 
 
+def _refused(message: str) -> KrossError:
+    return KrossError(errors.INVALID_REQUEST, message)
+
+
 async def _json_body(request: Request) -> dict[str, Any]:
-    return json_object(
-        await request.body(),
-        not_json=lambda: KrossError(errors.INVALID_REQUEST, "the body is not valid JSON"),
-        not_object=lambda: KrossError(errors.INVALID_REQUEST, "the body must be a JSON object"),
-    )
+    return await json_body(request, _refused)
 
 
 def _parse(model: type[_Model], body: dict[str, Any]) -> _Model:
-    try:
-        return model.model_validate(body)
-    except ValidationError as exc:
-        raise KrossError(errors.INVALID_REQUEST, _describe(exc)) from None
-
-
-def _describe(exc: ValidationError) -> str:
-    first = exc.errors()[0]
-    where = ".".join(str(part) for part in first["loc"]) or "body"
-    return f"{where}: {first['msg']}"
+    return validated(model, body, _refused)
 
 
 def _decode_base64(data: str) -> bytes:
@@ -446,33 +406,12 @@ def _decode_base64(data: str) -> bytes:
         raise KrossError(errors.INVALID_REQUEST, "data_base64 is not valid base64") from None
 
 
-def _install_error_handlers(app: FastAPI) -> None:
-    def render(spec: errors.ErrorSpec, message: str | None = None) -> JSONResponse:
-        return JSONResponse(KrossError(spec, message).body(_ruid()), status_code=spec.status)
-
-    @app.exception_handler(KrossError)
-    async def kross_error(request: Request, exc: KrossError) -> JSONResponse:
-        return JSONResponse(exc.body(_ruid()), status_code=exc.spec.status, headers=exc.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0] if exc.errors() else {}
-        where = ".".join(str(part) for part in first.get("loc", ())) or "body"
-        return render(errors.INVALID_REQUEST, f"{where}: {first.get('msg', 'invalid')}")
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code == 404:
-            return render(errors.OPERATION_NOT_FOUND)
-        if exc.status_code == 405:
-            return render(errors.METHOD_NOT_ALLOWED)
-        spec = errors.ErrorSpec(errors.INVALID_REQUEST.code, exc.status_code, str(exc.detail))
-        return render(spec)
-
-    # An emulator bug still answers with the error envelope, never a bare traceback page.
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return render(errors.INTERNAL_ERROR)
+_ERROR_ANSWERS = ErrorAnswers(
+    KrossError,
+    invalid=errors.INVALID_REQUEST,
+    internal=errors.INTERNAL_ERROR,
+    no_route={404: errors.OPERATION_NOT_FOUND, 405: errors.METHOD_NOT_ALLOWED},
+)
 
 
 _REFERENCE_PAGE = """<!DOCTYPE html>

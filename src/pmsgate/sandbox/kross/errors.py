@@ -5,20 +5,11 @@ Codes and statuses follow ``docs/kross-api.md`` (they are assumptions about the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
 from typing import Any
 
 from pmsgate.sandbox.core import EmulatedError
-
-
-@dataclass(frozen=True)
-class ErrorSpec:
-    """One row of the table: a code, its HTTP status and a default message."""
-
-    code: str | int
-    status: int
-    message: str
-
+from pmsgate.sandbox.core import ErrorRow as ErrorSpec
 
 INVALID_REQUEST = ErrorSpec("INVALID_REQUEST", 400, "Missing or malformed field in the request.")
 AUTH_FAILED = ErrorSpec("AUTH_FAILED", 401, "Wrong hotel_id, username, password or api_key.")
@@ -67,9 +58,14 @@ UNKNOWN_OPERATIONS: dict[str, ErrorSpec | None] = {
 }
 
 
-class KrossError(EmulatedError[ErrorSpec]):
+class KrossError(EmulatedError):
     """An error answer: raised anywhere in the emulator, rendered by the app's handler."""
 
-    def body(self, ruid: str) -> dict[str, Any]:
+    def body(self) -> dict[str, Any]:
         """The JSON error envelope."""
-        return {"error_code": self.spec.code, "error_message": self.message, "ruid": ruid}
+        return {"error_code": self.spec.code, "error_message": self.message, "ruid": new_ruid()}
+
+
+def new_ruid() -> str:
+    """A request id for one answer, in the booking system's ``ruid`` style."""
+    return f"r-{uuid.uuid4().hex[:16]}"

@@ -75,17 +75,23 @@ class Payment:
     note: str
 
 
-@dataclass
-class Guest:
-    """A guest registered through check-in."""
+@dataclass(frozen=True)
+class NewGuest:
+    """A guest to register."""
 
-    id_guest: int
     first_name: str
     last_name: str
     birth_date: date
     nationality: str
     document_type: str
     document_number: str
+
+
+@dataclass(frozen=True)
+class Guest(NewGuest):
+    """A guest registered through check-in: a new guest and the id it was given."""
+
+    id_guest: int
 
 
 @dataclass

@@ -18,12 +18,14 @@ from math import ceil
 from typing import Any, Literal, TypeVar
 
 from pmsgate.clock import Clock, ManualClock, SystemClock
+from pmsgate.sandbox.core import set_given
 from pmsgate.sandbox.kross import errors
 from pmsgate.sandbox.kross.errors import KrossError
 from pmsgate.sandbox.kross.records import (
     Apartment,
     Facility,
     Guest,
+    NewGuest,
     Payment,
     Picture,
     Reservation,
@@ -241,18 +243,6 @@ class ReservationFilter:
     on_date: date | None = None
     limit: int = 100
     offset: int = 0
-
-
-@dataclass(frozen=True)
-class NewGuest:
-    """A guest to register."""
-
-    first_name: str
-    last_name: str
-    birth_date: date
-    nationality: str
-    document_type: str
-    document_number: str
 
 
 @dataclass(frozen=True)
@@ -566,15 +556,7 @@ class KrossStore:
         res = self._reservation(self.facility(hotel_id), id_reservation)
         if res.status == "CANC":
             raise KrossError(errors.INVALID_REQUEST, "reservation is cancelled")
-        registered = Guest(
-            id_guest=self._take_id("guest"),
-            first_name=guest.first_name,
-            last_name=guest.last_name,
-            birth_date=guest.birth_date,
-            nationality=guest.nationality,
-            document_type=guest.document_type,
-            document_number=guest.document_number,
-        )
+        registered = Guest(id_guest=self._take_id("guest"), **vars(guest))
         res.guests.append(registered)
         return registered
 
@@ -628,13 +610,7 @@ class KrossStore:
     ) -> RateLimits:
         """Change a facility's rate limits (the ones not given stay as they are)."""
         limits = self._tenant(hotel_id).limits
-        if per_minute is not None:
-            limits.per_minute = per_minute
-        if per_hour is not None:
-            limits.per_hour = per_hour
-        if per_day is not None:
-            limits.per_day = per_day
-        return limits
+        return set_given(limits, per_minute=per_minute, per_hour=per_hour, per_day=per_day)
 
     def limits(self, hotel_id: str) -> RateLimits:
         """A facility's current rate limits."""
@@ -656,19 +632,15 @@ class KrossStore:
         hang_s: float | None = None,
     ) -> Faults:
         """Arm faults (the ones not given stay as they are)."""
-        if latency_s is not None:
-            self.faults.latency_s = latency_s
-        if error_rate is not None:
-            self.faults.error_rate = error_rate
-        if commit_then_timeout is not None:
-            self.faults.commit_then_timeout = commit_then_timeout
-        if lost_then_timeout is not None:
-            self.faults.lost_then_timeout = lost_then_timeout
-        if timeout_mode is not None:
-            self.faults.timeout_mode = timeout_mode
-        if hang_s is not None:
-            self.faults.hang_s = hang_s
-        return self.faults
+        return set_given(
+            self.faults,
+            latency_s=latency_s,
+            error_rate=error_rate,
+            commit_then_timeout=commit_then_timeout,
+            lost_then_timeout=lost_then_timeout,
+            timeout_mode=timeout_mode,
+            hang_s=hang_s,
+        )
 
     def clear_faults(self) -> None:
         """Disarm every fault."""
@@ -690,21 +662,19 @@ class KrossStore:
         """Flip the variant switches (None = unchanged; max_page_size=0 removes the cap)."""
         if max_page_size is not None and max_page_size < 0:
             raise KrossError(errors.INVALID_REQUEST, "max_page_size must be 0 (no cap) or more")
-        changes: dict[str, Any] = {
-            "ignore_date_filters": ignore_date_filters,
-            "token_location": token_location,
-            "guest_portal_shape": guest_portal_shape,
-            "ignore_offset": ignore_offset,
-            "omit_total_count": omit_total_count,
-            "max_page_size": max_page_size,
-            "login_refusal": login_refusal,
-            "token_rejection": token_rejection,
-            "grouped_paths": grouped_paths,
-            "unknown_operation": unknown_operation,
-        }
-        for name, value in changes.items():
-            if value is not None:
-                setattr(self.config, name, value)
+        set_given(
+            self.config,
+            ignore_date_filters=ignore_date_filters,
+            token_location=token_location,
+            guest_portal_shape=guest_portal_shape,
+            ignore_offset=ignore_offset,
+            omit_total_count=omit_total_count,
+            max_page_size=max_page_size,
+            login_refusal=login_refusal,
+            token_rejection=token_rejection,
+            grouped_paths=grouped_paths,
+            unknown_operation=unknown_operation,
+        )
         # None already means "unchanged", so "no cap" needs a value of its own.
         if self.config.max_page_size == 0:
             self.config.max_page_size = None

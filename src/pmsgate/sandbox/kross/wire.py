@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+from dataclasses import fields
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
@@ -279,26 +280,23 @@ def portal_fields(portal: GuestPortal, shape: GuestPortalShape) -> dict[str, Any
 
 def portal_block(portal: GuestPortal) -> dict[str, Any]:
     """The guest_portal block."""
-    return {
-        "link": portal.link,
-        "status": portal.status,
-        "guests_registered": portal.guests_registered,
-        "guests_expected": portal.guests_expected,
-        "missing": list(portal.missing),
-    }
+    return _fields(portal)
 
 
 def payment_row(payment: Payment) -> dict[str, Any]:
     """A payment, as listed and as answered by add-payment."""
-    return {
-        "id_payment": payment.id_payment,
-        "id_reservation": payment.id_reservation,
-        "amount": payment.amount,
-        "currency": payment.currency,
-        "method": payment.method,
-        "date": payment.date.isoformat(),
-        "note": payment.note,
-    }
+    return _fields(payment)
+
+
+def _fields(record: GuestPortal | Payment) -> dict[str, Any]:
+    """A record's fields by name, in order, as JSON: dates as ISO text, tuples as lists."""
+    return {field.name: _json(getattr(record, field.name)) for field in fields(record)}
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, dt.date):
+        return value.isoformat()
+    return list(value) if isinstance(value, tuple) else value
 
 
 def guest_row(guest: Guest) -> dict[str, Any]:

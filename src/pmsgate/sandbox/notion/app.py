@@ -22,20 +22,17 @@ from __future__ import annotations
 
 import json
 import re
-import uuid
 from typing import Any
 
 import anyio
 from fastapi import APIRouter, FastAPI, Request
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
-from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from pmsgate.sandbox.core import bearer_token, json_object
-from pmsgate.sandbox.emulator_app import common_controls, emulator_app, request_error_text
+from pmsgate.sandbox.emulator_app import ErrorAnswers, common_controls, emulator_app
 from pmsgate.sandbox.notion import errors
-from pmsgate.sandbox.notion.errors import NotionApiError, validation
+from pmsgate.sandbox.notion.errors import NotionApiError, new_request_id, validation
 from pmsgate.sandbox.notion.properties import rich_text_items
 from pmsgate.sandbox.notion.store import (
     DATA_SOURCES_VERSION,
@@ -89,14 +86,13 @@ class FaultsBody(BaseModel):
 # --- the app -----------------------------------------------------------------------------------
 
 
+# The app's title (it serves no API docs).
+TITLE = "Notion API emulator"
+
+
 def create_notion_app(store: NotionStore) -> FastAPI:
     """The emulator as an ASGI app over ``store``."""
-    return emulator_app(
-        "Notion API emulator",
-        _api_router(store),
-        _control_router(store),
-        lambda app: _install_error_handlers(app, store),
-    )
+    return emulator_app(TITLE, _api_router(store), _control_router(store), _error_answers(store))
 
 
 def _api_router(store: NotionStore) -> APIRouter:
@@ -503,12 +499,8 @@ def list_json(results: list[dict[str, Any]], next_cursor: str | None, kind: str)
 # --- parsing and rendering ---------------------------------------------------------------------
 
 
-def _request_id() -> str:
-    return str(uuid.uuid4())
-
-
 def _json(payload: dict[str, Any], status: int = 200) -> JSONResponse:
-    return JSONResponse({**payload, "request_id": _request_id()}, status_code=status)
+    return JSONResponse({**payload, "request_id": new_request_id()}, status_code=status)
 
 
 async def _json_body(request: Request) -> dict[str, Any]:
@@ -523,28 +515,12 @@ def _parse_json(raw: bytes) -> dict[str, Any]:
     )
 
 
-def _install_error_handlers(app: FastAPI, store: NotionStore) -> None:
-    def render(exc: NotionApiError) -> JSONResponse:
-        store.record_error(exc.spec.code)
-        return JSONResponse(
-            exc.body(_request_id()), status_code=exc.spec.status, headers=exc.headers
-        )
-
-    @app.exception_handler(NotionApiError)
-    async def notes_error(request: Request, exc: NotionApiError) -> JSONResponse:
-        return render(exc)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_request(request: Request, exc: RequestValidationError) -> JSONResponse:
-        return render(validation(request_error_text(exc)))
-
-    @app.exception_handler(StarletteHTTPException)
-    async def http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        if exc.status_code in (404, 405):
-            return render(NotionApiError(errors.INVALID_REQUEST_URL))
-        return render(validation(str(exc.detail)))
-
-    # An emulator bug still answers with the error object, never a bare traceback page.
-    @app.exception_handler(Exception)
-    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        return render(NotionApiError(errors.INTERNAL_SERVER_ERROR))
+def _error_answers(store: NotionStore) -> ErrorAnswers:
+    return ErrorAnswers(
+        NotionApiError,
+        invalid=errors.VALIDATION_ERROR,
+        internal=errors.INTERNAL_SERVER_ERROR,
+        no_route={404: errors.INVALID_REQUEST_URL, 405: errors.INVALID_REQUEST_URL},
+        keeps_status=False,
+        seen=lambda error: store.record_error(str(error.spec.code)),
+    )

@@ -7,20 +7,11 @@ Notion API reference (docs/knowledge-sync.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import uuid
 from typing import Any
 
 from pmsgate.sandbox.core import EmulatedError
-
-
-@dataclass(frozen=True)
-class ErrorSpec:
-    """One row of the table: a code, its HTTP status and a default message."""
-
-    code: str
-    status: int
-    message: str
-
+from pmsgate.sandbox.core import ErrorRow as ErrorSpec
 
 MISSING_VERSION = ErrorSpec(
     "missing_version",
@@ -53,18 +44,23 @@ SERVICE_UNAVAILABLE = ErrorSpec(
 )
 
 
-class NotionApiError(EmulatedError[ErrorSpec]):
+class NotionApiError(EmulatedError):
     """An error answer: raised anywhere in the emulator, rendered by the app's handler."""
 
-    def body(self, request_id: str) -> dict[str, Any]:
+    def body(self) -> dict[str, Any]:
         """The JSON error object."""
         return {
             "object": "error",
             "status": self.spec.status,
             "code": self.spec.code,
             "message": self.message,
-            "request_id": request_id,
+            "request_id": new_request_id(),
         }
+
+
+def new_request_id() -> str:
+    """A request id for one answer, as Notion's (a UUID)."""
+    return str(uuid.uuid4())
 
 
 def validation(message: str) -> NotionApiError:

@@ -441,62 +441,50 @@ def _operator(condition: Any, allowed: Sequence[str], where: str) -> tuple[str, 
     return operator, value
 
 
+# What each operator of a text and of a number condition tests (a number may be missing).
+_TEXT_TESTS: dict[str, Callable[[str, str], bool]] = {
+    "equals": lambda text, value: text == value,
+    "does_not_equal": lambda text, value: text != value,
+    "contains": lambda text, value: value.casefold() in text.casefold(),
+    "does_not_contain": lambda text, value: value.casefold() not in text.casefold(),
+    "starts_with": lambda text, value: text.casefold().startswith(value.casefold()),
+    "ends_with": lambda text, value: text.casefold().endswith(value.casefold()),
+}
+_NUMBER_TESTS: dict[str, Callable[[Any, Any], bool]] = {
+    "equals": lambda n, value: n is not None and n == value,
+    "does_not_equal": lambda n, value: n is None or n != value,
+    "greater_than": lambda n, value: n is not None and n > value,
+    "less_than": lambda n, value: n is not None and n < value,
+    "greater_than_or_equal_to": lambda n, value: n is not None and n >= value,
+    "less_than_or_equal_to": lambda n, value: n is not None and n <= value,
+}
+
+
 def _text_condition(condition: Any, where: str) -> Callable[[str], bool]:
-    ops = (
-        "equals",
-        "does_not_equal",
-        "contains",
-        "does_not_contain",
-        "starts_with",
-        "ends_with",
-        *_EMPTINESS,
-    )
-    operator, value = _operator(condition, ops, where)
-    if operator in _EMPTINESS:
-        empty = operator == "is_empty"
-        return lambda text: (text == "") is empty
-    if not isinstance(value, str):
-        raise validation(f"{where}.{operator} should be a string, instead was `{short(value)}`.")
-    needle = value.casefold()
-    tests: dict[str, Callable[[str], bool]] = {
-        "equals": lambda text: text == value,
-        "does_not_equal": lambda text: text != value,
-        "contains": lambda text: needle in text.casefold(),
-        "does_not_contain": lambda text: needle not in text.casefold(),
-        "starts_with": lambda text: text.casefold().startswith(needle),
-        "ends_with": lambda text: text.casefold().endswith(needle),
-    }
-    return tests[operator]
+    return _compared(condition, where, _TEXT_TESTS, "", "a string", lambda v: isinstance(v, str))
 
 
 def _number_condition(condition: Any, where: str) -> Callable[[Any], bool]:
-    ops = (
-        "equals",
-        "does_not_equal",
-        "greater_than",
-        "less_than",
-        "greater_than_or_equal_to",
-        "less_than_or_equal_to",
-        *_EMPTINESS,
-    )
-    operator, value = _operator(condition, ops, where)
+    return _compared(condition, where, _NUMBER_TESTS, None, "a number", _is_number)
+
+
+def _compared(
+    condition: Any,
+    where: str,
+    tests: Mapping[str, Callable[[Any, Any], bool]],
+    blank: Any,
+    kind: str,
+    fits: Callable[[Any], bool],
+) -> Callable[[Any], bool]:
+    """The test of a condition of ``tests`` or emptiness (a ``blank`` value is empty)."""
+    operator, value = _operator(condition, (*tests, *_EMPTINESS), where)
     if operator in _EMPTINESS:
         empty = operator == "is_empty"
-        return lambda number: (number is None) is empty
-    if not _is_number(value):
-        raise validation(f"{where}.{operator} should be a number, instead was `{short(value)}`.")
-    tests: dict[str, Callable[[float], bool]] = {
-        "equals": lambda n: n == value,
-        "does_not_equal": lambda n: n != value,
-        "greater_than": lambda n: n > value,
-        "less_than": lambda n: n < value,
-        "greater_than_or_equal_to": lambda n: n >= value,
-        "less_than_or_equal_to": lambda n: n <= value,
-    }
+        return lambda given: (given == blank) is empty
+    if not fits(value):
+        raise validation(f"{where}.{operator} should be {kind}, instead was `{short(value)}`.")
     test = tests[operator]
-    if operator == "does_not_equal":
-        return lambda number: number is None or test(number)
-    return lambda number: number is not None and test(number)
+    return lambda given: test(given, value)
 
 
 def _checkbox_condition(condition: Any, where: str) -> Callable[[bool], bool]:

@@ -26,7 +26,8 @@ import random
 import re
 import string
 import uuid
-from dataclasses import dataclass, field
+from copy import copy
+from dataclasses import dataclass, field, fields
 from datetime import datetime, timedelta
 from typing import Any, Literal
 
@@ -122,25 +123,15 @@ class PageTruth:
     toggle_count: int
 
     def as_dict(self) -> dict[str, Any]:
-        """A JSON-ready view."""
-        return {
-            "page_id": self.page_id,
-            "title": self.title,
-            "pms_room_type_id": self.pms_room_type_id,
-            "language": self.language,
-            "sections_present": list(self.sections_present),
-            "sections_missing": list(self.sections_missing),
-            "section_titles": dict(self.section_titles),
-            "section_kinds": dict(self.section_kinds),
-            "wifi": {"network": self.wifi_network, "password": self.wifi_password},
-            "wifi_on_page": "wifi" in self.sections_present,
-            "wifi_title_complete": self.wifi_title_complete,
-            "wifi_callout_words": self.wifi_callout_words,
-            "first_toggle_mentions_wifi": self.first_toggle_mentions_wifi,
-            "stray_wifi_mentions": self.stray_wifi_mentions,
-            "long_toggle": self.long_toggle,
-            "toggle_count": self.toggle_count,
-        }
+        """A JSON-ready view: the fields in order, the Wi-Fi pair as ``wifi``, ``wifi_on_page``."""
+        view: dict[str, Any] = {}
+        for name, value in ((f.name, getattr(self, f.name)) for f in fields(self)):
+            if name == "wifi_network":
+                view["wifi"] = {"network": self.wifi_network, "password": self.wifi_password}
+                view["wifi_on_page"] = "wifi" in self.sections_present
+            elif name != "wifi_password":
+                view[name] = list(value) if isinstance(value, tuple) else copy(value)
+        return view
 
 
 @dataclass
@@ -157,8 +148,8 @@ class PageSeed:
 
 
 @dataclass
-class WorkspaceSeed:
-    """One customer's notes workspace: integration token, apartments database, pages."""
+class WorkspaceFacts:
+    """What a notes workspace is from its seed on: ids, integration token, its database."""
 
     id: str
     name: str
@@ -168,6 +159,16 @@ class WorkspaceSeed:
     database_id: str
     data_source_id: str
     created_time: datetime
+
+    def facts(self) -> dict[str, Any]:
+        """These fields by name (to build a workspace of another kind from them)."""
+        return {f.name: getattr(self, f.name) for f in fields(WorkspaceFacts)}
+
+
+@dataclass
+class WorkspaceSeed(WorkspaceFacts):
+    """One customer's notes workspace: integration token, apartments database, pages."""
+
     pages: list[PageSeed] = field(default_factory=list)
 
 

@@ -33,6 +33,7 @@ from pmsgate.sandbox.assistant.store.records import (
     StoredAnswer,
     Tenant,
 )
+from pmsgate.sandbox.core import set_given
 from pmsgate.sandbox.kross.store import KrossStore
 
 ID_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -137,7 +138,7 @@ class StoreCore:
             self.faults.fail_next -= 1
             self.stats.injected_errors += 1
             spec = errors.ErrorSpec(
-                errors.UNAVAILABLE.name, self.faults.fail_status, errors.UNAVAILABLE.message
+                errors.UNAVAILABLE.code, self.faults.fail_status, errors.UNAVAILABLE.message
             )
             raise AssistantApiError(spec)
 
@@ -179,7 +180,7 @@ class StoreCore:
             choice("undocumented_endpoints", undocumented_endpoints, UNDOCUMENTED_MODES)
         if kb_node_id_format is not None:
             choice("kb_node_id_format", kb_node_id_format, ID_FORMATS)
-        return _set_given(
+        return set_given(
             self.config,
             requests_per_minute=requests_per_minute,
             tool_timeout_s=tool_timeout_s,
@@ -189,7 +190,7 @@ class StoreCore:
 
     def set_faults(self, fail_next: int | None = None, fail_status: int | None = None) -> Faults:
         """Arm faults (the ones not given stay as they are)."""
-        return _set_given(self.faults, fail_next=fail_next, fail_status=fail_status)
+        return set_given(self.faults, fail_next=fail_next, fail_status=fail_status)
 
     def clear_faults(self) -> None:
         """Disarm every fault."""
@@ -281,14 +282,6 @@ class StoreCore:
 
 
 _T = TypeVar("_T")
-
-
-def _set_given(target: _T, **values: Any) -> _T:
-    """``target`` with the values given (not None) set on it."""
-    for name, value in values.items():
-        if value is not None:
-            setattr(target, name, value)
-    return target
 
 
 def listed_on(shelf: Callable[[Tenant], dict[str, _O]]) -> Callable[[StoreCore, str], list[_O]]:

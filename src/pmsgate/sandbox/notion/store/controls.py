@@ -6,6 +6,7 @@ from datetime import datetime
 from typing import Any
 
 from pmsgate.clock import ManualClock
+from pmsgate.sandbox.core import set_given
 from pmsgate.sandbox.notion.errors import not_found, validation
 from pmsgate.sandbox.notion.seed import DATABASE_TITLE
 from pmsgate.sandbox.notion.store.core import StoreCore
@@ -73,13 +74,8 @@ class ControlsMixin(StoreCore):
         fail_ids: list[str] | None = None,
     ) -> Faults:
         """Arm faults (the ones not given stay as they are)."""
-        if latency_s is not None:
-            self.faults.latency_s = latency_s
-        if error_rate is not None:
-            self.faults.error_rate = error_rate
-        if fail_ids is not None:
-            self.faults.fail_ids = {normalise_id(i, "body.fail_ids") for i in fail_ids}
-        return self.faults
+        ids = None if fail_ids is None else {normalise_id(i, "body.fail_ids") for i in fail_ids}
+        return set_given(self.faults, latency_s=latency_s, error_rate=error_rate, fail_ids=ids)
 
     def clear_faults(self) -> None:
         """Disarm every fault."""

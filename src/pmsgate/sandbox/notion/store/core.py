@@ -7,28 +7,17 @@ from __future__ import annotations
 
 import random
 import uuid
-from datetime import datetime, timedelta
-from typing import Any
+from collections.abc import Mapping
+from datetime import datetime
+from typing import TypeVar
 
 from pmsgate.clock import Clock, SystemClock
 from pmsgate.sandbox.kross.seed import FACILITY_COUNT, build_facilities
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.sandbox.notion import errors
-from pmsgate.sandbox.notion.errors import NotionApiError
-from pmsgate.sandbox.notion.properties import Schema, rich_text_items
-from pmsgate.sandbox.notion.seed import (
-    ADDRESS_PROPERTY,
-    DATABASE_TITLE,
-    LISTING_PROPERTY,
-    PUBLISHED_PROPERTY,
-    REVIEWED_PROPERTY,
-    ROOM_TYPE_PROPERTY,
-    STATUS_OPTIONS,
-    STATUS_PROPERTY,
-    TITLE_PROPERTY,
-    build_workspaces,
-)
-from pmsgate.sandbox.notion.store.parsing import parse_children
+from pmsgate.sandbox.notion.errors import NotionApiError, not_found
+from pmsgate.sandbox.notion.seed import DATABASE_TITLE, build_workspaces
+from pmsgate.sandbox.notion.store.parsing import normalise_id, parse_children
 from pmsgate.sandbox.notion.store.records import (
     Block,
     Database,
@@ -39,6 +28,7 @@ from pmsgate.sandbox.notion.store.records import (
     TokenBucket,
     User,
     Workspace,
+    seeded_values,
 )
 
 # Versions the emulator answers (developers.notion.com/reference/changes-by-version).
@@ -52,6 +42,10 @@ DATA_SOURCES_VERSION = "2025-09-03"
 POSITION_VERSION = "2026-03-11"
 DEFAULT_REQUESTS_PER_SECOND = 3.0
 DEFAULT_BURST = 10
+
+
+# What a route looks up by id in its workspace.
+_O = TypeVar("_O", Page, Database)
 
 
 class StoreCore:
@@ -69,6 +63,13 @@ class StoreCore:
         self.kross = kross
         self.facility_count = facility_count
         self.reset()
+
+    def _owned(self, objects: Mapping[str, _O], workspace: Workspace, kind: str, key: str) -> _O:
+        """The workspace's ``kind`` (a page, a database) with id ``key``, or object_not_found."""
+        found = objects.get(normalise_id(key, f"path.{kind}_id"))
+        if found is None or found.workspace_id != workspace.id:
+            raise not_found(kind, key)
+        return found
 
     def reset(self) -> None:
         """Back to the seed data as of the clock's time: no changes, stats, faults or limits."""
@@ -90,14 +91,7 @@ class StoreCore:
         self.burst = DEFAULT_BURST
         for ws in build_workspaces(self.seed, now, facilities):
             workspace = Workspace(
-                id=ws.id,
-                name=ws.name,
-                hotel_id=ws.hotel_id,
-                token=ws.token,
-                bot_id=ws.bot_id,
-                database_id=ws.database_id,
-                data_source_id=ws.data_source_id,
-                created_time=ws.created_time,
+                **ws.facts(),
                 bucket=self._new_bucket(now.timestamp()),
                 truth=[p.truth for p in ws.pages],
                 users=seeded_users(self.seed, ws.id, ws.bot_id),
@@ -237,22 +231,3 @@ def seeded_users(seed: int, workspace_id: str, bot_id: str) -> list[User]:
         for name, handle in _PEOPLE
     ]
     return [User(id=bot_id, type="bot", name="pmsgate"), *people]
-
-
-def seeded_values(schema: Schema, seeded: Any, index: int) -> dict[str, Any]:
-    """A seeded page's property values; the ones the seed does not name follow its position."""
-    status = STATUS_OPTIONS[index % len(STATUS_OPTIONS)]
-    reviewed = {
-        "start": (seeded.created_time + timedelta(days=7 * index)).date().isoformat(),
-        "end": None,
-        "time_zone": None,
-    }
-    return {
-        TITLE_PROPERTY: rich_text_items(seeded.title),
-        ROOM_TYPE_PROPERTY: seeded.room_type_id,
-        ADDRESS_PROPERTY: rich_text_items(seeded.address),
-        LISTING_PROPERTY: [],
-        STATUS_PROPERTY: dict(status),
-        PUBLISHED_PROPERTY: index % 2 == 0,
-        REVIEWED_PROPERTY: None if index % 4 == 3 else reviewed,
-    }

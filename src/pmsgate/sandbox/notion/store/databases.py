@@ -16,11 +16,7 @@ class DatabasesMixin(StoreCore):
 
     def database(self, workspace: Workspace, database_id: str) -> Database:
         """One database of the workspace, or object_not_found."""
-        key = normalise_id(database_id, "path.database_id")
-        database = self._databases.get(key)
-        if database is None or database.workspace_id != workspace.id:
-            raise not_found("database", database_id)
-        return database
+        return self._owned(self._databases, workspace, "database", database_id)
 
     def data_source(self, workspace: Workspace, data_source_id: str) -> Database:
         """The database behind a data source id, or object_not_found."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from pmsgate.sandbox.notion import errors
-from pmsgate.sandbox.notion.errors import NotionApiError, not_found, validation
+from pmsgate.sandbox.notion.errors import NotionApiError, validation
 from pmsgate.sandbox.notion.properties import parse_values
 from pmsgate.sandbox.notion.properties import short as _short
 from pmsgate.sandbox.notion.store.core import DATA_SOURCES_VERSION, POSITION_VERSION
@@ -13,7 +13,6 @@ from pmsgate.sandbox.notion.store.databases import DatabasesMixin
 from pmsgate.sandbox.notion.store.parsing import (
     MAX_BLOCK_ELEMENTS,
     MAX_PAYLOAD_BYTES,
-    normalise_id,
     optional_object,
     parse_children,
 )
@@ -25,11 +24,7 @@ class PagesMixin(DatabasesMixin):
 
     def page(self, workspace: Workspace, page_id: str) -> Page:
         """One page, or object_not_found."""
-        key = normalise_id(page_id, "path.page_id")
-        page = self._pages.get(key)
-        if page is None or page.workspace_id != workspace.id:
-            raise not_found("page", page_id)
-        return page
+        return self._owned(self._pages, workspace, "page", page_id)
 
     def database_of(self, page: Page) -> Database:
         """The database a page is a row of."""

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from math import ceil
 from typing import Any, Literal
 
-from pmsgate.sandbox.notion.properties import PropertySpec, Schema, plain_text
+from pmsgate.sandbox.notion.properties import PropertySpec, Schema, plain_text, rich_text_items
 from pmsgate.sandbox.notion.seed import (
     ADDRESS_PROPERTY,
     LISTING_PROPERTY,
@@ -19,6 +19,7 @@ from pmsgate.sandbox.notion.seed import (
     STATUS_PROPERTY,
     TITLE_PROPERTY,
     PageTruth,
+    WorkspaceFacts,
 )
 
 ParentType = Literal["page_id", "block_id"]
@@ -49,17 +50,9 @@ class TokenBucket:
 
 
 @dataclass
-class Workspace:
+class Workspace(WorkspaceFacts):
     """One customer's notes workspace, reached with one integration token."""
 
-    id: str
-    name: str
-    hotel_id: str
-    token: str
-    bot_id: str
-    database_id: str
-    data_source_id: str
-    created_time: datetime
     bucket: TokenBucket
     truth: list[PageTruth]
     users: list[User] = field(default_factory=list)
@@ -136,6 +129,25 @@ def apartments_schema() -> Schema:
             PropertySpec(REVIEWED_PROPERTY, "rvwd", "date"),
         ]
     )
+
+
+def seeded_values(schema: Schema, seeded: Any, index: int) -> dict[str, Any]:
+    """A seeded page's property values; the ones the seed does not name follow its position."""
+    status = STATUS_OPTIONS[index % len(STATUS_OPTIONS)]
+    reviewed = {
+        "start": (seeded.created_time + timedelta(days=7 * index)).date().isoformat(),
+        "end": None,
+        "time_zone": None,
+    }
+    return {
+        TITLE_PROPERTY: rich_text_items(seeded.title),
+        ROOM_TYPE_PROPERTY: seeded.room_type_id,
+        ADDRESS_PROPERTY: rich_text_items(seeded.address),
+        LISTING_PROPERTY: [],
+        STATUS_PROPERTY: dict(status),
+        PUBLISHED_PROPERTY: index % 2 == 0,
+        REVIEWED_PROPERTY: None if index % 4 == 3 else reviewed,
+    }
 
 
 @dataclass

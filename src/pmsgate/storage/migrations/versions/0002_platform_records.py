@@ -1,214 +1,164 @@
-"""platform records: customers workspaces integrations apartments usage allowlist
-
-Revision ID: 0002
-Revises: 0001
-Create Date: 2026-11-22 06:37:05.672573
-"""
+"""platform records: customers workspaces integrations apartments usage allowlist"""
 
 from __future__ import annotations
 
 import sqlalchemy as sa
 from alembic import op
 
+from pmsgate.storage.migrations import columns as col
+
 revision = "0002"
 down_revision = "0001"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
     op.create_table(
         "customers",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("student_id", sa.String(length=64), nullable=False),
-        sa.Column("email", sa.String(length=320), nullable=False),
-        sa.Column("name", sa.String(length=200), nullable=False),
-        sa.Column("kind", sa.String(length=16), nullable=False),
-        sa.Column("contract_ref", sa.String(length=100), nullable=True),
-        sa.Column("contract_price_id", sa.String(length=100), nullable=True),
-        sa.Column("subscription_id", sa.String(length=100), nullable=True),
-        sa.Column("subscription_status", sa.String(length=32), nullable=True),
-        sa.Column("subscription_price_id", sa.String(length=100), nullable=True),
-        sa.Column("handles_upsell", sa.Boolean(), nullable=False),
-        sa.Column("handles_late_check_in", sa.Boolean(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.CheckConstraint("kind IN ('partner', 'own')", name=op.f("ck_customers_kind")),
-        sa.CheckConstraint(
+        col.integer("id"),
+        col.string("student_id", 64),
+        col.string("email", 320),
+        col.string("name", 200),
+        col.string("kind", 16),
+        col.string("contract_ref", 100, nullable=True),
+        col.string("contract_price_id", 100, nullable=True),
+        col.string("subscription_id", 100, nullable=True),
+        col.string("subscription_status", 32, nullable=True),
+        col.string("subscription_price_id", 100, nullable=True),
+        col.boolean("handles_upsell"),
+        col.boolean("handles_late_check_in"),
+        col.timestamp("created_at"),
+        col.timestamp("updated_at"),
+        col.check("customers", "kind", "kind IN ('partner', 'own')"),
+        col.check(
+            "customers",
+            "subscription_status",
             "subscription_status IS NULL OR subscription_status IN ('active', 'trialing', "
             "'past_due', 'unpaid', 'canceled', 'incomplete', 'incomplete_expired', 'paused')",
-            name=op.f("ck_customers_subscription_status"),
         ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_customers")),
-        sa.UniqueConstraint("student_id", name=op.f("uq_customers_student_id")),
+        col.primary_key("customers"),
+        col.unique("customers", "student_id"),
     )
     op.create_table(
         "knowledge_allowlist",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("email", sa.String(length=320), nullable=False),
+        col.integer("id"),
+        col.string("email", 320),
         sa.Column("added_on", sa.Date(), nullable=False),
-        sa.Column("contract", sa.String(length=100), nullable=False),
-        sa.Column("workspace", sa.String(length=200), nullable=False),
-        sa.Column("apartments", sa.Integer(), nullable=True),
-        sa.Column("subscription", sa.String(length=100), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_knowledge_allowlist")),
-        sa.UniqueConstraint("email", name=op.f("uq_knowledge_allowlist_email")),
+        col.string("contract", 100),
+        col.string("workspace", 200),
+        col.integer("apartments", nullable=True),
+        col.string("subscription", 100),
+        col.timestamp("created_at"),
+        col.timestamp("updated_at"),
+        col.primary_key("knowledge_allowlist"),
+        col.unique("knowledge_allowlist", "email"),
     )
     op.create_table(
         "apartments",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("student_id", sa.String(length=64), nullable=False),
-        sa.Column("pms_room_type_id", sa.String(length=64), nullable=False),
-        sa.Column("assistant_listing_id", sa.String(length=100), nullable=True),
-        sa.Column("notes_page_id", sa.String(length=100), nullable=True),
-        sa.Column("name", sa.String(length=200), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["student_id"],
-            ["customers.student_id"],
-            name=op.f("fk_apartments_student_id_customers"),
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_apartments")),
-        sa.UniqueConstraint(
-            "student_id", "assistant_listing_id", name=op.f("uq_apartments_student_listing")
-        ),
-        sa.UniqueConstraint(
-            "student_id", "notes_page_id", name=op.f("uq_apartments_student_notes_page")
-        ),
-        sa.UniqueConstraint(
-            "student_id", "pms_room_type_id", name=op.f("uq_apartments_student_room_type")
-        ),
+        col.integer("id"),
+        col.string("student_id", 64),
+        col.string("pms_room_type_id", 64),
+        col.string("assistant_listing_id", 100, nullable=True),
+        col.string("notes_page_id", 100, nullable=True),
+        col.string("name", 200),
+        col.timestamp("created_at"),
+        col.timestamp("updated_at"),
+        col.foreign_key("apartments", "student_id", "customers.student_id"),
+        col.primary_key("apartments"),
+        col.unique("apartments", "student_id", "assistant_listing_id", name="student_listing"),
+        col.unique("apartments", "student_id", "notes_page_id", name="student_notes_page"),
+        col.unique("apartments", "student_id", "pms_room_type_id", name="student_room_type"),
     )
     op.create_table(
         "pms_integrations",
-        sa.Column("id", sa.String(length=64), nullable=False),
-        sa.Column("student_id", sa.String(length=64), nullable=False),
-        sa.Column("provider", sa.String(length=16), nullable=False),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("last_error", sa.Text(), nullable=True),
-        sa.Column("status_changed_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("facility_id", sa.Integer(), nullable=True),
-        sa.Column("notes_workspace_id", sa.String(length=100), nullable=True),
-        sa.Column("apartments_database_id", sa.String(length=100), nullable=True),
-        sa.Column("token_enc", sa.Text(), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.CheckConstraint(
-            "provider = 'kross' OR facility_id IS NULL",
-            name=op.f("ck_pms_integrations_facility_on_kross"),
+        col.string("id", 64),
+        col.string("student_id", 64),
+        col.string("provider", 16),
+        col.string("status", 16),
+        col.text("last_error", nullable=True),
+        col.timestamp("status_changed_at"),
+        col.integer("facility_id", nullable=True),
+        col.string("notes_workspace_id", 100, nullable=True),
+        col.string("apartments_database_id", 100, nullable=True),
+        col.text("token_enc", nullable=True),
+        col.timestamp("created_at"),
+        col.timestamp("updated_at"),
+        col.check(
+            "pms_integrations", "facility_on_kross", "provider = 'kross' OR facility_id IS NULL"
         ),
-        sa.CheckConstraint(
+        col.check(
+            "pms_integrations",
+            "notes_fields_on_notes",
             "provider = 'notes' OR (notes_workspace_id IS NULL "
             "AND apartments_database_id IS NULL AND token_enc IS NULL)",
-            name=op.f("ck_pms_integrations_notes_fields_on_notes"),
         ),
-        sa.CheckConstraint(
-            "provider IN ('notes', 'kross')", name=op.f("ck_pms_integrations_provider")
-        ),
-        sa.CheckConstraint(
-            "status IN ('connected', 'error')", name=op.f("ck_pms_integrations_status")
-        ),
-        sa.CheckConstraint(
-            "id <> student_id", name=op.f("ck_pms_integrations_id_is_not_student_id")
-        ),
-        sa.ForeignKeyConstraint(
-            ["facility_id"],
-            ["facilities.id"],
-            name=op.f("fk_pms_integrations_facility_id_facilities"),
-            ondelete="SET NULL",
-        ),
-        sa.ForeignKeyConstraint(
-            ["student_id"],
-            ["customers.student_id"],
-            name=op.f("fk_pms_integrations_student_id_customers"),
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_pms_integrations")),
-        sa.UniqueConstraint("facility_id", name=op.f("uq_pms_integrations_facility_id")),
-        sa.UniqueConstraint(
-            "student_id", "provider", name=op.f("uq_pms_integrations_student_provider")
-        ),
+        col.check("pms_integrations", "provider", "provider IN ('notes', 'kross')"),
+        col.check("pms_integrations", "status", "status IN ('connected', 'error')"),
+        col.check("pms_integrations", "id_is_not_student_id", "id <> student_id"),
+        col.foreign_key("pms_integrations", "facility_id", "facilities.id", ondelete="SET NULL"),
+        col.foreign_key("pms_integrations", "student_id", "customers.student_id"),
+        col.primary_key("pms_integrations"),
+        col.unique("pms_integrations", "facility_id"),
+        col.unique("pms_integrations", "student_id", "provider", name="student_provider"),
     )
     op.create_table(
         "usage_snapshots",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("student_id", sa.String(length=64), nullable=False),
-        sa.Column("workspace_id", sa.String(length=100), nullable=True),
-        sa.Column("kind", sa.String(length=16), nullable=False),
-        sa.Column("taken_at", sa.DateTime(timezone=True), nullable=False),
+        col.integer("id"),
+        col.string("student_id", 64),
+        col.string("workspace_id", 100, nullable=True),
+        col.string("kind", 16),
+        col.timestamp("taken_at"),
         sa.Column("usd_spent", sa.Numeric(precision=14, scale=4), nullable=False),
-        sa.Column("messages", sa.Integer(), nullable=False),
-        sa.Column("tool_calls", sa.Integer(), nullable=False),
-        sa.Column("upstream_calls", sa.Integer(), nullable=False),
-        sa.Column("details", sa.JSON(), nullable=True),
-        sa.CheckConstraint(
-            "kind IN ('baseline', 'periodic')", name=op.f("ck_usage_snapshots_kind")
-        ),
-        sa.CheckConstraint(
+        col.integer("messages"),
+        col.integer("tool_calls"),
+        col.integer("upstream_calls"),
+        col.json("details", nullable=True),
+        col.check("usage_snapshots", "kind", "kind IN ('baseline', 'periodic')"),
+        col.check(
+            "usage_snapshots",
+            "non_negative",
             "usd_spent >= 0 AND messages >= 0 AND tool_calls >= 0 AND upstream_calls >= 0",
-            name=op.f("ck_usage_snapshots_non_negative"),
         ),
-        sa.ForeignKeyConstraint(
-            ["student_id"],
-            ["customers.student_id"],
-            name=op.f("fk_usage_snapshots_student_id_customers"),
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_usage_snapshots")),
-        sa.UniqueConstraint(
-            "student_id", "kind", "taken_at", name=op.f("uq_usage_snapshots_student_kind_taken_at")
+        col.foreign_key("usage_snapshots", "student_id", "customers.student_id"),
+        col.primary_key("usage_snapshots"),
+        col.unique(
+            "usage_snapshots", "student_id", "kind", "taken_at", name="student_kind_taken_at"
         ),
     )
-    op.create_index(
-        op.f("ix_usage_snapshots_student_taken_at"),
-        "usage_snapshots",
-        ["student_id", "taken_at"],
-        unique=False,
+    col.create_index(
+        "usage_snapshots", ["student_id", "taken_at"], name="ix_usage_snapshots_student_taken_at"
     )
-    op.create_index(
-        op.f("uq_usage_snapshots_one_baseline"),
+    col.create_index(
         "usage_snapshots",
         ["student_id"],
+        name="uq_usage_snapshots_one_baseline",
         unique=True,
-        sqlite_where=sa.text("kind = 'baseline'"),
-        postgresql_where=sa.text("kind = 'baseline'"),
+        where="kind = 'baseline'",
     )
     op.create_table(
         "workspace_configurations",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("student_id", sa.String(length=64), nullable=False),
-        sa.Column("workspace_id", sa.String(length=100), nullable=True),
-        sa.Column("workspace_name", sa.String(length=200), nullable=False),
-        sa.Column("workspace_slug", sa.String(length=100), nullable=False),
+        col.integer("id"),
+        col.string("student_id", 64),
+        col.string("workspace_id", 100, nullable=True),
+        col.string("workspace_name", 200),
+        col.string("workspace_slug", 100),
         sa.Column("plan_limit_usd", sa.Numeric(precision=12, scale=2), nullable=False),
-        sa.Column("alert_threshold_pct", sa.Integer(), nullable=False),
-        sa.Column("billing_mode", sa.String(length=32), nullable=False),
-        sa.Column("notes", sa.Text(), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.CheckConstraint(
-            "billing_mode IN ('partner_markup')",
-            name=op.f("ck_workspace_configurations_billing_mode"),
-        ),
-        sa.CheckConstraint(
+        col.integer("alert_threshold_pct"),
+        col.string("billing_mode", 32),
+        col.text("notes"),
+        col.timestamp("created_at"),
+        col.timestamp("updated_at"),
+        col.check("workspace_configurations", "billing_mode", "billing_mode IN ('partner_markup')"),
+        col.check(
+            "workspace_configurations",
+            "alert_threshold_pct",
             "alert_threshold_pct >= 1 AND alert_threshold_pct <= 100",
-            name=op.f("ck_workspace_configurations_alert_threshold_pct"),
         ),
-        sa.CheckConstraint(
-            "plan_limit_usd >= 0", name=op.f("ck_workspace_configurations_plan_limit_usd")
-        ),
-        sa.ForeignKeyConstraint(
-            ["student_id"],
-            ["customers.student_id"],
-            name=op.f("fk_workspace_configurations_student_id_customers"),
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_workspace_configurations")),
-        sa.UniqueConstraint("student_id", name=op.f("uq_workspace_configurations_student_id")),
-        sa.UniqueConstraint("workspace_id", name=op.f("uq_workspace_configurations_workspace_id")),
-        sa.UniqueConstraint(
-            "workspace_slug", name=op.f("uq_workspace_configurations_workspace_slug")
-        ),
+        col.check("workspace_configurations", "plan_limit_usd", "plan_limit_usd >= 0"),
+        col.foreign_key("workspace_configurations", "student_id", "customers.student_id"),
+        col.primary_key("workspace_configurations"),
+        col.unique("workspace_configurations", "student_id"),
+        col.unique("workspace_configurations", "workspace_id"),
+        col.unique("workspace_configurations", "workspace_slug"),
     )
 
 

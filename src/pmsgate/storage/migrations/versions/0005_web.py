@@ -1,103 +1,78 @@
-"""web app and scheduled jobs: users, sessions, hourly gateway usage, job runs
-
-Revision ID: 0005
-Revises: 0004
-Create Date: 2026-11-22 12:00:00.000000
-"""
+"""web app and scheduled jobs: users, sessions, hourly gateway usage, job runs"""
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
+
+from pmsgate.storage.migrations import columns as col
 
 revision = "0005"
 down_revision = "0004"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
     op.create_table(
         "users",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("email", sa.String(length=254), nullable=False),
-        sa.Column("password_hash", sa.Text(), nullable=False),
-        sa.Column("role", sa.String(length=16), nullable=False),
-        sa.Column("student_id", sa.String(length=64), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("last_login_at", sa.DateTime(timezone=True), nullable=True),
-        sa.CheckConstraint("role IN ('customer', 'admin')", name=op.f("ck_users_role")),
-        sa.CheckConstraint(
+        col.integer("id"),
+        col.string("email", 254),
+        col.text("password_hash"),
+        col.string("role", 16),
+        col.string("student_id", 64, nullable=True),
+        col.timestamp("created_at"),
+        col.timestamp("updated_at"),
+        col.timestamp("last_login_at", nullable=True),
+        col.check("users", "role", "role IN ('customer', 'admin')"),
+        col.check(
+            "users",
+            "role_student",
             "(role = 'customer' AND student_id IS NOT NULL) "
             "OR (role = 'admin' AND student_id IS NULL)",
-            name=op.f("ck_users_role_student"),
         ),
-        sa.ForeignKeyConstraint(
-            ["student_id"],
-            ["customers.student_id"],
-            name=op.f("fk_users_student_id_customers"),
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_users")),
-        sa.UniqueConstraint("email", name=op.f("uq_users_email")),
+        col.foreign_key("users", "student_id", "customers.student_id"),
+        col.primary_key("users"),
+        col.unique("users", "email"),
     )
     op.create_table(
         "web_sessions",
-        sa.Column("id_hash", sa.String(length=64), nullable=False),
-        sa.Column("user_id", sa.Integer(), nullable=False),
-        sa.Column("csrf_token", sa.String(length=64), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=False),
-        sa.ForeignKeyConstraint(
-            ["user_id"],
-            ["users.id"],
-            name=op.f("fk_web_sessions_user_id_users"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("id_hash", name=op.f("pk_web_sessions")),
+        col.string("id_hash", 64),
+        col.integer("user_id"),
+        col.string("csrf_token", 64),
+        col.timestamp("created_at"),
+        col.timestamp("expires_at"),
+        col.timestamp("last_seen_at"),
+        col.foreign_key("web_sessions", "user_id", "users.id", ondelete="CASCADE"),
+        col.primary_key("web_sessions", "id_hash"),
     )
-    op.create_index(op.f("ix_web_sessions_user_id"), "web_sessions", ["user_id"], unique=False)
+    col.create_index("web_sessions", ["user_id"])
     op.create_table(
         "gateway_usage_hours",
-        sa.Column("hotel_id", sa.String(length=32), nullable=False),
-        sa.Column("hour", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("tool_calls", sa.Integer(), nullable=False),
-        sa.Column("upstream_calls", sa.Integer(), nullable=False),
-        sa.CheckConstraint(
-            "tool_calls >= 0 AND upstream_calls >= 0",
-            name=op.f("ck_gateway_usage_hours_non_negative"),
-        ),
-        sa.PrimaryKeyConstraint("hotel_id", "hour", name=op.f("pk_gateway_usage_hours")),
+        col.string("hotel_id", 32),
+        col.timestamp("hour"),
+        col.integer("tool_calls"),
+        col.integer("upstream_calls"),
+        col.check("gateway_usage_hours", "non_negative", "tool_calls >= 0 AND upstream_calls >= 0"),
+        col.primary_key("gateway_usage_hours", "hotel_id", "hour"),
     )
     op.create_table(
         "job_runs",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("job", sa.String(length=64), nullable=False),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("started_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("detail", sa.JSON(), nullable=True),
-        sa.CheckConstraint(
-            "status IN ('running', 'succeeded', 'failed')", name=op.f("ck_job_runs_status")
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_job_runs")),
+        col.integer("id"),
+        col.string("job", 64),
+        col.string("status", 16),
+        col.timestamp("started_at"),
+        col.timestamp("finished_at", nullable=True),
+        col.json("detail", nullable=True),
+        col.check("job_runs", "status", "status IN ('running', 'succeeded', 'failed')"),
+        col.primary_key("job_runs"),
     )
-    op.create_index(
-        op.f("ix_job_runs_job_started_at"), "job_runs", ["job", "started_at"], unique=False
-    )
+    col.create_index("job_runs", ["job", "started_at"])
     with op.batch_alter_table("pms_integrations") as batch:
-        batch.add_column(
-            sa.Column("listings_sync_due_at", sa.DateTime(timezone=True), nullable=True)
-        )
+        batch.add_column(col.timestamp("listings_sync_due_at", nullable=True))
 
 
 def downgrade() -> None:
     with op.batch_alter_table("pms_integrations") as batch:
         batch.drop_column("listings_sync_due_at")
-    op.drop_index(op.f("ix_job_runs_job_started_at"), table_name="job_runs")
-    op.drop_table("job_runs")
+    col.drop_table("job_runs", "ix_job_runs_job_started_at")
     op.drop_table("gateway_usage_hours")
-    op.drop_index(op.f("ix_web_sessions_user_id"), table_name="web_sessions")
-    op.drop_table("web_sessions")
+    col.drop_table("web_sessions", "ix_web_sessions_user_id")
     op.drop_table("users")

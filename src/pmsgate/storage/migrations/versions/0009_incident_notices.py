@@ -6,98 +6,69 @@ Incidents told, not discovered (docs/operations.md, Notifications):
 the unique key that makes every replica send each notice at most once; ``login_links``
 holds the SHA-256 of each one-time sign-in link (never the token), bound to one console
 account, with its expiry and its use.
-
-Revision ID: 0009
-Revises: 0008
-Create Date: 2026-11-24 21:40:00.000000
 """
 
 from __future__ import annotations
 
-import sqlalchemy as sa
 from alembic import op
+
+from pmsgate.storage.migrations import columns as col
 
 revision = "0009"
 down_revision = "0008"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
     with op.batch_alter_table("facilities") as batch:
-        batch.add_column(sa.Column("status_changed_at", sa.DateTime(timezone=True), nullable=True))
+        batch.add_column(col.timestamp("status_changed_at", nullable=True))
     # Existing facilities: their last update is the best known moment of their status.
     op.execute("UPDATE facilities SET status_changed_at = updated_at")
     op.create_table(
         "incident_notices",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("facility_id", sa.Integer(), nullable=False),
-        sa.Column("incident_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("kind", sa.String(length=16), nullable=False),
-        sa.Column("channel", sa.String(length=16), nullable=False),
-        sa.Column("recipient", sa.String(length=320), nullable=False),
-        sa.Column("student_id", sa.String(length=64), nullable=True),
-        sa.Column("status", sa.String(length=16), nullable=False),
-        sa.Column("attempts", sa.Integer(), nullable=False),
-        sa.Column("claimed_until", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("last_error", sa.String(length=200), nullable=True),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("sent_at", sa.DateTime(timezone=True), nullable=True),
-        sa.CheckConstraint("kind IN ('error', 'recovered')", name=op.f("ck_incident_notices_kind")),
-        sa.CheckConstraint(
-            "channel IN ('customer', 'team', 'webhook')",
-            name=op.f("ck_incident_notices_channel"),
+        col.integer("id"),
+        col.integer("facility_id"),
+        col.timestamp("incident_at"),
+        col.string("kind", 16),
+        col.string("channel", 16),
+        col.string("recipient", 320),
+        col.string("student_id", 64, nullable=True),
+        col.string("status", 16),
+        col.integer("attempts"),
+        col.timestamp("claimed_until", nullable=True),
+        col.string("last_error", 200, nullable=True),
+        col.timestamp("created_at"),
+        col.timestamp("updated_at"),
+        col.timestamp("sent_at", nullable=True),
+        col.check("incident_notices", "kind", "kind IN ('error', 'recovered')"),
+        col.check("incident_notices", "channel", "channel IN ('customer', 'team', 'webhook')"),
+        col.check(
+            "incident_notices", "status", "status IN ('pending', 'sent', 'failed', 'skipped')"
         ),
-        sa.CheckConstraint(
-            "status IN ('pending', 'sent', 'failed', 'skipped')",
-            name=op.f("ck_incident_notices_status"),
-        ),
-        sa.ForeignKeyConstraint(
-            ["facility_id"],
-            ["facilities.id"],
-            name=op.f("fk_incident_notices_facility_id_facilities"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_incident_notices")),
+        col.foreign_key("incident_notices", "facility_id", "facilities.id", ondelete="CASCADE"),
+        col.primary_key("incident_notices"),
         # One notice per facility, incident, kind and channel: replicas never send twice.
-        sa.UniqueConstraint(
-            "facility_id",
-            "incident_at",
-            "kind",
-            "channel",
-            name=op.f("uq_incident_notices_facility_id"),
-        ),
+        col.unique("incident_notices", "facility_id", "incident_at", "kind", "channel"),
     )
-    op.create_index(
-        op.f("ix_incident_notices_status"), "incident_notices", ["status"], unique=False
-    )
+    col.create_index("incident_notices", ["status"])
     op.create_table(
         "login_links",
-        sa.Column("id", sa.Integer(), nullable=False),
-        sa.Column("token_hash", sa.String(length=64), nullable=False),
-        sa.Column("user_id", sa.Integer(), nullable=False),
-        sa.Column("target", sa.String(length=300), nullable=False),
-        sa.Column("purpose", sa.String(length=32), nullable=False),
-        sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("expires_at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("used_at", sa.DateTime(timezone=True), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["user_id"],
-            ["users.id"],
-            name=op.f("fk_login_links_user_id_users"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_login_links")),
-        sa.UniqueConstraint("token_hash", name=op.f("uq_login_links_token_hash")),
+        col.integer("id"),
+        col.string("token_hash", 64),
+        col.integer("user_id"),
+        col.string("target", 300),
+        col.string("purpose", 32),
+        col.timestamp("created_at"),
+        col.timestamp("expires_at"),
+        col.timestamp("used_at", nullable=True),
+        col.foreign_key("login_links", "user_id", "users.id", ondelete="CASCADE"),
+        col.primary_key("login_links"),
+        col.unique("login_links", "token_hash"),
     )
-    op.create_index(op.f("ix_login_links_expires_at"), "login_links", ["expires_at"], unique=False)
+    col.create_index("login_links", ["expires_at"])
 
 
 def downgrade() -> None:
-    op.drop_index(op.f("ix_login_links_expires_at"), table_name="login_links")
-    op.drop_table("login_links")
-    op.drop_index(op.f("ix_incident_notices_status"), table_name="incident_notices")
-    op.drop_table("incident_notices")
+    col.drop_table("login_links", "ix_login_links_expires_at")
+    col.drop_table("incident_notices", "ix_incident_notices_status")
     with op.batch_alter_table("facilities") as batch:
         batch.drop_column("status_changed_at")

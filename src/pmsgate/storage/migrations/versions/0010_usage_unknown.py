@@ -4,10 +4,6 @@ docs/requirements.md R19.2: onboarding step 16 records the baseline from the pla
 when the platform offers no usage API, the baseline is recorded with ``usd_spent``,
 ``messages`` and ``tool_calls`` unknown (NULL) and the reason in ``details``.
 ``upstream_calls`` is the gateway's own count and stays required.
-
-Revision ID: 0010
-Revises: 0009
-Create Date: 2026-11-24 21:55:00.000000
 """
 
 from __future__ import annotations
@@ -17,8 +13,6 @@ from alembic import op
 
 revision = "0010"
 down_revision = "0009"
-branch_labels = None
-depends_on = None
 
 _COLUMNS = (
     ("usd_spent", sa.Numeric(precision=14, scale=4)),

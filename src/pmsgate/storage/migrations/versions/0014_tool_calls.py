@@ -8,10 +8,6 @@ Every replica appends its own rows in batches; a scheduled job purges rows older
 ``PMSGATE_TOOL_CALL_LOG_RETENTION_DAYS`` and beyond the per-facility bound.
 ``upstream_health`` keeps each facility's latest successful and failed booking-system
 request (the health panel's "last successful call").
-
-Revision ID: 0014
-Revises: 0013
-Create Date: 2026-11-26 22:50:00.000000
 """
 
 from __future__ import annotations
@@ -19,10 +15,10 @@ from __future__ import annotations
 import sqlalchemy as sa
 from alembic import op
 
+from pmsgate.storage.migrations import columns as col
+
 revision = "0014"
 down_revision = "0013"
-branch_labels = None
-depends_on = None
 
 
 def upgrade() -> None:
@@ -33,55 +29,38 @@ def upgrade() -> None:
             sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
             nullable=False,
         ),
-        sa.Column("facility_id", sa.Integer(), nullable=False),
-        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
-        sa.Column("kind", sa.String(length=16), nullable=False),
-        sa.Column("name", sa.String(length=80), nullable=False),
-        sa.Column("transport", sa.String(length=8), nullable=False),
-        sa.Column("key_prefix", sa.String(length=16), nullable=True),
-        sa.Column("outcome", sa.String(length=16), nullable=False),
-        sa.Column("error_code", sa.String(length=64), nullable=True),
-        sa.Column("status", sa.Integer(), nullable=True),
-        sa.Column("source", sa.String(length=16), nullable=True),
+        col.integer("facility_id"),
+        col.timestamp("at"),
+        col.string("kind", 16),
+        col.string("name", 80),
+        col.string("transport", 8),
+        col.string("key_prefix", 16, nullable=True),
+        col.string("outcome", 16),
+        col.string("error_code", 64, nullable=True),
+        col.integer("status", nullable=True),
+        col.string("source", 16, nullable=True),
         sa.Column("age_s", sa.Float(), nullable=True),
         sa.Column("latency_ms", sa.Float(), nullable=False),
-        sa.Column("arguments", sa.JSON(), nullable=False),
-        sa.CheckConstraint("kind IN ('tool', 'operation')", name=op.f("ck_tool_calls_kind")),
-        sa.CheckConstraint("transport IN ('http', 'mcp')", name=op.f("ck_tool_calls_transport")),
-        sa.CheckConstraint(
-            "outcome IN ('ok', 'stale', 'replayed', 'error')",
-            name=op.f("ck_tool_calls_outcome"),
-        ),
-        sa.ForeignKeyConstraint(
-            ["facility_id"],
-            ["facilities.id"],
-            name=op.f("fk_tool_calls_facility_id_facilities"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("id", name=op.f("pk_tool_calls")),
+        col.json("arguments"),
+        col.check("tool_calls", "kind", "kind IN ('tool', 'operation')"),
+        col.check("tool_calls", "transport", "transport IN ('http', 'mcp')"),
+        col.check("tool_calls", "outcome", "outcome IN ('ok', 'stale', 'replayed', 'error')"),
+        col.foreign_key("tool_calls", "facility_id", "facilities.id", ondelete="CASCADE"),
+        col.primary_key("tool_calls"),
     )
-    op.create_index(
-        op.f("ix_tool_calls_facility_id_at"), "tool_calls", ["facility_id", "at"], unique=False
-    )
-    op.create_index(op.f("ix_tool_calls_at"), "tool_calls", ["at"], unique=False)
+    col.create_index("tool_calls", ["facility_id", "at"])
+    col.create_index("tool_calls", ["at"])
     op.create_table(
         "upstream_health",
-        sa.Column("facility_id", sa.Integer(), nullable=False),
-        sa.Column("last_success_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("last_failure_at", sa.DateTime(timezone=True), nullable=True),
-        sa.Column("last_failure_code", sa.String(length=64), nullable=True),
-        sa.ForeignKeyConstraint(
-            ["facility_id"],
-            ["facilities.id"],
-            name=op.f("fk_upstream_health_facility_id_facilities"),
-            ondelete="CASCADE",
-        ),
-        sa.PrimaryKeyConstraint("facility_id", name=op.f("pk_upstream_health")),
+        col.integer("facility_id"),
+        col.timestamp("last_success_at", nullable=True),
+        col.timestamp("last_failure_at", nullable=True),
+        col.string("last_failure_code", 64, nullable=True),
+        col.foreign_key("upstream_health", "facility_id", "facilities.id", ondelete="CASCADE"),
+        col.primary_key("upstream_health", "facility_id"),
     )
 
 
 def downgrade() -> None:
     op.drop_table("upstream_health")
-    op.drop_index(op.f("ix_tool_calls_at"), table_name="tool_calls")
-    op.drop_index(op.f("ix_tool_calls_facility_id_at"), table_name="tool_calls")
-    op.drop_table("tool_calls")
+    col.drop_table("tool_calls", "ix_tool_calls_at", "ix_tool_calls_facility_id_at")
