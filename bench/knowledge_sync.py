@@ -57,6 +57,7 @@ from pmsgate.customers.service import (
     register_customer,
     sync_registry,
 )
+from pmsgate.demo.onboarding import sandbox_settings
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.integrations.assistant.client import AssistantClient
 from pmsgate.knowledge.patcher import apply_patch, plan_patch
@@ -66,12 +67,12 @@ from pmsgate.knowledge.template import WifiCredentials, check_page
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.assistant.store import AssistantStore
+from pmsgate.sandbox.customers import SANDBOX_URL
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.sandbox.notion.store import NotionStore
 from pmsgate.storage.customers import CustomerProfile
 
-SANDBOX_URL = "http://sandbox.bench"
 STUDENT_ID = "stu-bench-knowledge"
 NOTION_RATE_PER_S = 3.0  # the notes client's own pace (the emulator averages 3/s too)
 QUIET_GAP_S = 120.0  # between the first sync and the re-sync: windows empty, pages settled
@@ -189,15 +190,11 @@ def _sandbox(config: KnowledgeSyncConfig, clock: ManualClock) -> Sandbox:
     return box
 
 
-def _settings(database_url: str) -> Settings:
-    return Settings(
-        database_url=database_url,
+def _settings(data_dir: Path) -> Settings:
+    return sandbox_settings(
+        data_dir,
+        database_url=f"sqlite+aiosqlite:///{data_dir / 'bench.db'}",
         secret_keys=SecretStr(generate_key_spec("bench1")),
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
-        kross_base_url=f"{SANDBOX_URL}/kross",
-        assistant_api_url=f"{SANDBOX_URL}/assistant",
-        assistant_api_token=SecretStr(SANDBOX_ASSISTANT_TOKEN),
-        notion_api_url=f"{SANDBOX_URL}/notion",
         notion_requests_per_second=NOTION_RATE_PER_S,
         log_level="WARNING",
     )
@@ -332,7 +329,7 @@ async def run_knowledge_sync(
         return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url=SANDBOX_URL)
 
     with tempfile.TemporaryDirectory() as scratch:
-        settings = _settings(f"sqlite+aiosqlite:///{Path(scratch) / 'bench.db'}")
+        settings = _settings(Path(scratch))
         async with (
             virtual.running(),
             open_container(

@@ -28,6 +28,7 @@ from bench.common import (
     sqlite_url,
 )
 from pmsgate.app import create_app
+from pmsgate.catalogue.tools import SPEC_TOOL_NAMES
 from pmsgate.clock import SystemClock
 from pmsgate.container import open_container
 from pmsgate.logs import configure_logging
@@ -36,17 +37,7 @@ from pmsgate.sandbox.kross.store import KrossStore
 
 # Cached tool answers stay fresh for the whole run: the overhead benchmark measures the
 # cached path, not how often it is refreshed.
-LONG_FRESHNESS = {
-    name: 86400.0
-    for name in (
-        "check-availability",
-        "get-reservation-status",
-        "get-in-house-guests",
-        "get-incomplete-portals",
-        "check-portal-status",
-        "get-checkin-instructions",
-    )
-}
+LONG_FRESHNESS = dict.fromkeys(SPEC_TOOL_NAMES, 86400.0)
 
 
 def _listening_socket() -> socket.socket:

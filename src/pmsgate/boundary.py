@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Annotated, Any
 from urllib.parse import unquote_plus
 
-from pydantic import AfterValidator, WithJsonSchema
+from pydantic import AfterValidator, Field, WithJsonSchema
 from pydantic_core import PydanticCustomError
 from starlette.requests import Request
 
@@ -330,3 +330,16 @@ API_PASSWORD_SCHEMA: dict[str, Any] = {
     "maxLength": MAX_API_PASSWORD,
 }
 API_KEY_SCHEMA: dict[str, Any] = {"pattern": API_KEY_PATTERN}
+
+
+def api_user_field() -> Any:
+    """The ``username`` field of a request body that carries booking-system credentials."""
+    return Field(
+        description="The API user, `api` followed by digits (not an e-mail).",
+        json_schema_extra=API_USER_SCHEMA,
+    )
+
+
+def api_password_field() -> Any:
+    """The ``password`` field of a request body that carries booking-system credentials."""
+    return Field(description="The API user's password.", json_schema_extra=API_PASSWORD_SCHEMA)

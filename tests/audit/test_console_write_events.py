@@ -12,11 +12,10 @@ import pytest
 
 from pmsgate.gateway.keys import display_prefix
 from pmsgate.gateway.scopes import write_scope
+from tests.support.payments import PAYMENT, payment_body
 from tests.web.support import login, web_sandbox
 
 pytestmark = pytest.mark.anyio
-
-PAYMENT = "reservations/add-payment"
 
 
 async def test_a_write_by_the_facility_key_is_the_customers_own_event_only(
@@ -28,19 +27,9 @@ async def test_a_write_by_the_facility_key_is_the_customers_own_event_only(
             web.hotel_id, "payments", scopes=[write_scope(PAYMENT)]
         )
         today = web.enrolled.clock.now().date()
-        reservation = next(
-            r
-            for r in web.enrolled.sandbox.kross.facility(web.hotel_id).reservations.values()
-            if r.arrival > today and r.status == "CONF"
-        )
         paid = await web.client.post(
             f"/v1/operations/{PAYMENT}",
-            json={
-                "id_reservation": reservation.id_reservation,
-                "amount": 25,
-                "currency": "EUR",
-                "method": "card",
-            },
+            json=payment_body(web.enrolled.sandbox.kross, web.hotel_id, today, 25),
             headers={"Authorization": f"Bearer {raw}", "Idempotency-Key": "console-pay-1"},
         )
         assert paid.status_code == 200, paid.text

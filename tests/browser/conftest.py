@@ -207,6 +207,15 @@ def page(browser: Any) -> Iterator[Any]:
     context.close()
 
 
+def notifying_settings(tmp: Path, port: int) -> dict[str, Any]:
+    """Settings overrides of a console whose notices link to it and tell the team too."""
+    return {
+        "data_dir": tmp,
+        "public_url": f"http://127.0.0.1:{port}",
+        "notify_team_email": "ops@platform.example",
+    }
+
+
 def screenshot(page: Any, name: str) -> Path:
     """Save a full-page screenshot under test-artifacts/screenshots/."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)

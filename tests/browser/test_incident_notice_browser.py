@@ -15,27 +15,23 @@ from collections.abc import Iterator
 from dataclasses import replace
 from email.message import EmailMessage
 from email.parser import BytesParser
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from pmsgate.jobs.connections import check_facility
 from pmsgate.jobs.notify import notify_incidents
-from tests.browser.conftest import Accounts, LiveConsole, screenshot, serve_console
+from tests.browser.conftest import (
+    Accounts,
+    LiveConsole,
+    notifying_settings,
+    screenshot,
+    serve_console,
+)
 from tests.customers.support import profile_of
 from tests.web.support import WebSandbox
 
 NEW_PASSWORD = "a-new-api-password-incident"
-
-
-def _settings(tmp: Path, port: int) -> dict[str, Any]:
-    """Links in notices point at the served console; the team is told too."""
-    return {
-        "data_dir": tmp,
-        "public_url": f"http://127.0.0.1:{port}",
-        "notify_team_email": "ops@platform.example",
-    }
 
 
 async def _owner_only(sandbox: WebSandbox) -> Accounts:
@@ -52,7 +48,9 @@ async def _owner_only(sandbox: WebSandbox) -> Accounts:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
     with serve_console(
-        tmp_path_factory.mktemp("incident"), accounts=_owner_only, settings_overrides=_settings
+        tmp_path_factory.mktemp("incident"),
+        accounts=_owner_only,
+        settings_overrides=notifying_settings,
     ) as served:
         yield served
 

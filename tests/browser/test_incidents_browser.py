@@ -14,7 +14,6 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,21 +22,19 @@ from pmsgate.demo.fleet import generate_customers
 from pmsgate.jobs.connections import check_facility
 from pmsgate.jobs.notify import notify_incidents
 from tests.browser.accessibility import assert_accessible
-from tests.browser.conftest import Accounts, LiveConsole, screenshot, serve_console
+from tests.browser.conftest import (
+    Accounts,
+    LiveConsole,
+    notifying_settings,
+    screenshot,
+    serve_console,
+)
 from tests.customers.support import profile_of
 from tests.web.support import WebSandbox
 
 COUNT = 300
 CHUNK = 50
 NEW_PASSWORD = "a-new-api-password-triage"
-
-
-def _settings(tmp: Path, port: int) -> dict[str, Any]:
-    return {
-        "data_dir": tmp,
-        "public_url": f"http://127.0.0.1:{port}",
-        "notify_team_email": "ops@platform.example",
-    }
 
 
 async def _accounts(sandbox: WebSandbox) -> Accounts:
@@ -54,7 +51,9 @@ async def _accounts(sandbox: WebSandbox) -> Accounts:
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
     with serve_console(
-        tmp_path_factory.mktemp("incidents"), accounts=_accounts, settings_overrides=_settings
+        tmp_path_factory.mktemp("incidents"),
+        accounts=_accounts,
+        settings_overrides=notifying_settings,
     ) as served:
         for start in range(0, COUNT, CHUNK):
 

@@ -11,12 +11,11 @@ import httpx
 import pytest
 from typer.testing import Result
 
-from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 from tests.cli_support import assert_failed_with as failed_with
 from tests.cli_support import pmsgate
 from tests.customers.support import give_pms_connection
-from tests.support.cli import cli_environment
+from tests.support.cli import database_cli
 
 from ..e2e.processes import free_port, serving
 from ..gateway.facility_support import all_stored_text
@@ -45,15 +44,15 @@ def sandbox_url() -> Iterator[str]:
 @pytest.fixture
 def cli_env(database_url: str, sandbox_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The CLI's configuration in the environment; the settings cache and logging restored."""
-    with cli_environment(
+    with database_cli(
         monkeypatch,
-        PMSGATE_DATABASE_URL=database_url,
-        PMSGATE_SECRET_KEYS=generate_key_spec("c1"),
+        database_url,
+        "c1",
         PMSGATE_ASSISTANT_API_URL=f"{sandbox_url}/assistant",
         PMSGATE_ASSISTANT_API_TOKEN=SANDBOX_ASSISTANT_TOKEN,
         PMSGATE_NOTION_API_URL=f"{sandbox_url}/notion",
-    ):
-        yield database_url
+    ) as url:
+        yield url
 
 
 def one_json(result: Result) -> dict[str, Any]:

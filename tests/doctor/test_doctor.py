@@ -15,20 +15,19 @@ from pydantic import SecretStr
 from pmsgate.clock import ManualClock
 from pmsgate.config import Settings
 from pmsgate.container import open_container
+from pmsgate.demo.onboarding import sandbox_settings
 from pmsgate.doctor.findings import Report, Status
 from pmsgate.doctor.kross import PROBE_REQUESTS, offset_verdict, page_cap
 from pmsgate.doctor.notion import probe_notion
 from pmsgate.doctor.runner import Target, run_doctor
-from pmsgate.gateway.facilities import NewFacility
 from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.kross.seed import SANDBOX_PARTNER_API_KEY
 from pmsgate.storage.db import current_revision, open_database
+from tests.gateway.facility_support import new_facility_from_seed
 
 pytestmark = pytest.mark.anyio
-
-HOST = "http://sandbox.test"
 
 
 @pytest.fixture
@@ -44,15 +43,9 @@ def http_factory(sandbox: Sandbox) -> Callable[[], httpx.AsyncClient]:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return Settings(
-        data_dir=tmp_path,
+    return sandbox_settings(
+        tmp_path,
         database_url=f"sqlite+aiosqlite:///{tmp_path / 'doctor.db'}",
-        redis_url=None,
-        kross_base_url=f"{HOST}/kross",
-        assistant_api_url=f"{HOST}/assistant",
-        assistant_api_token=SecretStr(SANDBOX_ASSISTANT_TOKEN),
-        notion_api_url=f"{HOST}/notion",
-        partner_api_key=SecretStr(SANDBOX_PARTNER_API_KEY),
         secret_keys=SecretStr(generate_key_spec("doc")),
         limiter_wait_s=0.0,
         public_url="https://console.example.test",
@@ -72,14 +65,7 @@ async def facility(
         settings, http_factory=http_factory, clock=clock, migrate=True
     ) as container:
         await container.gateway.facilities.add(
-            NewFacility(
-                hotel_id=record["hotel_id"],
-                username=record["username"],
-                password=SecretStr(record["password"]),
-                kind="partner",
-                integration_id="int-doctor",
-                name=record["name"],
-            )
+            new_facility_from_seed(record, integration_id="int-doctor")
         )
     yield record
 

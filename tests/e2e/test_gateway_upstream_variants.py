@@ -17,6 +17,7 @@ from pydantic import SecretStr
 from pmsgate.gateway.facilities import NewFacility
 from tests.e2e.conftest import Gateway, gateway_settings, running_gateway
 from tests.support.answers import assert_error
+from tests.support.payments import future_confirmed
 
 pytestmark = pytest.mark.anyio
 
@@ -125,11 +126,7 @@ async def test_operations_found_only_under_their_group_are_found_once_and_rememb
 
 def guest_body(kross_store: Any, hotel_id: str, clock: Any) -> dict[str, Any]:
     today = clock.now().date()
-    reservation = next(
-        r.id_reservation
-        for r in kross_store.facility(hotel_id).reservations.values()
-        if r.arrival > today and r.status == "CONF"
-    )
+    reservation = future_confirmed(kross_store, hotel_id, today).id_reservation
     return {
         "id_reservation": reservation,
         "guest": {

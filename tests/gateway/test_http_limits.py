@@ -21,6 +21,7 @@ from pmsgate.errors import install_error_handlers
 from pmsgate.gateway.context import GatewayServices
 from pmsgate.gateway.scopes import all_scopes
 from pmsgate.sandbox.kross.store import KrossStore
+from tests.support.answers import assert_refusal
 from tests.support.facilities import emulator_settings, served_gateway
 from tests.support.front import behind_the_front
 
@@ -65,14 +66,6 @@ async def gateway(
         yield Gateway(app=served.app, services=served.container.gateway, key=served.first_key)
 
 
-def _error(answer: httpx.Response, status: int, code: str) -> None:
-    assert answer.status_code == status, answer.text
-    body = answer.json()
-    assert set(body) == {"error"}
-    assert set(body["error"]) == {"code", "message", "hint"}
-    assert body["error"]["code"] == code
-
-
 def _nested(depth: int) -> bytes:
     return b'{"a":' * depth + b"1" + b"}" * depth
 
@@ -94,7 +87,7 @@ async def test_deeply_nested_json_is_a_422_not_a_recursion_error(
             content=body,
             headers={**gateway.auth, "Content-Type": "application/json", "Idempotency-Key": "k1"},
         )
-    _error(answer, 422, "json_too_deep")
+    assert_refusal(answer, 422, "json_too_deep")
 
 
 async def test_deeply_nested_arrays_are_refused_too(gateway: Gateway) -> None:
@@ -103,7 +96,7 @@ async def test_deeply_nested_arrays_are_refused_too(gateway: Gateway) -> None:
         answer = await client.post(
             "/v1/tools/check-availability", content=body, headers=gateway.auth
         )
-    _error(answer, 422, "json_too_deep")
+    assert_refusal(answer, 422, "json_too_deep")
 
 
 async def test_nesting_within_the_limit_reaches_the_tool(gateway: Gateway) -> None:
@@ -114,7 +107,7 @@ async def test_nesting_within_the_limit_reaches_the_tool(gateway: Gateway) -> No
             headers=gateway.auth,
         )
     # The tool's own argument check answers: the depth was accepted.
-    _error(answer, 422, "invalid_arguments")
+    assert_refusal(answer, 422, "invalid_arguments")
 
 
 # --- body size ----------------------------------------------------------------------------
@@ -143,7 +136,7 @@ async def test_a_body_over_the_limit_is_a_413_by_content_length(
         answer = await client.post(
             path, content=b" " * (MAX_BODY + 1), headers={**gateway.auth, "X-Request-Id": "r1"}
         )
-    _error(answer, 413, "payload_too_large")
+    assert_refusal(answer, 413, "payload_too_large")
     assert answer.headers["x-request-id"] == "r1"
 
 
@@ -158,7 +151,7 @@ async def test_a_streamed_body_over_the_limit_is_a_413_without_content_length(
         request = client.build_request("POST", path, content=_chunks(MAX_BODY * 4), headers=headers)
         assert "content-length" not in request.headers
         answer = await client.send(request)
-    _error(answer, 413, "payload_too_large")
+    assert_refusal(answer, 413, "payload_too_large")
 
 
 async def test_the_pictures_operation_accepts_bodies_up_to_its_own_limit(gateway: Gateway) -> None:
@@ -169,7 +162,7 @@ async def test_the_pictures_operation_accepts_bodies_up_to_its_own_limit(gateway
         over = await client.post(path, content=b" " * (MAX_UPLOAD + 1), headers=headers)
     assert within.status_code != 413  # read and answered by the operation itself
     assert within.json()["error"]["code"] != "payload_too_large"
-    _error(over, 413, "payload_too_large")
+    assert_refusal(over, 413, "payload_too_large")
 
 
 async def test_the_middleware_stops_reading_at_the_limit() -> None:
@@ -190,7 +183,7 @@ async def test_the_middleware_stops_reading_at_the_limit() -> None:
         ok = await client.post("/echo", content=_chunks(1000, 100))
         refused = await client.post("/echo", content=_chunks(10_000, 100))
     assert ok.json() == {"size": 1000}
-    _error(refused, 413, "payload_too_large")
+    assert_refusal(refused, 413, "payload_too_large")
     assert max(read) <= 1100  # the rest of the body was never read
 
 
@@ -211,7 +204,7 @@ async def test_a_405_names_the_allowed_methods(
 ) -> None:
     async with gateway.client() as client:
         answer = await client.request(method, path, headers=gateway.auth)
-    _error(answer, 405, "method_not_allowed")
+    assert_refusal(answer, 405, "method_not_allowed")
     assert answer.headers["allow"] == allow
 
 

@@ -38,6 +38,7 @@ from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.db import session_factory
 from pmsgate.storage.models import GatewayKey, IdempotencyRecord
 from tests.gateway.facility_support import new_facility_from_seed
+from tests.support.answers import assert_refusal
 from tests.support.facilities import emulator_settings, served_gateway
 
 pytestmark = pytest.mark.anyio
@@ -101,16 +102,6 @@ async def gateway(
         yield Gateway(served.app, served.container.gateway, kross_store, hotel_id)
 
 
-def _refused(answer: httpx.Response, status: int, code: str) -> dict[str, str]:
-    assert answer.status_code == status, answer.text
-    body = answer.json()
-    assert set(body) == {"error"}
-    assert set(body["error"]) == {"code", "message", "hint"}
-    assert body["error"]["code"] == code
-    error: dict[str, str] = body["error"]
-    return error
-
-
 # --- the vocabulary -------------------------------------------------------------------------
 
 
@@ -163,7 +154,7 @@ async def test_each_route_answers_only_a_key_holding_its_scope(
                 # Past the scope check: the route's own answer (data, or its argument errors).
                 assert answer.status_code != 403, answer.text
                 continue
-            error = _refused(answer, 403, "scope_missing")
+            error = assert_refusal(answer, 403, "scope_missing")
             assert needed in error["message"] and needed in error["hint"]
             # Never sent, no permit taken (every permit counts an upstream call), no record.
             assert gateway.upstream_requests() == sent_before
@@ -191,7 +182,7 @@ async def test_a_workspace_key_reads_tools_but_cannot_pay_and_a_payment_key_can(
             json=payment,
             headers={"Authorization": f"Bearer {payment_key}", "Idempotency-Key": "pay-1"},
         )
-    error = _refused(refused, 403, "scope_missing")
+    error = assert_refusal(refused, 403, "scope_missing")
     assert "operations:write:reservations/add-payment" in error["message"]
     assert allowed.status_code != 403, allowed.text
 
@@ -212,7 +203,7 @@ async def test_an_expired_key_is_refused_even_from_the_key_cache(
         answer = await client.post(
             "/v1/tools/get-in-house-guests", json={}, headers={"Authorization": f"Bearer {key}"}
         )
-    _refused(answer, 401, "gateway_key_expired")
+    assert_refusal(answer, 401, "gateway_key_expired")
 
 
 async def test_an_expiry_in_the_past_or_without_a_zone_is_refused(
@@ -285,17 +276,17 @@ async def test_the_admin_api_mints_lists_changes_and_rotates_scoped_keys(
         assert key["scopes"] == [write_scope("reservations/add-payment")]
         assert key["expires_at"] is not None
         unknown = await client.post(base, json={"scopes": ["payments"]}, headers=ADMIN)
-        _refused(unknown, 422, "invalid_scope")
+        assert_refusal(unknown, 422, "invalid_scope")
         both = await client.post(
             base, json={"expires_in_days": 1, "expires_at": "2030-01-01T00:00:00Z"}, headers=ADMIN
         )
-        _refused(both, 422, "invalid_expiry")
+        assert_refusal(both, 422, "invalid_expiry")
         every = await client.put(
             f"{base}/{key['id']}/scopes", json={"all_scopes": True}, headers=ADMIN
         )
         assert every.json()["scopes"] == list(all_scopes())
         bad = await client.put(f"{base}/{key['id']}/scopes", json={"scopes": ["x"]}, headers=ADMIN)
-        _refused(bad, 422, "invalid_scope")
+        assert_refusal(bad, 422, "invalid_scope")
         rotated = await client.post(
             f"{base}/{key['id']}/rotate", json={"grace_hours": 2}, headers=ADMIN
         )

@@ -22,11 +22,11 @@ from pmsgate.gateway.scopes import OPERATIONS_READ, TOOLS_READ, write_scope
 from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.storage.audit import AuditEventView, AuditFilter
 from tests.support.facilities import ServedGateway, emulator_settings, served_gateway
+from tests.support.payments import PAYMENT, payment_body
 
 pytestmark = pytest.mark.anyio
 
 BASE_URL = "http://gateway.test"
-PAYMENT = "reservations/add-payment"
 
 
 @dataclass
@@ -49,18 +49,7 @@ class World(ServedGateway):
         return list(reversed(page.events))  # oldest first
 
     def payment_body(self, clock: ManualClock, amount: int = 80) -> dict[str, object]:
-        today = clock.now().date()
-        reservation = next(
-            r
-            for r in self.store.facility(self.hotel_id).reservations.values()
-            if r.arrival > today and r.status == "CONF"
-        )
-        return {
-            "id_reservation": reservation.id_reservation,
-            "amount": amount,
-            "currency": "EUR",
-            "method": "card",
-        }
+        return payment_body(self.store, self.hotel_id, clock.now().date(), amount)
 
 
 @pytest.fixture

@@ -35,13 +35,13 @@ from pmsgate.onboarding.runner import OnboardingRunner
 from pmsgate.sandbox.app import Sandbox
 from pmsgate.storage.audit import AuditEventView, AuditFilter
 from tests.customers.support import ClockSleep, sandbox_http_factory, sandbox_settings
+from tests.support.payments import PAYMENT, payment_body
 
 from .sandbox_customer import GATEWAY_URL, customer_document, student_id_of
 
 pytestmark = pytest.mark.anyio
 
 ADMIN_TOKEN = "admin-token-for-the-audit-scenario-0123"
-PAYMENT = "reservations/add-payment"
 A_INDEX, B_INDEX = 1, 0
 
 
@@ -145,19 +145,9 @@ async def test_a_scenario_leaves_each_customer_its_own_events_and_no_secret_anyw
         assert minted.status_code == 201, minted.text
         payment_key = minted.json()["gateway_key"]
         today = scenario.clock.now().date()
-        reservation = next(
-            r
-            for r in scenario.sandbox.kross.facility(hotel_a).reservations.values()
-            if r.arrival > today and r.status == "CONF"
-        )
         paid = await client.post(
             f"/v1/operations/{PAYMENT}",
-            json={
-                "id_reservation": reservation.id_reservation,
-                "amount": 40,
-                "currency": "EUR",
-                "method": "card",
-            },
+            json=payment_body(scenario.sandbox.kross, hotel_a, today, 40),
             headers={"Authorization": f"Bearer {payment_key}", "Idempotency-Key": "scenario-1"},
         )
         assert paid.status_code == 200, paid.text

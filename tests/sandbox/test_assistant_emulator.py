@@ -14,6 +14,7 @@ from pmsgate.sandbox.assistant.app import create_assistant_app
 from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG, SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.assistant.store import AssistantStore
 from pmsgate.sandbox.kross.store import KrossStore
+from tests.support.asgi import asgi_client
 
 pytestmark = pytest.mark.anyio
 
@@ -31,9 +32,8 @@ def store(clock: ManualClock, kross_store: KrossStore) -> AssistantStore:
 
 @pytest.fixture
 async def http(store: AssistantStore) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_assistant_app(store))
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://platform.test", headers=AUTH
+    async with asgi_client(
+        create_assistant_app(store), "http://platform.test", headers=AUTH
     ) as client:
         yield client
 

@@ -13,6 +13,7 @@ import httpx
 import pytest
 
 from pmsgate.clock import ManualClock
+from pmsgate.sandbox.kross.app import UNGROUPED
 from pmsgate.sandbox.kross.records import Facility, Reservation
 from pmsgate.sandbox.kross.store import KrossStore, SandboxConfig
 from tests.sandbox.kross_support import (
@@ -26,14 +27,6 @@ from tests.sandbox.kross_support import (
 )
 
 pytestmark = pytest.mark.anyio
-
-UNGROUPED = (
-    "get-check-in-instructions",
-    "get-house-manual",
-    "get-contract",
-    "check-in-guest",
-    "save-guest-pictures",
-)
 
 
 # --- helpers ---------------------------------------------------------------------------------

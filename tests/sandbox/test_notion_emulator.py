@@ -17,6 +17,8 @@ from pmsgate.sandbox.kross.store import KrossStore
 from pmsgate.sandbox.notion.app import create_notion_app
 from pmsgate.sandbox.notion.seed import CANONICAL_SECTIONS, SECTION_TITLES
 from pmsgate.sandbox.notion.store import Block, NotionStore, Page
+from tests.support.asgi import asgi_client
+from tests.support.notion_sdk import richest_workspace, text
 
 pytestmark = pytest.mark.anyio
 
@@ -34,13 +36,8 @@ def store(clock: ManualClock) -> NotionStore:
 
 @pytest.fixture
 async def http(store: NotionStore) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_notion_app(store))
-    async with httpx.AsyncClient(transport=transport, base_url="http://notes.test") as client:
+    async with asgi_client(create_notion_app(store), "http://notes.test") as client:
         yield client
-
-
-def workspace_with_most_pages(store: NotionStore) -> dict[str, Any]:
-    return max(store.workspaces(), key=lambda w: len(w["pages"]))
 
 
 def headers(token: str, version: str | None = VERSION) -> dict[str, str]:
@@ -48,10 +45,6 @@ def headers(token: str, version: str | None = VERSION) -> dict[str, str]:
     if version is not None:
         result["Notion-Version"] = version
     return result
-
-
-def text(content: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": {"content": content}}]
 
 
 def para(content: str) -> dict[str, Any]:
@@ -205,7 +198,7 @@ async def test_seeded_texts_hold_no_contact_data(store: NotionStore):
 async def test_a_request_without_notion_version_is_refused_with_missing_version(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     answer = await http.get(
         f"/v1/pages/{ws['pages'][0]['page_id']}", headers=headers(ws["token"], None)
     )
@@ -216,7 +209,7 @@ async def test_a_request_without_notion_version_is_refused_with_missing_version(
 async def test_an_unknown_notion_version_is_a_validation_error(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     answer = await http.get(
         f"/v1/pages/{ws['pages'][0]['page_id']}", headers=headers(ws["token"], "1999-01-01")
     )
@@ -228,7 +221,7 @@ async def test_an_unknown_notion_version_is_a_validation_error(
 async def test_a_missing_or_unknown_token_is_unauthorized(
     http: httpx.AsyncClient, store: NotionStore, authorization: str | None
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     sent = {"Notion-Version": VERSION}
     if authorization:
         sent["Authorization"] = authorization
@@ -249,14 +242,14 @@ async def test_a_token_sees_only_its_own_workspace(http: httpx.AsyncClient, stor
 async def test_an_unknown_path_is_an_invalid_request_url(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     answer = await http.get("/v1/nothing/here", headers=headers(ws["token"]))
     assert answer.status_code == 400
     assert await error_code(answer) == "invalid_request_url"
 
 
 async def test_a_malformed_id_is_a_validation_error(http: httpx.AsyncClient, store: NotionStore):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     answer = await http.get("/v1/blocks/not-a-uuid", headers=headers(ws["token"]))
     assert answer.status_code == 400
     assert await error_code(answer) == "validation_error"
@@ -268,7 +261,7 @@ async def test_a_malformed_id_is_a_validation_error(http: httpx.AsyncClient, sto
 async def test_the_database_query_pages_with_start_cursor(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     url = f"/v1/databases/{ws['database_id']}/query"
     seen: list[str] = []
     body: dict[str, Any] = {"page_size": 2}
@@ -289,7 +282,7 @@ async def test_the_database_query_pages_with_start_cursor(
 async def test_a_page_carries_its_title_and_room_type_properties(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     truth = ws["pages"][0]
     answer = await http.get(f"/v1/pages/{truth['page_id']}", headers=headers(ws["token"]))
     page = answer.json()
@@ -303,7 +296,7 @@ async def test_a_page_carries_its_title_and_room_type_properties(
 async def test_from_version_2025_09_03_a_database_is_queried_through_its_data_source(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     sent = headers(ws["token"], "2025-09-03")
     database = (await http.get(f"/v1/databases/{ws['database_id']}", headers=sent)).json()
     assert database["data_sources"] == [{"id": ws["data_source_id"], "name": "Apartments"}]
@@ -338,7 +331,7 @@ async def test_children_come_one_level_at_a_time_in_pages_of_at_most_100(
 
 
 async def test_a_page_is_also_a_child_page_block(http: httpx.AsyncClient, store: NotionStore):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     truth = ws["pages"][0]
     block = (await http.get(f"/v1/blocks/{truth['page_id']}", headers=headers(ws["token"]))).json()
     assert block["type"] == "child_page"
@@ -352,7 +345,7 @@ async def test_a_page_is_also_a_child_page_block(http: httpx.AsyncClient, store:
 async def test_an_append_of_two_levels_returns_the_new_first_level_blocks(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     page_id = ws["pages"][0]["page_id"]
     body = {"children": [tog("Nuova sezione", [para("uno"), para("due")]), para("fine")]}
     answer = await http.patch(
@@ -421,7 +414,7 @@ REFUSED_APPENDS: dict[str, Any] = {
 async def test_an_append_beyond_the_api_limits_is_refused_whole(
     http: httpx.AsyncClient, store: NotionStore, body: dict[str, Any]
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     page_id = ws["pages"][0]["page_id"]
     page = page_of(store, ws["pages"][0], ws["token"])
     before = len(store.live_children(page))
@@ -434,7 +427,7 @@ async def test_an_append_beyond_the_api_limits_is_refused_whole(
 
 
 async def test_a_body_that_is_not_json_is_invalid_json(http: httpx.AsyncClient, store: NotionStore):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     answer = await http.patch(
         f"/v1/blocks/{ws['pages'][0]['page_id']}/children",
         headers=headers(ws["token"]),
@@ -445,7 +438,7 @@ async def test_a_body_that_is_not_json_is_invalid_json(http: httpx.AsyncClient, 
 
 
 async def test_append_after_a_child_inserts_in_place(http: httpx.AsyncClient, store: NotionStore):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     page = page_of(store, ws["pages"][0], ws["token"])
     first, second = store.live_children(page)[:2]
     answer = await http.patch(
@@ -465,7 +458,7 @@ async def test_append_after_a_child_inserts_in_place(http: httpx.AsyncClient, st
 async def test_an_update_changes_a_toggle_title_and_moves_the_page_last_edited_time(
     http: httpx.AsyncClient, store: NotionStore, clock: ManualClock
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     page = page_of(store, ws["pages"][0], ws["token"])
     target = next(b for b in store.live_children(page) if b.type == "toggle")
     clock.advance(3600 + 95)
@@ -494,7 +487,7 @@ async def test_an_update_changes_a_toggle_title_and_moves_the_page_last_edited_t
 async def test_an_invalid_update_is_refused(
     http: httpx.AsyncClient, store: NotionStore, body: dict[str, Any]
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     page = page_of(store, ws["pages"][0], ws["token"])
     target = next(b for b in store.live_children(page) if b.type == "toggle")
     answer = await http.patch(f"/v1/blocks/{target.id}", headers=headers(ws["token"]), json=body)
@@ -505,7 +498,7 @@ async def test_an_invalid_update_is_refused(
 async def test_a_deleted_block_leaves_its_parent_and_cannot_be_edited(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     page = page_of(store, ws["pages"][0], ws["token"])
     target = next(b for b in store.live_children(page) if b.type == "toggle")
     deleted = await http.delete(f"/v1/blocks/{target.id}", headers=headers(ws["token"]))
@@ -548,7 +541,7 @@ async def test_the_bucket_allows_a_burst_of_10_then_429_with_retry_after_in_whol
 async def test_the_rate_limit_control_changes_the_bucket(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     answer = await http.put(
         "/_sandbox/rate-limit",
         json={"requests_per_second": 0.5, "burst": 1, "workspace_id": ws["workspace_id"]},
@@ -564,7 +557,7 @@ async def test_the_rate_limit_control_changes_the_bucket(
 async def test_faults_fail_named_ids_and_a_share_of_requests(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     await http.put("/_sandbox/rate-limit", json={"requests_per_second": 1000, "burst": 1000})
     broken, fine = ws["pages"][0]["page_id"], ws["pages"][1]["page_id"]
     await http.post("/_sandbox/faults", json={"fail_ids": [broken]})
@@ -582,7 +575,7 @@ async def test_faults_fail_named_ids_and_a_share_of_requests(
 
 
 async def test_reset_restores_the_seeded_content(http: httpx.AsyncClient, store: NotionStore):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     page_id = ws["pages"][0]["page_id"]
     url = f"/v1/blocks/{page_id}/children"
     before = (await http.get(url, headers=headers(ws["token"]))).json()["results"]
@@ -621,7 +614,7 @@ async def test_the_workspaces_control_lists_tokens_databases_and_page_truth(
 
 
 async def test_the_official_sdk_runs_against_the_emulator_unchanged(store: NotionStore):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     # The SDK would really sleep on a 429 (the clock here never moves): keep out of the limit.
     store.set_rate_limit(requests_per_second=1000, burst=1000)
     transport = httpx.ASGITransport(app=create_notion_app(store))
@@ -653,7 +646,7 @@ async def test_the_official_sdk_runs_against_the_emulator_unchanged(store: Notio
 async def test_from_2026_03_11_appends_take_position_and_objects_report_only_in_trash(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     page_id = ws["pages"][0]["page_id"]
     sent = headers(ws["token"], "2026-03-11")
     url = f"/v1/blocks/{page_id}/children"
@@ -705,7 +698,7 @@ async def test_from_2026_03_11_appends_take_position_and_objects_report_only_in_
 async def test_a_malformed_search_is_a_validation_error(
     http: httpx.AsyncClient, store: NotionStore, body: dict[str, Any]
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     answer = await http.post("/v1/search", headers=headers(ws["token"], "2025-09-03"), json=body)
     assert answer.status_code == 400
     assert await error_code(answer) == "validation_error"
@@ -714,7 +707,7 @@ async def test_a_malformed_search_is_a_validation_error(
 async def test_search_is_counted_and_rate_limited_like_every_other_request(
     http: httpx.AsyncClient, store: NotionStore
 ):
-    ws = workspace_with_most_pages(store)
+    ws = richest_workspace(store)
     store.set_rate_limit(requests_per_second=1, burst=1)
     sent = headers(ws["token"], "2025-09-03")
     assert (await http.post("/v1/search", headers=sent, json={})).status_code == 200

@@ -7,23 +7,19 @@ only ``base_url``, ``notion_version`` and the httpx client chosen by the test.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Any
 
-import httpx
 import pytest
-from notion_client import AsyncClient
 from notion_client.errors import APIResponseError, HTTPResponseError
 from notion_client.helpers import async_collect_paginated_api
 
 from pmsgate.clock import ManualClock
-from pmsgate.sandbox.notion.app import create_notion_app
 from pmsgate.sandbox.notion.store import NotionStore
+from tests.support.notion_sdk import official_sdk, richest_workspace, sdk_store, text
 
 pytestmark = pytest.mark.anyio
 
-BASE_URL = "http://notes.test"
 LEGACY, DATA_SOURCES, POSITION = "2022-06-28", "2025-09-03", "2026-03-11"
 VERSIONS = [LEGACY, DATA_SOURCES, POSITION]
 
@@ -32,27 +28,12 @@ Sdk = Callable[..., Any]
 
 @pytest.fixture
 def store(clock: ManualClock) -> NotionStore:
-    store = NotionStore(seed=3, clock=clock)
-    # The SDK's own retries would really sleep on a 429 (this clock never moves): stay clear.
-    store.set_rate_limit(requests_per_second=1000, burst=1000)
-    return store
+    return sdk_store(clock)
 
 
 @pytest.fixture
 def workspace(store: NotionStore) -> dict[str, Any]:
-    return max(store.workspaces(), key=lambda w: len(w["pages"]))
-
-
-@asynccontextmanager
-async def official_sdk(store: NotionStore, token: str, version: str) -> AsyncIterator[AsyncClient]:
-    """The SDK with its defaults, except where it sends and the Notion-Version it names."""
-    transport = httpx.ASGITransport(app=create_notion_app(store))
-    async with httpx.AsyncClient(transport=transport) as http:
-        yield AsyncClient(auth=token, base_url=BASE_URL, client=http, notion_version=version)
-
-
-def text(content: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": {"content": content}}]
+    return richest_workspace(store)
 
 
 # --- search --------------------------------------------------------------------------------------

@@ -15,19 +15,17 @@ from contextlib import asynccontextmanager
 from datetime import date
 from typing import Any
 
-import httpx
 import pytest
 from notion_client import AsyncClient
 from notion_client.errors import APIResponseError
 from notion_client.helpers import async_collect_paginated_api
 
 from pmsgate.clock import ManualClock
-from pmsgate.sandbox.notion.app import create_notion_app
 from pmsgate.sandbox.notion.store import NotionStore
+from tests.support.notion_sdk import official_sdk, richest_workspace, sdk_store, text
 
 pytestmark = pytest.mark.anyio
 
-BASE_URL = "http://notes.test"
 LEGACY, DATA_SOURCES = "2022-06-28", "2025-09-03"
 VERSIONS = [LEGACY, DATA_SOURCES]
 ROOM = "PMS room type id"
@@ -37,15 +35,12 @@ Row = dict[str, Any]
 
 @pytest.fixture
 def store(clock: ManualClock) -> NotionStore:
-    store = NotionStore(seed=3, clock=clock)
-    # The SDK's own retries would really sleep on a 429 (this clock never moves): stay clear.
-    store.set_rate_limit(requests_per_second=1000, burst=1000)
-    return store
+    return sdk_store(clock)
 
 
 @pytest.fixture
 def workspace(store: NotionStore) -> dict[str, Any]:
-    return max(store.workspaces(), key=lambda w: len(w["pages"]))
+    return richest_workspace(store)
 
 
 class Notes:
@@ -82,16 +77,8 @@ class Notes:
 async def notes(
     store: NotionStore, workspace: dict[str, Any], version: str
 ) -> AsyncIterator[Notes]:
-    transport = httpx.ASGITransport(app=create_notion_app(store))
-    async with httpx.AsyncClient(transport=transport) as http:
-        sdk = AsyncClient(
-            auth=workspace["token"], base_url=BASE_URL, client=http, notion_version=version
-        )
+    async with official_sdk(store, workspace["token"], version) as sdk:
         yield Notes(sdk, version, workspace)
-
-
-def text(content: str) -> list[dict[str, Any]]:
-    return [{"type": "text", "text": {"content": content}}]
 
 
 def title(row: Row) -> str:

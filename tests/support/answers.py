@@ -13,3 +13,14 @@ def assert_error(answer: httpx.Response, status: int, code: str) -> dict[str, An
     error: dict[str, Any] = answer.json()["error"]
     assert error["code"] == code, answer.text
     return error
+
+
+def assert_refusal(answer: httpx.Response, status: int, code: str) -> dict[str, Any]:
+    """Like :func:`assert_error`, and the body is exactly ``{"error": {code, message, hint}}``."""
+    assert answer.status_code == status, answer.text
+    body = answer.json()
+    assert set(body) == {"error"}
+    assert set(body["error"]) == {"code", "message", "hint"}
+    assert body["error"]["code"] == code
+    error: dict[str, Any] = body["error"]
+    return error

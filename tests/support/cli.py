@@ -11,6 +11,7 @@ import structlog
 
 from pmsgate.cli.support import Upstreams
 from pmsgate.config import Settings, get_settings
+from pmsgate.gateway.vault import generate_key_spec
 from tests.customers.support import ClockSleep, SandboxSetup, sandbox_http_factory
 
 
@@ -29,6 +30,21 @@ def cli_environment(monkeypatch: pytest.MonkeyPatch, **variables: str) -> Iterat
     finally:
         structlog.configure(**saved_logging)
         get_settings.cache_clear()
+
+
+@contextmanager
+def database_cli(
+    monkeypatch: pytest.MonkeyPatch, database_url: str, key_label: str, **variables: str
+) -> Iterator[str]:
+    """:func:`cli_environment` with the database ``database_url``, a fresh vault key
+    (``key_label``) and ``variables``; the database URL."""
+    with cli_environment(
+        monkeypatch,
+        PMSGATE_DATABASE_URL=database_url,
+        PMSGATE_SECRET_KEYS=generate_key_spec(key_label),
+        **variables,
+    ):
+        yield database_url
 
 
 def sandbox_cli_variables(settings: Settings) -> dict[str, str]:

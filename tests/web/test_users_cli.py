@@ -14,12 +14,11 @@ from pmsgate.clock import ManualClock
 from pmsgate.config import get_settings
 from pmsgate.customers.registry import Customers
 from pmsgate.errors import PmsgateError
-from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.storage.customers import CustomerProfile
 from pmsgate.storage.db import open_database, session_factory
 from pmsgate.web.users import UserService
 from tests.cli_support import assert_failed_with, pmsgate
-from tests.support.cli import cli_environment
+from tests.support.cli import database_cli
 
 from ..gateway.facility_support import all_stored_text
 
@@ -32,12 +31,8 @@ PASSWORD = "a long enough passphrase"
 @pytest.fixture
 def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
     """The CLI's configuration in the environment; the settings cache and logging restored."""
-    with cli_environment(
-        monkeypatch,
-        PMSGATE_DATABASE_URL=database_url,
-        PMSGATE_SECRET_KEYS=generate_key_spec("u1"),
-    ):
-        yield database_url
+    with database_cli(monkeypatch, database_url, "u1") as url:
+        yield url
 
 
 @pytest.fixture

@@ -13,12 +13,11 @@ from structlog.testing import capture_logs
 
 from pmsgate.audit.actions import AuditAction
 from pmsgate.errors import InvalidInput
-from pmsgate.gateway.vault import generate_key_spec
 from pmsgate.storage.audit import AuditFilter
 from pmsgate.webhooks.service import check_url
 from tests.cli_support import assert_failed_with, pmsgate
 from tests.gateway.facility_support import all_stored_text
-from tests.support.cli import cli_environment
+from tests.support.cli import database_cli
 from tests.web.support import csrf, form_token_of
 from tests.webhooks.support import ADMIN, receiver, webhook_sandbox
 
@@ -170,12 +169,8 @@ async def test_a_customer_reaches_only_its_own_and_bad_input_is_a_4xx(database_u
 
 @pytest.fixture
 def cli_env(database_url: str, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    with cli_environment(
-        monkeypatch,
-        PMSGATE_DATABASE_URL=database_url,
-        PMSGATE_SECRET_KEYS=generate_key_spec("w1"),
-    ):
-        yield database_url
+    with database_cli(monkeypatch, database_url, "w1") as url:
+        yield url
 
 
 async def test_the_cli_adds_lists_rotates_and_removes(cli_env: str):

@@ -47,13 +47,13 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from pmsgate.audit.actions import Actor
 from pmsgate.boundary import (
     API_KEY_SCHEMA,
-    API_PASSWORD_SCHEMA,
-    API_USER_SCHEMA,
     HOTEL_ID_SCHEMA,
     NOT_BLANK_TEXT_PATTERN,
     IdInt32,
     Int32,
     SafeText,
+    api_password_field,
+    api_user_field,
 )
 from pmsgate.errors import InvalidInput, PmsgateError, Unauthorized
 from pmsgate.gateway.context import gateway_services
@@ -117,13 +117,8 @@ class NewFacilityBody(NewFacility):
         description="Numeric id of the facility in the booking system.",
         json_schema_extra=HOTEL_ID_SCHEMA,
     )
-    username: StoredText = Field(
-        description="The API user, `api` followed by digits (not an e-mail).",
-        json_schema_extra=API_USER_SCHEMA,
-    )
-    password: SecretStr = Field(
-        description="The API user's password.", json_schema_extra=API_PASSWORD_SCHEMA
-    )
+    username: StoredText = api_user_field()
+    password: SecretStr = api_password_field()
     kind: StoredText = Field(
         description="`partner` (shared gateway api key) or `own` (own api key).",
         json_schema_extra={"enum": list(KINDS)},
@@ -273,13 +268,8 @@ class ReconnectBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid", hide_input_in_errors=True)
 
-    username: StoredText = Field(
-        description="The API user, `api` followed by digits (not an e-mail).",
-        json_schema_extra=API_USER_SCHEMA,
-    )
-    password: SecretStr = Field(
-        description="The API user's password.", json_schema_extra=API_PASSWORD_SCHEMA
-    )
+    username: StoredText = api_user_field()
+    password: SecretStr = api_password_field()
     api_key: SecretStr | None = Field(
         default=None,
         description="Own facilities: a new api key, or omit to keep the stored one. "

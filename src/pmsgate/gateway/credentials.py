@@ -265,14 +265,9 @@ class FacilityCredentials(FacilityPart):
                 facility_id=row.id,
             )
             if row.status != "connected":
+                change = (row.status, "connected")
                 await record_status_change(
-                    self._audit,
-                    session,
-                    actor,
-                    row.id,
-                    row.hotel_id,
-                    (row.status, "connected"),
-                    CAUSE_RECONNECTED,
+                    self._audit, session, actor, row, change, CAUSE_RECONNECTED
                 )
         return view
 

@@ -26,6 +26,7 @@ from pmsgate.gateway.facilities import (
     subject_of,
 )
 from pmsgate.storage.facilities import FacilityRepository
+from pmsgate.storage.models import Facility
 from pmsgate.storage.webhooks import WebhookRepository
 
 log = structlog.get_logger(__name__)
@@ -52,8 +53,7 @@ async def record_status_change(
     audit: AuditTrail,
     session: AsyncSession,
     actor: Actor,
-    facility_id: int,
-    hotel_id: str,
+    facility: Facility,
     change: tuple[str, str],
     cause: str,
     reason: str | None = None,
@@ -67,19 +67,23 @@ async def record_status_change(
         session,
         AuditAction.FACILITY_STATUS_CHANGED,
         actor=actor,
-        subject=subject_of(hotel_id),
+        subject=subject_of(facility.hotel_id),
         outcome=Outcome.FAILURE if after == "error" else Outcome.SUCCESS,
         details=details,
-        facility_id=facility_id,
+        facility_id=facility.id,
     )
     # The signed webhook of a lost or restored connection, committed with the change.
     event = _connection_event(before, after)
     if event is not None:
-        data: dict[str, Any] = {"hotel_id": hotel_id, "status": after, "previous_status": before}
+        data: dict[str, Any] = {
+            "hotel_id": facility.hotel_id,
+            "status": after,
+            "previous_status": before,
+        }
         if after == "error" and reason:
             data["reason"] = reason
         await WebhookRepository(session).add_event(
-            event, data, occurred_at=recorded.occurred_at, facility_id=facility_id
+            event, data, occurred_at=recorded.occurred_at, facility_id=facility.id
         )
 
 
@@ -146,13 +150,6 @@ class FacilityStatuses(FacilityPart):
             )
             if before != status:
                 await record_status_change(
-                    self._audit,
-                    session,
-                    actor,
-                    row.id,
-                    row.hotel_id,
-                    (before, status),
-                    cause,
-                    last_error,
+                    self._audit, session, actor, row, (before, status), cause, last_error
                 )
         await self._changed()

@@ -641,23 +641,22 @@ class Operations:
     async def _store(
         self, record: WriteRecord, status: int, body: dict[str, Any]
     ) -> OperationAnswer:
-        await self.records.finish(
-            record.id,
-            state="done",
-            status_code=status,
-            response=body,
-            now=self.gateway.clock.now(),
-            owner=self.owner,
-        )
+        await self._settle(record, "done", status, body)
         return OperationAnswer(status, body)
 
     async def _finish_unknown(self, record: WriteRecord) -> None:
         # Only while this process still owns it: one taken for dead must not undo a settlement.
+        await self._settle(record, "unknown", None, None)
+
+    async def _settle(
+        self, record: WriteRecord, state: str, status: int | None, body: dict[str, Any] | None
+    ) -> None:
+        """Store how the write ended, only while this process still owns its record."""
         await self.records.finish(
             record.id,
-            state="unknown",
-            status_code=None,
-            response=None,
+            state=state,
+            status_code=status,
+            response=body,
             now=self.gateway.clock.now(),
             owner=self.owner,
         )

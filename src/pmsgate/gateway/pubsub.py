@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from dataclasses import KW_ONLY, dataclass, field
-from types import TracebackType
 from typing import Self
 
 import anyio
@@ -81,12 +80,7 @@ class RedisChannel:
             )
         return self
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         self.listening = False
         if self._task is not None:
             self._task.cancel()

@@ -149,6 +149,8 @@ def stay_date_years(today: dt.date) -> Callable[[str], tuple[int, int]]:
     return years
 
 
+# What a cached read calls to fetch the value, at the priority it is given.
+Fetch = Callable[[Priority], Awaitable[Any]]
 AnswerFunction = Callable[["Tools", ToolDefinition, FacilityView, Any], Awaitable["ToolAnswer"]]
 
 
@@ -405,12 +407,7 @@ class Tools:
     # --- shared reads -------------------------------------------------------------------
 
     async def cached_read(
-        self,
-        facility: FacilityView,
-        key: str,
-        *,
-        max_age_s: float,
-        fetch: Callable[[Priority], Awaitable[Any]],
+        self, facility: FacilityView, key: str, *, max_age_s: float, fetch: Fetch
     ) -> Cached:
         """:meth:`Gateway.cached_read`, noted as one of the reads of the answer being made."""
         cached = await self.gateway.cached_read(facility, key, max_age_s=max_age_s, fetch=fetch)

@@ -9,12 +9,12 @@ winner's record, and claims again if that record was released in between.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Unpack
 
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from pmsgate.storage.idempotency import IdempotencyRepository, WriteRecord
+from pmsgate.storage.idempotency import IdempotencyRepository, RecordOutcome, WriteRecord
 
 
 class WriteRecords:
@@ -63,25 +63,11 @@ class WriteRecords:
             return await IdempotencyRepository(session).unresolved_twins(record)
 
     async def finish(
-        self,
-        record_id: int,
-        *,
-        state: str,
-        status_code: int | None,
-        response: dict[str, Any] | None,
-        now: datetime,
-        owner: str | None = None,
+        self, record_id: int, *, owner: str | None = None, **outcome: Unpack[RecordOutcome]
     ) -> bool:
         """Store the outcome, only while ``owner`` still owns the record; False otherwise."""
         async with self._sessions.begin() as session:
-            return await IdempotencyRepository(session).finish(
-                record_id,
-                state=state,
-                status_code=status_code,
-                response=response,
-                now=now,
-                owner=owner,
-            )
+            return await IdempotencyRepository(session).finish(record_id, owner=owner, **outcome)
 
     async def take_over(self, record: WriteRecord, *, owner: str | None, now: datetime) -> bool:
         """Make ``owner`` run an unsettled write, if its state and owner are still ``record``'s."""

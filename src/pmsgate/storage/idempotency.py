@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypedDict
 
 from sqlalchemy import delete, select, update
 
@@ -20,6 +20,15 @@ from pmsgate.storage.views import view_of
 
 # States in which the outcome of a write is not settled yet.
 UNRESOLVED = ("in_flight", "unknown")
+
+
+class RecordOutcome(TypedDict):
+    """How a write ended, as :meth:`IdempotencyRepository.finish` stores it."""
+
+    state: str
+    status_code: int | None
+    response: dict[str, Any] | None
+    now: datetime
 
 
 @dataclass(frozen=True)

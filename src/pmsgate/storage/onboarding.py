@@ -56,8 +56,8 @@ class RunView:
 
 
 @dataclass(frozen=True)
-class NewStepResult:
-    """What recording one step's result needs."""
+class StepOutcome:
+    """Which step of whose onboarding a result is for, and how it came out."""
 
     student_id: str
     step_id: str
@@ -65,6 +65,12 @@ class NewStepResult:
     kind: str
     status: OnboardingStepStatus
     done: bool
+
+
+@dataclass(frozen=True)
+class NewStepResult(StepOutcome):
+    """What recording one step's result needs."""
+
     evidence: dict[str, Any]
     message: str = ""
     fix: str | None = None
@@ -77,17 +83,11 @@ class NewStepResult:
 
 
 @dataclass(frozen=True)
-class StepResultView:
+class StepResultView(StepOutcome):
     """A stored step result."""
 
     id: int
     run_id: str | None
-    student_id: str
-    step_id: str
-    number: int
-    kind: str
-    status: OnboardingStepStatus
-    done: bool
     dry_run: bool
     evidence: dict[str, Any]
     message: str

@@ -42,6 +42,7 @@ class NewToolCall:
 
     facility_id: int
     at: datetime
+    latency_ms: float
     kind: str
     name: str
     transport: str
@@ -51,7 +52,6 @@ class NewToolCall:
     status: int | None
     source: str | None
     age_s: float | None
-    latency_ms: float
     arguments: Mapping[str, Any] = field(default_factory=dict)
 
 

@@ -30,10 +30,10 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, SecretStr
 
 from pmsgate.boundary import (
     API_KEY_SCHEMA,
-    API_PASSWORD_SCHEMA,
-    API_USER_SCHEMA,
     HOTEL_ID_SCHEMA,
     NOT_BLANK_TEXT_PATTERN,
+    api_password_field,
+    api_user_field,
 )
 from pmsgate.customers.checks import customer_not_found
 from pmsgate.customers.reconnect import connect_kross
@@ -88,13 +88,8 @@ class ConnectBody(BaseModel):
         coerce_numbers_to_str=True,
     )
 
-    username: str = Field(
-        description="The API user, `api` followed by digits (not an e-mail).",
-        json_schema_extra=API_USER_SCHEMA,
-    )
-    password: SecretStr = Field(
-        description="The API user's password.", json_schema_extra=API_PASSWORD_SCHEMA
-    )
+    username: str = api_user_field()
+    password: SecretStr = api_password_field()
     api_key: SecretStr | None = Field(
         default=None,
         alias="apiKey",

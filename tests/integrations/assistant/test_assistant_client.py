@@ -44,6 +44,7 @@ from pmsgate.sandbox.assistant.app import create_assistant_app
 from pmsgate.sandbox.assistant.seed import EXISTING_WORKSPACE_SLUG, SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.assistant.store import AssistantStore
 from pmsgate.sandbox.kross.store import KrossStore
+from tests.support.asgi import asgi_client
 from tests.support.clocks import RecordingSleep
 
 pytestmark = pytest.mark.anyio
@@ -81,8 +82,7 @@ def assistant_store(clock: ManualClock, kross_store: KrossStore) -> AssistantSto
 
 @pytest.fixture
 async def assistant_http(assistant_store: AssistantStore) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_assistant_app(assistant_store))
-    async with httpx.AsyncClient(transport=transport, base_url=BASE_URL) as http:
+    async with asgi_client(create_assistant_app(assistant_store), BASE_URL) as http:
         yield http
 
 

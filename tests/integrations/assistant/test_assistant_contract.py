@@ -30,6 +30,7 @@ from pmsgate.integrations.assistant.errors import AssistantNotFound
 from pmsgate.sandbox.assistant.app import create_assistant_app
 from pmsgate.sandbox.assistant.seed import SANDBOX_ASSISTANT_TOKEN
 from pmsgate.sandbox.assistant.store import AssistantStore
+from tests.support.asgi import asgi_client
 
 from .contract_examples import (
     AGENT,
@@ -203,10 +204,9 @@ def store(clock: ManualClock) -> AssistantStore:
 
 @pytest.fixture
 async def emulator(store: AssistantStore) -> AsyncIterator[httpx.AsyncClient]:
-    transport = httpx.ASGITransport(app=create_assistant_app(store))
     headers = {"Authorization": f"Bearer {SANDBOX_ASSISTANT_TOKEN}"}
-    async with httpx.AsyncClient(
-        transport=transport, base_url="http://platform.test", headers=headers
+    async with asgi_client(
+        create_assistant_app(store), "http://platform.test", headers=headers
     ) as http:
         yield http
 

@@ -222,8 +222,8 @@ class Trigger(BaseModel):
 OperationMode = Literal["copilot", "autopilot"]
 
 
-class NewAgent(Outgoing):
-    """The body of ``POST /v1/agents``."""
+class AgentFields(BaseModel):
+    """An agent's fields, as created and as answered (the platform may answer another mode)."""
 
     workspace_id: str
     name: str
@@ -231,10 +231,16 @@ class NewAgent(Outgoing):
     instructions: str = ""
     guardrails: list[Guardrail] = Field(default_factory=list)
     skill_ids: list[str] = Field(default_factory=list)
-    operation_mode: OperationMode = "copilot"
+    operation_mode: str = "copilot"
     response_language: str = "Original"
     triggers: list[Trigger] = Field(default_factory=list)
     enabled: bool = True
+
+
+class NewAgent(Outgoing, AgentFields):
+    """The body of ``POST /v1/agents``."""
+
+    operation_mode: OperationMode = "copilot"
 
 
 class AgentUpdate(Outgoing):
@@ -251,20 +257,10 @@ class AgentUpdate(Outgoing):
     enabled: bool | None = None
 
 
-class Agent(Answer):
+class Agent(Answer, AgentFields):
     """An agent (the guest agent)."""
 
     id: str
-    workspace_id: str
-    name: str
-    description: str = ""
-    instructions: str = ""
-    guardrails: list[Guardrail] = Field(default_factory=list)
-    skill_ids: list[str] = Field(default_factory=list)
-    operation_mode: str = "copilot"
-    response_language: str = "Original"
-    triggers: list[Trigger] = Field(default_factory=list)
-    enabled: bool = True
 
 
 class Listing(Answer):

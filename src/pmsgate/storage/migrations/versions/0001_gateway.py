@@ -12,9 +12,8 @@ down_revision = None
 
 def upgrade() -> None:
 
-    op.create_table(
+    col.create_id_table(
         "facilities",
-        col.integer("id"),
         col.string("hotel_id", 32),
         col.string("username", 64),
         col.string("kind", 16),
@@ -28,47 +27,40 @@ def upgrade() -> None:
         col.integer("limit_per_minute"),
         col.integer("limit_per_hour"),
         col.integer("limit_per_day"),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
-        col.primary_key("facilities"),
+        *col.timestamps(),
         col.unique("facilities", "hotel_id"),
     )
     op.create_table(
         "facility_tokens",
-        col.integer("facility_id"),
+        col.facility_id(),
         col.text("token_enc"),
         col.timestamp("expires_at"),
         col.timestamp("obtained_at"),
-        col.foreign_key("facility_tokens", "facility_id", "facilities.id", ondelete="CASCADE"),
+        col.facility_key("facility_tokens"),
         col.primary_key("facility_tokens", "facility_id"),
     )
-    op.create_table(
+    col.create_id_table(
         "gateway_keys",
-        col.integer("id"),
-        col.integer("facility_id"),
+        col.facility_id(),
         col.string("prefix", 16),
         col.string("key_hash", 64),
         col.string("label", 100),
         col.timestamp("created_at"),
         col.timestamp("revoked_at", nullable=True),
-        col.foreign_key("gateway_keys", "facility_id", "facilities.id", ondelete="CASCADE"),
-        col.primary_key("gateway_keys"),
+        col.facility_key("gateway_keys"),
         col.unique("gateway_keys", "key_hash"),
     )
-    op.create_table(
+    col.create_id_table(
         "idempotency_records",
-        col.integer("id"),
-        col.integer("facility_id"),
+        col.facility_id(),
         col.string("key", 200),
         col.string("operation", 100),
         col.string("body_hash", 64),
         col.string("state", 16),
         col.integer("status_code", nullable=True),
         col.json("response", nullable=True),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
-        col.foreign_key("idempotency_records", "facility_id", "facilities.id", ondelete="CASCADE"),
-        col.primary_key("idempotency_records"),
+        *col.timestamps(),
+        col.facility_key("idempotency_records"),
         col.unique("idempotency_records", "facility_id", "key"),
     )
 

@@ -12,10 +12,9 @@ down_revision = "0001"
 
 
 def upgrade() -> None:
-    op.create_table(
+    col.create_id_table(
         "customers",
-        col.integer("id"),
-        col.string("student_id", 64),
+        col.student_id(),
         col.string("email", 320),
         col.string("name", 200),
         col.string("kind", 16),
@@ -26,8 +25,7 @@ def upgrade() -> None:
         col.string("subscription_price_id", 100, nullable=True),
         col.boolean("handles_upsell"),
         col.boolean("handles_late_check_in"),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
+        *col.timestamps(),
         col.check("customers", "kind", "kind IN ('partner', 'own')"),
         col.check(
             "customers",
@@ -35,35 +33,28 @@ def upgrade() -> None:
             "subscription_status IS NULL OR subscription_status IN ('active', 'trialing', "
             "'past_due', 'unpaid', 'canceled', 'incomplete', 'incomplete_expired', 'paused')",
         ),
-        col.primary_key("customers"),
         col.unique("customers", "student_id"),
     )
-    op.create_table(
+    col.create_id_table(
         "knowledge_allowlist",
-        col.integer("id"),
         col.string("email", 320),
         sa.Column("added_on", sa.Date(), nullable=False),
         col.string("contract", 100),
         col.string("workspace", 200),
         col.integer("apartments", nullable=True),
         col.string("subscription", 100),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
-        col.primary_key("knowledge_allowlist"),
+        *col.timestamps(),
         col.unique("knowledge_allowlist", "email"),
     )
-    op.create_table(
+    col.create_id_table(
         "apartments",
-        col.integer("id"),
-        col.string("student_id", 64),
+        col.student_id(),
         col.string("pms_room_type_id", 64),
         col.string("assistant_listing_id", 100, nullable=True),
         col.string("notes_page_id", 100, nullable=True),
         col.string("name", 200),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
-        col.foreign_key("apartments", "student_id", "customers.student_id"),
-        col.primary_key("apartments"),
+        *col.timestamps(),
+        col.customer_key("apartments"),
         col.unique("apartments", "student_id", "assistant_listing_id", name="student_listing"),
         col.unique("apartments", "student_id", "notes_page_id", name="student_notes_page"),
         col.unique("apartments", "student_id", "pms_room_type_id", name="student_room_type"),
@@ -71,17 +62,16 @@ def upgrade() -> None:
     op.create_table(
         "pms_integrations",
         col.string("id", 64),
-        col.string("student_id", 64),
+        col.student_id(),
         col.string("provider", 16),
         col.string("status", 16),
         col.text("last_error", nullable=True),
         col.timestamp("status_changed_at"),
-        col.integer("facility_id", nullable=True),
+        col.facility_id(nullable=True),
         col.string("notes_workspace_id", 100, nullable=True),
         col.string("apartments_database_id", 100, nullable=True),
         col.text("token_enc", nullable=True),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
+        *col.timestamps(),
         col.check(
             "pms_integrations", "facility_on_kross", "provider = 'kross' OR facility_id IS NULL"
         ),
@@ -94,16 +84,15 @@ def upgrade() -> None:
         col.check("pms_integrations", "provider", "provider IN ('notes', 'kross')"),
         col.check("pms_integrations", "status", "status IN ('connected', 'error')"),
         col.check("pms_integrations", "id_is_not_student_id", "id <> student_id"),
-        col.foreign_key("pms_integrations", "facility_id", "facilities.id", ondelete="SET NULL"),
-        col.foreign_key("pms_integrations", "student_id", "customers.student_id"),
+        col.facility_key("pms_integrations", ondelete="SET NULL"),
+        col.customer_key("pms_integrations"),
         col.primary_key("pms_integrations"),
         col.unique("pms_integrations", "facility_id"),
         col.unique("pms_integrations", "student_id", "provider", name="student_provider"),
     )
-    op.create_table(
+    col.create_id_table(
         "usage_snapshots",
-        col.integer("id"),
-        col.string("student_id", 64),
+        col.student_id(),
         col.string("workspace_id", 100, nullable=True),
         col.string("kind", 16),
         col.timestamp("taken_at"),
@@ -118,8 +107,7 @@ def upgrade() -> None:
             "non_negative",
             "usd_spent >= 0 AND messages >= 0 AND tool_calls >= 0 AND upstream_calls >= 0",
         ),
-        col.foreign_key("usage_snapshots", "student_id", "customers.student_id"),
-        col.primary_key("usage_snapshots"),
+        col.customer_key("usage_snapshots"),
         col.unique(
             "usage_snapshots", "student_id", "kind", "taken_at", name="student_kind_taken_at"
         ),
@@ -134,10 +122,9 @@ def upgrade() -> None:
         unique=True,
         where="kind = 'baseline'",
     )
-    op.create_table(
+    col.create_id_table(
         "workspace_configurations",
-        col.integer("id"),
-        col.string("student_id", 64),
+        col.student_id(),
         col.string("workspace_id", 100, nullable=True),
         col.string("workspace_name", 200),
         col.string("workspace_slug", 100),
@@ -145,8 +132,7 @@ def upgrade() -> None:
         col.integer("alert_threshold_pct"),
         col.string("billing_mode", 32),
         col.text("notes"),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
+        *col.timestamps(),
         col.check("workspace_configurations", "billing_mode", "billing_mode IN ('partner_markup')"),
         col.check(
             "workspace_configurations",
@@ -154,8 +140,7 @@ def upgrade() -> None:
             "alert_threshold_pct >= 1 AND alert_threshold_pct <= 100",
         ),
         col.check("workspace_configurations", "plan_limit_usd", "plan_limit_usd >= 0"),
-        col.foreign_key("workspace_configurations", "student_id", "customers.student_id"),
-        col.primary_key("workspace_configurations"),
+        col.customer_key("workspace_configurations"),
         col.unique("workspace_configurations", "student_id"),
         col.unique("workspace_configurations", "workspace_id"),
         col.unique("workspace_configurations", "workspace_slug"),

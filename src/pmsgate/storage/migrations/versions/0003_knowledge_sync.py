@@ -11,10 +11,9 @@ down_revision = "0002"
 
 
 def upgrade() -> None:
-    op.create_table(
+    col.create_id_table(
         "knowledge_page_states",
-        col.integer("id"),
-        col.string("student_id", 64),
+        col.student_id(),
         col.string("notes_page_id", 100),
         col.timestamp("page_edited_at", nullable=True),
         col.timestamp("read_at"),
@@ -27,14 +26,13 @@ def upgrade() -> None:
         col.string("synced_listing_id", 100, nullable=True),
         col.timestamp("synced_at", nullable=True),
         col.timestamp("updated_at"),
-        col.foreign_key("knowledge_page_states", "student_id", "customers.student_id"),
-        col.primary_key("knowledge_page_states"),
+        col.customer_key("knowledge_page_states"),
         col.unique("knowledge_page_states", "student_id", "notes_page_id", name="page"),
     )
     op.create_table(
         "knowledge_sync_jobs",
         col.string("id", 32),
-        col.string("student_id", 64),
+        col.student_id(),
         col.string("kind", 16),
         col.string("status", 16),
         col.integer("progress_done"),
@@ -59,7 +57,7 @@ def upgrade() -> None:
             "progress_non_negative",
             "progress_done >= 0 AND progress_total >= 0",
         ),
-        col.foreign_key("knowledge_sync_jobs", "student_id", "customers.student_id"),
+        col.customer_key("knowledge_sync_jobs"),
         col.primary_key("knowledge_sync_jobs"),
     )
     col.create_index(

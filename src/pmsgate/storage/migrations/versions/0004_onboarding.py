@@ -15,7 +15,7 @@ def upgrade() -> None:
     op.create_table(
         "onboarding_runs",
         col.string("id", 32),
-        col.string("student_id", 64),
+        col.student_id(),
         col.integer("number"),
         col.string("status", 16),
         col.string("route", 1, nullable=True),
@@ -37,11 +37,10 @@ def upgrade() -> None:
         ["student_id", "started_at"],
         name="ix_onboarding_runs_student_started_at",
     )
-    op.create_table(
+    col.create_id_table(
         "onboarding_step_results",
-        col.integer("id"),
         col.string("run_id", 32, nullable=True),
-        col.string("student_id", 64),
+        col.student_id(),
         col.string("step_id", 64),
         col.integer("number"),
         col.string("kind", 16),
@@ -67,7 +66,6 @@ def upgrade() -> None:
         col.foreign_key(
             "onboarding_step_results", "run_id", "onboarding_runs.id", ondelete="CASCADE"
         ),
-        col.primary_key("onboarding_step_results"),
     )
     col.create_index(
         "onboarding_step_results",

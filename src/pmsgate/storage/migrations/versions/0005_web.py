@@ -11,15 +11,13 @@ down_revision = "0004"
 
 
 def upgrade() -> None:
-    op.create_table(
+    col.create_id_table(
         "users",
-        col.integer("id"),
         col.string("email", 254),
         col.text("password_hash"),
         col.string("role", 16),
-        col.string("student_id", 64, nullable=True),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
+        col.student_id(nullable=True),
+        *col.timestamps(),
         col.timestamp("last_login_at", nullable=True),
         col.check("users", "role", "role IN ('customer', 'admin')"),
         col.check(
@@ -28,8 +26,7 @@ def upgrade() -> None:
             "(role = 'customer' AND student_id IS NOT NULL) "
             "OR (role = 'admin' AND student_id IS NULL)",
         ),
-        col.foreign_key("users", "student_id", "customers.student_id"),
-        col.primary_key("users"),
+        col.customer_key("users"),
         col.unique("users", "email"),
     )
     op.create_table(
@@ -37,8 +34,7 @@ def upgrade() -> None:
         col.string("id_hash", 64),
         col.integer("user_id"),
         col.string("csrf_token", 64),
-        col.timestamp("created_at"),
-        col.timestamp("expires_at"),
+        *col.expiring(),
         col.timestamp("last_seen_at"),
         col.foreign_key("web_sessions", "user_id", "users.id", ondelete="CASCADE"),
         col.primary_key("web_sessions", "id_hash"),
@@ -53,25 +49,21 @@ def upgrade() -> None:
         col.check("gateway_usage_hours", "non_negative", "tool_calls >= 0 AND upstream_calls >= 0"),
         col.primary_key("gateway_usage_hours", "hotel_id", "hour"),
     )
-    op.create_table(
+    col.create_id_table(
         "job_runs",
-        col.integer("id"),
         col.string("job", 64),
         col.string("status", 16),
         col.timestamp("started_at"),
         col.timestamp("finished_at", nullable=True),
         col.json("detail", nullable=True),
         col.check("job_runs", "status", "status IN ('running', 'succeeded', 'failed')"),
-        col.primary_key("job_runs"),
     )
     col.create_index("job_runs", ["job", "started_at"])
-    with op.batch_alter_table("pms_integrations") as batch:
-        batch.add_column(col.timestamp("listings_sync_due_at", nullable=True))
+    col.add_columns("pms_integrations", col.timestamp("listings_sync_due_at", nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("pms_integrations") as batch:
-        batch.drop_column("listings_sync_due_at")
+    col.drop_columns("pms_integrations", "listings_sync_due_at")
     col.drop_table("job_runs", "ix_job_runs_job_started_at")
     op.drop_table("gateway_usage_hours")
     col.drop_table("web_sessions", "ix_web_sessions_user_id")

@@ -32,7 +32,7 @@ def upgrade() -> None:
         col.string("subject", 200),
         col.string("outcome", 16),
         col.integer("customer_id", nullable=True),
-        col.integer("facility_id", nullable=True),
+        col.facility_id(nullable=True),
         col.string("request_id", 64, nullable=True),
         col.string("client_address", 64, nullable=True),
         col.json("details"),

@@ -18,7 +18,7 @@ down_revision = "0007"
 def upgrade() -> None:
     op.create_table(
         "registry_checks",
-        col.string("student_id", 64),
+        col.student_id(),
         col.timestamp("checked_at"),
         col.string("status", 16),
         col.integer("problems"),
@@ -28,9 +28,7 @@ def upgrade() -> None:
             "status",
             "status IN ('ok', 'problems', 'unchecked', 'not_applicable')",
         ),
-        col.foreign_key(
-            "registry_checks", "student_id", "customers.student_id", ondelete="CASCADE"
-        ),
+        col.customer_key("registry_checks", ondelete="CASCADE"),
         col.primary_key("registry_checks", "student_id"),
     )
     col.create_index("registry_checks", ["status"])

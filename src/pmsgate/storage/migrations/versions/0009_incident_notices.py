@@ -19,49 +19,41 @@ down_revision = "0008"
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("facilities") as batch:
-        batch.add_column(col.timestamp("status_changed_at", nullable=True))
+    col.add_columns("facilities", col.timestamp("status_changed_at", nullable=True))
     # Existing facilities: their last update is the best known moment of their status.
     op.execute("UPDATE facilities SET status_changed_at = updated_at")
-    op.create_table(
+    col.create_id_table(
         "incident_notices",
-        col.integer("id"),
-        col.integer("facility_id"),
+        col.facility_id(),
         col.timestamp("incident_at"),
         col.string("kind", 16),
         col.string("channel", 16),
         col.string("recipient", 320),
-        col.string("student_id", 64, nullable=True),
+        col.student_id(nullable=True),
         col.string("status", 16),
         col.integer("attempts"),
         col.timestamp("claimed_until", nullable=True),
         col.string("last_error", 200, nullable=True),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
+        *col.timestamps(),
         col.timestamp("sent_at", nullable=True),
         col.check("incident_notices", "kind", "kind IN ('error', 'recovered')"),
         col.check("incident_notices", "channel", "channel IN ('customer', 'team', 'webhook')"),
         col.check(
             "incident_notices", "status", "status IN ('pending', 'sent', 'failed', 'skipped')"
         ),
-        col.foreign_key("incident_notices", "facility_id", "facilities.id", ondelete="CASCADE"),
-        col.primary_key("incident_notices"),
+        col.facility_key("incident_notices"),
         # One notice per facility, incident, kind and channel: replicas never send twice.
         col.unique("incident_notices", "facility_id", "incident_at", "kind", "channel"),
     )
     col.create_index("incident_notices", ["status"])
-    op.create_table(
+    col.create_id_table(
         "login_links",
-        col.integer("id"),
         col.string("token_hash", 64),
         col.integer("user_id"),
         col.string("target", 300),
         col.string("purpose", 32),
-        col.timestamp("created_at"),
-        col.timestamp("expires_at"),
-        col.timestamp("used_at", nullable=True),
+        *col.expiring(used=True),
         col.foreign_key("login_links", "user_id", "users.id", ondelete="CASCADE"),
-        col.primary_key("login_links"),
         col.unique("login_links", "token_hash"),
     )
     col.create_index("login_links", ["expires_at"])
@@ -70,5 +62,4 @@ def upgrade() -> None:
 def downgrade() -> None:
     col.drop_table("login_links", "ix_login_links_expires_at")
     col.drop_table("incident_notices", "ix_incident_notices_status")
-    with op.batch_alter_table("facilities") as batch:
-        batch.drop_column("status_changed_at")
+    col.drop_columns("facilities", "status_changed_at")

@@ -7,8 +7,6 @@ NULL for customers registered before: their notices are in English.
 
 from __future__ import annotations
 
-from alembic import op
-
 from pmsgate.storage.migrations import columns as col
 
 revision = "0011"
@@ -16,10 +14,8 @@ down_revision = "0010"
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("customers") as batch:
-        batch.add_column(col.string("language", 16, nullable=True))
+    col.add_columns("customers", col.string("language", 16, nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("customers") as batch:
-        batch.drop_column("language")
+    col.drop_columns("customers", "language")

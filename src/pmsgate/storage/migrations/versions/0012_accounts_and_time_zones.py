@@ -10,8 +10,6 @@
 
 from __future__ import annotations
 
-from alembic import op
-
 from pmsgate.storage.migrations import columns as col
 
 revision = "0012"
@@ -19,14 +17,10 @@ down_revision = "0011"
 
 
 def upgrade() -> None:
-    with op.batch_alter_table("customers") as batch:
-        batch.add_column(col.string("timezone", 64, nullable=True))
-    with op.batch_alter_table("users") as batch:
-        batch.add_column(col.timestamp("invited_at", nullable=True))
+    col.add_columns("customers", col.string("timezone", 64, nullable=True))
+    col.add_columns("users", col.timestamp("invited_at", nullable=True))
 
 
 def downgrade() -> None:
-    with op.batch_alter_table("users") as batch:
-        batch.drop_column("invited_at")
-    with op.batch_alter_table("customers") as batch:
-        batch.drop_column("timezone")
+    col.drop_columns("users", "invited_at")
+    col.drop_columns("customers", "timezone")

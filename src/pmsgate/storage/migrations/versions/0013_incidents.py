@@ -11,8 +11,6 @@ is each incident's timeline (the notices stay in ``incident_notices``).
 
 from __future__ import annotations
 
-from alembic import op
-
 from pmsgate.storage.migrations import columns as col
 
 revision = "0013"
@@ -20,14 +18,13 @@ down_revision = "0012"
 
 
 def upgrade() -> None:
-    op.create_table(
+    col.create_id_table(
         "incidents",
-        col.integer("id"),
         col.string("kind", 16),
         col.string("subject", 200),
         col.string("open_key", 200, nullable=True),
-        col.integer("facility_id", nullable=True),
-        col.string("student_id", 64, nullable=True),
+        col.facility_id(nullable=True),
+        col.student_id(nullable=True),
         col.string("job", 64, nullable=True),
         col.timestamp("incident_at", nullable=True),
         col.string("reason", 300, nullable=True),
@@ -46,18 +43,14 @@ def upgrade() -> None:
             "incidents", "kind", "kind IN ('pms_error', 'job_failing', 'registry', 'budget')"
         ),
         col.check("incidents", "state", "state IN ('open', 'acknowledged', 'snoozed', 'resolved')"),
-        col.foreign_key("incidents", "facility_id", "facilities.id", ondelete="CASCADE"),
+        col.facility_key("incidents"),
         col.foreign_key("incidents", "assignee_id", "users.id", ondelete="SET NULL"),
-        col.primary_key("incidents"),
         # One unresolved incident per kind and subject, whichever replica opens it.
         col.unique("incidents", "kind", "open_key"),
     )
-    col.create_index("incidents", ["state"])
-    col.create_index("incidents", ["facility_id"])
-    col.create_index("incidents", ["student_id"])
-    op.create_table(
+    col.create_indexes("incidents", "state", "facility_id", "student_id")
+    col.create_id_table(
         "incident_events",
-        col.integer("id"),
         col.integer("incident_id"),
         col.timestamp("at"),
         col.string("kind", 16),
@@ -71,7 +64,6 @@ def upgrade() -> None:
             "'check', 'link_resent', 'recovered')",
         ),
         col.foreign_key("incident_events", "incident_id", "incidents.id", ondelete="CASCADE"),
-        col.primary_key("incident_events"),
     )
     col.create_index("incident_events", ["incident_id"])
 

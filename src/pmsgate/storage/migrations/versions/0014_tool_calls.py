@@ -29,7 +29,7 @@ def upgrade() -> None:
             sa.BigInteger().with_variant(sa.Integer(), "sqlite"),
             nullable=False,
         ),
-        col.integer("facility_id"),
+        col.facility_id(),
         col.timestamp("at"),
         col.string("kind", 16),
         col.string("name", 80),
@@ -45,18 +45,18 @@ def upgrade() -> None:
         col.check("tool_calls", "kind", "kind IN ('tool', 'operation')"),
         col.check("tool_calls", "transport", "transport IN ('http', 'mcp')"),
         col.check("tool_calls", "outcome", "outcome IN ('ok', 'stale', 'replayed', 'error')"),
-        col.foreign_key("tool_calls", "facility_id", "facilities.id", ondelete="CASCADE"),
+        col.facility_key("tool_calls"),
         col.primary_key("tool_calls"),
     )
     col.create_index("tool_calls", ["facility_id", "at"])
     col.create_index("tool_calls", ["at"])
     op.create_table(
         "upstream_health",
-        col.integer("facility_id"),
+        col.facility_id(),
         col.timestamp("last_success_at", nullable=True),
         col.timestamp("last_failure_at", nullable=True),
         col.string("last_failure_code", 64, nullable=True),
-        col.foreign_key("upstream_health", "facility_id", "facilities.id", ondelete="CASCADE"),
+        col.facility_key("upstream_health"),
         col.primary_key("upstream_health", "facility_id"),
     )
 

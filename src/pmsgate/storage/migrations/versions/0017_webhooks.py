@@ -30,10 +30,9 @@ EVENT_TYPES = (
 
 
 def upgrade() -> None:
-    op.create_table(
+    col.create_id_table(
         "webhook_subscriptions",
-        col.integer("id"),
-        col.string("student_id", 64, nullable=True),
+        col.student_id(nullable=True),
         col.string("url", 2000),
         col.string("description", 200),
         col.json("events"),
@@ -43,31 +42,25 @@ def upgrade() -> None:
         col.boolean("enabled"),
         col.string("disabled_reason", 64, nullable=True),
         col.string("created_by", 200),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
-        col.foreign_key(
-            "webhook_subscriptions", "student_id", "customers.student_id", ondelete="CASCADE"
-        ),
-        col.primary_key("webhook_subscriptions"),
+        *col.timestamps(),
+        col.customer_key("webhook_subscriptions", ondelete="CASCADE"),
     )
     col.create_index("webhook_subscriptions", ["student_id"])
     op.create_table(
         "webhook_events",
         col.string("id", 40),
         col.string("type", 64),
-        col.string("student_id", 64, nullable=True),
-        col.integer("facility_id", nullable=True),
+        col.student_id(nullable=True),
+        col.facility_id(nullable=True),
         col.json("payload"),
         col.timestamp("occurred_at"),
         col.timestamp("fanned_out_at", nullable=True),
         col.check("webhook_events", "type", EVENT_TYPES),
         col.primary_key("webhook_events"),
     )
-    col.create_index("webhook_events", ["fanned_out_at"])
-    col.create_index("webhook_events", ["occurred_at"])
-    op.create_table(
+    col.create_indexes("webhook_events", "fanned_out_at", "occurred_at")
+    col.create_id_table(
         "webhook_deliveries",
-        col.integer("id"),
         col.string("event_id", 40),
         col.integer("subscription_id"),
         col.string("status", 16),
@@ -78,8 +71,7 @@ def upgrade() -> None:
         col.integer("response_status", nullable=True),
         col.string("last_error", 200, nullable=True),
         col.timestamp("delivered_at", nullable=True),
-        col.timestamp("created_at"),
-        col.timestamp("updated_at"),
+        *col.timestamps(),
         col.check(
             "webhook_deliveries",
             "status",
@@ -92,7 +84,6 @@ def upgrade() -> None:
             "webhook_subscriptions.id",
             ondelete="CASCADE",
         ),
-        col.primary_key("webhook_deliveries"),
         # One delivery of an event per subscription, however many replicas fan it out.
         col.unique("webhook_deliveries", "event_id", "subscription_id"),
     )

@@ -22,42 +22,36 @@ backward_compatible = True
 
 
 def upgrade() -> None:
-    op.create_table(
+    col.create_id_table(
         "oauth_clients",
-        col.integer("id"),
         col.string("client_id", 64),
         col.string("secret_hash", 64, nullable=True),
         col.json("metadata"),
         col.timestamp("created_at"),
-        col.primary_key("oauth_clients"),
         col.unique("oauth_clients", "client_id"),
     )
-    op.create_table(
+    col.create_id_table(
         "oauth_grants",
-        col.integer("id"),
         col.integer("client_id"),
         col.integer("user_id", nullable=True),
         col.string("user_email", 254),
-        col.integer("facility_id"),
+        col.facility_id(),
         col.json("scopes"),
         col.string("resource", 500),
         col.timestamp("created_at"),
         col.timestamp("revoked_at", nullable=True),
         col.string("revoked_by", 200, nullable=True),
         col.foreign_key("oauth_grants", "client_id", "oauth_clients.id", ondelete="CASCADE"),
-        col.foreign_key("oauth_grants", "facility_id", "facilities.id", ondelete="CASCADE"),
+        col.facility_key("oauth_grants"),
         col.foreign_key("oauth_grants", "user_id", "users.id", ondelete="SET NULL"),
-        col.primary_key("oauth_grants"),
     )
-    col.create_index("oauth_grants", ["facility_id"])
-    col.create_index("oauth_grants", ["user_id"])
+    col.create_indexes("oauth_grants", "facility_id", "user_id")
     op.create_table(
         "oauth_authorizations",
         col.string("request_hash", 64),
         col.integer("client_id"),
         col.json("params"),
-        col.timestamp("created_at"),
-        col.timestamp("expires_at"),
+        *col.expiring(),
         col.string("code_hash", 64, nullable=True),
         col.integer("grant_id", nullable=True),
         col.timestamp("code_expires_at", nullable=True),
@@ -76,15 +70,12 @@ def upgrade() -> None:
         col.integer("grant_id"),
         col.string("kind", 8),
         col.string("prefix", 16),
-        col.timestamp("created_at"),
-        col.timestamp("expires_at"),
-        col.timestamp("used_at", nullable=True),
+        *col.expiring(used=True),
         col.check("oauth_tokens", "kind", "kind IN ('access', 'refresh')"),
         col.foreign_key("oauth_tokens", "grant_id", "oauth_grants.id", ondelete="CASCADE"),
         col.primary_key("oauth_tokens", "token_hash"),
     )
-    col.create_index("oauth_tokens", ["grant_id"])
-    col.create_index("oauth_tokens", ["expires_at"])
+    col.create_indexes("oauth_tokens", "grant_id", "expires_at")
 
 
 def downgrade() -> None:
