@@ -23,7 +23,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import Future
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -214,6 +214,23 @@ def notifying_settings(tmp: Path, port: int) -> dict[str, Any]:
         "public_url": f"http://127.0.0.1:{port}",
         "notify_team_email": "ops@platform.example",
     }
+
+
+@contextmanager
+def serve_notifying_console(
+    tmp: Path, accounts: Callable[[WebSandbox], Awaitable[Accounts]]
+) -> Iterator[LiveConsole]:
+    """:func:`serve_console` whose notices link to it and tell the team too."""
+    with serve_console(tmp, accounts=accounts, settings_overrides=notifying_settings) as served:
+        yield served
+
+
+async def english_owner(sandbox: WebSandbox) -> tuple[str, str]:
+    """The enrolled customer's owner (the address its notices go to), signed up, reading
+    English (the notices' and pages' words the incident tests assert)."""
+    profile = profile_of(sandbox.enrolled.facility)
+    await sandbox.web.customers.customers.upsert(replace(profile, language="en"))
+    return await sandbox.add_user("customer", email=profile.email)
 
 
 def screenshot(page: Any, name: str) -> Path:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import email.policy
 import re
 from collections.abc import Iterator
-from dataclasses import replace
 from email.message import EmailMessage
 from email.parser import BytesParser
 from typing import Any
@@ -24,9 +23,9 @@ from pmsgate.jobs.notify import notify_incidents
 from tests.browser.conftest import (
     Accounts,
     LiveConsole,
-    notifying_settings,
+    english_owner,
     screenshot,
-    serve_console,
+    serve_notifying_console,
 )
 from tests.customers.support import profile_of
 from tests.web.support import WebSandbox
@@ -36,22 +35,13 @@ NEW_PASSWORD = "a-new-api-password-incident"
 
 async def _owner_only(sandbox: WebSandbox) -> Accounts:
     """The enrolled customer's owner (the address its notices go to), in every role."""
-    owner = profile_of(sandbox.enrolled.facility).email
-    customer = await sandbox.add_user("customer", email=owner)
-    # This customer reads English (the notices' and pages' words asserted below).
-    await sandbox.web.customers.customers.upsert(
-        replace(profile_of(sandbox.enrolled.facility), language="en")
-    )
+    customer = await english_owner(sandbox)
     return customer, customer, customer
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
-    with serve_console(
-        tmp_path_factory.mktemp("incident"),
-        accounts=_owner_only,
-        settings_overrides=notifying_settings,
-    ) as served:
+    with serve_notifying_console(tmp_path_factory.mktemp("incident"), _owner_only) as served:
         yield served
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -25,11 +24,10 @@ from tests.browser.accessibility import assert_accessible
 from tests.browser.conftest import (
     Accounts,
     LiveConsole,
-    notifying_settings,
+    english_owner,
     screenshot,
-    serve_console,
+    serve_notifying_console,
 )
-from tests.customers.support import profile_of
 from tests.web.support import WebSandbox
 
 COUNT = 300
@@ -39,22 +37,14 @@ NEW_PASSWORD = "a-new-api-password-triage"
 
 async def _accounts(sandbox: WebSandbox) -> Accounts:
     """An admin, and the enrolled customer's owner (the address its notices go to)."""
-    owner = profile_of(sandbox.enrolled.facility).email
-    await sandbox.web.customers.customers.upsert(
-        replace(profile_of(sandbox.enrolled.facility), language="en")
-    )
+    customer = await english_owner(sandbox)
     admin = await sandbox.add_user("admin", email="lead@platform.example")
-    customer = await sandbox.add_user("customer", email=owner)
     return admin, customer, customer
 
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveConsole]:
-    with serve_console(
-        tmp_path_factory.mktemp("incidents"),
-        accounts=_accounts,
-        settings_overrides=notifying_settings,
-    ) as served:
+    with serve_notifying_console(tmp_path_factory.mktemp("incidents"), _accounts) as served:
         for start in range(0, COUNT, CHUNK):
 
             async def generate(sandbox: WebSandbox, start: int = start) -> None:
