@@ -7,8 +7,6 @@ endif
 PORT ?= 8080
 SANDBOX_PORT ?= 8090
 # Two workers fit this machine kind (2 cores); TEST_WORKERS=0 runs the tests in one process.
-# worksteal: a worker that runs out takes tests queued for the other, so the slow end-to-end
-# tests do not leave one core idle at the end of the run.
 TEST_WORKERS ?= 2
 # Compiled modules are written once (__pycache__, ignored by git) and reused by every Python
 # process of a run: both test workers and every server or CLI a test starts. Where the
@@ -30,7 +28,7 @@ demo: env
 	$(UV) run pmsgate demo
 
 test: env
-	$(UV) run pytest -n $(TEST_WORKERS) --dist worksteal --durations=15
+	$(UV) run pytest -n $(TEST_WORKERS) --durations=15
 
 lint: env
 	$(UV) run ruff check src tests bench tools
